@@ -1,0 +1,1 @@
+"""dataprep: raw corpora in, clean documents out (readers, normalization, dedup, tokenizers)."""

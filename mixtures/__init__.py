@@ -1,0 +1,1 @@
+"""mixtures: YAML mixtures of shard sets and the deterministic, resumable sequence sampler."""

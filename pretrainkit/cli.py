@@ -1,0 +1,45 @@
+"""The `ptk` console: one argparse tree; each package registers its own subcommands.
+
+Every handler is `func(args) -> int` (the exit status). A `UserError` anywhere below becomes one
+line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from pretrainkit import __version__
+from pretrainkit.errors import UserError
+
+# Modules that own a group of subcommands; each defines `register(subparsers)`.
+COMMAND_MODULES = (
+    "dataprep.dedup_cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ptk", description="pretrainkit: data pipeline and pretraining toolkit")
+    parser.add_argument("--version", action="version", version=f"pretrainkit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as e:
+        print(f"ptk: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ptk: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""train: Llama-style model, parallelism, optimizer, trainer loop, checkpoints and planning."""
