@@ -1,0 +1,60 @@
+"""Arrow IPC shard files with zstd-compressed buffers: one record batch per `DocBatch`.
+
+Columns: `id` (string), `length` (uint32 token count) and `tokens` (list of uint16/uint32).
+`length` duplicates the list offsets on purpose: it can be read alone, so the document index of
+a shard set costs no token decompression.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO
+
+import numpy as np
+import pyarrow as pa
+
+from shards.formats import ZSTD_LEVEL, DocBatch
+
+ID, LENGTH, TOKENS = 0, 1, 2
+
+
+def arrow_schema(dtype: np.dtype) -> pa.Schema:
+    return pa.schema([("id", pa.string()), ("length", pa.uint32()), ("tokens", pa.list_(pa.from_numpy_dtype(dtype)))])
+
+
+class ArrowShardWriter:
+    """Writes `DocBatch`es to an open binary file as one Arrow IPC file."""
+
+    def __init__(self, sink: BinaryIO, dtype: np.dtype):
+        options = pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=ZSTD_LEVEL))
+        self._schema = arrow_schema(dtype)
+        self._writer = pa.ipc.new_file(sink, self._schema, options=options)
+
+    def write(self, batch: DocBatch) -> None:
+        tokens = pa.ListArray.from_arrays(pa.array(batch.offsets.astype(np.int32)), pa.array(batch.tokens))
+        self._writer.write_batch(
+            pa.record_batch([pa.array(batch.ids, pa.string()), pa.array(batch.lengths, pa.uint32()), tokens], schema=self._schema)
+        )
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+class ArrowShardReader:
+    """Random access to the batches of one Arrow shard file (memory-mapped; reads decompress one batch)."""
+
+    def __init__(self, path: str):
+        source = pa.memory_map(path)
+        self._files = {
+            cols: pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=list(cols), use_threads=False))
+            for cols in ((ID,), (LENGTH,), (TOKENS,))
+        }
+        self.num_batches = self._files[(LENGTH,)].num_record_batches
+
+    def lengths(self, i: int) -> np.ndarray:
+        return self._files[(LENGTH,)].get_batch(i).column(0).to_numpy()
+
+    def tokens(self, i: int) -> np.ndarray:
+        return self._files[(TOKENS,)].get_batch(i).column(0).values.to_numpy()
+
+    def ids(self, i: int) -> list[str]:
+        return self._files[(ID,)].get_batch(i).column(0).to_pylist()

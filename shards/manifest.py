@@ -1,0 +1,114 @@
+"""`manifest.json`: what a shard set holds, how to check it, and where it came from.
+
+    {"format": "arrow", "version": 1, "dtype": "uint16",
+     "tokenizer": {"sha256": ..., "vocab_size": 8192, "eos_id": 0, "eos_token": "<|endoftext|>"},
+     "shards": [{"file": "shard-00000.arrow", "docs": 120, "tokens": 51234, "bytes": 70311, "sha256": ...}],
+     "totals": {"shards": 1, "docs": 120, "tokens": 51234, "bytes": 70311},
+     "provenance": {...}}
+
+Provenance holds only what determines the content (inputs with their hashes, dedup stats, content
+options, package version), never output paths, worker counts or times, so the same inputs give a
+byte-identical manifest. It is written last: a directory without one is not a shard set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pretrainkit.errors import UserError
+from pretrainkit.files import write_text_atomic
+from shards.formats import FORMAT_VERSION, FORMATS, MANIFEST_NAME
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    file: str
+    docs: int
+    tokens: int
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class TokenizerInfo:
+    sha256: str
+    vocab_size: int
+    eos_id: int
+    eos_token: str
+
+
+def build_manifest(fmt: str, dtype: str, tokenizer: TokenizerInfo, shards: list[ShardEntry], provenance: dict) -> dict:
+    return {
+        "format": fmt,
+        "version": FORMAT_VERSION,
+        "dtype": dtype,
+        "tokenizer": asdict(tokenizer),
+        "shards": [asdict(s) for s in shards],
+        "totals": {
+            "shards": len(shards),
+            "docs": sum(s.docs for s in shards),
+            "tokens": sum(s.tokens for s in shards),
+            "bytes": sum(s.bytes for s in shards),
+        },
+        "provenance": provenance,
+    }
+
+
+def manifest_json(manifest: dict) -> str:
+    return json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_manifest(directory: str | Path, manifest: dict) -> None:
+    write_text_atomic(Path(directory) / MANIFEST_NAME, manifest_json(manifest))
+
+
+def fingerprint(manifest: dict) -> str:
+    """sha256 over the per-shard sha256s, in order: identifies the token content of the set."""
+    return hashlib.sha256("\n".join(s["sha256"] for s in manifest["shards"]).encode()).hexdigest()
+
+
+def load_manifest(directory: str | Path) -> dict:
+    """Parse and check `DIR/manifest.json`; UserError naming the file and the problem."""
+    path = Path(directory) / MANIFEST_NAME
+    if not Path(directory).is_dir():
+        raise UserError(f"{directory}: not a directory")
+    if not path.is_file():
+        raise UserError(f"{path}: missing; not a finished shard set (was the writing run interrupted?)")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"{path}: not a readable manifest: {e}") from None
+    _check(manifest, path)
+    return manifest
+
+
+def _check(m: object, path: Path) -> None:
+    def fail(msg: str) -> None:
+        raise UserError(f"{path}: {msg}")
+
+    if not isinstance(m, dict):
+        fail("manifest is not a JSON object")
+    for key, kind in (("format", str), ("version", int), ("dtype", str), ("tokenizer", dict), ("shards", list), ("totals", dict)):
+        if not isinstance(m.get(key), kind):
+            fail(f"key '{key}' missing or not a {kind.__name__}")
+    if m["format"] not in FORMATS:
+        fail(f"key 'format' is {m['format']!r}, expected one of {', '.join(FORMATS)}")
+    if m["version"] != FORMAT_VERSION:
+        fail(f"key 'version' is {m['version']}, this pretrainkit reads version {FORMAT_VERSION}")
+    if m["dtype"] not in ("uint16", "uint32"):
+        fail(f"key 'dtype' is {m['dtype']!r}, expected uint16 or uint32")
+    for key, kind in (("sha256", str), ("vocab_size", int), ("eos_id", int)):
+        if not isinstance(m["tokenizer"].get(key), kind):
+            fail(f"key 'tokenizer.{key}' missing or not a {kind.__name__}")
+    for i, s in enumerate(m["shards"]):
+        if not isinstance(s, dict) or not all(isinstance(s.get(k), t) for k, t in _SHARD_KEYS):
+            fail(f"shards[{i}]: needs " + ", ".join(f"'{k}' ({t.__name__})" for k, t in _SHARD_KEYS))
+    for key in ("docs", "tokens"):
+        if m["totals"].get(key) != sum(s[key] for s in m["shards"]):
+            fail(f"key 'totals.{key}' does not match the sum over shards")
+
+
+_SHARD_KEYS = (("file", str), ("docs", int), ("tokens", int), ("bytes", int), ("sha256", str))

@@ -1,0 +1,34 @@
+"""Check a shard set against its manifest: every listed file present, of the listed size and sha256.
+
+    problems = verify_shards("shards/")   # [] when whole; one line per missing/truncated/altered file
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pretrainkit.files import sha256_file
+from shards.manifest import load_manifest
+
+
+def verify_shards(directory: str | Path, manifest: dict | None = None, progress: bool = False) -> list[str]:
+    directory = Path(directory)
+    manifest = manifest if manifest is not None else load_manifest(directory)
+    shards = manifest["shards"]
+    if progress:
+        from tqdm import tqdm
+
+        shards = tqdm(shards, desc="verify", unit="shard")
+    problems = []
+    for entry in shards:
+        path = directory / entry["file"]
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+            continue
+        size = path.stat().st_size
+        if size != entry["bytes"]:
+            kind = "truncated" if size < entry["bytes"] else "wrong size"
+            problems.append(f"{path}: {kind}: {size} bytes, manifest says {entry['bytes']}")
+        elif sha256_file(path) != entry["sha256"]:
+            problems.append(f"{path}: altered: sha256 differs from the manifest")
+    return problems

@@ -1,0 +1,85 @@
+"""ShardSet over real text: documents, stream windows and lengths match a numpy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import webdataset
+
+from shards import ShardSet, write_shards
+from shards.webdataset_format import decode_sample
+
+BYTE_EOS = 256  # the conftest's byte-level documents: token = UTF-8 byte, vocabulary 257
+
+def _write(docs, out, fmt="arrow", **kw):
+    kw.setdefault("shard_tokens", 200_000)
+    kw.setdefault("batch_tokens", 8192)
+    return write_shards(docs, out, vocab_size=257, eos_id=BYTE_EOS, ids=[f"p{i}" for i in range(len(docs))], fmt=fmt, **kw)
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "webdataset"])
+def test_round_trip_documents_windows_and_lengths(tmp_path, wikitext_docs, wikitext_stream, fmt):
+    ss = _write(wikitext_docs, tmp_path / "s", fmt)
+    assert ss.format == fmt and len(ss.manifest["shards"]) > 3
+    assert ss.num_docs == len(wikitext_docs)
+    assert ss.num_tokens == sum(len(d) for d in wikitext_docs)
+    assert ss.stream_length == len(wikitext_stream)
+    assert ss.dtype is np.uint16 and ss.eos_id == BYTE_EOS
+    np.testing.assert_array_equal(ss.doc_lengths(), [len(d) for d in wikitext_docs])
+    for i in (0, 1, 500, len(wikitext_docs) - 1):
+        np.testing.assert_array_equal(ss.document(i), wikitext_docs[i])
+        assert ss.document_id(i) == f"p{i}"
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        start = int(rng.integers(0, len(wikitext_stream) - 2049))
+        np.testing.assert_array_equal(ss.read_tokens(start, start + 2049), wikitext_stream[start : start + 2049])
+    np.testing.assert_array_equal(ss.read_tokens(0, ss.stream_length), wikitext_stream)
+    with pytest.raises(IndexError):
+        ss.read_tokens(0, ss.stream_length + 1)
+
+
+def test_small_cache_gives_the_same_tokens(tmp_path, wikitext_docs, wikitext_stream):
+    _write(wikitext_docs, tmp_path / "s")
+    ss = ShardSet.open(tmp_path / "s", cache_tokens=0)
+    starts = np.random.default_rng(1).integers(0, len(wikitext_stream) - 5000, size=50)
+    for s in starts:
+        np.testing.assert_array_equal(ss.read_tokens(int(s), int(s) + 5000), wikitext_stream[s : s + 5000])
+    assert len(ss._cache) == 1
+
+
+def test_same_documents_give_identical_bytes(tmp_path, wikitext_docs):
+    for fmt in ("arrow", "webdataset"):
+        a, b = _write(wikitext_docs, tmp_path / f"{fmt}a", fmt), _write(wikitext_docs, tmp_path / f"{fmt}b", fmt)
+        names = sorted(p.name for p in a.path.iterdir())
+        assert names == sorted(p.name for p in b.path.iterdir()) and "manifest.json" in names
+        for n in names:
+            assert (a.path / n).read_bytes() == (b.path / n).read_bytes(), n
+        assert a.fingerprint == b.fingerprint
+
+
+def test_large_vocabulary_uses_uint32(tmp_path, wikitext_docs):
+    docs = [d.astype(np.uint32) + 70_000 for d in wikitext_docs[:200]]
+    ss = write_shards(docs, tmp_path / "s", vocab_size=70_400, eos_id=70_300)
+    assert ss.dtype is np.uint32 and ss.manifest["dtype"] == "uint32"
+    np.testing.assert_array_equal(ss.document(7), docs[7])
+    assert ss.read_tokens(len(docs[0]), len(docs[0]) + 1)[0] == 70_300
+
+
+def test_rewrite_with_fewer_shards_removes_stale_ones(tmp_path, wikitext_docs):
+    big = _write(wikitext_docs, tmp_path / "s", shard_tokens=50_000)
+    small = _write(wikitext_docs[:100], tmp_path / "s", shard_tokens=50_000)
+    files = sorted(p.name for p in small.path.glob("shard-*"))
+    assert files == [s["file"] for s in small.manifest["shards"]]
+    assert len(files) < len(big.manifest["shards"])
+    assert small.verify() == []
+
+
+def test_stock_webdataset_pipeline_reads_the_shards(tmp_path, wikitext_docs):
+    ss = _write(wikitext_docs, tmp_path / "w", "webdataset")
+    urls = [str(ss.path / s["file"]) for s in ss.manifest["shards"]]
+    ids, docs = [], []
+    for sample in webdataset.WebDataset(urls, shardshuffle=False).map(decode_sample):
+        ids += sample["ids"]
+        docs += sample["tokens"]
+    assert ids == [f"p{i}" for i in range(len(wikitext_docs))]
+    assert all(np.array_equal(a, b) for a, b in zip(docs, wikitext_docs))
