@@ -1,0 +1,421 @@
+"""Exact and MinHash-LSH near-duplicate removal over corpora of any size that fits on disk.
+
+    stats = run_dedup(["corpus/"], Path("out"), DedupOptions(threshold=0.8), workers=4)
+
+Stages, each a set of independent jobs whose results are files (so a killed run resumes where it
+stopped, and the output is the same for any number of workers):
+
+1. scan    (per read task)  read records; write the index part (signature, exact hash, shingle
+                            set, id per document) and the rejected rows.  -> OUT/index/
+2. bucket  (per index part) band hashes and exact hashes, scattered by hash into partitions.
+3. match   (per partition)  sort; equal exact hashes give duplicate pairs, equal band hashes give
+                            candidate pairs.
+4. resolve (main process)   candidates verified by exact Jaccard of their shingle sets (in parallel),
+                            union-find over verified pairs; per cluster the first document in input
+                            order is kept.
+5. write   (per read task)  re-read the inputs, write the kept records unchanged.
+
+Memory per document held at once: 8 bytes (exact representative) + 1 byte (removed flag) in the
+main process, plus what one partition holds while it is sorted (24 bytes x (bands + 1) per
+document, divided by the number of partitions, which is chosen so a partition stays near
+`PARTITION_BYTES`). Text is never held beyond one 256 KB batch per worker.
+
+`--against INDEX`: the old index's kept documents take the first keys, so every cluster that
+contains one of them is represented by it, and the new documents in it are removed with
+`duplicate_of` naming the old id. Old documents are never written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import zstandard
+
+from dataprep.clusters import connected_components
+from dataprep.dedup_index import DedupIndex, IndexPart, ScanJob, part_name, scan_part
+from dataprep.executor import run_jobs
+from dataprep.minhash import band_hashes, lsh_params
+from dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
+from pretrainkit import __version__
+from pretrainkit.errors import UserError
+from pretrainkit.files import atomic_write, remove_temporaries, write_text_atomic
+
+PARTITION_BYTES = 64 << 20
+BUCKET_CHUNK_DOCS = 1 << 16
+VERIFY_CHUNK_PAIRS = 1 << 16
+EXACT_FLAG = np.uint64(1 << 63)  # marks exact-hash entries; band entries carry the band number
+ENTRY = np.dtype([("h1", "<u8"), ("h2", "<u8"), ("key", "<u8")])
+
+
+@dataclass(frozen=True)
+class DedupOptions:
+    threshold: float = 0.8
+    num_perm: int = 128
+    ngram: int = 5
+    text_field: str = "text"
+    id_field: str = "id"
+    near: bool = True
+    against: str | None = None
+
+    def validate(self) -> None:
+        if not 0.0 < self.threshold <= 1.0:
+            raise UserError(f"--threshold must be in (0, 1], got {self.threshold}")
+        if not 8 <= self.num_perm <= 1024:
+            raise UserError(f"--num-perm must be in [8, 1024], got {self.num_perm}")
+        if not 1 <= self.ngram <= 64:
+            raise UserError(f"--ngram must be in [1, 64], got {self.ngram}")
+
+
+def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: int = 1) -> dict:
+    """Deduplicate `inputs` into `out_dir`; returns the stats written to `out_dir/stats.json`."""
+    options.validate()
+    started = time.monotonic()
+    out_dir = Path(out_dir)
+    files = discover_inputs(inputs)
+    _refuse_output_inside_inputs(files, out_dir)
+    old = _open_against(options)
+    tasks = plan_read_tasks(files)
+    bands, rows = lsh_params(options.threshold, options.num_perm) if options.near else (0, 0)
+
+    work = out_dir / ".work"
+    index_dir = out_dir / "index"
+    _prepare_work_dir(work, index_dir, files, tasks, options, old)
+    for d in (out_dir, index_dir):
+        remove_temporaries(d)
+
+    scans = run_jobs(
+        scan_part,
+        [
+            ScanJob(i, t, str(index_dir), str(work / f"rejected-{i:05d}.jsonl"), options.num_perm, options.ngram,
+                    options.text_field, options.id_field)
+            for i, t in enumerate(tasks)
+        ],
+        workers, "scan", weights=[t.nbytes for t in tasks], unit="B",
+    )
+    new = DedupIndex.from_parts(index_dir, options.num_perm, options.ngram, [s["docs"] for s in scans])
+    old_parts = old.parts if old else []
+    all_parts = old_parts + new.parts
+    offsets = np.concatenate(([0], np.cumsum([p.docs for p in all_parts], dtype=np.int64)))
+    first_new_key = int(offsets[len(old_parts)])
+    total = int(offsets[-1])
+
+    partitions = max(1, math.ceil(total * ENTRY.itemsize * (bands + 1) / PARTITION_BYTES))
+    bucket_dir = work / "buckets"
+    run_jobs(
+        _bucket_part,
+        [
+            _BucketJob(str(p.base), p.docs, p.num_perm, int(offsets[i]), i, i < len(old_parts), bands, rows,
+                       partitions, str(bucket_dir))
+            for i, p in enumerate(all_parts)
+        ],
+        workers, "bucket", weights=[p.docs for p in all_parts], unit="doc",
+    )
+    matches = run_jobs(
+        _match_partition,
+        [_MatchJob(str(bucket_dir), p, first_new_key) for p in range(partitions)],
+        workers, "match",
+    )
+    exact_pairs = _concat_pairs([m[0] for m in matches])
+    candidates = _concat_pairs([m[1] for m in matches])
+
+    # Every exact duplicate points at the first document with the same text.
+    rep = np.arange(total, dtype=np.int64)
+    rep[exact_pairs[:, 0]] = exact_pairs[:, 1]
+    keep_rows = exact_pairs[:, 0] >= first_new_key
+    removed_exact = exact_pairs[keep_rows]
+
+    near_links = _verified_links(candidates, rep, all_parts, offsets, options.threshold, workers)
+    members, roots = connected_components(near_links)
+    near_rows = members >= first_new_key
+    members, roots = members[near_rows], roots[near_rows]
+    similarity = _jaccard_pairs(np.stack([members, roots], axis=1), all_parts, offsets, workers, "similarity")
+
+    removed = np.zeros(total - first_new_key, dtype=bool)
+    removed[removed_exact[:, 0] - first_new_key] = True
+    removed[members - first_new_key] = True
+    removed_path = work / "removed.u8"
+    with atomic_write(removed_path) as f:
+        f.write(removed.astype(np.uint8).tobytes())
+    written = run_jobs(
+        _write_kept,
+        [_WriteJob(i, t, str(out_dir), str(removed_path), int(offsets[len(old_parts) + i]) - first_new_key,
+                   scans[i]["docs"], str(new.parts[i].base), options.text_field, options.id_field)
+         for i, t in enumerate(tasks)],
+        workers, "write", weights=[t.nbytes for t in tasks], unit="B",
+    )
+
+    dup_keys = np.concatenate([removed_exact[:, 0], members])
+    dup_of = np.concatenate([removed_exact[:, 1], roots])
+    kinds = np.concatenate([np.zeros(len(removed_exact), np.int8), np.ones(len(members), np.int8)])
+    sims = np.concatenate([np.ones(len(removed_exact)), similarity])
+    _write_duplicates(out_dir / "duplicates.jsonl", dup_keys, dup_of, kinds, sims, all_parts, offsets)
+    _concat_files([work / f"rejected-{i:05d}.jsonl" for i in range(len(tasks))], out_dir / "rejected.jsonl")
+
+    rejected = sum(s["rejected"] for s in scans)
+    docs = sum(s["docs"] for s in scans)
+    no_words = int(sum(int((p.counts == 0).sum()) for p in new.parts))
+    stats = {
+        "input_docs": docs + rejected,
+        "kept_docs": sum(written),
+        "exact_duplicates": int(len(removed_exact)),
+        "near_duplicates": int(len(members)),
+        "rejected": rejected,
+        "docs_without_words": no_words,
+        "against_docs": first_new_key,
+        "options": {k: v for k, v in asdict(options).items() if k != "against"},
+        "lsh": {"bands": bands, "rows": rows},
+        "version": __version__,
+    }
+    if stats["input_docs"] != stats["kept_docs"] + stats["exact_duplicates"] + stats["near_duplicates"] + rejected:
+        raise RuntimeError(f"dedup accounting does not add up: {stats}")
+    write_text_atomic(index_dir / "meta.json", json.dumps(DedupIndex.meta(options.num_perm, options.ngram, [s["docs"] for s in scans]), indent=1) + "\n")
+    _remove_stale_parts(out_dir, index_dir, len(tasks))
+    write_text_atomic(out_dir / "stats.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    shutil.rmtree(work)
+    stats_for_summary = dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))
+    return stats_for_summary
+
+
+def _refuse_output_inside_inputs(files, out_dir: Path) -> None:
+    out = out_dir.resolve()
+    for f in files:
+        if out in Path(f.path).resolve().parents:
+            raise UserError(f"{f.path}: input lies inside the output directory {out_dir}; choose another -o")
+
+
+def _open_against(options: DedupOptions) -> DedupIndex | None:
+    if options.against is None:
+        return None
+    old = DedupIndex.open(options.against)
+    if (old.num_perm, old.ngram) != (options.num_perm, options.ngram):
+        raise UserError(
+            f"{options.against}: index was built with --num-perm {old.num_perm} --ngram {old.ngram}, "
+            f"this run uses --num-perm {options.num_perm} --ngram {options.ngram}"
+        )
+    return old
+
+
+def _prepare_work_dir(work: Path, index_dir: Path, files, tasks, options: DedupOptions, old: DedupIndex | None) -> None:
+    """Keep an interrupted run's finished jobs only if inputs and options are unchanged."""
+    plan = {
+        "inputs": [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files],
+        "tasks": [(t.file.path, t.start, t.end) for t in tasks],
+        "options": asdict(options),
+        "against": (str(old.directory.resolve()), [p.docs for p in old.parts]) if old else None,
+    }
+    fingerprint = hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
+    marker = work / "plan.sha256"
+    if marker.is_file() and marker.read_text() == fingerprint:
+        return
+    shutil.rmtree(work, ignore_errors=True)
+    for p in index_dir.glob("part-*") if index_dir.is_dir() else []:
+        p.unlink()
+    (index_dir / "meta.json").unlink(missing_ok=True)
+    work.mkdir(parents=True)
+    index_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(marker, fingerprint)
+
+
+@dataclass(frozen=True)
+class _BucketJob:
+    base: str
+    docs: int
+    num_perm: int
+    offset: int
+    part: int
+    is_old: bool
+    bands: int
+    rows: int
+    partitions: int
+    bucket_dir: str
+
+
+def _bucket_part(job: _BucketJob) -> None:
+    """Scatter one part's exact and band hashes into partition files, by hash."""
+    done = Path(job.bucket_dir) / f"done-{job.part:05d}"
+    if done.exists():
+        return
+    part = IndexPart(Path(job.base), job.docs, job.num_perm)
+    eligible = part.kept() if job.is_old else np.ones(job.docs, dtype=bool)
+    chunks: list[list[np.ndarray]] = [[] for _ in range(job.partitions)]
+    for lo in range(0, job.docs, BUCKET_CHUNK_DOCS):
+        hi = min(lo + BUCKET_CHUNK_DOCS, job.docs)
+        ok = eligible[lo:hi]
+        keys = np.arange(lo, hi, dtype=np.uint64)[ok] + np.uint64(job.offset)
+        exact = np.asarray(part.exact[lo:hi])[ok]
+        entries = [_entries(exact[:, 0], exact[:, 1] | EXACT_FLAG, keys)]
+        if job.bands:
+            has_words = np.asarray(part.counts[lo:hi])[ok] > 0
+            bh = band_hashes(np.asarray(part.signatures[lo:hi])[ok][has_words], job.bands, job.rows)
+            band_ids = np.broadcast_to(np.arange(job.bands, dtype=np.uint64), bh.shape)
+            entries.append(_entries(bh.ravel(), band_ids.ravel(), np.repeat(keys[has_words], job.bands)))
+        for e in entries:
+            target = (e["h1"] % np.uint64(job.partitions)).astype(np.int64)
+            order = np.argsort(target, kind="stable")
+            bounds = np.searchsorted(target[order], np.arange(job.partitions + 1))
+            for p in range(job.partitions):
+                if bounds[p + 1] > bounds[p]:
+                    chunks[p].append(e[order[bounds[p] : bounds[p + 1]]])
+    for p, pieces in enumerate(chunks):
+        with atomic_write(Path(job.bucket_dir) / f"p{p:05d}" / f"part-{job.part:05d}.bin") as f:
+            for piece in pieces:
+                f.write(piece.tobytes())
+    done.parent.mkdir(parents=True, exist_ok=True)
+    done.touch()
+
+
+def _entries(h1: np.ndarray, h2: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    e = np.empty(len(keys), dtype=ENTRY)
+    e["h1"], e["h2"], e["key"] = h1, h2, keys
+    return e
+
+
+@dataclass(frozen=True)
+class _MatchJob:
+    bucket_dir: str
+    partition: int
+    first_new_key: int
+
+
+def _match_partition(job: _MatchJob) -> tuple[np.ndarray, np.ndarray]:
+    """(exact duplicate -> first occurrence pairs, candidate near pairs) of one partition.
+
+    Within a group of equal band hashes each member is paired with the group's first member and
+    with its predecessor: enough to connect the group through verified pairs in the common case,
+    linear in the group size even for boilerplate shared by thousands of documents."""
+    d = Path(job.bucket_dir) / f"p{job.partition:05d}"
+    files = sorted(d.glob("part-*.bin")) if d.is_dir() else []
+    e = np.concatenate([np.fromfile(f, dtype=ENTRY) for f in files]) if files else np.empty(0, ENTRY)
+    e = e[np.lexsort((e["key"], e["h2"], e["h1"]))]
+    same = np.zeros(len(e), dtype=bool)
+    same[1:] = (e["h1"][1:] == e["h1"][:-1]) & (e["h2"][1:] == e["h2"][:-1])
+    group_start = np.maximum.accumulate(np.where(~same, np.arange(len(e)), 0))
+    member = np.flatnonzero(same)
+    keys = e["key"].astype(np.int64)
+    is_exact = (e["h2"][member] & EXACT_FLAG) != 0
+    m_exact, m_band = member[is_exact], member[~is_exact]
+    exact = np.stack([keys[m_exact], keys[group_start[m_exact]]], axis=1)
+    prev = m_band[group_start[m_band] != m_band - 1]
+    cand = np.concatenate([
+        np.stack([keys[m_band], keys[group_start[m_band]]], axis=1),
+        np.stack([keys[prev], keys[prev - 1]], axis=1),
+    ])
+    cand = cand[(cand >= job.first_new_key).any(axis=1)]  # old-old pairs were settled by the old run
+    return exact, cand
+
+
+def _concat_pairs(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays).astype(np.int64) if arrays else np.empty((0, 2), np.int64)
+
+
+def _verified_links(candidates: np.ndarray, rep: np.ndarray, parts: list[IndexPart], offsets: np.ndarray,
+                    threshold: float, workers: int) -> np.ndarray:
+    """Candidate pairs between exact representatives whose exact Jaccard reaches the threshold."""
+    pairs = np.sort(rep[candidates], axis=1)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    pairs = np.unique(pairs, axis=0) if len(pairs) else pairs.reshape(0, 2)
+    sim = _jaccard_pairs(pairs, parts, offsets, workers, "verify")
+    return pairs[sim >= threshold]
+
+
+@dataclass(frozen=True)
+class _JaccardJob:
+    pairs: np.ndarray
+    parts: tuple[tuple[str, int, int], ...]  # (base, docs, num_perm)
+    offsets: np.ndarray
+
+
+def _jaccard_chunk(job: _JaccardJob) -> np.ndarray:
+    from dataprep.minhash import jaccard
+
+    parts = [IndexPart(Path(b), n, k) for b, n, k in job.parts]
+    where = np.searchsorted(job.offsets, job.pairs, side="right") - 1
+    local = job.pairs - job.offsets[where]
+    return np.array(
+        [jaccard(parts[pa].shingle_set(a), parts[pb].shingle_set(b))
+         for (pa, pb), (a, b) in zip(where.tolist(), local.tolist())],
+        dtype=np.float64,
+    )
+
+
+def _jaccard_pairs(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, workers: int, desc: str) -> np.ndarray:
+    if len(pairs) == 0:
+        return np.empty(0, np.float64)
+    described = tuple((str(p.base), p.docs, p.num_perm) for p in parts)
+    jobs = [_JaccardJob(pairs[i : i + VERIFY_CHUNK_PAIRS], described, offsets)
+            for i in range(0, len(pairs), VERIFY_CHUNK_PAIRS)]
+    return np.concatenate(run_jobs(_jaccard_chunk, jobs, workers, desc, weights=[len(j.pairs) for j in jobs], unit="pair"))
+
+
+@dataclass(frozen=True)
+class _WriteJob:
+    index: int
+    task: object
+    out_dir: str
+    removed_path: str
+    first: int  # position of the task's first document in the removed flags
+    docs: int
+    index_base: str
+    text_field: str
+    id_field: str
+
+
+def _write_kept(job: _WriteJob) -> int:
+    """Write the task's kept records (unchanged) and its index part's kept flags."""
+    removed = np.fromfile(job.removed_path, dtype=np.uint8, count=job.docs, offset=job.first).astype(bool)
+    seen = kept = 0
+    with atomic_write(Path(job.out_dir) / f"{part_name(job.index)}.jsonl.zst") as raw:
+        with zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False) as out:
+            for item in read_task(job.task, job.text_field, job.id_field):
+                if not isinstance(item, Document):
+                    continue
+                if seen < job.docs and not removed[seen]:
+                    out.write(item.record + b"\n")
+                    kept += 1
+                seen += 1
+    if seen != job.docs:
+        raise UserError(f"{job.task.file.path}: input changed during the run ({seen} documents now, {job.docs} when scanned); rerun")
+    with atomic_write(f"{job.index_base}.kept") as f:
+        f.write((~removed).astype(np.uint8).tobytes())
+    return kept
+
+
+def _write_duplicates(path: Path, keys: np.ndarray, dup_of: np.ndarray, kinds: np.ndarray, sims: np.ndarray,
+                      parts: list[IndexPart], offsets: np.ndarray) -> None:
+    order = np.argsort(keys, kind="stable")
+    keys, dup_of, kinds, sims = keys[order], dup_of[order], kinds[order], sims[order]
+    needed = np.unique(np.concatenate([keys, dup_of]))
+    ids: dict[int, str] = {}
+    where = np.searchsorted(offsets, needed, side="right") - 1
+    for p in np.unique(where):
+        part_ids = parts[p].ids()
+        for k in needed[where == p].tolist():
+            ids[k] = part_ids[k - int(offsets[p])]
+    kind_names = ("exact", "near")
+    with atomic_write(path, "w", encoding="utf-8") as f:
+        for k, d, kind, s in zip(keys.tolist(), dup_of.tolist(), kinds.tolist(), sims.tolist()):
+            row = {"id": ids[k], "duplicate_of": ids[d], "kind": kind_names[kind], "similarity": round(s, 4)}
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _concat_files(sources: list[Path], target: Path) -> None:
+    with atomic_write(target) as out:
+        for src in sources:
+            with open(src, "rb") as f:
+                shutil.copyfileobj(f, out)
+
+
+def _remove_stale_parts(out_dir: Path, index_dir: Path, n_tasks: int) -> None:
+    """Parts left by an earlier run over more input would otherwise look like output."""
+    for d, pattern in ((out_dir, "part-*.jsonl.zst"), (index_dir, "part-*")):
+        for p in d.glob(pattern):
+            if int(p.name[5:10]) >= n_tasks:
+                p.unlink()

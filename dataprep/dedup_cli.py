@@ -1,0 +1,68 @@
+"""`ptk dedup INPUT... -o OUT`: exact and near-duplicate removal from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from dataprep.dedup import DedupOptions, run_dedup
+
+
+def add_dedup_options(p: argparse.ArgumentParser) -> None:
+    """The options that change what dedup keeps; `ptk prepare` shares them."""
+    d = DedupOptions()
+    p.add_argument("--threshold", type=float, default=d.threshold, help="Jaccard similarity of word n-grams at which documents are near duplicates (default %(default)s)")
+    p.add_argument("--num-perm", type=int, default=d.num_perm, help="MinHash signature length (default %(default)s)")
+    p.add_argument("--ngram", type=int, default=d.ngram, help="words per shingle (default %(default)s)")
+    p.add_argument("--text-field", default=d.text_field, help="JSON/Parquet field holding the text (default %(default)s)")
+    p.add_argument("--id-field", default=d.id_field, help="field holding the document id (default %(default)s)")
+    p.add_argument("--no-near", action="store_true", help="exact dedup only")
+    p.add_argument("--against", metavar="INDEX_DIR", help="also drop documents duplicating an earlier corpus (its OUT/index)")
+
+
+def dedup_options_from_args(args: argparse.Namespace) -> DedupOptions:
+    return DedupOptions(
+        threshold=args.threshold, num_perm=args.num_perm, ngram=args.ngram, text_field=args.text_field,
+        id_field=args.id_field, near=not args.no_near, against=args.against,
+    )
+
+
+def add_workers_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores); the output does not depend on it")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "dedup", help="remove exact and near-duplicate documents",
+        description="Remove exact and MinHash-LSH near-duplicate documents. Writes OUT/*.jsonl.zst (kept records, "
+        "unchanged), OUT/duplicates.jsonl, OUT/rejected.jsonl, OUT/stats.json and OUT/index/ (for a later --against).",
+    )
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help=".jsonl, .jsonl.gz, .jsonl.zst, .parquet, .txt files or directories")
+    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help="output directory")
+    add_dedup_options(p)
+    add_workers_option(p)
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), workers=max(1, args.workers))
+    print(format_summary(stats, args.output))
+    return 0
+
+
+def format_summary(stats: dict, out_dir: Path) -> str:
+    mb = stats["input_bytes"] / 1e6
+    secs = max(stats["seconds"], 1e-9)
+    rows = [
+        ("input docs", f"{stats['input_docs']:,}"),
+        ("kept", f"{stats['kept_docs']:,}"),
+        ("exact duplicates", f"{stats['exact_duplicates']:,}"),
+        ("near duplicates", f"{stats['near_duplicates']:,}"),
+        ("rejected", f"{stats['rejected']:,}"),
+        ("input", f"{mb:,.1f} MB in {secs:.1f} s ({mb / secs:.1f} MB/s)"),
+    ]
+    if stats["against_docs"]:
+        rows.insert(1, ("against (old) docs", f"{stats['against_docs']:,}"))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join([f"dedup -> {out_dir}"] + [f"  {k:<{width}}  {v}" for k, v in rows])

@@ -1,0 +1,208 @@
+"""The dedup index: per-document hashes that later runs can deduplicate against.
+
+    part = scan_part(ScanJob(...))          # read one input task, write index/part-00003.*
+    idx = DedupIndex.open("OUT/index")     # a finished index (meta.json present)
+    idx.part(3).signatures                 # uint32 [docs, num_perm], memory-mapped
+
+One part per read task, in input order; document `i` of part `p` has the global key
+`offset(p) + i`. Files of a part (`index/part-NNNNN.*`, raw little-endian arrays):
+
+| suffix      | content                                                       |
+|-------------|---------------------------------------------------------------|
+| `.sig`      | uint32 [docs, num_perm] MinHash signature                     |
+| `.exact`    | uint64 [docs, 2] BLAKE2b-128 of the NFC-normalized, trimmed text |
+| `.counts`   | uint32 [docs] number of distinct shingles (0: no words)       |
+| `.shingles` | uint32, every document's sorted unique shingle hashes         |
+| `.ids`      | zstd, one JSON string (the document id) per line              |
+| `.kept`     | uint8 [docs], 1 where the run kept the document (written last) |
+| `.json`     | the part's counts; written after the arrays: marks the part whole |
+
+Memory while scanning is one batch (~256 KB of text), whatever the size of the input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import unicodedata
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import zstandard
+
+from dataprep.minhash import HASH_SCHEME, MinHasher, near_normal_bytes
+from dataprep.readers import Document, ReadTask, read_task
+from pretrainkit.errors import UserError
+from pretrainkit.files import atomic_write, write_text_atomic
+
+INDEX_VERSION = 1
+BATCH_BYTES = 256 << 10  # small batches keep the vectorized hashing inside the CPU caches
+BATCH_DOCS = 4096
+ARRAY_SUFFIXES = (".sig", ".exact", ".counts", ".shingles", ".ids")
+
+
+def part_name(index: int) -> str:
+    return f"part-{index:05d}"
+
+
+def exact_hash(text: str) -> bytes:
+    return hashlib.blake2b(unicodedata.normalize("NFC", text).strip().encode("utf-8"), digest_size=16).digest()
+
+
+@dataclass(frozen=True)
+class ScanJob:
+    index: int
+    task: ReadTask
+    index_dir: str
+    rejected_path: str
+    num_perm: int
+    ngram: int
+    text_field: str
+    id_field: str
+
+
+def scan_part(job: ScanJob) -> dict:
+    """Read one task and write its index part and rejected rows; returns the part's counts."""
+    meta_path = Path(job.index_dir) / f"{part_name(job.index)}.json"
+    if meta_path.exists():  # finished by an earlier, interrupted run
+        return json.loads(meta_path.read_text())
+    hasher = MinHasher(job.num_perm, job.ngram)
+    base = Path(job.index_dir) / part_name(job.index)
+    docs = rejected = 0
+    with contextlib.ExitStack() as stack:
+        out = {s: stack.enter_context(atomic_write(f"{base}{s}", "wb")) for s in ARRAY_SUFFIXES}
+        ids = stack.enter_context(zstandard.ZstdCompressor(level=3).stream_writer(out[".ids"], closefd=False))
+        rej = stack.enter_context(atomic_write(job.rejected_path, "w", encoding="utf-8"))
+        batch: list[Document] = []
+        batch_bytes = 0
+
+        def flush() -> None:
+            sb = hasher.signatures_of_normalized([near_normal_bytes(d.text) for d in batch])
+            out[".sig"].write(sb.signatures.tobytes())
+            out[".counts"].write(sb.shingle_counts.tobytes())
+            out[".shingles"].write(sb.shingles.tobytes())
+            out[".exact"].write(b"".join(exact_hash(d.text) for d in batch))
+            ids.write("".join(json.dumps(d.id, ensure_ascii=False) + "\n" for d in batch).encode("utf-8"))
+
+        for item in read_task(job.task, job.text_field, job.id_field):
+            if isinstance(item, Document):
+                batch.append(item)
+                batch_bytes += len(item.text)
+                docs += 1
+                if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_DOCS:
+                    flush()
+                    batch, batch_bytes = [], 0
+            else:
+                rej.write(json.dumps(item.to_json(), ensure_ascii=False) + "\n")
+                rejected += 1
+        if batch:
+            flush()
+    meta = {"docs": docs, "rejected": rejected, "bytes": job.task.nbytes}
+    write_text_atomic(meta_path, json.dumps(meta))
+    return meta
+
+
+def _array(path: Path, dtype, shape: tuple[int, ...]) -> np.ndarray:
+    expected = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    size = path.stat().st_size if path.exists() else -1
+    if size != expected:
+        raise UserError(f"{path}: index file is missing or has {size} bytes, expected {expected}; rerun the dedup that wrote it")
+    if expected == 0:
+        return np.empty(shape, dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=shape)
+
+
+class IndexPart:
+    """Read access to one part of an index."""
+
+    def __init__(self, base: Path, docs: int, num_perm: int):
+        self.base, self.docs, self.num_perm = base, docs, num_perm
+
+    @cached_property
+    def signatures(self) -> np.ndarray:
+        return _array(Path(f"{self.base}.sig"), np.uint32, (self.docs, self.num_perm))
+
+    @cached_property
+    def exact(self) -> np.ndarray:
+        return _array(Path(f"{self.base}.exact"), np.uint64, (self.docs, 2))
+
+    @cached_property
+    def counts(self) -> np.ndarray:
+        return _array(Path(f"{self.base}.counts"), np.uint32, (self.docs,))
+
+    @cached_property
+    def shingle_offsets(self) -> np.ndarray:
+        return np.concatenate(([0], np.cumsum(self.counts, dtype=np.int64)))
+
+    @cached_property
+    def shingles(self) -> np.ndarray:
+        return _array(Path(f"{self.base}.shingles"), np.uint32, (int(self.shingle_offsets[-1]),))
+
+    def shingle_set(self, i: int) -> np.ndarray:
+        return self.shingles[self.shingle_offsets[i] : self.shingle_offsets[i + 1]]
+
+    def kept(self) -> np.ndarray:
+        return _array(Path(f"{self.base}.kept"), np.uint8, (self.docs,)).astype(bool)
+
+    def ids(self) -> list[str]:
+        with open(f"{self.base}.ids", "rb") as f:
+            data = zstandard.ZstdDecompressor().stream_reader(f).read()
+        ids = [json.loads(line) for line in data.decode("utf-8").splitlines()]
+        if len(ids) != self.docs:
+            raise UserError(f"{self.base}.ids: holds {len(ids)} ids, expected {self.docs}")
+        return ids
+
+
+@dataclass
+class DedupIndex:
+    """A set of parts with consecutive global keys; `offsets[p]` is part p's first key."""
+
+    directory: Path
+    num_perm: int
+    ngram: int
+    parts: list[IndexPart]
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        return np.concatenate(([0], np.cumsum([p.docs for p in self.parts], dtype=np.int64)))
+
+    @property
+    def docs(self) -> int:
+        return int(self.offsets[-1])
+
+    def locate(self, keys: np.ndarray) -> np.ndarray:
+        """Part number of each global key."""
+        return np.searchsorted(self.offsets, keys, side="right") - 1
+
+    @staticmethod
+    def meta(num_perm: int, ngram: int, part_docs: list[int]) -> dict:
+        return {
+            "version": INDEX_VERSION,
+            "hash_scheme": HASH_SCHEME,
+            "num_perm": num_perm,
+            "ngram": ngram,
+            "parts": part_docs,
+        }
+
+    @classmethod
+    def from_parts(cls, directory: Path, num_perm: int, ngram: int, part_docs: list[int]) -> "DedupIndex":
+        parts = [IndexPart(directory / part_name(i), n, num_perm) for i, n in enumerate(part_docs)]
+        return cls(directory, num_perm, ngram, parts)
+
+    @classmethod
+    def open(cls, directory: str | Path) -> "DedupIndex":
+        directory = Path(directory)
+        meta_path = directory / "meta.json"
+        if not meta_path.is_file():
+            raise UserError(f"{directory}: not a finished dedup index (no meta.json); point --against at OUT/index of a completed `ptk dedup`")
+        try:
+            meta = json.loads(meta_path.read_text())
+            num_perm, ngram, part_docs = int(meta["num_perm"]), int(meta["ngram"]), [int(n) for n in meta["parts"]]
+        except (ValueError, KeyError, TypeError) as e:
+            raise UserError(f"{meta_path}: unreadable index metadata ({e})") from None
+        if meta.get("version") != INDEX_VERSION or meta.get("hash_scheme") != HASH_SCHEME:
+            raise UserError(f"{meta_path}: index version {meta.get('version')}/{meta.get('hash_scheme')} is not {INDEX_VERSION}/{HASH_SCHEME}; rebuild it")
+        return cls.from_parts(directory, num_perm, ngram, part_docs)

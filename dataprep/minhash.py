@@ -1,0 +1,267 @@
+"""MinHash signatures of word n-gram sets, computed for a batch of documents at once in numpy.
+
+    hasher = MinHasher(num_perm=128, ngram=5)
+    batch = hasher.signatures(["first document ...", "second document ..."])
+    batch.signatures      # uint32 [docs, num_perm]
+    batch.shingle_sets()  # per document, its sorted unique 32-bit shingle hashes
+
+Guarantee: for two documents with n-gram sets A and B, each signature position agrees with
+probability ~ |A ∩ B| / |A ∪ B| (the Jaccard similarity), as in classic k-permutation MinHash.
+
+How: one-permutation MinHash (Li, Owen, Zhang 2012) with optimal densification (Shrivastava
+2017). Each shingle is hashed once; the hash's top bits pick one of `num_perm` bins and the bin
+keeps its minimum; empty bins borrow the value of a non-empty bin chosen by a fixed
+pseudo-random probe sequence shared by all documents. This costs O(shingles) per document instead
+of O(shingles x num_perm), and everything from bytes to signatures is vectorized over the batch:
+per-shingle Python work is what limits textbook MinHash loops.
+
+Text normalization for near-duplicates (`near_normal_bytes`): lowercase, accents removed (NFKD,
+combining marks dropped), punctuation and symbols become separators, every digit becomes `0`.
+Words are maximal runs of non-separator bytes. A document with fewer than `ngram` words has one
+shingle made of all its words; a document with no words has no shingles and no signature.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+HASH_SCHEME = "oph-densified-v1"  # bump when anything below changes the values of signatures
+
+_U64 = np.uint64
+_WORD_BASE = 0x100000001B3  # odd: invertible mod 2^64, so word hashes do not depend on position
+_GRAM_MULTIPLIERS = np.array(
+    [0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,
+     0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53, 0x2545F4914F6CDD1D, 0x9FB21C651E98DF25],
+    dtype=_U64,
+)
+
+
+def _byte_table() -> np.ndarray:
+    """ASCII letters lowercased, digits -> '0', other ASCII -> space; non-ASCII bytes kept."""
+    table = np.full(256, ord(" "), dtype=np.uint8)
+    for c in range(ord("a"), ord("z") + 1):
+        table[c] = c
+        table[c - 32] = c
+    table[ord("0") : ord("9") + 1] = ord("0")
+    table[0x80:] = np.arange(0x80, 0x100, dtype=np.uint8)
+    return table
+
+
+_BYTE_TABLE = _byte_table()
+_SPACE = np.uint8(ord(" "))
+
+
+def near_normal_bytes(text: str) -> bytes:
+    """UTF-8 bytes whose words are what near-dedup compares. ASCII case, punctuation and digits,
+    and the non-ASCII marks and punctuation, are handled on the bytes by `_separate_words`."""
+    if text.isascii():
+        return text.encode("ascii")
+    return unicodedata.normalize("NFKD", text).lower().encode("utf-8")
+
+
+def _separate_words(buf: np.ndarray) -> np.ndarray:
+    """Map raw UTF-8 bytes to word bytes and spaces (vectorized over a whole batch).
+
+    After NFKD, accents are combining marks U+0300-U+036F (UTF-8 CC xx, CD 80-AF): dropped, by
+    mapping them to a byte that `_word_hashes` skips. Latin-1 punctuation U+00A0-U+00BF (C2 A0-BF),
+    general punctuation U+2000-U+206F (E2 80-81 xx) and CJK punctuation U+3000-U+303F (E3 80 xx)
+    become separators. Other non-ASCII characters are word characters."""
+    out = _BYTE_TABLE[buf]
+    high = np.flatnonzero(buf >= 0xC2)
+    if len(high) == 0:
+        return out
+    nxt = np.append(buf, np.zeros(2, np.uint8))
+    b0, b1, b2 = buf[high], nxt[high + 1], nxt[high + 2]
+    mark = (b0 == 0xCC) | ((b0 == 0xCD) & (b1 <= 0xAF))
+    punct2 = (b0 == 0xC2) & (b1 >= 0xA0) & (b1 <= 0xBF)
+    punct3 = ((b0 == 0xE2) & ((b1 == 0x80) | (b1 == 0x81))) | ((b0 == 0xE3) & (b1 == 0x80))
+    for width, sel, value in ((2, mark, _DROP), (2, punct2, _SPACE), (3, punct3, _SPACE)):
+        at = high[sel]
+        for k in range(width):
+            out[at + k] = value
+    return out
+
+
+_DROP = np.uint8(0xFF)  # never valid in UTF-8, so free to mean "not part of any word"
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer: a bijective, well-mixing map on uint64 (wraps mod 2^64)."""
+    x = x ^ (x >> _U64(30))
+    x = x * _U64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> _U64(27))
+    x = x * _U64(0x94D049BB133111EB)
+    return x ^ (x >> _U64(31))
+
+
+@lru_cache(maxsize=4)
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """B^i and B^-i mod 2^64 for i < n, n a power of two (so the cache stays small)."""
+
+    def powers_of(base: int) -> np.ndarray:
+        out = np.ones(n, dtype=_U64)
+        m = 1
+        while m < n:  # doubling: out[m:2m] = out[:m] * base^m
+            out[m : 2 * m] = out[:m] * _U64(pow(base, m, 1 << 64))
+            m *= 2
+        return out
+
+    return powers_of(_WORD_BASE), powers_of(pow(_WORD_BASE, -1, 1 << 64))
+
+
+def _word_hashes(normalized: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """(hash of every word, index of its document), in document and word order."""
+    lengths = np.fromiter((len(b) + 1 for b in normalized), dtype=np.int64, count=len(normalized))
+    doc_starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    buf = _separate_words(np.frombuffer(b" ".join(normalized) + b" ", dtype=np.uint8))
+    if (dropped := buf == _DROP).any():  # rare: only text with accents
+        keep = ~dropped
+        doc_starts = np.cumsum(keep)[doc_starts] - keep[doc_starts]
+        buf = buf[keep]
+    is_word = buf != _SPACE
+    edges = np.diff(is_word.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+    starts = np.flatnonzero(edges == 1)
+    ends = np.flatnonzero(edges == -1)  # exclusive
+    n = 1 << max(int(len(buf)).bit_length(), 23)
+    pw, ipw = _powers(n)
+    prefix = np.zeros(len(buf) + 1, dtype=_U64)
+    np.cumsum(buf.astype(_U64) * pw[: len(buf)], out=prefix[1:])
+    words = mix64((prefix[ends] - prefix[starts]) * ipw[starts])
+    doc_of_word = np.searchsorted(doc_starts, starts, side="right") - 1
+    return words, doc_of_word
+
+
+def _shingle_hashes(words: np.ndarray, doc_of_word: np.ndarray, ngram: int) -> tuple[np.ndarray, np.ndarray]:
+    """32-bit hash of every word n-gram (or of all words, for a document shorter than n)."""
+    n_words = len(words)
+    if n_words == 0:
+        return np.empty(0, np.uint32), np.empty(0, np.int64)
+    multipliers = np.resize(_GRAM_MULTIPLIERS, ngram)
+    gram = words * multipliers[0]
+    for k in range(1, ngram):
+        shifted = np.zeros(n_words, dtype=_U64)
+        shifted[:-k] = words[k:] * multipliers[k]
+        same_doc = np.zeros(n_words, dtype=bool)
+        same_doc[:-k] = doc_of_word[k:] == doc_of_word[:-k]
+        gram += np.where(same_doc, shifted, _U64(0))
+    last = np.minimum(np.arange(n_words) + ngram - 1, n_words - 1)
+    full = (doc_of_word[last] == doc_of_word) & (np.arange(n_words) + ngram - 1 < n_words)
+    first_of_doc = np.ones(n_words, dtype=bool)
+    first_of_doc[1:] = doc_of_word[1:] != doc_of_word[:-1]
+    doc_is_short = ~full[first_of_doc]  # a doc is short iff its first word starts no full n-gram
+    short_start = np.zeros(n_words, dtype=bool)
+    short_start[np.flatnonzero(first_of_doc)[doc_is_short]] = True
+    keep = full | short_start
+    return (mix64(gram[keep]) >> _U64(32)).astype(np.uint32), doc_of_word[keep]
+
+
+@lru_cache(maxsize=8)
+def _probe_table(num_perm: int, attempts: int) -> np.ndarray:
+    """Bin probed on attempt t for empty bin j: the same sequence for every document."""
+    t = np.arange(attempts, dtype=_U64)[:, None]
+    j = np.arange(num_perm, dtype=_U64)[None, :]
+    return (mix64(j * _U64(0x9E3779B97F4A7C15) + t * _U64(0xD1B54A32D192ED03) + _U64(1)) % _U64(num_perm)).astype(np.int64)
+
+
+def _densify(sig: np.ndarray, filled: np.ndarray) -> None:
+    """Fill every empty bin of rows that have at least one filled bin (in place)."""
+    num_perm = sig.shape[1]
+    rows, cols = np.nonzero(~filled & filled.any(axis=1, keepdims=True))
+    source = sig.copy()  # borrow only from bins that were filled by shingles
+    attempts = 64
+    t = 0
+    while len(rows):
+        table = _probe_table(num_perm, attempts)
+        while len(rows) and t < attempts:
+            probe = table[t, cols]
+            hit = filled[rows, probe]
+            sig[rows[hit], cols[hit]] = source[rows[hit], probe[hit]]
+            rows, cols = rows[~hit], cols[~hit]
+            t += 1
+        attempts *= 2
+
+
+@dataclass
+class SignatureBatch:
+    signatures: np.ndarray  # uint32 [docs, num_perm]; rows of docs without shingles are all 0xFFFFFFFF
+    has_shingles: np.ndarray  # bool [docs]
+    shingles: np.ndarray  # uint32, each document's sorted unique shingle hashes, concatenated
+    shingle_counts: np.ndarray  # uint32 [docs]
+
+    def shingle_sets(self) -> list[np.ndarray]:
+        return np.split(self.shingles, np.cumsum(self.shingle_counts.astype(np.int64))[:-1])
+
+
+class MinHasher:
+    def __init__(self, num_perm: int = 128, ngram: int = 5):
+        if num_perm < 1 or ngram < 1:
+            raise ValueError("num_perm and ngram must be >= 1")
+        self.num_perm = num_perm
+        self.ngram = ngram
+
+    def signatures(self, texts: list[str]) -> SignatureBatch:
+        return self.signatures_of_normalized([near_normal_bytes(t) for t in texts])
+
+    def signatures_of_normalized(self, normalized: list[bytes]) -> SignatureBatch:
+        n_docs, k = len(normalized), self.num_perm
+        words, doc_of_word = _word_hashes(normalized) if n_docs else (np.empty(0, _U64), np.empty(0, np.int64))
+        h, doc = _shingle_hashes(words, doc_of_word, self.ngram)
+        keys = np.sort((doc.astype(_U64) << _U64(32)) | h.astype(_U64))
+        if len(keys):
+            keys = keys[np.append(True, keys[1:] != keys[:-1])]
+        doc = (keys >> _U64(32)).astype(np.int64)
+        h = (keys & _U64(0xFFFFFFFF)).astype(np.uint32)
+        counts = np.bincount(doc, minlength=n_docs).astype(np.uint32)
+        # Bins by the hash's top bits: within a document's sorted run, a bin's first entry is its min.
+        cell = doc * k + ((h.astype(_U64) * _U64(k)) >> _U64(32)).astype(np.int64)
+        first = np.ones(len(cell), dtype=bool)
+        first[1:] = cell[1:] != cell[:-1]
+        sig = np.full((n_docs, k), 0xFFFFFFFF, dtype=np.uint32)
+        filled = np.zeros((n_docs, k), dtype=bool)
+        sig.reshape(-1)[cell[first]] = h[first]
+        filled.reshape(-1)[cell[first]] = True
+        _densify(sig, filled)
+        return SignatureBatch(sig, counts > 0, h, counts)
+
+
+def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """uint64 [docs, bands]: one hash per band of `rows` consecutive signature values."""
+    s = signatures[:, : bands * rows].reshape(len(signatures), bands, rows).astype(_U64)
+    h = np.zeros(s.shape[:2], dtype=_U64)
+    for r in range(rows):
+        h = mix64(h * _U64(_WORD_BASE) + s[:, :, r] + _U64(r + 1))
+    return h
+
+
+def jaccard(a: np.ndarray, b: np.ndarray) -> float:
+    """Exact Jaccard similarity of two sorted unique arrays."""
+    if len(a) == 0 and len(b) == 0:
+        return 1.0
+    inter = len(np.intersect1d(a, b, assume_unique=True))
+    return inter / (len(a) + len(b) - inter)
+
+
+def lsh_params(threshold: float, num_perm: int, false_positive_weight: float = 0.05) -> tuple[int, int]:
+    """Bands x rows minimizing the weighted areas of missed pairs above `threshold` and candidate
+    pairs below it (datasketch's criterion). Candidates are verified exactly afterwards, so a
+    missed pair costs more than a candidate: the default weights favour recall 19:1
+    (threshold 0.8, 128 bins: 16 x 8, a pair at 0.85 becomes a candidate with p = 0.994)."""
+    fn_weight = 1.0 - false_positive_weight
+    s_lo = np.linspace(0.0, threshold, 201)
+    s_hi = np.linspace(threshold, 1.0, 201)
+
+    def area(y: np.ndarray, s: np.ndarray) -> float:
+        return float((y[:-1] + y[1:]).sum() / 2 * (s[1] - s[0]))
+    best, best_cost = (1, num_perm), float("inf")
+    for b in range(1, num_perm + 1):
+        for r in range(1, num_perm // b + 1):
+            fp = area(1 - (1 - s_lo**r) ** b, s_lo)
+            fn = area((1 - s_hi**r) ** b, s_hi)
+            cost = false_positive_weight * fp + fn_weight * fn
+            if cost < best_cost:
+                best, best_cost = (b, r), cost
+    return best
