@@ -16,6 +16,7 @@ from pretrainkit.errors import UserError
 # Modules that own a group of subcommands; each defines `register(subparsers)`.
 COMMAND_MODULES = (
     "dataprep.dedup_cli",
+    "dataprep.tokenize_cli",
 )
 
 
