@@ -1,0 +1,89 @@
+"""The training config: YAML in, validated dataclasses out; `--set` overrides; errors name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pretrainkit.errors import UserError
+from train.config import load_config, model_config, to_dict
+
+GOOD = """
+run_dir: runs/tiny
+seed: 7
+data: {mixture: mix.yaml, seq_len: 64}
+model: {d_model: 64, n_layers: 2, n_heads: 4, n_kv_heads: 2}
+batch: {global_size: 8, micro_size: 2}
+optim: {lr: 3e-4, min_lr: 3.0e-5, weight_decay: 0.1, betas: [0.9, 0.95], warmup_steps: 10, schedule: wsd, clip: 1.0}
+max_steps: 100
+parallel: fsdp
+precision: bf16
+activation_checkpointing: true
+checkpoint: {every: 50, keep: 3}
+eval: {every: 25, batches: 2}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "conf" / "run.yaml"
+    p.parent.mkdir(exist_ok=True)
+    p.write_text(text)
+    return p
+
+
+def test_full_config_loads_with_paths_relative_to_the_file(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, GOOD))
+    assert cfg.optim.lr == 3e-4 and cfg.optim.betas == (0.9, 0.95) and cfg.optim.schedule == "wsd"
+    assert cfg.parallel == "fsdp" and cfg.precision == "bf16" and cfg.activation_checkpointing
+    assert cfg.run_dir == str(tmp_path / "conf" / "runs" / "tiny")
+    assert cfg.data.mixture == str(tmp_path / "conf" / "mix.yaml")
+    m = model_config(cfg, vocab_size=1000)
+    assert (m.vocab_size, m.max_seq_len, m.kv_heads) == (1000, 64, 2)
+    # The resolved config round-trips through YAML.
+    assert yaml.safe_load(yaml.safe_dump(to_dict(cfg)))["optim"]["betas"] == [0.9, 0.95]
+
+
+def test_overrides_apply_and_paths_given_there_are_relative_to_cwd(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(write(tmp_path, GOOD), ["optim.lr=1e-3", "parallel=ddp", "model.n_kv_heads=null", "run_dir=out/r"])
+    assert cfg.optim.lr == 1e-3 and cfg.parallel == "ddp" and cfg.model.n_kv_heads is None
+    assert cfg.run_dir == str(tmp_path / "out" / "r")
+
+
+@pytest.mark.parametrize(
+    "override, named",
+    [
+        ("model.d_modle=64", "model.d_modle: unknown key"),
+        ("optim.schedule=linear", "optim.schedule: must be one of cosine, wsd"),
+        ("parallel=tp", "parallel: must be one of"),
+        ("batch.micro_size=3", "batch.global_size: must be a multiple of batch.micro_size"),
+        ("optim.betas=[0.9]", "optim.betas: expected a list of 2 values"),
+        ("max_steps=ten", "max_steps: expected int"),
+        ("optim.min_lr=1", "optim.min_lr: must be <= optim.lr"),
+        ("activation_checkpointing=3", "activation_checkpointing: expected bool"),
+        ("eval=5", "eval: must be a mapping"),
+        ("bogus", "expected key.path=value"),
+    ],
+)
+def test_bad_values_fail_naming_the_key(tmp_path: Path, override: str, named: str) -> None:
+    with pytest.raises(UserError, match=named.replace("[", r"\[")):
+        load_config(write(tmp_path, GOOD), [override])
+
+
+def test_missing_required_key_and_bad_model_shape_are_named(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"run\.yaml: max_steps: required key is missing"):
+        load_config(write(tmp_path, GOOD.replace("max_steps: 100", "")))
+    cfg = load_config(write(tmp_path, GOOD), ["model.n_heads=3"])
+    with pytest.raises(UserError, match="model.d_model"):
+        model_config(cfg, vocab_size=100, where="run.yaml")
+
+
+def test_unreadable_or_non_mapping_yaml(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="cannot read config"):
+        load_config(tmp_path / "absent.yaml")
+    with pytest.raises(UserError, match="invalid YAML"):
+        load_config(write(tmp_path, "run_dir: [unclosed"))
+    with pytest.raises(UserError, match="must be a mapping"):
+        load_config(write(tmp_path, "- a\n- b\n"))

@@ -1,0 +1,73 @@
+"""Runs a few training steps per setting on synthetic global batches; launched by the tests under torchrun.
+
+    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/train/train_worker.py OUT.json SPEC.json
+
+SPEC is a JSON list of runs, each `{"name", "steps", "global_size", "micro_size", "config": {...}}`
+(config: TrainConfig overrides). Rank 0 writes `{name: {"loss": [...], "grad_norm": [...]}}`.
+Global batch k is the same random tokens whatever the world size; process r trains on rows
+[r*G/w, (r+1)*G/w) in micro-batches of `micro_size`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from pretrainkit.files import write_text_atomic  # noqa: E402
+from train.config import config_from_dict, model_config  # noqa: E402
+from train.distributed import DistEnv, init_distributed, shutdown  # noqa: E402
+from train.trainer import Trainer  # noqa: E402
+
+VOCAB, SEQ = 97, 16
+BASE = {
+    "run_dir": "unused", "data": {"mixture": "unused", "seq_len": SEQ}, "max_steps": 8, "seed": 3,
+    "model": {"d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2},
+    "optim": {"lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 2, "clip": 1.0},
+}
+
+
+def global_batch(k: int, size: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1000 + k)
+    return torch.randint(0, VOCAB, (size, SEQ + 1), generator=g)
+
+
+def micro_batches(k: int, global_size: int, micro_size: int, env: DistEnv) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    rows = global_size // env.world_size
+    mine = global_batch(k, global_size)[env.rank * rows : (env.rank + 1) * rows]
+    return [(m[:, :-1], m[:, 1:]) for m in mine.split(micro_size)]
+
+
+def merged(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def run(spec: dict, env: DistEnv) -> dict:
+    raw = merged(BASE, {"batch": {"global_size": spec["global_size"], "micro_size": spec["micro_size"]}})
+    cfg = config_from_dict(merged(raw, spec.get("config", {})), "spec")
+    trainer = Trainer(cfg, model_config(cfg, VOCAB), env)
+    losses, norms = [], []
+    for k in range(spec["steps"]):
+        r = trainer.train_step(micro_batches(k, spec["global_size"], spec["micro_size"], env))
+        losses.append(r.loss)
+        norms.append(r.grad_norm)
+    return {"loss": losses, "grad_norm": norms}
+
+
+def main(out: str, spec_path: str) -> None:
+    env = init_distributed("cpu")
+    results = {s["name"]: run(s, env) for s in json.loads(Path(spec_path).read_text())}
+    if env.is_main:
+        write_text_atomic(out, json.dumps(results))
+    shutdown()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

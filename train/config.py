@@ -1,0 +1,252 @@
+"""The training config: one YAML file validated into dataclasses, with `--set key.path=value` overrides.
+
+    cfg = load_config("run.yaml", overrides=["optim.lr=1e-3", "parallel=fsdp"])
+    cfg.optim.lr, cfg.model.d_model, cfg.batch.global_size
+
+Unknown keys, wrong types and impossible values raise `UserError` naming the file and the key
+(`run.yaml: optim.schedule: must be one of cosine, wsd, got 'linear'`). Relative paths (`run_dir`,
+`data.mixture`) written in the file are relative to the file; those given with `--set` are relative
+to the current directory. `to_dict(cfg)` is the resolved config written to `RUN_DIR/config.yaml`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pretrainkit.errors import UserError
+from train.model import ModelConfig
+from train.optim import SCHEDULES
+
+PARALLEL_MODES = ("ddp", "zero1", "zero2", "fsdp")
+PRECISIONS = ("fp32", "bf16")
+DEVICES = ("auto", "cpu", "cuda")
+PATH_KEYS = (("run_dir",), ("data", "mixture"))
+
+
+@dataclass
+class DataConfig:
+    mixture: str
+    seq_len: int = 512
+
+
+@dataclass
+class ModelSection:
+    d_model: int = 512
+    n_layers: int = 8
+    n_heads: int = 8
+    n_kv_heads: int | None = None
+    ffn_hidden: int | None = None
+    tie_embeddings: bool = True
+    rope_theta: float = 10000.0
+
+
+@dataclass
+class BatchConfig:
+    global_size: int = 32  # sequences per optimizer step, over all processes
+    micro_size: int = 8  # sequences per forward/backward on one process
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 3e-4
+    min_lr: float = 3e-5
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    warmup_steps: int = 100
+    schedule: str = "cosine"
+    decay_fraction: float = 0.2  # wsd: the last fraction of max_steps decays linearly to min_lr
+    clip: float = 1.0  # global grad-norm bound; 0 disables clipping (the norm is still logged)
+
+
+@dataclass
+class CheckpointConfig:
+    every: int = 0  # steps between checkpoints; 0: only at the end
+    keep: int = 2
+
+
+@dataclass
+class EvalConfig:
+    every: int = 0  # steps between validation passes; 0: never
+    batches: int = 4  # validation batches of batch.global_size sequences, per source
+
+
+@dataclass
+class TrainConfig:
+    run_dir: str
+    data: DataConfig
+    max_steps: int
+    seed: int = 0
+    model: ModelSection = field(default_factory=ModelSection)
+    batch: BatchConfig = field(default_factory=BatchConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    parallel: str = "ddp"
+    precision: str = "fp32"
+    activation_checkpointing: bool = False
+    compile: bool = False
+    device: str = "auto"
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+def load_config(path: str | os.PathLike, overrides: list[str] = ()) -> TrainConfig:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UserError(f"{path}: cannot read config: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise UserError(f"{path}: invalid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: the config must be a mapping of keys to values")
+    _resolve_paths(raw, path.parent)
+    for item in overrides:
+        _apply_override(raw, item, path)
+    return config_from_dict(raw, str(path))
+
+
+def config_from_dict(raw: dict, where: str) -> TrainConfig:
+    cfg = _build(TrainConfig, raw, where, "")
+    _check_values(cfg, where)
+    return cfg
+
+
+def to_dict(cfg: TrainConfig) -> dict:
+    def plain(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, (tuple, list)):
+            return [plain(x) for x in v]
+        return v
+
+    return plain(dataclasses.asdict(cfg))
+
+
+def _resolve_paths(raw: dict, base: Path) -> None:
+    for keys in PATH_KEYS:
+        node = raw
+        for k in keys[:-1]:
+            node = node.get(k) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(keys[-1]), str):
+            node[keys[-1]] = str((base / node[keys[-1]]).resolve())
+
+
+def _apply_override(raw: dict, item: str, path: Path) -> None:
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise UserError(f"--set {item}: expected key.path=value")
+    keys = key.split(".")
+    node = raw
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):
+            raise UserError(f"--set {item}: {k} is not a section")
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = text
+    if tuple(keys) in PATH_KEYS and isinstance(value, str):
+        value = str(Path(value).resolve())
+    node[keys[-1]] = value
+
+
+def _build(cls: type, raw: Any, where: str, prefix: str) -> Any:
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: {prefix.rstrip('.') or 'config'}: must be a mapping")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for k in raw:
+        if k not in names:
+            raise UserError(f"{where}: {prefix}{k}: unknown key (known: {', '.join(sorted(names))})")
+    values = {}
+    for f in dataclasses.fields(cls):
+        key = prefix + f.name
+        if f.name not in raw:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise UserError(f"{where}: {key}: required key is missing")
+            continue
+        values[f.name] = _coerce(hints[f.name], raw[f.name], where, key)
+    return cls(**values)
+
+
+def _coerce(tp: Any, v: Any, where: str, key: str) -> Any:
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, v, where, key + ".")
+    args = typing.get_args(tp)
+    if type(None) in args:  # Optional[X]
+        return None if v is None else _coerce(next(a for a in args if a is not type(None)), v, where, key)
+    if typing.get_origin(tp) is tuple:
+        if not isinstance(v, (list, tuple)) or len(v) != len(args):
+            raise UserError(f"{where}: {key}: expected a list of {len(args)} values, got {v!r}")
+        return tuple(_coerce(a, x, where, f"{key}[{i}]") for i, (a, x) in enumerate(zip(args, v)))
+    if tp is bool:
+        if isinstance(v, bool):
+            return v
+    elif tp is int:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    elif tp is float:
+        # PyYAML reads `3e-4` (no dot) as a string; accept it as the number it plainly is.
+        if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+            try:
+                return float(v)
+            except ValueError:
+                pass
+    elif tp is str:
+        if isinstance(v, str):
+            return v
+    raise UserError(f"{where}: {key}: expected {getattr(tp, '__name__', tp)}, got {v!r}")
+
+
+def _check_values(cfg: TrainConfig, where: str) -> None:
+    def require(ok: bool, key: str, msg: str) -> None:
+        if not ok:
+            raise UserError(f"{where}: {key}: {msg}")
+
+    def choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
+        require(value in allowed, key, f"must be one of {', '.join(allowed)}, got {value!r}")
+
+    choice("parallel", cfg.parallel, PARALLEL_MODES)
+    choice("precision", cfg.precision, PRECISIONS)
+    choice("device", cfg.device, DEVICES)
+    choice("optim.schedule", cfg.optim.schedule, SCHEDULES)
+    for key in ("max_steps", "data.seq_len", "model.d_model", "model.n_layers", "model.n_heads",
+                "batch.global_size", "batch.micro_size", "checkpoint.keep"):
+        require(_get(cfg, key) >= 1, key, f"must be >= 1, got {_get(cfg, key)}")
+    for key in ("optim.warmup_steps", "checkpoint.every", "eval.every", "eval.batches", "seed",
+                "optim.weight_decay", "optim.clip", "optim.min_lr"):
+        require(_get(cfg, key) >= 0, key, f"must be >= 0, got {_get(cfg, key)}")
+    require(cfg.optim.lr > 0, "optim.lr", f"must be > 0, got {cfg.optim.lr}")
+    require(cfg.optim.min_lr <= cfg.optim.lr, "optim.min_lr", f"must be <= optim.lr ({cfg.optim.lr})")
+    require(all(0 <= b < 1 for b in cfg.optim.betas), "optim.betas", f"must lie in [0, 1), got {cfg.optim.betas}")
+    require(0 <= cfg.optim.decay_fraction <= 1, "optim.decay_fraction", "must lie in [0, 1]")
+    require(cfg.optim.warmup_steps <= cfg.max_steps, "optim.warmup_steps", f"must be <= max_steps ({cfg.max_steps})")
+    require(cfg.batch.global_size % cfg.batch.micro_size == 0, "batch.global_size",
+            f"must be a multiple of batch.micro_size ({cfg.batch.micro_size})")
+
+
+def _get(cfg: TrainConfig, key: str) -> Any:
+    obj: Any = cfg
+    for k in key.split("."):
+        obj = getattr(obj, k)
+    return obj
+
+
+def model_config(cfg: TrainConfig, vocab_size: int, where: str = "config") -> ModelConfig:
+    """The model's shape: the `model` section, the mixture's vocabulary and `data.seq_len`."""
+    m = cfg.model
+    try:
+        return ModelConfig(
+            vocab_size=vocab_size, d_model=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads,
+            n_kv_heads=m.n_kv_heads, ffn_hidden=m.ffn_hidden, tie_embeddings=m.tie_embeddings,
+            rope_theta=m.rope_theta, max_seq_len=cfg.data.seq_len,
+        )
+    except ValueError as e:
+        raise UserError(f"{where}: model.{e}") from None

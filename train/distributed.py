@@ -1,0 +1,61 @@
+"""The process group a training process runs in: rank, world size, device, backend, clean shutdown.
+
+    env = init_distributed("auto")     # torchrun's RANK/WORLD_SIZE/... or a single local process
+    ...
+    shutdown()                         # barrier, then destroy_process_group()
+
+Under torchrun (or any launcher setting MASTER_ADDR) the group is created from the environment; a
+plain single process gets a world of one on an in-process store, so every code path (FSDP2 included)
+runs the same way with one process or many. CUDA uses NCCL, CPU uses gloo.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from pretrainkit.errors import UserError
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def select_device(preference: str, local_rank: int) -> torch.device:
+    if preference == "cuda" and not torch.cuda.is_available():
+        raise UserError("device: cuda was asked for but no CUDA device is available")
+    if preference == "cuda" or (preference == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda", local_rank % max(1, torch.cuda.device_count()))
+    return torch.device("cpu")
+
+
+def init_distributed(device_preference: str = "auto") -> DistEnv:
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    device = select_device(device_preference, local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        if "MASTER_ADDR" in os.environ:
+            dist.init_process_group(backend, device_id=device if device.type == "cuda" else None)
+        else:
+            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    return DistEnv(dist.get_rank(), dist.get_world_size(), local_rank, device)
+
+
+def shutdown() -> None:
+    """Barrier before destroy: without it gloo processes intermittently abort at exit."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()

@@ -1,0 +1,123 @@
+"""How a plain model is spread over processes: DDP, ZeRO-1/2, FSDP2, activation checkpointing, compile.
+
+    model = parallelize(Transformer(cfg), mode="fsdp", world_size=2, device=dev, bf16=True,
+                        activation_checkpointing=True)
+    opt = build_optimizer(model, mode, lr=..., weight_decay=..., betas=...)
+    with gradient_sync(model, enabled=is_last_micro_batch):
+        loss.backward()
+
+Modes (the glossary's ZeRO stages as a setting):
+- `ddp`: `DistributedDataParallel`; bf16 through autocast (see `autocast_context`).
+- `zero1`: DDP plus `ZeroRedundancyOptimizer`, which shards the AdamW state over the processes.
+- `zero2`: FSDP2 `fully_shard` per block then the root with `reshard_after_forward=False`: gradients
+  and optimizer state sharded, parameters kept gathered between forward and backward.
+- `fsdp`: the same with `reshard_after_forward=True` (ZeRO-3: parameters sharded too).
+FSDP2 bf16 is `MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`.
+
+Gradient accumulation: DDP modes skip the all-reduce on non-final micro-batches (`no_sync`). FSDP2
+modes reduce-scatter after every micro-batch, so gradients stay sharded during accumulation: that is
+the memory ZeRO-2/3 promise, paid for with one reduce-scatter per micro-batch.
+On one process DDP and ZeRO-1 wrappers are skipped (they would only copy gradients).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import ContextManager
+
+import torch
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor
+from torch.nn.parallel import DistributedDataParallel
+
+from train.optim import param_groups
+
+FSDP_MODES = ("zero2", "fsdp")
+
+
+def apply_activation_checkpointing(model: nn.Module) -> None:
+    """Recompute each block's activations in backward (non-reentrant); state-dict keys are unchanged."""
+    for i, block in enumerate(model.layers):
+        model.layers[i] = checkpoint_wrapper(block, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+
+
+def apply_compile(model: nn.Module) -> None:
+    """Compile block by block (in place, so parameter names stay), as FSDP2 wants it."""
+    for block in model.layers:
+        block.compile()
+
+
+def apply_fsdp(model: nn.Module, reshard_after_forward: bool, bf16: bool, world_size: int) -> None:
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if bf16 else None, reduce_dtype=torch.float32)
+    for block in model.layers:
+        fully_shard(block, mp_policy=mp, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mp_policy=mp, reshard_after_forward=reshard_after_forward)
+    # Averaging is requested explicitly: on gloo some torch versions summed (pytorch issue 162338).
+    model.set_gradient_divide_factor(float(world_size))
+
+
+def parallelize(
+    model: nn.Module,
+    mode: str,
+    world_size: int,
+    device: torch.device,
+    bf16: bool = False,
+    activation_checkpointing: bool = False,
+    compile: bool = False,
+) -> nn.Module:
+    """Move `model` to `device` and apply, in order: checkpointing, compile, then the data-parallel mode."""
+    model.to(device)
+    if activation_checkpointing:
+        apply_activation_checkpointing(model)
+    if compile:
+        apply_compile(model)
+    if mode in FSDP_MODES:
+        apply_fsdp(model, reshard_after_forward=mode == "fsdp", bf16=bf16, world_size=world_size)
+        return model
+    if world_size > 1:
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    return model
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain `Transformer` under a DDP wrapper (FSDP2 modifies the module in place)."""
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+def build_optimizer(
+    model: nn.Module, mode: str, lr: float, weight_decay: float, betas: tuple[float, float], eps: float
+) -> torch.optim.Optimizer:
+    groups = param_groups(unwrap(model), weight_decay)
+    if mode == "zero1" and isinstance(model, DistributedDataParallel):
+        # Imported here: torch.distributed.optim scripts TorchScript functions and warns on import.
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, lr=lr, betas=betas, eps=eps)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+
+
+def gradient_sync(model: nn.Module, enabled: bool) -> ContextManager:
+    """Around one micro-batch's backward: DDP skips its all-reduce unless `enabled`."""
+    if not enabled and isinstance(model, DistributedDataParallel):
+        return model.no_sync()
+    return contextlib.nullcontext()
+
+
+def autocast_context(model: nn.Module, device: torch.device, bf16: bool) -> ContextManager:
+    """bf16 autocast, except under FSDP2, whose mixed-precision policy already casts parameters."""
+    if bf16 and not isinstance(model, FSDPModule):
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
+    """Global L2 norm of all gradients (full norm for FSDP2 shards); scale them to `max_norm` if > 0."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    total = torch.nn.utils.get_total_norm([p.grad for p in params], 2.0, error_if_nonfinite=False)
+    if isinstance(total, DTensor):
+        total = total.full_tensor()
+    if max_norm > 0:
+        torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
+    return total
