@@ -1,0 +1,336 @@
+"""`ptk plan`, `ptk scaling fit` and `ptk report`: sizing a run before it starts, and reading it after.
+
+    ptk plan --flops 1e21 --devices 64 --device-memory 80 --peak-flops 989e12
+    ptk plan --config run.yaml --tokens 2B --devices 2
+    ptk scaling fit runs/s1 runs/s2 runs/s3 runs/s4 runs/s5 --flops 1e20 -o law.json
+    ptk report runs/base --compare runs/bigger -o report.png
+
+Quantities accept SI suffixes: `7.5B` parameters, `300B` tokens, `989T` FLOP/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from pretrainkit.errors import UserError
+from pretrainkit.files import write_text_atomic
+from train.memory import PARALLEL_STRATEGY, STATE_BYTES, STRATEGY_LABELS, ActivationShape, memory_table
+from train.plan import LAWS, LossLaw, load_law, resolve_budget, training_seconds
+
+SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
+GB = 1e9  # the ZeRO paper's (and device makers') gigabyte
+
+
+def quantity(text: str) -> float:
+    """A positive number, optionally with a K/M/B/G/T/P suffix (argparse type)."""
+    t = text.strip().upper()
+    scale = 1.0
+    if t and t[-1] in SUFFIXES:
+        t, scale = t[:-1], SUFFIXES[t[-1]]
+    try:
+        value = float(t) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r} (e.g. 1e21, 7.5B, 989T)") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {value}")
+    return value
+
+
+def human(value: float) -> str:
+    """3 significant digits with an SI suffix: 7.50B, 1.33T."""
+    for suffix, scale in (("P", 1e15), ("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def duration(seconds: float) -> str:
+    for unit, scale in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def law_formula(law: LossLaw) -> str:
+    return f"L = {law.E:.4g} + {law.A:.4g}/N^{law.alpha:.4g} + {law.B:.4g}/D^{law.beta:.4g}"
+
+
+def vocab_size_of_mixture(mixture: str | Path) -> int:
+    """The vocabulary size recorded in the manifest of the mixture's first source."""
+    from mixtures.config import read_mixture_config
+    from shards.manifest import load_manifest
+
+    sources = read_mixture_config(mixture).sources
+    return int(load_manifest(sources[0].shards)["tokenizer"]["vocab_size"])
+
+
+def model_of_config(cfg, vocab_size: int | None, where: str):
+    """The ModelConfig of a training config, its vocabulary from `vocab_size` or else from the mixture."""
+    from train.config import model_config
+
+    if vocab_size is None:
+        try:
+            vocab_size = vocab_size_of_mixture(cfg.data.mixture)
+        except UserError as e:
+            raise UserError(f"{where}: cannot find the vocabulary size ({e}); pass --vocab-size") from None
+    return model_config(cfg, vocab_size, where)
+
+
+# ---- ptk plan ---------------------------------------------------------------------------------------
+
+
+def _memory_lines(args: argparse.Namespace, params: float, shape: ActivationShape | None, micro_batch: int,
+                  seq_len: int, dtype: str, state_bytes: str, chosen: str | None, checkpointing: bool) -> list[str]:
+    rows = memory_table(params, args.devices, state_bytes, shape, micro_batch, seq_len, dtype)
+    b = STATE_BYTES[state_bytes]
+    lines = [f"memory per device (GB = 1e9 bytes) on {args.devices} device(s), Adam with "
+             f"{b.param}+{b.grad}+{b.optimizer} bytes/param ({state_bytes})"]
+    if shape is None:
+        lines.append("  activations: pass --config to count them (they depend on the model's shape)")
+    else:
+        lines.append(f"  activations: micro-batch {micro_batch} x {seq_len} tokens, {dtype}; "
+                     "ckpt = per-block activation checkpointing")
+    header = f"  {'strategy':<12} {'params':>8} {'grads':>8} {'optim':>8} {'states':>8}"
+    if shape is not None:
+        header += f" {'acts':>8} {'acts ckpt':>9} {'total':>8} {'total ckpt':>10}"
+    if args.device_memory:
+        header += f"  fits in {args.device_memory / GB:g} GB"
+    lines.append(header)
+    for r in rows:
+        s = r.states
+        line = f"  {STRATEGY_LABELS[r.strategy]:<12} {s.params / GB:8.3g} {s.grads / GB:8.3g} {s.optimizer / GB:8.3g} {s.total / GB:8.3g}"
+        if shape is not None:
+            line += f" {r.activations / GB:8.3g} {r.activations_checkpointed / GB:9.3g} {r.total / GB:8.3g} {r.total_checkpointed / GB:10.3g}"
+        if args.device_memory:
+            if shape is None:
+                verdict = "yes (model states)" if s.total <= args.device_memory else "no"
+            elif r.total <= args.device_memory:
+                verdict = "yes"
+            elif r.total_checkpointed <= args.device_memory:
+                verdict = "with checkpointing"
+            else:
+                verdict = "no"
+            line += f"  {verdict}"
+        if r.strategy == chosen:
+            line += "   <- config" + (" (checkpointing on)" if checkpointing else "")
+        lines.append(line)
+    return lines
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    law = load_law(args.law)
+    params, shape, chosen, checkpointing = args.params, None, None, False
+    micro_batch, seq_len, dtype, state_bytes = args.micro_batch, args.seq_len, args.activation_dtype, args.state_bytes
+    if args.config:
+        if args.params:
+            raise UserError("give --params or --config, not both")
+        from train.config import load_config
+
+        cfg = load_config(args.config)
+        model = model_of_config(cfg, args.vocab_size, str(args.config))
+        params = float(model.num_params())
+        shape = ActivationShape.from_model_config(model)
+        micro_batch = micro_batch or cfg.batch.micro_size
+        seq_len = seq_len or cfg.data.seq_len
+        dtype = dtype or cfg.precision
+        # The project's trainer keeps fp32 weights and Adam moments, bf16 autocast or not.
+        state_bytes = state_bytes or "fp32"
+        chosen, checkpointing = PARALLEL_STRATEGY[cfg.parallel], cfg.activation_checkpointing
+    budget = resolve_budget(law, args.flops, params, args.tokens)
+
+    def origin(name: str) -> str:
+        return "given" if name in budget.given else ("from C = 6ND" if len(budget.given) == 2 else "compute-optimal")
+
+    opt_n, opt_d = budget.optimal
+    lines = [
+        f"loss law      {law.name}: {law_formula(law)}",
+        f"compute       C = {budget.flops:.3g} FLOPs ({'given' if args.flops else 'C = 6ND'})",
+        f"parameters    N = {human(budget.params)} ({origin('params')}" + (f", {args.config})" if args.config else ")"),
+        f"tokens        D = {human(budget.tokens)} ({origin('tokens')})",
+        f"tokens/param  {budget.tokens_per_param:.3g}",
+        f"loss          {budget.loss:.4f} predicted",
+        f"optimum       for this C: N = {human(opt_n)}, D = {human(opt_d)} ({opt_d / opt_n:.3g} tokens/param), "
+        f"loss {budget.optimal_loss:.4f}",
+    ]
+    if args.peak_flops:
+        seconds = training_seconds(budget.flops, args.devices, args.peak_flops, args.mfu)
+        lines.append(f"time          {duration(seconds)} on {args.devices} device(s) of {human(args.peak_flops)} FLOP/s "
+                     f"at {args.mfu:.0%} MFU ({seconds * args.devices / 3600:,.0f} device-hours)")
+    else:
+        lines.append("time          pass --peak-flops (per device) for the wall time")
+    lines += _memory_lines(args, budget.params, shape, micro_batch or 1, seq_len or 2048, dtype or "bf16",
+                           state_bytes or "mixed", chosen, checkpointing)
+    print("\n".join(lines))
+    return 0
+
+
+# ---- ptk scaling fit --------------------------------------------------------------------------------
+
+
+def _run_point(run_dir: Path, metric: str, vocab_size: int | None):
+    from train.config import config_from_dict
+    from train.run_log import read_run
+    from train.scaling import RunPoint
+
+    import yaml
+
+    config_path = run_dir / "config.yaml"
+    try:
+        raw = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UserError(f"{config_path}: cannot read the run's resolved config: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise UserError(f"{config_path}: invalid YAML: {str(e).splitlines()[0]}") from None
+    cfg = config_from_dict(raw, str(config_path))
+    params = model_of_config(cfg, vocab_size, str(config_path)).num_params()
+    run = read_run(run_dir)
+    tokens = run.total_tokens()
+    loss = run.final_val_loss() if metric == "val" else None
+    if loss is None:
+        loss = run.final_train_loss()
+    if loss is None or tokens <= 0:
+        raise UserError(f"{run_dir / 'metrics.jsonl'}: no finished training steps to fit")
+    return RunPoint(name=str(run_dir), params=float(params), tokens=tokens, loss=loss)
+
+
+def _points_file(path: Path):
+    from train.scaling import RunPoint
+
+    points = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read: {e.strerror}") from None
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            points.append(RunPoint(str(row.get("name", f"{path.name}:{i}")), float(row["params"]),
+                                   float(row["tokens"]), float(row["loss"])))
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise UserError(f"{path}: line {i}: expected {{\"params\", \"tokens\", \"loss\"}} numbers ({e})") from None
+    return points
+
+
+def _prediction(text: str) -> tuple[float, float]:
+    n, sep, d = text.partition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected N:D (e.g. 1B:20B), got {text!r}")
+    return quantity(n), quantity(d)
+
+
+def run_scaling_fit(args: argparse.Namespace) -> int:
+    from train.scaling import fit_loss_law
+
+    points = [_run_point(Path(d), args.metric, args.vocab_size) for d in args.run_dirs]
+    for f in args.points or []:
+        points += _points_file(Path(f))
+    fit = fit_loss_law(points, starts=args.starts, progress=True)
+    law = fit.law
+    lines = [f"fitted on {len(points)} runs (Huber delta 1e-3 on log-loss, best of {fit.starts} L-BFGS starts, "
+             f"objective {fit.objective:.3g})",
+             f"  {law_formula(law)}",
+             f"  E={law.E:.6g} A={law.A:.6g} B={law.B:.6g} alpha={law.alpha:.6g} beta={law.beta:.6g}",
+             f"  {'run':<32} {'N':>8} {'D':>8} {'loss':>8} {'fitted':>8}"]
+    for p in points:
+        lines.append(f"  {p.name[-32:]:<32} {human(p.params):>8} {human(p.tokens):>8} {p.loss:8.4f} "
+                     f"{law.loss(p.params, p.tokens):8.4f}")
+    for n, d in args.predict or []:
+        lines.append(f"predicted loss at N={human(n)}, D={human(d)}: {law.loss(n, d):.4f}")
+    for c in args.flops or []:
+        n, d = law.optimal_split(c)
+        lines.append(f"compute-optimal for C={c:.3g}: N={human(n)}, D={human(d)}, loss {law.loss(n, d):.4f}")
+    if args.output:
+        write_text_atomic(args.output, law.to_json())
+        lines.append(f"wrote {args.output} (use it with ptk plan --law {args.output})")
+    print("\n".join(lines))
+    return 0
+
+
+# ---- ptk report -------------------------------------------------------------------------------------
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from train.report import draw_report, summary_text
+    from train.run_log import read_run
+
+    runs = [read_run(d) for d in [args.run_dir, *(args.compare or [])]]
+    output = Path(args.output) if args.output else Path(args.run_dir) / "report.png"
+    panels = draw_report(runs, output)
+    text = "".join(summary_text(r) for r in runs)
+    summary = output.with_suffix(".txt")
+    write_text_atomic(summary, text)
+    print(text, end="")
+    print(f"wrote {output} ({len(panels)} panels: {', '.join(panels)}) and {summary}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="compute-optimal size, tokens, loss, time and memory per device of a run",
+                       description="Any one or two of --flops, --params (or --config), --tokens: the rest follows "
+                                   "from C = 6ND and the loss law. Memory per device under DDP and ZeRO-1/2/3.")
+    p.add_argument("--flops", type=quantity, help="training compute budget C (FLOPs), e.g. 1e21")
+    p.add_argument("--params", type=quantity, help="parameter count N, e.g. 7.5B")
+    p.add_argument("--config", help="a training config (ptk train CONFIG.yaml): N, micro-batch, seq_len, precision")
+    p.add_argument("--vocab-size", type=positive_int, help="with --config: instead of reading the mixture's manifest")
+    p.add_argument("--tokens", type=quantity, help="training tokens D, e.g. 300B")
+    p.add_argument("--law", default="besiroglu",
+                   help=f"loss law: {', '.join(LAWS)} or a JSON file from `ptk scaling fit -o` (default besiroglu)")
+    p.add_argument("--devices", type=positive_int, default=1, help="data-parallel devices (default 1)")
+    p.add_argument("--device-memory", type=lambda t: quantity(t) * GB, help="GB per device, e.g. 80")
+    p.add_argument("--peak-flops", type=quantity, help="peak FLOP/s of one device, e.g. 989T")
+    p.add_argument("--mfu", type=fraction, default=0.4, help="model FLOPs utilisation for the time (default 0.4)")
+    p.add_argument("--micro-batch", type=positive_int, help="sequences per device per micro-step (default: config, else 1)")
+    p.add_argument("--seq-len", type=positive_int, help="tokens per sequence (default: config, else 2048)")
+    p.add_argument("--activation-dtype", choices=("bf16", "fp32"), help="(default: config's precision, else bf16)")
+    p.add_argument("--state-bytes", choices=tuple(STATE_BYTES),
+                   help="mixed: 2+2+12 bytes/param (ZeRO paper); fp32: 4+4+8 (default: fp32 with --config, else mixed)")
+    p.set_defaults(func=run_plan)
+
+    scaling = sub.add_parser("scaling", help="loss-law fits over finished runs").add_subparsers(
+        dest="scaling_command", metavar="COMMAND", required=True)
+    f = scaling.add_parser("fit", help="fit L(N, D) = E + A/N^alpha + B/D^beta to the final losses of runs",
+                           description="Hoffmann et al. approach 3: Huber loss on log residuals, L-BFGS from several starts.")
+    f.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="finished runs (config.yaml + metrics.jsonl)")
+    f.add_argument("--points", action="append", metavar="FILE.jsonl",
+                   help="more points, one {\"params\", \"tokens\", \"loss\"} object per line")
+    f.add_argument("--metric", choices=("val", "train"), default="val",
+                   help="final validation loss (mean over sources; default, falls back to train) or the mean of the last 10 training losses")
+    f.add_argument("--vocab-size", type=positive_int, help="instead of reading each run's mixture manifest")
+    f.add_argument("--starts", type=positive_int, default=16, help="L-BFGS starts from the best grid points (default 16)")
+    f.add_argument("--predict", type=_prediction, action="append", metavar="N:D", help="print the loss at N:D, e.g. 1B:20B")
+    f.add_argument("--flops", type=quantity, action="append", metavar="C", help="print the compute-optimal N, D for C")
+    f.add_argument("-o", "--output", help="write the fitted law as JSON (for ptk plan --law)")
+    f.set_defaults(func=run_scaling_fit)
+
+    r = sub.add_parser("report", help="PNG figures and a text summary of a run",
+                       description="Training loss, per-source validation loss, learning rate, grad norm, tokens/s "
+                                   "and MFU, spike events marked; writes OUTPUT (.png) and OUTPUT with .txt.")
+    r.add_argument("run_dir", metavar="RUN_DIR")
+    r.add_argument("--compare", nargs="+", metavar="RUN_DIR", help="runs to overlay")
+    r.add_argument("-o", "--output", help="PNG path (default RUN_DIR/report.png)")
+    r.set_defaults(func=run_report)

@@ -1,0 +1,120 @@
+"""Reading a run directory's logs: `metrics.jsonl` (training and validation rows) and `events.jsonl`.
+
+    run = read_run("runs/base")
+    run.train["loss"], run.val["web"], run.events, run.final_val_loss()
+
+Training rows carry `step, loss, lr, grad_norm, tokens, tokens_per_s` (and `mfu` when the device's
+peak is known); validation rows carry `{"step", "val_loss": {source: value}}`; events rows (loss
+spikes) carry at least `step` and usually `loss` and `action`. A resumed run may log a step twice:
+the last row for a step wins, as it is the one the surviving run produced.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pretrainkit.errors import UserError
+
+METRICS_FILE = "metrics.jsonl"
+EVENTS_FILE = "events.jsonl"
+TRAIN_KEYS = ("loss", "lr", "grad_norm", "tokens", "tokens_per_s", "mfu")
+
+
+@dataclass
+class RunLog:
+    """One run's logged series, ordered by step; a missing value is NaN."""
+
+    path: Path
+    steps: list[int] = field(default_factory=list)
+    train: dict[str, list[float]] = field(default_factory=dict)
+    val_steps: list[int] = field(default_factory=list)
+    val: dict[str, list[float]] = field(default_factory=dict)  # source -> value per val step (NaN if absent)
+    events: list[dict] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def total_tokens(self) -> float:
+        return float(sum(t for t in self.train.get("tokens", []) if math.isfinite(t)))
+
+    def final_val_loss(self) -> float | None:
+        """The mean over sources of the last validation pass, or None without one."""
+        if not self.val_steps:
+            return None
+        last = [v[-1] for v in self.val.values() if math.isfinite(v[-1])]
+        return sum(last) / len(last) if last else None
+
+    def final_train_loss(self, window: int = 10) -> float | None:
+        """The mean of the last `window` training losses (one step's loss is noisy)."""
+        losses = [x for x in self.train.get("loss", [])[-window:] if math.isfinite(x)]
+        return sum(losses) / len(losses) if losses else None
+
+
+def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line_no, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as e:
+                    raise UserError(f"{path}: line {line_no}: not valid JSON ({e})") from None
+                if not isinstance(row, dict):
+                    raise UserError(f"{path}: line {line_no}: expected a JSON object")
+                rows.append((line_no, row))
+    except OSError as e:
+        raise UserError(f"{path}: cannot read: {e.strerror}") from None
+    return rows
+
+
+def _number(value: object, path: Path, line_no: int, key: str) -> float:
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"{path}: line {line_no}: {key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _step(row: dict, path: Path, line_no: int) -> int:
+    step = row.get("step")
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise UserError(f"{path}: line {line_no}: step must be an integer, got {step!r}")
+    return step
+
+
+def read_run(run_dir: str | Path) -> RunLog:
+    """Parse RUN_DIR/metrics.jsonl (required) and RUN_DIR/events.jsonl (optional)."""
+    run_dir = Path(run_dir)
+    metrics = run_dir / METRICS_FILE
+    if not metrics.is_file():
+        raise UserError(f"{run_dir}: no {METRICS_FILE} (is it a run directory?)")
+    train_rows: dict[int, dict[str, float]] = {}
+    val_rows: dict[int, dict[str, float]] = {}
+    for line_no, row in _read_jsonl(metrics):
+        step = _step(row, metrics, line_no)
+        if "val_loss" in row:
+            losses = row["val_loss"]
+            if not isinstance(losses, dict):
+                raise UserError(f"{metrics}: line {line_no}: val_loss must map source names to losses")
+            val_rows[step] = {str(k): _number(v, metrics, line_no, f"val_loss.{k}") for k, v in losses.items()}
+        elif "loss" in row:
+            train_rows[step] = {k: _number(row.get(k), metrics, line_no, k) for k in TRAIN_KEYS}
+    run = RunLog(path=run_dir)
+    run.steps = sorted(train_rows)
+    run.train = {k: [train_rows[s][k] for s in run.steps] for k in TRAIN_KEYS}
+    run.val_steps = sorted(val_rows)
+    sources = sorted({src for r in val_rows.values() for src in r})
+    run.val = {src: [val_rows[s].get(src, math.nan) for s in run.val_steps] for src in sources}
+    events = run_dir / EVENTS_FILE
+    if events.is_file():
+        for line_no, row in _read_jsonl(events):
+            _step(row, events, line_no)
+            run.events.append(row)
+        run.events.sort(key=lambda e: e["step"])
+    return run
