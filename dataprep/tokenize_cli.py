@@ -1,0 +1,126 @@
+"""`ptk tokenizer train`, `ptk tokenize` and `ptk prepare`: the command-line side of tokenization."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from tqdm import tqdm
+
+from dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
+from dataprep.tokenize import REJECTED_NAME, TokenizeOptions, tokenize_corpus
+from dataprep.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
+from pretrainkit.errors import UserError
+from pretrainkit.files import write_text_atomic
+from shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
+
+_SIZE = re.compile(r"^(\d+)([kKmMgG]?)$")
+
+
+def token_count(text: str) -> int:
+    """'32M' -> 33554432: a token count with an optional K/M/G (binary) suffix."""
+    m = _SIZE.match(text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"expected a token count like 65536, 64K or 32M, got {text!r}")
+    return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    tok = sub.add_parser("tokenizer", help="train a byte-level BPE tokenizer", description="Tokenizer tools.")
+    tok_sub = tok.add_subparsers(dest="tokenizer_command", metavar="COMMAND", required=True)
+    train = tok_sub.add_parser(
+        "train",
+        help="train a byte-level BPE tokenizer on a corpus",
+        description="Train a deterministic byte-level BPE tokenizer (Hugging Face `tokenizers`) with an "
+        "end-of-text special token (id 0) and write it as tokenizer.json.",
+    )
+    add_inputs_and_output(train, "tokenizer.json to write")
+    train.add_argument("--vocab-size", type=int, required=True, help="vocabulary size, special tokens included")
+    train.add_argument("--min-frequency", type=int, default=2, help="least count of a pair to merge (default 2)")
+    train.add_argument("--eos-token", default=DEFAULT_EOS, help=f"end-of-text token (default {DEFAULT_EOS})")
+    _add_field_options(train)
+    train.set_defaults(func=run_train)
+
+    tokenize = sub.add_parser(
+        "tokenize",
+        help="tokenize corpora into checksummed zstd shards",
+        description="Tokenize corpora into zstd-compressed Arrow (default) or WebDataset shards with a "
+        "manifest.json; rejected records go to OUT/rejected.jsonl.",
+    )
+    add_inputs_and_output(tokenize, "shard directory to write")
+    add_tokenize_options(tokenize)
+    tokenize.set_defaults(func=run_tokenize)
+
+
+def add_inputs_and_output(p: argparse.ArgumentParser, output_help: str) -> None:
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help=".jsonl[.gz|.zst], .parquet, .txt files or directories")
+    p.add_argument("-o", "--output", required=True, help=output_help)
+
+
+def _add_field_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--text-field", default="text", help="JSON/Parquet field holding the text (default text)")
+    p.add_argument("--id-field", default="id", help="JSON/Parquet field holding the id (default id)")
+
+
+def add_tokenize_options(p: argparse.ArgumentParser) -> None:
+    """Options of `ptk tokenize`, shared with `ptk prepare`."""
+    p.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json")
+    p.add_argument("--eos-token", default=None, help="end-of-text token, if the tokenizer's is not <|endoftext|>, </s> or <eos>")
+    p.add_argument("--format", choices=["arrow", "webdataset"], default="arrow", help="shard format (default arrow)")
+    p.add_argument("--shard-size", type=token_count, default=DEFAULT_SHARD_TOKENS, help="tokens per shard, e.g. 32M (default 32M)")
+    p.add_argument(
+        "--batch-size", type=token_count, default=DEFAULT_BATCH_TOKENS,
+        help="tokens per record batch, the unit a reader decompresses (default 16K)",
+    )
+    p.add_argument("--workers", type=int, default=1, help="encoding processes (output is identical for any number)")
+    _add_field_options(p)
+
+
+def tokenize_options(args: argparse.Namespace) -> TokenizeOptions:
+    return TokenizeOptions(args.format, args.shard_size, args.batch_size, args.text_field, args.id_field, args.eos_token)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    files = discover_inputs(args.inputs)
+    counts = {"docs": 0, "rejected": 0}
+
+    def texts():
+        with tqdm(desc="read", unit="doc") as bar:
+            for task in plan_read_tasks(files):
+                for item in read_task(task, args.text_field, args.id_field):
+                    bar.update()
+                    if isinstance(item, Document):
+                        counts["docs"] += 1
+                        yield item.text
+                    else:
+                        counts["rejected"] += 1
+
+    tok = train_tokenizer(texts(), args.vocab_size, args.eos_token, args.min_frequency)
+    if counts["docs"] == 0:
+        raise UserError(f"{', '.join(args.inputs)}: no usable documents to train on")
+    write_text_atomic(args.output, tok.to_str(pretty=True) + "\n")
+    loaded = load_tokenizer(args.output, args.eos_token)
+    print(
+        f"trained on {counts['docs']} documents ({counts['rejected']} rejected records skipped): "
+        f"vocab {loaded.vocab_size}, EOS {loaded.eos_token!r} = {loaded.eos_id}, wrote {args.output} "
+        f"(sha256 {loaded.sha256[:16]})"
+    )
+    return 0
+
+
+def run_tokenize(args: argparse.Namespace) -> int:
+    out = Path(args.output)
+    manifest = tokenize_corpus(args.inputs, out, args.tokenizer, tokenize_options(args), args.workers)
+    print_tokenize_summary(manifest, out)
+    return 0
+
+
+def print_tokenize_summary(manifest: dict, out: Path) -> None:
+    t, rec = manifest["totals"], manifest["provenance"]["records"]
+    per_token = t["bytes"] / t["tokens"] if t["tokens"] else 0.0
+    print(
+        f"{rec['input']} records: {rec['tokenized']} tokenized, {rec['rejected']} rejected (see {out / REJECTED_NAME})\n"
+        f"wrote {t['tokens']} tokens in {t['shards']} {manifest['format']} shards, {t['bytes']} bytes "
+        f"({per_token:.2f} bytes/token, dtype {manifest['dtype']}) to {out}"
+    )

@@ -1,0 +1,129 @@
+"""`ptk tokenize` on real corpora: lossless, counts add up, identical for any --workers, crash-safe."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dataprep.tokenizer import load_tokenizer, train_tokenizer
+from pretrainkit.cli import main
+from shards import ShardSet
+from pretrainkit.errors import UserError
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _paragraphs(name: str) -> list[str]:
+    path = DATA / "wikitext2" / name
+    if not path.is_file():
+        pytest.skip(f"{path} is absent (real corpora live in ../shared/data)")
+    return [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict:
+    """wiki.jsonl (WikiText-2 paragraphs + 2 unusable lines), the Clough-Stevenson texts, a tokenizer."""
+    root = tmp_path_factory.mktemp("corpus")
+    texts = _paragraphs("valid.txt")
+    with open(root / "wiki.jsonl", "w", encoding="utf-8") as f:
+        for i, t in enumerate(texts):
+            f.write(json.dumps({"id": f"w{i}", "text": t}) + "\n")
+        f.write("{not json\n")
+        f.write('{"id": "no-text"}\n')
+    clough = DATA / "clough_stevenson_plagiarism" / "texts"
+    if not clough.is_dir():
+        pytest.skip(f"{clough} is absent")
+    train_tokenizer(texts, 2048).save(str(root / "tok.json"))
+    return {"root": root, "texts": texts, "inputs": [str(root / "wiki.jsonl"), str(clough)], "tok": str(root / "tok.json")}
+
+
+def _tokenize(corpus, out: Path, *extra: str) -> int:
+    return main(["tokenize", *corpus["inputs"], "--tokenizer", corpus["tok"], "-o", str(out), "--shard-size", "32K", *extra])
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def test_round_trip_and_accounting(tmp_path, corpus, capsys):
+    assert _tokenize(corpus, tmp_path / "s") == 0
+    assert "2563 records: 2544 tokenized, 19 rejected" in capsys.readouterr().out
+    ss = ShardSet.open(tmp_path / "s")
+    assert len(ss.manifest["shards"]) > 5 and ss.verify() == []
+    tok = load_tokenizer(corpus["tok"]).tokenizer
+    for i, text in enumerate(corpus["texts"]):
+        assert tok.decode(ss.document(i).tolist()) == text
+    assert ss.document_id(0) == "w0" and ss.eos_id == 0
+    rejected = [json.loads(ln) for ln in (tmp_path / "s" / "rejected.jsonl").read_text().splitlines()]
+    reasons = {r["source"]: r["reason"] for r in rejected}
+    assert reasons["wiki.jsonl"].startswith("missing text field")
+    assert sum(r["reason"].startswith("invalid UTF-8") for r in rejected) == 17  # cp1252 files
+    records = ss.manifest["provenance"]["records"]
+    assert records == {"input": len(corpus["texts"]) + 2 + 100, "tokenized": ss.num_docs, "rejected": len(rejected)}
+    assert ss.manifest["provenance"]["inputs"][0]["path"] == "wiki.jsonl"
+
+
+def test_identical_bytes_for_any_worker_count(tmp_path, corpus):
+    for fmt in ("arrow", "webdataset"):
+        assert _tokenize(corpus, tmp_path / f"{fmt}1", "--format", fmt, "--workers", "1") == 0
+        assert _tokenize(corpus, tmp_path / f"{fmt}3", "--format", fmt, "--workers", "3") == 0
+        assert _files(tmp_path / f"{fmt}1") == _files(tmp_path / f"{fmt}3")
+
+
+def test_webdataset_is_at_most_1_2x_arrow_and_reads_back(tmp_path, corpus):
+    assert _tokenize(corpus, tmp_path / "a", "--shard-size", "1M") == 0
+    assert _tokenize(corpus, tmp_path / "w", "--shard-size", "1M", "--format", "webdataset") == 0
+    arrow, wds = ShardSet.open(tmp_path / "a"), ShardSet.open(tmp_path / "w")
+    assert wds.manifest["totals"]["bytes"] <= 1.2 * arrow.manifest["totals"]["bytes"]
+    np.testing.assert_array_equal(wds.read_tokens(0, wds.stream_length), arrow.read_tokens(0, arrow.stream_length))
+
+
+def test_bad_inputs_give_one_line_errors(tmp_path, corpus, capsys):
+    cases = [
+        (["tokenize", corpus["inputs"][0], "--tokenizer", str(tmp_path / "none.json"), "-o", str(tmp_path / "o")],
+         "none.json: tokenizer file not found"),
+        (["tokenize", str(tmp_path / "missing.jsonl"), "--tokenizer", corpus["tok"], "-o", str(tmp_path / "o")],
+         "missing.jsonl: no such file or directory"),
+        (["tokenize", corpus["tok"], "--tokenizer", corpus["tok"], "-o", str(tmp_path / "o")],
+         "tok.json: unsupported input format"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("ptk: error: ") and message in err and "\n" not in err
+    with pytest.raises(SystemExit):
+        main(["tokenize", corpus["inputs"][0], "--tokenizer", corpus["tok"], "-o", "x", "--shard-size", "lots"])
+    with pytest.raises(UserError):
+        load_tokenizer(corpus["inputs"][0])
+
+
+def test_killed_run_then_rerun_is_byte_identical(tmp_path, corpus):
+    """kill -9 while shards are being written; the killed directory is refused; a rerun completes identically."""
+    big = tmp_path / "big.jsonl"
+    lines = (corpus["root"] / "wiki.jsonl").read_text().splitlines()[:-2]
+    big.write_text("\n".join(lines * 6) + "\n")
+    argv = ["tokenize", str(big), "--tokenizer", corpus["tok"], "--shard-size", "16K", "--batch-size", "1K"]
+    assert main([*argv, "-o", str(tmp_path / "ref")]) == 0
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "pretrainkit.cli", *argv, "-o", str(out)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while len(list(out.glob("shard-*.arrow"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "manifest.json").exists(), "run finished before the kill; make the input larger"
+    assert len(list(out.glob("shard-*.arrow"))) < len(list((tmp_path / "ref").glob("shard-*.arrow")))
+    with pytest.raises(UserError, match="manifest.json: missing"):
+        ShardSet.open(out)
+    assert main([*argv, "-o", str(out)]) == 0
+    assert _files(out) == _files(tmp_path / "ref")

@@ -1,0 +1,62 @@
+"""`ptk tokenizer train` and `load_tokenizer`: deterministic BPE, lossless round trip, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer, models
+
+from dataprep.tokenizer import load_tokenizer
+from pretrainkit.cli import main
+from pretrainkit.errors import UserError
+
+WIKI = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "wikitext2"
+
+
+@pytest.fixture(scope="module")
+def wiki_dir():
+    if not WIKI.is_dir():
+        pytest.skip(f"{WIKI} is absent (real corpora live in ../shared/data)")
+    return WIKI
+
+
+def test_training_is_deterministic_and_round_trips_text(tmp_path, wiki_dir, capsys):
+    for name in ("a.json", "b.json"):
+        assert main(["tokenizer", "train", str(wiki_dir), "-o", str(tmp_path / name), "--vocab-size", "3000"]) == 0
+    assert "vocab 3000, EOS '<|endoftext|>' = 0" in capsys.readouterr().out
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    tok = load_tokenizer(tmp_path / "a.json")
+    assert (tok.eos_id, tok.eos_token, tok.vocab_size) == (0, "<|endoftext|>", 3000)
+    text = (wiki_dir / "test.txt").read_text(encoding="utf-8")  # not seen in training
+    ids = tok.tokenizer.encode(text).ids
+    assert tok.tokenizer.decode(ids) == text
+    assert len(ids) < len(text.encode()) / 2.5  # merges learned: well under one token per byte
+
+
+def test_any_hugging_face_tokenizer_json_is_accepted(tmp_path):
+    """A WordLevel tokenizer with '</s>' as its only special token: EOS found by name."""
+    tok = Tokenizer(models.WordLevel({"hello": 0, "world": 1, "</s>": 2}, unk_token="hello"))
+    tok.add_special_tokens(["</s>"])
+    tok.save(str(tmp_path / "t.json"))
+    assert load_tokenizer(tmp_path / "t.json").eos_id == 2
+
+
+def test_bad_tokenizer_files_give_one_line_errors(tmp_path):
+    with pytest.raises(UserError, match="nope.json: tokenizer file not found"):
+        load_tokenizer(tmp_path / "nope.json")
+    (tmp_path / "bad.json").write_text('{"version": "1.0", "model": 3}')
+    with pytest.raises(UserError, match="bad.json: not a valid Hugging Face tokenizer.json"):
+        load_tokenizer(tmp_path / "bad.json")
+    Tokenizer(models.WordLevel({"a": 0, "b": 1}, unk_token="a")).save(str(tmp_path / "noeos.json"))
+    with pytest.raises(UserError, match="noeos.json: no end-of-text special token.*--eos-token"):
+        load_tokenizer(tmp_path / "noeos.json")
+    assert load_tokenizer(tmp_path / "noeos.json", eos_token="b").eos_id == 1
+    with pytest.raises(UserError, match="'<x>' is not in the vocabulary"):
+        load_tokenizer(tmp_path / "noeos.json", eos_token="<x>")
+
+
+def test_train_command_rejects_a_tiny_vocabulary(tmp_path, wiki_dir, capsys):
+    assert main(["tokenizer", "train", str(wiki_dir), "-o", str(tmp_path / "t.json"), "--vocab-size", "100"]) == 2
+    assert "--vocab-size must be at least 257" in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()
