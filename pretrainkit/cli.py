@@ -17,6 +17,7 @@ from pretrainkit.errors import UserError
 COMMAND_MODULES = (
     "dataprep.dedup_cli",
     "dataprep.tokenize_cli",
+    "shards.cli",
     "train.plan_cli",
 )
 

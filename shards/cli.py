@@ -1,0 +1,66 @@
+"""`ptk shards verify` and `ptk shards inspect`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pretrainkit.errors import UserError
+from pretrainkit.files import sha256_file
+from shards.inspect import inspect_lines
+from shards.manifest import fingerprint, load_manifest
+from shards.reader import ShardSet
+from shards.verify import verify_shards
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    shards = sub.add_parser("shards", help="check or describe a shard set", description="Shard set tools.")
+    shards_sub = shards.add_subparsers(dest="shards_command", metavar="COMMAND", required=True)
+    verify = shards_sub.add_parser(
+        "verify",
+        help="check every shard against the manifest (exit 1 naming each bad file)",
+        description="Check that every shard listed in SHARDS/manifest.json exists with the listed size and "
+        "sha256. Prints one line per missing, truncated or altered file and exits 1; exits 0 when whole.",
+    )
+    verify.add_argument("shards", metavar="SHARDS", help="shard directory")
+    verify.set_defaults(func=run_verify)
+    inspect = shards_sub.add_parser(
+        "inspect",
+        help="counts, document-length histogram and sample documents",
+        description="Describe a shard set: counts, a document-length histogram and a few documents "
+        "(decoded when --tokenizer is given, else as token ids).",
+    )
+    inspect.add_argument("shards", metavar="SHARDS", help="shard directory")
+    inspect.add_argument("--tokenizer", help="tokenizer.json to decode samples with (must match the manifest's sha256)")
+    inspect.add_argument("--samples", type=int, default=3, help="documents to show (default 3)")
+    inspect.add_argument("--chars", type=int, default=200, help="characters shown per document (default 200)")
+    inspect.set_defaults(func=run_inspect)
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    manifest = load_manifest(args.shards)
+    problems = verify_shards(args.shards, manifest, progress=True)
+    for line in problems:
+        print(line)
+    t = manifest["totals"]
+    if problems:
+        print(f"FAILED: {len(problems)} of {t['shards']} shards bad in {args.shards}")
+        return 1
+    print(f"OK: {t['shards']} shards, {t['docs']} documents, {t['tokens']} tokens match {args.shards}/manifest.json "
+          f"(fingerprint {fingerprint(manifest)[:16]})")
+    return 0
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    ss = ShardSet.open(args.shards)
+    decode = None
+    if args.tokenizer:
+        from tokenizers import Tokenizer
+
+        if not Path(args.tokenizer).is_file():
+            raise UserError(f"{args.tokenizer}: tokenizer file not found")
+        if sha256_file(args.tokenizer) != ss.tokenizer_sha256:
+            raise UserError(f"{args.tokenizer}: not the tokenizer of {args.shards} (sha256 differs from its manifest)")
+        decode = Tokenizer.from_file(args.tokenizer).decode
+    print("\n".join(inspect_lines(ss, decode, args.samples, args.chars)))
+    return 0
