@@ -21,9 +21,8 @@ from typing import Any
 import yaml
 
 from pretrainkit.errors import UserError
-from train.model import ModelConfig
-from train.optim import SCHEDULES
 
+SCHEDULES = ("cosine", "wsd")
 PARALLEL_MODES = ("ddp", "zero1", "zero2", "fsdp")
 PRECISIONS = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -238,15 +237,3 @@ def _get(cfg: TrainConfig, key: str) -> Any:
         obj = getattr(obj, k)
     return obj
 
-
-def model_config(cfg: TrainConfig, vocab_size: int, where: str = "config") -> ModelConfig:
-    """The model's shape: the `model` section, the mixture's vocabulary and `data.seq_len`."""
-    m = cfg.model
-    try:
-        return ModelConfig(
-            vocab_size=vocab_size, d_model=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads,
-            n_kv_heads=m.n_kv_heads, ffn_hidden=m.ffn_hidden, tie_embeddings=m.tie_embeddings,
-            rope_theta=m.rope_theta, max_seq_len=cfg.data.seq_len,
-        )
-    except ValueError as e:
-        raise UserError(f"{where}: model.{e}") from None

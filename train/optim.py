@@ -20,8 +20,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-SCHEDULES = ("cosine", "wsd")
-
 
 @dataclass(frozen=True)
 class Schedule:

@@ -2,8 +2,8 @@
 
     trainer = Trainer(cfg, model_cfg, env)
     result = trainer.train_step(micro_batches)   # this process's share of global batch `trainer.step`
-    trainer.evaluate(batches)                    # mean per-token loss over all processes' rows
-    trainer.state_dict() / load_state_dict()     # everything a checkpoint needs (torchtitan's Stateful)
+    trainer.evaluate_rows(inputs, targets)       # mean per-token loss; each process takes a slice
+    trainer.step, trainer.tokens                 # with model and optimizer: all a checkpoint holds
 
 One step: the learning rate for update `step + 1`; forward/backward on each micro-batch (gradient
 sync on the last one only, see `parallelize`); clipping to the global grad norm; AdamW. The loss is the
@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from pretrainkit.errors import UserError
 from train.config import TrainConfig
 from train.distributed import DistEnv
 from train.model import ModelConfig, Transformer
@@ -40,6 +41,19 @@ class StepResult:
     tokens: int  # target tokens in the global batch
 
 
+def model_config(cfg: TrainConfig, vocab_size: int, where: str = "config") -> ModelConfig:
+    """The model's shape: the `model` section, the mixture's vocabulary and `data.seq_len`."""
+    m = cfg.model
+    try:
+        return ModelConfig(
+            vocab_size=vocab_size, d_model=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads,
+            n_kv_heads=m.n_kv_heads, ffn_hidden=m.ffn_hidden, tie_embeddings=m.tie_embeddings,
+            rope_theta=m.rope_theta, max_seq_len=cfg.data.seq_len,
+        )
+    except ValueError as e:
+        raise UserError(f"{where}: model.{e}") from None
+
+
 class Trainer:
     def __init__(self, cfg: TrainConfig, model_cfg: ModelConfig, env: DistEnv) -> None:
         self.cfg, self.model_cfg, self.env = cfg, model_cfg, env
@@ -53,6 +67,7 @@ class Trainer:
         self.optimizer = build_optimizer(self.model, cfg.parallel, o.lr, o.weight_decay, o.betas, o.eps)
         self.schedule = Schedule(o.lr, o.min_lr, o.warmup_steps, cfg.max_steps, o.schedule, o.decay_fraction)
         self.step = 0  # completed updates == global batches consumed
+        self.tokens = 0  # target tokens trained on so far
 
     def _all_reduce(self, values: list[float]) -> list[float]:
         t = torch.tensor(values, dtype=torch.float64, device=self.env.device)
@@ -85,16 +100,28 @@ class Trainer:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
+        self.tokens += int(total_tokens)
         (global_loss,) = self._all_reduce([loss_sum.item()])
         return StepResult(global_loss / max(total_tokens, 1.0), grad_norm, lr, int(total_tokens))
 
     @torch.no_grad()
-    def evaluate(self, micro_batches: Sequence[Batch]) -> float:
-        """Mean per-token loss over this process's micro-batches and every other process's."""
+    def evaluate_rows(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:
+        """Mean per-token loss over all rows (every process passes the same rows; each computes a slice).
+
+        Every process runs the same number of forwards (FSDP2 needs that): a short slice is padded
+        with rows whose targets are all IGNORE_INDEX, which count for nothing.
+        """
         self.model.eval()
+        per_rank = -(-len(inputs) // self.env.world_size)
+        lo = min(self.env.rank * per_rank, len(inputs))
+        x, y = inputs[lo : lo + per_rank], targets[lo : lo + per_rank]
+        if len(x) < per_rank:
+            pad = per_rank - len(x)
+            x = torch.cat([x, inputs[:1].expand(pad, -1)])
+            y = torch.cat([y, torch.full((pad, y.shape[1]), IGNORE_INDEX, dtype=y.dtype)])
         loss_sum, tokens = 0.0, 0
-        for inputs, targets in micro_batches:
-            loss_sum += self._loss_sum(inputs, targets).item()
-            tokens += int((targets != IGNORE_INDEX).sum())
+        for xs, ys in zip(x.split(self.cfg.batch.micro_size), y.split(self.cfg.batch.micro_size)):
+            loss_sum += self._loss_sum(xs, ys).item()
+            tokens += int((ys != IGNORE_INDEX).sum())
         total_loss, total_tokens = self._all_reduce([loss_sum, tokens])
         return total_loss / max(total_tokens, 1.0)

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from pretrainkit.errors import UserError
-from train.config import load_config, model_config, to_dict
+from train.config import load_config, to_dict
+from train.trainer import model_config
 
 GOOD = """
 run_dir: runs/tiny

@@ -19,9 +19,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pretrainkit.files import write_text_atomic  # noqa: E402
-from train.config import config_from_dict, model_config  # noqa: E402
+from train.config import config_from_dict  # noqa: E402
 from train.distributed import DistEnv, init_distributed, shutdown  # noqa: E402
-from train.trainer import Trainer  # noqa: E402
+from train.trainer import Trainer, model_config  # noqa: E402
 
 VOCAB, SEQ = 97, 16
 BASE = {

@@ -1,0 +1,32 @@
+"""`python -m train CONFIG.yaml [--set k=v ...] [--no-resume]`: one training process, as torchrun starts it.
+
+    torchrun --nnodes 2 --nproc_per_node 8 --rdzv-endpoint HOST:29500 -m train run.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from pretrainkit.errors import UserError
+from train.cli import add_train_arguments
+from train.config import load_config
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m train", description="One training process (under torchrun).")
+    add_train_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        from train.run import run_training
+
+        return run_training(load_config(args.config, args.overrides), where=args.config, resume=not args.no_resume)
+    except UserError as e:
+        if os.environ.get("RANK", "0") == "0":  # every rank hits the same error; say it once
+            print(f"ptk: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

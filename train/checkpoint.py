@@ -1,0 +1,156 @@
+"""Atomic `torch.distributed.checkpoint` directories, newest-valid lookup, and restore on any world size.
+
+    ckpts = Checkpoints(run_dir / "checkpoints", keep=2)
+    ckpts.save(trainer, extra={"loader": loader.state_dict(), "mixture": mix.fingerprint})
+    found = ckpts.restore_latest(trainer)      # None, or the Checkpoint it loaded (meta["extra"] too)
+
+Layout: `checkpoints/step-0000050/` holds the DCP files (model and optimizer, keyed by parameter name,
+so FSDP2 shards, DDP replicas and a plain model all read and write the same checkpoint), one
+`rng-rank<r>.pt` per process, and `meta.json`, written last: step, tokens, the resolved config,
+the caller's `extra` (loader state, mixture fingerprint), world size, and every file's size and
+sha256. The directory is first written as `.tmp-step-0000050` and renamed once every process has
+finished, so a killed run never leaves a directory named `step-*` that is incomplete. On restore
+the newest `step-*` whose files match their `meta.json` is loaded; a newer one that does not match
+is reported (one line on stderr) and skipped. After a save only the newest `keep` are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+from pretrainkit.errors import UserError
+from pretrainkit.files import sha256_file, write_text_atomic
+from train.trainer import Trainer
+
+META_FILE = "meta.json"
+PREFIX = "step-"
+TMP_PREFIX = ".tmp-"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: Path
+    step: int
+    meta: dict
+
+
+def checkpoint_name(step: int) -> str:
+    return f"{PREFIX}{step:07d}"
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def _barrier() -> None:
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
+def verify(path: Path) -> Checkpoint:
+    """The checkpoint at `path` if its files match `meta.json`; else UserError naming the problem."""
+    meta_path = path / META_FILE
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        files = meta["files"]
+        step = int(meta["step"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{meta_path}: missing or unreadable ({e})") from None
+    for name, (size, digest) in sorted(files.items()):
+        f = path / name
+        if not f.is_file():
+            raise UserError(f"{f}: missing")
+        if f.stat().st_size != size:
+            raise UserError(f"{f}: {f.stat().st_size} bytes, expected {size} (truncated?)")
+        if sha256_file(f) != digest:
+            raise UserError(f"{f}: sha256 does not match {META_FILE}")
+    return Checkpoint(path, step, meta)
+
+
+class Checkpoints:
+    def __init__(self, directory: str | Path, keep: int) -> None:
+        self.dir = Path(directory)
+        self.keep = keep
+
+    def candidates(self) -> list[Path]:
+        """`step-*` directories, newest first."""
+        if not self.dir.is_dir():
+            return []
+        return sorted((p for p in self.dir.glob(f"{PREFIX}*") if p.is_dir()), key=lambda p: p.name, reverse=True)
+
+    def latest_valid(self, report=lambda msg: print(msg, file=sys.stderr)) -> Checkpoint | None:
+        for path in self.candidates():
+            try:
+                return verify(path)
+            except UserError as e:
+                report(f"ptk train: skipping corrupt checkpoint {path.name}: {e}")
+        return None
+
+    def save(self, trainer: Trainer, config: dict, extra: dict) -> Path:
+        """Collective: every process calls it at the same step."""
+        name = checkpoint_name(trainer.step)
+        final, tmp = self.dir / name, self.dir / f"{TMP_PREFIX}{name}"
+        if _rank() == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        _barrier()
+        model_sd, optim_sd = get_state_dict(trainer.model, trainer.optimizer)
+        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=tmp)
+        rng_file = tmp / f"rng-rank{_rank()}.pt"
+        with open(rng_file, "wb") as f:
+            torch.save(rng_states(), f)
+        _barrier()
+        if _rank() == 0:
+            files = {p.name: [p.stat().st_size, sha256_file(p)] for p in sorted(tmp.iterdir()) if p.is_file()}
+            meta = {"step": trainer.step, "tokens": trainer.tokens, "world_size": trainer.env.world_size,
+                    "config": config, "extra": extra, "files": files}
+            write_text_atomic(tmp / META_FILE, json.dumps(meta, indent=1, sort_keys=True))
+            shutil.rmtree(final, ignore_errors=True)
+            tmp.rename(final)
+            for old in self.candidates()[self.keep :]:
+                shutil.rmtree(old, ignore_errors=True)
+        _barrier()
+        return final
+
+    def restore(self, trainer: Trainer, ckpt: Checkpoint) -> None:
+        """Load model, optimizer, step and RNG from `ckpt` into `trainer` (collective)."""
+        model_sd, optim_sd = get_state_dict(trainer.model, trainer.optimizer)
+        state = {"model": model_sd, "optim": optim_sd}
+        try:
+            dcp.load(state, checkpoint_id=ckpt.path)
+        except Exception as e:  # noqa: BLE001 - DCP raises many types for a mismatched checkpoint
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UserError(f"{ckpt.path}: cannot load into this model/optimizer: {first}") from None
+        set_state_dict(trainer.model, trainer.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        trainer.step, trainer.tokens = ckpt.step, int(ckpt.meta["tokens"])
+        rng_file = ckpt.path / f"rng-rank{_rank()}.pt"
+        if not rng_file.exists():  # more processes than when saved
+            rng_file = ckpt.path / "rng-rank0.pt"
+        set_rng_states(torch.load(rng_file, weights_only=False))
+
+    def remove_temporaries(self) -> None:
+        if self.dir.is_dir():
+            for p in self.dir.glob(f"{TMP_PREFIX}*"):
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def rng_states() -> dict:
+    states = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state()
+    return states
+
+
+def set_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state(states["cuda"])

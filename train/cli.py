@@ -1,0 +1,48 @@
+"""`ptk train`: train from a YAML config on one process, or launch `torchrun` for `--nproc N`.
+
+    ptk train run.yaml --set optim.lr=1e-3 --set parallel=fsdp --nproc 2
+
+The config is validated here, before any process starts, so a bad key fails in one line. With
+`--nproc N > 1` this runs `python -m torch.distributed.run --standalone --nproc_per_node N -m train
+...`; on a cluster users run that `torchrun ... -m train CONFIG.yaml` line themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from train.config import load_config
+
+
+def add_train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="training config YAML")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a config key, e.g. --set optim.lr=1e-3 (repeatable)")  # fmt: skip
+    p.add_argument("--no-resume", action="store_true", help="start over even if run_dir holds checkpoints")
+
+
+def torchrun_command(args: argparse.Namespace) -> list[str]:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
+           "-m", "train", args.config]  # fmt: skip
+    for item in args.overrides:
+        cmd += ["--set", item]
+    return cmd + (["--no-resume"] if args.no_resume else [])
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, args.overrides)
+    if args.nproc > 1:
+        return subprocess.run(torchrun_command(args)).returncode
+    from train.run import run_training  # torch and the data stack load only when training
+
+    return run_training(cfg, where=args.config, resume=not args.no_resume)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a model on a mixture (DDP / ZeRO / FSDP2, CPU or GPU)",
+                       description=__doc__.split("\n\n")[0])  # fmt: skip
+    add_train_arguments(p)
+    p.add_argument("--nproc", type=int, default=1, help="processes on this machine (launches torchrun when > 1)")
+    p.set_defaults(func=cmd_train)
