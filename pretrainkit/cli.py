@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "dataprep.tokenize_cli",
     "shards.cli",
     "train.plan_cli",
+    "train.cli",
 )
 
 
