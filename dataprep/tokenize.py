@@ -73,7 +73,7 @@ def tokenize_corpus(
     tok = load_tokenizer(tokenizer_path, options.eos_token)
     files = discover_inputs(inputs)
     dtype = token_dtype(tok.vocab_size)
-    inputs_meta = [{"path": f.rel, "bytes": f.size, "sha256": sha256_file(f.path)} for f in files]
+    inputs_meta = input_hashes(files)
     writer = ShardWriter(out_dir, options.format, dtype, options.shard_tokens, options.batch_tokens)
     docs = rejected = 0
     try:
@@ -110,6 +110,11 @@ def tokenize_corpus(
     manifest = build_manifest(options.format, dtype.name, tok.info, entries, provenance)
     write_manifest(out_dir, manifest)
     return manifest
+
+
+def input_hashes(files: list[InputFile]) -> list[dict]:
+    """Provenance of inputs: path relative to its input root, size and sha256 (no absolute paths)."""
+    return [{"path": f.rel, "bytes": f.size, "sha256": sha256_file(f.path)} for f in files]
 
 
 def _encoded(

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from dataprep.dedup_cli import add_dedup_options, add_workers_option, dedup_options_from_args, format_summary
+from dataprep.prepare import run_prepare
 from dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
 from dataprep.tokenize import REJECTED_NAME, TokenizeOptions, tokenize_corpus
 from dataprep.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
@@ -50,7 +52,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_inputs_and_output(tokenize, "shard directory to write")
     add_tokenize_options(tokenize)
+    _add_field_options(tokenize)
+    add_workers_option(tokenize)
     tokenize.set_defaults(func=run_tokenize)
+
+    prepare = sub.add_parser(
+        "prepare",
+        help="dedup + tokenize + shard in one pipeline",
+        description="Deduplicate (as `ptk dedup`, into OUT/dedup/) and tokenize the kept documents (as `ptk "
+        "tokenize`, into OUT/shards/). The shard manifest records the raw inputs and the dedup stats.",
+    )
+    add_inputs_and_output(prepare, "output directory (OUT/dedup/, OUT/shards/)")
+    add_tokenize_options(prepare)
+    add_dedup_options(prepare)
+    add_workers_option(prepare)
+    prepare.set_defaults(func=run_prepare_command)
 
 
 def add_inputs_and_output(p: argparse.ArgumentParser, output_help: str) -> None:
@@ -64,7 +80,7 @@ def _add_field_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_tokenize_options(p: argparse.ArgumentParser) -> None:
-    """Options of `ptk tokenize`, shared with `ptk prepare`."""
+    """Options of `ptk tokenize` that `ptk prepare` shares (the field names come from the dedup options there)."""
     p.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json")
     p.add_argument("--eos-token", default=None, help="end-of-text token, if the tokenizer's is not <|endoftext|>, </s> or <eos>")
     p.add_argument("--format", choices=["arrow", "webdataset"], default="arrow", help="shard format (default arrow)")
@@ -73,8 +89,6 @@ def add_tokenize_options(p: argparse.ArgumentParser) -> None:
         "--batch-size", type=token_count, default=DEFAULT_BATCH_TOKENS,
         help="tokens per record batch, the unit a reader decompresses (default 16K)",
     )
-    p.add_argument("--workers", type=int, default=1, help="encoding processes (output is identical for any number)")
-    _add_field_options(p)
 
 
 def tokenize_options(args: argparse.Namespace) -> TokenizeOptions:
@@ -111,8 +125,18 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_tokenize(args: argparse.Namespace) -> int:
     out = Path(args.output)
-    manifest = tokenize_corpus(args.inputs, out, args.tokenizer, tokenize_options(args), args.workers)
+    manifest = tokenize_corpus(args.inputs, out, args.tokenizer, tokenize_options(args), max(1, args.workers))
     print_tokenize_summary(manifest, out)
+    return 0
+
+
+def run_prepare_command(args: argparse.Namespace) -> int:
+    out = Path(args.output)
+    stats, manifest = run_prepare(
+        args.inputs, out, args.tokenizer, dedup_options_from_args(args), tokenize_options(args), max(1, args.workers)
+    )
+    print(format_summary(stats, out / "dedup"))
+    print_tokenize_summary(manifest, out / "shards")
     return 0
 
 

@@ -1,0 +1,44 @@
+"""`ptk prepare`: dedup then tokenize as one pipeline, `OUT/dedup/` then `OUT/shards/`.
+
+    manifest = run_prepare(["corpus/"], Path("out"), "tokenizer.json", DedupOptions(), TokenizeOptions(), workers=4)
+
+The shard manifest's provenance names the raw inputs with their hashes and holds the dedup
+stats, so it describes the whole pipeline. Both stages are crash-safe on their own, so running
+the same command again after a kill completes the job with the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from dataprep.dedup import DedupOptions, run_dedup
+from dataprep.readers import discover_inputs
+from dataprep.tokenize import TokenizeOptions, input_hashes, tokenize_corpus
+from dataprep.tokenizer import load_tokenizer
+
+
+def run_prepare(
+    inputs: list[str],
+    out_dir: Path,
+    tokenizer_path: str,
+    dedup: DedupOptions,
+    tokenize: TokenizeOptions,
+    workers: int = 1,
+    progress: bool = True,
+) -> tuple[dict, dict]:
+    """Returns (dedup stats, shard manifest)."""
+    load_tokenizer(tokenizer_path, tokenize.eos_token)  # fail before the long dedup, not after it
+    raw_inputs = input_hashes(discover_inputs(inputs))
+    dedup_dir, shard_dir = out_dir / "dedup", out_dir / "shards"
+    stats = run_dedup(inputs, dedup_dir, dedup, workers)
+    reproducible_stats = json.loads((dedup_dir / "stats.json").read_text(encoding="utf-8"))
+    kept = sorted(str(p) for p in dedup_dir.glob("part-*.jsonl.zst"))
+    # Kept records keep their original fields, ids included; read them with the same field names.
+    tokenize = replace(tokenize, text_field=dedup.text_field, id_field=dedup.id_field)
+    manifest = tokenize_corpus(
+        kept, shard_dir, tokenizer_path, tokenize, workers, progress=progress,
+        provenance={"inputs": raw_inputs, "dedup": reproducible_stats},
+    )
+    return stats, manifest
