@@ -1,0 +1,211 @@
+"""The mixture YAML schema: parse and validate a mixture file into dataclasses (no shard I/O).
+
+    cfg = read_mixture_config("mixtures/examples/demo.yaml")
+    cfg.seed, [s.name for s in cfg.sources]
+
+```yaml
+seed: 1234                    # optional, default 0: seeds every source's per-epoch shuffle
+holdout: {fraction: 0.01, min_tokens: 16384}   # optional: the held-out validation share
+sources:
+  - name: web
+    shards: ../shards/web     # relative to this YAML file
+    weight: 0.25              # > 0 and finite; weights are normalized
+    replay: {from: ../runs/base, mode: continue}   # optional (continue | seen)
+  - name: medical
+    shards: ../shards/medical
+    weight: 0.75
+    max_epochs: 4             # optional: stop with an error instead of repeating more
+  - name: held
+    shards: ../shards/other
+    eval_only: true           # or `weight: 0`: in the validation set only, never trained on
+```
+
+Every problem is a `UserError` naming the file and the key path (`sources[1].weight`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pretrainkit.errors import UserError
+
+REPLAY_MODES = ("continue", "seen")
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Start a source where a base run's saved loader state left it (issue 7 resolves `from_path`)."""
+
+    from_path: Path
+    mode: str = "continue"  # continue: the next unseen sequence; seen: re-read from the base run's start
+
+
+@dataclass(frozen=True)
+class HoldoutConfig:
+    """Which documents of each shard set are held out for validation (never trained on).
+
+    The split depends on the shard set alone (not on the seed or the mixture), so a source keeps the
+    same held-out documents in every mixture that uses it, including a replaying continuation.
+    """
+
+    fraction: float = 0.01  # of the shard set's tokens
+    min_tokens: int = 16384  # at least this many tokens, as long as half the documents are left to train
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    name: str
+    shards: Path  # resolved against the YAML file's directory
+    weight: float  # 0 for a validation-only source
+    max_epochs: float | None = None
+    replay: ReplayConfig | None = None
+
+    @property
+    def eval_only(self) -> bool:
+        return self.weight == 0
+
+
+@dataclass(frozen=True)
+class MixtureConfig:
+    path: Path
+    seed: int
+    sources: list[SourceConfig]
+    holdout: HoldoutConfig = field(default_factory=HoldoutConfig)
+
+
+_TOP_KEYS = {"seed", "sources", "holdout"}
+_SOURCE_KEYS = {"name", "shards", "weight", "max_epochs", "replay", "eval_only"}
+_REPLAY_KEYS = {"from", "mode"}
+_HOLDOUT_KEYS = {"fraction", "min_tokens"}
+
+
+class _Checker:
+    """Builds error messages that name the file and the key path."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, key: str, problem: str) -> UserError:
+        return UserError(f"{self.path}: {key}: {problem}")
+
+    def mapping(self, value: Any, key: str, allowed: set[str]) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(key, f"expected a mapping, got {type(value).__name__}")
+        for k in value:
+            if k not in allowed:
+                where = f"{key}.{k}" if key != "(top level)" else str(k)
+                raise self.fail(where, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        return value
+
+    def number(self, value: Any, key: str, *, minimum: float, inclusive: bool) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(key, f"expected a number, got {value!r}")
+        ok = math.isfinite(value) and (value >= minimum if inclusive else value > minimum)
+        if not ok:
+            raise self.fail(key, f"must be finite and {'>=' if inclusive else '>'} {minimum:g}, got {value!r}")
+        return float(value)
+
+    def integer(self, value: Any, key: str, *, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(key, f"expected an integer >= {minimum}, got {value!r}")
+        return value
+
+    def string(self, value: Any, key: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(key, f"expected a non-empty string, got {value!r}")
+        return value
+
+
+def read_mixture_config(path: str | Path) -> MixtureConfig:
+    """Read and validate a mixture YAML; shard directories must exist (their content is checked later)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: mixture file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read mixture file ({e})") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UserError(f"{path}: {where}invalid YAML ({problem})") from None
+    return parse_mixture_config(doc, path)
+
+
+def parse_mixture_config(doc: Any, path: Path) -> MixtureConfig:
+    c = _Checker(path)
+    top = c.mapping(doc, "(top level)", _TOP_KEYS)
+    seed = c.integer(top.get("seed", 0), "seed", minimum=0)
+    holdout = _parse_holdout(c, top.get("holdout", {}))
+    raw_sources = top.get("sources")
+    if not isinstance(raw_sources, list) or not raw_sources:
+        raise c.fail("sources", "expected a non-empty list of sources")
+    sources = [_parse_source(c, raw, f"sources[{i}]", path.parent) for i, raw in enumerate(raw_sources)]
+    seen: dict[str, int] = {}
+    for i, s in enumerate(sources):
+        if s.name in seen:
+            raise c.fail(f"sources[{i}].name", f"duplicate source name {s.name!r} (also sources[{seen[s.name]}])")
+        seen[s.name] = i
+    if all(s.eval_only for s in sources):
+        raise c.fail("sources", "every source is validation-only (weight 0 / eval_only); at least one needs a weight > 0")
+    return MixtureConfig(path=path, seed=seed, sources=sources, holdout=holdout)
+
+
+def _parse_holdout(c: _Checker, raw: Any) -> HoldoutConfig:
+    m = c.mapping(raw, "holdout", _HOLDOUT_KEYS)
+    default = HoldoutConfig()
+    fraction = c.number(m.get("fraction", default.fraction), "holdout.fraction", minimum=0, inclusive=True)
+    if fraction >= 0.5:
+        raise c.fail("holdout.fraction", f"must be < 0.5, got {fraction!r}")
+    min_tokens = c.integer(m.get("min_tokens", default.min_tokens), "holdout.min_tokens", minimum=0)
+    return HoldoutConfig(fraction=fraction, min_tokens=min_tokens)
+
+
+def _parse_source(c: _Checker, raw: Any, key: str, base: Path) -> SourceConfig:
+    m = c.mapping(raw, key, _SOURCE_KEYS)
+    for required in ("name", "shards"):
+        if required not in m:
+            raise c.fail(f"{key}.{required}", "missing required key")
+    name = c.string(m["name"], f"{key}.name")
+    shards = base / c.string(m["shards"], f"{key}.shards")
+    if not shards.is_dir():
+        raise c.fail(f"{key}.shards", f"shard directory {shards} does not exist")
+    eval_only = m.get("eval_only", False)
+    if not isinstance(eval_only, bool):
+        raise c.fail(f"{key}.eval_only", f"expected true or false, got {eval_only!r}")
+    if eval_only:
+        if m.get("weight", 0) != 0:
+            raise c.fail(f"{key}.weight", "an eval_only source must have no weight (or weight 0)")
+        weight = 0.0
+    elif "weight" not in m:
+        raise c.fail(f"{key}.weight", "missing required key (use weight: 0 or eval_only: true for a validation-only source)")
+    else:
+        weight = c.number(m["weight"], f"{key}.weight", minimum=0, inclusive=True)
+    max_epochs = None
+    if m.get("max_epochs") is not None:
+        max_epochs = c.number(m["max_epochs"], f"{key}.max_epochs", minimum=0, inclusive=False)
+    replay = None
+    if m.get("replay") is not None:
+        replay = _parse_replay(c, m["replay"], f"{key}.replay", base)
+        if weight == 0:
+            raise c.fail(f"{key}.replay", "a validation-only source (weight 0) cannot replay")
+    return SourceConfig(name=name, shards=shards, weight=weight, max_epochs=max_epochs, replay=replay)
+
+
+def _parse_replay(c: _Checker, raw: Any, key: str, base: Path) -> ReplayConfig:
+    m = c.mapping(raw, key, _REPLAY_KEYS)
+    if "from" not in m:
+        raise c.fail(f"{key}.from", "missing required key (a base run directory or checkpoint)")
+    from_path = base / c.string(m["from"], f"{key}.from")
+    mode = m.get("mode", "continue")
+    if mode not in REPLAY_MODES:
+        raise c.fail(f"{key}.mode", f"expected one of {', '.join(REPLAY_MODES)}, got {mode!r}")
+    return ReplayConfig(from_path=from_path, mode=mode)

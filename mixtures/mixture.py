@@ -1,0 +1,207 @@
+"""A loaded mixture: validated YAML plus its opened, verified shard sets and its fingerprint.
+
+    mix = load_mixture("mixtures/examples/demo.yaml")
+    mix.sources[0].name, mix.sources[0].share, mix.vocab_size, mix.eos_id, mix.fingerprint
+
+Replay (where a source's stream starts) is data, not code: each `Source` carries a `StreamStart`
+(the seed of its per-epoch shuffles and the stream token it starts at). `mix.with_replay(name,
+base_loader_state)` returns the mixture with that source continuing exactly where the base run's
+saved loader state left the source with the same shards (matched by shard-set fingerprint), or
+with `mode="seen"` re-reading from where the base run started it; `mix.with_stream_start` sets
+one directly. The start is part of the fingerprint, and the loader state records it, so a
+continued run can itself be continued.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mixtures.config import MixtureConfig, SourceConfig, read_mixture_config
+from mixtures.holdout import split_heldout
+from mixtures.schedule import quotas_from_weights
+from pretrainkit.errors import UserError
+from shards import ShardSet
+
+
+@dataclass(frozen=True)
+class StreamStart:
+    """Where a source's stream begins: its shuffle seed and a token position in that stream."""
+
+    seed: int
+    token: int = 0
+
+
+@dataclass(frozen=True)
+class Source:
+    config: SourceConfig
+    index: int  # position in the YAML's source list; the value of `source_ids`
+    shard_set: ShardSet
+    share: float  # normalized weight; 0 for a validation-only source
+    train_docs: np.ndarray  # document indices training samples from
+    heldout_docs: np.ndarray  # document indices of the validation split
+    start: StreamStart
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def weight(self) -> float:
+        return self.config.weight
+
+    @property
+    def max_epochs(self) -> float | None:
+        return self.config.max_epochs
+
+    @property
+    def replay(self):
+        return self.config.replay
+
+    @property
+    def eval_only(self) -> bool:
+        return self.config.eval_only
+
+    @property
+    def train_tokens(self) -> int:
+        """Tokens (with EOS) in one epoch of this source's training documents."""
+        return int((self.shard_set.doc_lengths()[self.train_docs] + 1).sum())
+
+
+@dataclass(frozen=True)
+class Mixture:
+    config: MixtureConfig
+    sources: list[Source]
+    allow_fingerprint_change: bool = False
+
+    @property
+    def path(self) -> Path:
+        return self.config.path
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+    @property
+    def train_sources(self) -> list[Source]:
+        return [s for s in self.sources if not s.eval_only]
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sources[0].shard_set.vocab_size
+
+    @property
+    def eos_id(self) -> int:
+        return self.sources[0].shard_set.eos_id
+
+    @property
+    def tokenizer_sha256(self) -> str:
+        return self.sources[0].shard_set.tokenizer_sha256
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of everything that decides the data order: seed, holdout, shares, shard content, starts."""
+        quotas, period = quotas_from_weights([s.weight for s in self.train_sources])
+        quota = iter(quotas)
+        desc = {
+            "seed": self.seed,
+            "holdout": dataclasses.asdict(self.config.holdout),
+            "period": period,
+            "sources": [
+                {
+                    "name": s.name,
+                    "shards": s.shard_set.fingerprint,
+                    "quota": 0 if s.eval_only else next(quota),
+                    "max_epochs": s.max_epochs,
+                    "start": [s.start.seed, s.start.token],
+                }
+                for s in self.sources
+            ],
+        }
+        return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()
+
+    def source(self, name: str) -> Source:
+        for s in self.sources:
+            if s.name == name:
+                return s
+        raise UserError(f"{self.path}: no source named {name!r} (sources: {', '.join(s.name for s in self.sources)})")
+
+    def with_stream_start(self, name: str, start: StreamStart) -> "Mixture":
+        """This mixture with source `name` starting at `start` (replay, or a rebased resume)."""
+        target = self.source(name)
+        if target.eval_only:
+            raise UserError(f"{self.path}: source {name!r} is validation-only; its stream is never trained on")
+        sources = [dataclasses.replace(s, start=start) if s is target else s for s in self.sources]
+        return dataclasses.replace(self, sources=sources)
+
+    def with_replay(self, name: str, base_state: dict, mode: str = "continue") -> "Mixture":
+        """Start source `name` where the base run's loader state (`TrainLoader.state_dict()`) left the
+        source with the same shard set: `continue` at its next unread sequence, `seen` at the
+        first sequence the base run read from it."""
+        source = self.source(name)
+        entry = matching_state_entry(base_state, source)
+        if entry is None:
+            raise UserError(
+                f"{self.path}: source {name!r}: the base run's loader state has no source with shard set "
+                f"{source.shard_set.path} (fingerprint {source.shard_set.fingerprint[:12]})"
+            )
+        token = entry["next_token"] if mode == "continue" else entry["start_token"]
+        return self.with_stream_start(name, StreamStart(entry["stream_seed"], token))
+
+
+def matching_state_entry(state: dict, source: Source) -> dict | None:
+    """The per-source entry of a loader state for `source`: same shard set, preferring the same name."""
+    entries = [e for e in state.get("sources", []) if e.get("shards_fingerprint") == source.shard_set.fingerprint]
+    same_name = [e for e in entries if e.get("name") == source.name]
+    return (same_name or entries or [None])[0]
+
+
+def default_stream_seed(seed: int, name: str) -> int:
+    """Each source's shuffle seed: a function of the mixture seed and the source's name only."""
+    return int.from_bytes(hashlib.sha256(f"{seed}\0{name}".encode()).digest()[:8], "little") >> 1  # fits int64
+
+
+def load_mixture(path: str | Path, allow_fingerprint_change: bool = False, verify: bool = True) -> Mixture:
+    """Read, validate and open a mixture; every problem is a UserError naming the file and the key.
+
+    `verify` checks every shard's sha256 against its manifest (reads all the data once).
+    `allow_fingerprint_change` lets a loader resume from a state saved for a different mixture.
+    """
+    cfg = read_mixture_config(path)
+    total = sum(s.weight for s in cfg.sources)
+    sources = []
+    for i, sc in enumerate(cfg.sources):
+        key = f"{cfg.path}: sources[{i}].shards"
+        try:
+            ss = ShardSet.open(sc.shards)
+        except UserError as e:
+            raise UserError(f"{key}: {e}") from None
+        if verify:
+            problems = ss.verify()
+            if problems:
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                raise UserError(f"{key}: shard set fails verification: {problems[0]}{more}")
+        train, heldout = split_heldout(ss.doc_lengths(), cfg.holdout)
+        if not sc.eval_only and len(train) == 0:
+            raise UserError(f"{key}: shard set {sc.shards} holds no documents to train on")
+        start = StreamStart(default_stream_seed(cfg.seed, sc.name))
+        sources.append(Source(sc, i, ss, sc.weight / total, train, heldout, start))
+    _check_same_tokenizer(cfg.path, sources)
+    return Mixture(cfg, sources, allow_fingerprint_change)
+
+
+def _check_same_tokenizer(path: Path, sources: list[Source]) -> None:
+    first = sources[0]
+    for s in sources[1:]:
+        for what in ("tokenizer_sha256", "vocab_size", "eos_id"):
+            a, b = getattr(first.shard_set, what), getattr(s.shard_set, what)
+            if a != b:
+                raise UserError(
+                    f"{path}: sources[{s.index}].shards: tokenizer differs from sources[0] ({first.name}): "
+                    f"{what} {b} in {s.shard_set.path} vs {a} in {first.shard_set.path}; all sources must share one tokenizer"
+                )
