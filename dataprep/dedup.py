@@ -13,7 +13,7 @@ stopped, and the output is the same for any number of workers):
 4. resolve (main process)   candidates verified by exact Jaccard of their shingle sets (in parallel),
                             union-find over verified pairs; per cluster the first document in input
                             order is kept.
-5. write   (per read task)  re-read the inputs, write the kept records unchanged.
+5. write   (per read task)  copy the kept records, unchanged, from the scan's record file.
 
 Memory per document held at once: 8 bytes (exact representative) + 1 byte (removed flag) in the
 main process, plus what one partition holds while it is sorted (24 bytes x (bands + 1) per
@@ -28,6 +28,7 @@ contains one of them is represented by it, and the new documents in it are remov
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
@@ -43,7 +44,7 @@ from dataprep.clusters import connected_components
 from dataprep.dedup_index import DedupIndex, IndexPart, ScanJob, part_name, scan_part
 from dataprep.executor import run_jobs
 from dataprep.minhash import band_hashes, lsh_params
-from dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
+from dataprep.readers import discover_inputs, plan_read_tasks
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, remove_temporaries, write_text_atomic
@@ -94,8 +95,8 @@ def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: 
     scans = run_jobs(
         scan_part,
         [
-            ScanJob(i, t, str(index_dir), str(work / f"rejected-{i:05d}.jsonl"), options.num_perm, options.ngram,
-                    options.text_field, options.id_field)
+            ScanJob(i, t, str(index_dir), str(work / f"rejected-{i:05d}.jsonl"), str(work / f"records-{i:05d}.zst"),
+                    options.num_perm, options.ngram, options.text_field, options.id_field)
             for i, t in enumerate(tasks)
         ],
         workers, "scan", weights=[t.nbytes for t in tasks], unit="B",
@@ -146,9 +147,9 @@ def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: 
         f.write(removed.astype(np.uint8).tobytes())
     written = run_jobs(
         _write_kept,
-        [_WriteJob(i, t, str(out_dir), str(removed_path), int(offsets[len(old_parts) + i]) - first_new_key,
-                   scans[i]["docs"], str(new.parts[i].base), options.text_field, options.id_field)
-         for i, t in enumerate(tasks)],
+        [_WriteJob(i, str(work / f"records-{i:05d}.zst"), str(out_dir), str(removed_path),
+                   int(offsets[len(old_parts) + i]) - first_new_key, scans[i]["docs"], str(new.parts[i].base))
+         for i in range(len(tasks))],
         workers, "write", weights=[t.nbytes for t in tasks], unit="B",
     )
 
@@ -358,31 +359,26 @@ def _jaccard_pairs(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarra
 @dataclass(frozen=True)
 class _WriteJob:
     index: int
-    task: object
+    records_path: str
     out_dir: str
     removed_path: str
     first: int  # position of the task's first document in the removed flags
     docs: int
     index_base: str
-    text_field: str
-    id_field: str
 
 
 def _write_kept(job: _WriteJob) -> int:
     """Write the task's kept records (unchanged) and its index part's kept flags."""
     removed = np.fromfile(job.removed_path, dtype=np.uint8, count=job.docs, offset=job.first).astype(bool)
-    seen = kept = 0
-    with atomic_write(Path(job.out_dir) / f"{part_name(job.index)}.jsonl.zst") as raw:
-        with zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False) as out:
-            for item in read_task(job.task, job.text_field, job.id_field):
-                if not isinstance(item, Document):
-                    continue
-                if seen < job.docs and not removed[seen]:
-                    out.write(item.record + b"\n")
-                    kept += 1
-                seen += 1
-    if seen != job.docs:
-        raise UserError(f"{job.task.file.path}: input changed during the run ({seen} documents now, {job.docs} when scanned); rerun")
+    kept = 0
+    with open(job.records_path, "rb") as src:
+        records = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(src))
+        with atomic_write(Path(job.out_dir) / f"{part_name(job.index)}.jsonl.zst") as raw:
+            with zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False) as out:
+                for is_removed, record in zip(removed.tolist(), records):
+                    if not is_removed:
+                        out.write(record)
+                        kept += 1
     with atomic_write(f"{job.index_base}.kept") as f:
         f.write((~removed).astype(np.uint8).tobytes())
     return kept

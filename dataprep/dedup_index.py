@@ -58,6 +58,7 @@ class ScanJob:
     task: ReadTask
     index_dir: str
     rejected_path: str
+    records_path: str  # every document's record, one line each, for the write stage
     num_perm: int
     ngram: int
     text_field: str
@@ -76,6 +77,8 @@ def scan_part(job: ScanJob) -> dict:
         out = {s: stack.enter_context(atomic_write(f"{base}{s}", "wb")) for s in ARRAY_SUFFIXES}
         ids = stack.enter_context(zstandard.ZstdCompressor(level=3).stream_writer(out[".ids"], closefd=False))
         rej = stack.enter_context(atomic_write(job.rejected_path, "w", encoding="utf-8"))
+        records_file = stack.enter_context(atomic_write(job.records_path, "wb"))
+        records = stack.enter_context(zstandard.ZstdCompressor(level=1).stream_writer(records_file, closefd=False))
         batch: list[Document] = []
         batch_bytes = 0
 
@@ -86,6 +89,7 @@ def scan_part(job: ScanJob) -> dict:
             out[".shingles"].write(sb.shingles.tobytes())
             out[".exact"].write(b"".join(exact_hash(d.text) for d in batch))
             ids.write("".join(json.dumps(d.id, ensure_ascii=False) + "\n" for d in batch).encode("utf-8"))
+            records.write(b"".join(d.record + b"\n" for d in batch))
 
         for item in read_task(job.task, job.text_field, job.id_field):
             if isinstance(item, Document):

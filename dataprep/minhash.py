@@ -126,7 +126,7 @@ def _word_hashes(normalized: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     edges = np.diff(is_word.view(np.int8), prepend=np.int8(0), append=np.int8(0))
     starts = np.flatnonzero(edges == 1)
     ends = np.flatnonzero(edges == -1)  # exclusive
-    n = 1 << max(int(len(buf)).bit_length(), 23)
+    n = 1 << max(int(len(buf)).bit_length(), 18)
     pw, ipw = _powers(n)
     prefix = np.zeros(len(buf) + 1, dtype=_U64)
     np.cumsum(buf.astype(_U64) * pw[: len(buf)], out=prefix[1:])
@@ -159,7 +159,7 @@ def _shingle_hashes(words: np.ndarray, doc_of_word: np.ndarray, ngram: int) -> t
     return (mix64(gram[keep]) >> _U64(32)).astype(np.uint32), doc_of_word[keep]
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=32)
 def _probe_table(num_perm: int, attempts: int) -> np.ndarray:
     """Bin probed on attempt t for empty bin j: the same sequence for every document."""
     t = np.arange(attempts, dtype=_U64)[:, None]
@@ -168,21 +168,23 @@ def _probe_table(num_perm: int, attempts: int) -> np.ndarray:
 
 
 def _densify(sig: np.ndarray, filled: np.ndarray) -> None:
-    """Fill every empty bin of rows that have at least one filled bin (in place)."""
+    """Fill every empty bin of rows that have at least one filled bin (in place).
+
+    Empty bin j takes the value of the first filled bin on its probe sequence. Probes are tried
+    in widening blocks, all pending bins at once; filled bins are never written, so reading
+    them while filling others is safe."""
     num_perm = sig.shape[1]
     rows, cols = np.nonzero(~filled & filled.any(axis=1, keepdims=True))
-    source = sig.copy()  # borrow only from bins that were filled by shingles
-    attempts = 64
-    t = 0
+    start, width = 0, 8
     while len(rows):
-        table = _probe_table(num_perm, attempts)
-        while len(rows) and t < attempts:
-            probe = table[t, cols]
-            hit = filled[rows, probe]
-            sig[rows[hit], cols[hit]] = source[rows[hit], probe[hit]]
-            rows, cols = rows[~hit], cols[~hit]
-            t += 1
-        attempts *= 2
+        probes = _probe_table(num_perm, start + width)[start:, cols]  # [width, pending]
+        hit = filled[rows[None, :], probes]
+        found = hit.any(axis=0)
+        first = hit.argmax(axis=0)[found]
+        r, c = rows[found], cols[found]
+        sig[r, c] = sig[r, probes[first, np.flatnonzero(found)]]
+        rows, cols = rows[~found], cols[~found]
+        start, width = start + width, width * 2
 
 
 @dataclass

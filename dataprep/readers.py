@@ -16,7 +16,6 @@ the order of documents stays the input order.
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
 import zlib
@@ -29,7 +28,7 @@ import zstandard
 from pretrainkit.errors import UserError
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet", ".txt")
-SPLIT_BYTES = 64 << 20  # uncompressed .jsonl files larger than this are read as several tasks
+SPLIT_BYTES = 16 << 20  # uncompressed .jsonl files larger than this are read as several tasks
 
 
 @dataclass(frozen=True)
@@ -180,12 +179,11 @@ def _jsonl_lines(task: ReadTask) -> Iterator[bytes]:
                 remaining -= len(line)
                 yield line
             return
-        if fmt == ".jsonl.gz":
-            stream: BinaryIO = gzip.GzipFile(fileobj=fh, mode="rb")
-        else:
-            stream = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True))
         try:
-            yield from stream
+            if fmt == ".jsonl.gz":
+                yield from gzip.GzipFile(fileobj=fh, mode="rb")
+            else:
+                yield from _split_lines(_zstd_chunks(fh))
         except (EOFError, OSError, zlib.error, zstandard.ZstdError) as e:
             raise _Truncated(str(e) or type(e).__name__) from None
     finally:
@@ -194,6 +192,34 @@ def _jsonl_lines(task: ReadTask) -> Iterator[bytes]:
 
 class _Truncated(Exception):
     pass
+
+
+def _zstd_chunks(fh: BinaryIO) -> Iterator[bytes]:
+    """Decompressed data of every frame; a last frame that never ends raises `_Truncated`
+    (zstandard's stream reader would silently stop there)."""
+    dctx = zstandard.ZstdDecompressor()
+    obj, pending = dctx.decompressobj(), False
+    while chunk := fh.read(1 << 20):
+        while chunk:
+            pending = True
+            if out := obj.decompress(chunk):
+                yield out
+            chunk = b""
+            if obj.eof:
+                chunk, obj, pending = obj.unused_data, dctx.decompressobj(), False
+    if pending:
+        raise _Truncated("zstd frame ends early")
+
+
+def _split_lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    rest = b""
+    for chunk in chunks:
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            yield line + b"\n"
+    if rest:
+        yield rest
 
 
 def _read_jsonl(task: ReadTask, text_field: str, id_field: str) -> Iterator[Item]:

@@ -1,0 +1,71 @@
+"""Real corpora from `../shared/data/` as lists of documents, for tests and benchmarks.
+
+    docs = reuters_documents()          # [(id, text)], bodies of the Reuters-21578 articles
+    write_jsonl(docs, path)             # one {"id", "text"} record per line
+
+Never copies the data into the repository; `shared_data_dir()` is None when the folder is absent.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def shared_data_dir() -> Path | None:
+    d = ROOT.parent / "shared" / "data"
+    return d if d.is_dir() else None
+
+
+def _data(name: str) -> Path:
+    d = shared_data_dir()
+    if d is None:
+        raise FileNotFoundError("../shared/data is absent")
+    return d / name
+
+
+_REUTERS = re.compile(r'<REUTERS[^>]*NEWID="(\d+)"[^>]*>(.*?)</REUTERS>', re.S)
+_BODY = re.compile(r"<BODY>(.*?)</BODY>", re.S)
+
+
+def reuters_documents(files: int = 22) -> list[tuple[str, str]]:
+    """Article bodies (SGML, latin-1), in file order; articles without a body are skipped."""
+    docs = []
+    for path in sorted(_data("reuters21578").glob("reut2-*.sgm"))[:files]:
+        for new_id, article in _REUTERS.findall(path.read_text(encoding="latin-1")):
+            body = _BODY.search(article)
+            if body:
+                text = html.unescape(body.group(1)).replace("\x03", "").strip()
+                docs.append((f"reuters-{new_id}", text))
+    return docs
+
+
+def wikitext_documents(split: str = "valid") -> list[tuple[str, str]]:
+    """Wikitext-2 articles (split at top-level ' = Title = ' headings)."""
+    text = _data("wikitext2").joinpath(f"{split}.txt").read_text(encoding="utf-8")
+    parts = re.split(r"\n(?= = [^=])", text)
+    return [(f"wikitext-{split}-{i}", p.strip()) for i, p in enumerate(parts) if p.strip()]
+
+
+def pep_documents() -> list[tuple[str, str]]:
+    return [(p.stem, p.read_text(encoding="utf-8", errors="replace"))
+            for p in sorted(_data("python_peps").joinpath("peps").iterdir()) if p.is_file()]
+
+
+def license_documents() -> list[tuple[str, str]]:
+    """Every fixture file and canonical license text of the licensee corpus."""
+    root = _data("license_texts_licensee")
+    files = sorted(p for p in (root / "fixtures").rglob("*") if p.is_file()) + sorted((root / "canonical").glob("*.txt"))
+    return [(p.relative_to(root).as_posix(), p.read_text(encoding="utf-8", errors="replace")) for p in files]
+
+
+def write_jsonl(docs: list[tuple[str, str]], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for doc_id, text in docs:
+            f.write(json.dumps({"id": doc_id, "text": text}, ensure_ascii=False) + "\n")
+    return path

@@ -1,0 +1,92 @@
+"""Benchmark: `ptk dedup` vs the textbook datasketch loop, on the same real corpus in the same run.
+
+    python bench/dedup.py [--workers 2] [--repeat 1]
+
+Corpus: every text corpus in ../shared/data (Reuters-21578 bodies, Wikitext-2, PEPs, license
+texts) as one JSONL file. Baseline: per document, a set of word 5-gram strings (regex words),
+`MinHash(num_perm=128).update_batch`, then `MinHashLSH.query` and `insert` at the same threshold,
+single process, reading the same JSONL. Prints docs/s, MB/s, peak RSS and the speed ratio, and
+writes bench/results/dedup.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.corpora import license_documents, pep_documents, reuters_documents, shared_data_dir, wikitext_documents, write_jsonl  # noqa: E402
+from bench.results import peak_rss_mb, write_result  # noqa: E402
+from dataprep.dedup import DedupOptions, run_dedup  # noqa: E402
+
+_WORD = re.compile(r"\w+")
+
+
+def datasketch_loop(path: Path, threshold: float, num_perm: int, ngram: int) -> tuple[int, int]:
+    from datasketch import MinHash, MinHashLSH
+
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    kept = dups = 0
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            words = _WORD.findall(json.loads(line)["text"].lower())
+            shingles = {" ".join(words[j : j + ngram]) for j in range(max(1, len(words) - ngram + 1))}
+            m = MinHash(num_perm=num_perm)
+            m.update_batch([s.encode("utf-8") for s in shingles])
+            if lsh.query(m):
+                dups += 1
+            else:
+                lsh.insert(str(i), m)
+                kept += 1
+    return kept, dups
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--threshold", type=float, default=0.8)
+    args = ap.parse_args()
+    if shared_data_dir() is None:
+        sys.exit("bench/dedup.py needs ../shared/data")
+    with tempfile.TemporaryDirectory() as tmp:
+        docs = reuters_documents() + wikitext_documents("valid") + wikitext_documents("test") + pep_documents() + license_documents()
+        corpus = write_jsonl(docs, Path(tmp) / "corpus.jsonl")
+        mb = corpus.stat().st_size / 1e6
+
+        t0 = time.perf_counter()
+        stats = run_dedup([str(corpus)], Path(tmp) / "out", DedupOptions(threshold=args.threshold), workers=args.workers)
+        ours = time.perf_counter() - t0
+        ours_rss = peak_rss_mb()
+
+        t0 = time.perf_counter()
+        base_kept, base_dups = datasketch_loop(corpus, args.threshold, 128, 5)
+        base = time.perf_counter() - t0
+
+    result = {
+        "corpus_mb": round(mb, 2),
+        "docs": len(docs),
+        "workers": args.workers,
+        "pretrainkit": {"seconds": round(ours, 3), "docs_per_s": round(len(docs) / ours), "mb_per_s": round(mb / ours, 2),
+                        "removed": stats["exact_duplicates"] + stats["near_duplicates"], "peak_rss_mb": ours_rss},
+        "datasketch_loop": {"seconds": round(base, 3), "docs_per_s": round(len(docs) / base), "mb_per_s": round(mb / base, 2),
+                            "removed": base_dups},
+        "speedup": round(base / ours, 2),
+    }
+    print(f"corpus: {len(docs):,} docs, {mb:.1f} MB")
+    for name in ("pretrainkit", "datasketch_loop"):
+        r = result[name]
+        print(f"  {name:<16} {r['seconds']:7.2f} s  {r['docs_per_s']:>8,} docs/s  {r['mb_per_s']:6.2f} MB/s  removed {r['removed']:,}")
+    print(f"  peak RSS (pretrainkit main + largest worker): {ours_rss} MB")
+    print(f"speedup vs datasketch loop: {result['speedup']}x (pretrainkit --workers {args.workers}, baseline 1 process)")
+    write_result("dedup", result)
+
+
+if __name__ == "__main__":
+    main()

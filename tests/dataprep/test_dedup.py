@@ -1,0 +1,179 @@
+"""`ptk dedup` end to end: accounting, unchanged records, determinism across workers, --against,
+short documents, bad input, and the CLI's error contract."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from dataprep.dedup import DedupOptions, run_dedup
+from pretrainkit.errors import UserError
+
+
+def read_zst_lines(path: Path) -> list[bytes]:
+    with open(path, "rb") as f:
+        return zstandard.ZstdDecompressor().stream_reader(f).read().splitlines()
+
+
+def kept_records(out: Path) -> list[bytes]:
+    return [line for p in sorted(out.glob("part-*.jsonl.zst")) for line in read_zst_lines(p)]
+
+
+def output_bytes(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def jsonl_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_counts_add_up_and_kept_records_are_unchanged(tmp_path, reuters_jsonl):
+    stats = run_dedup([str(reuters_jsonl)], tmp_path / "out", DedupOptions(), workers=1)
+    saved = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert saved["input_docs"] == saved["kept_docs"] + saved["exact_duplicates"] + saved["near_duplicates"] + saved["rejected"]
+    assert saved["input_docs"] == len(reuters_jsonl.read_text().splitlines())
+    assert saved["exact_duplicates"] > 0 and saved["near_duplicates"] > 0  # Reuters has both, naturally
+    assert stats["kept_docs"] == saved["kept_docs"]
+
+    original = reuters_jsonl.read_bytes().splitlines()
+    kept = kept_records(tmp_path / "out")
+    assert len(kept) == saved["kept_docs"]
+    dups = jsonl_rows(tmp_path / "out" / "duplicates.jsonl")
+    removed = {d["id"] for d in dups}
+    # kept records are the original lines, byte for byte, in input order, minus the removed ones
+    assert kept == [line for line in original if json.loads(line)["id"] not in removed]
+    assert len(dups) == saved["exact_duplicates"] + saved["near_duplicates"]
+    by_id = {json.loads(line)["id"]: json.loads(line)["text"] for line in original}
+    for d in dups:
+        assert d["kind"] in ("exact", "near")
+        if d["kind"] == "exact":
+            assert by_id[d["id"]].strip() == by_id[d["duplicate_of"]].strip()
+        else:  # verified pairs reach 0.8; a cluster's chain can leave a member a little below with its root
+            assert d["similarity"] >= 0.5
+    near = [d["similarity"] for d in dups if d["kind"] == "near"]
+    assert sum(s >= 0.8 for s in near) >= 0.9 * len(near)
+    # the kept representative comes first in input order
+    order = {doc_id: i for i, doc_id in enumerate(by_id)}
+    assert all(order[d["duplicate_of"]] < order[d["id"]] for d in dups)
+
+
+def test_output_is_byte_identical_for_any_worker_count(tmp_path, reuters_docs):
+    from bench.corpora import write_jsonl
+
+    inputs = tmp_path / "in"
+    for i in range(3):  # several files and tasks, so that workers really share the work
+        write_jsonl(reuters_docs[i::3], inputs / f"part{i}.jsonl")
+    run_dedup([str(inputs)], tmp_path / "w1", DedupOptions(), workers=1)
+    run_dedup([str(inputs)], tmp_path / "w2", DedupOptions(), workers=2)
+    one, two = output_bytes(tmp_path / "w1"), output_bytes(tmp_path / "w2")
+    assert one.keys() == two.keys()
+    assert one == two
+    run_dedup([str(inputs)], tmp_path / "w2", DedupOptions(), workers=2)  # rerun over a finished output
+    assert output_bytes(tmp_path / "w2") == one
+
+
+def test_against_removes_documents_already_in_the_old_corpus(tmp_path, reuters_docs):
+    from bench.corpora import write_jsonl
+
+    old_docs = reuters_docs[:1500]
+    old = write_jsonl(old_docs, tmp_path / "old.jsonl")
+    run_dedup([str(old)], tmp_path / "old_out", DedupOptions(), workers=1)
+    old_removed = {d["id"] for d in jsonl_rows(tmp_path / "old_out" / "duplicates.jsonl")}
+
+    # new corpus: 40 copies of old documents (some lightly edited), and fresh documents
+    copies = [(f"copy-{i}", text) for i, (_, text) in enumerate(old_docs[100:140])]
+    edited = [(f"edit-{i}", text + " Reuters") for i, (_, text) in enumerate(old_docs[200:240]) if len(text.split()) > 150]
+    fresh = reuters_docs[1500:2500]
+    new = write_jsonl(copies + edited + fresh, tmp_path / "new.jsonl")
+    run_dedup([str(new)], tmp_path / "new_out", DedupOptions(against=str(tmp_path / "old_out" / "index")), workers=2)
+
+    dups = {d["id"]: d for d in jsonl_rows(tmp_path / "new_out" / "duplicates.jsonl")}
+    old_ids = {doc_id for doc_id, _ in old_docs}
+    for i in range(40):
+        d = dups[f"copy-{i}"]
+        assert d["duplicate_of"] in old_ids and d["duplicate_of"] not in old_removed
+    for doc_id, _ in edited:
+        assert dups[doc_id]["duplicate_of"] in old_ids
+    kept_ids = {json.loads(r)["id"] for r in kept_records(tmp_path / "new_out")}
+    assert not kept_ids & old_ids  # old documents are never written again
+    assert not any(doc_id.startswith(("copy-", "edit-")) for doc_id in kept_ids)
+    stats = json.loads((tmp_path / "new_out" / "stats.json").read_text())
+    assert stats["input_docs"] == len(copies) + len(edited) + len(fresh)
+    assert stats["input_docs"] == stats["kept_docs"] + stats["exact_duplicates"] + stats["near_duplicates"] + stats["rejected"]
+
+
+def test_against_a_mismatched_or_unfinished_index_is_a_clear_error(tmp_path):
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"text": "one two three four five six"}\n')
+    run_dedup([str(src)], tmp_path / "a", DedupOptions(), workers=1)
+    with pytest.raises(UserError, match="--num-perm 128 --ngram 5"):
+        run_dedup([str(src)], tmp_path / "b", DedupOptions(ngram=3, against=str(tmp_path / "a" / "index")), workers=1)
+    with pytest.raises(UserError, match="not a finished dedup index"):
+        run_dedup([str(src)], tmp_path / "b", DedupOptions(against=str(tmp_path)), workers=1)
+
+
+def test_short_documents_are_compared_whole_never_merged_blindly(tmp_path):
+    texts = [
+        "Hello, world!",         # 2 words: one shingle of both words
+        "hello world",           # same words after normalization -> near duplicate of the first
+        "Goodbye world",         # different short text: kept
+        "!!!",                   # no words at all: kept, never compared
+        "???",                   # no words either: kept (not merged with "!!!")
+        "Héllo, WÖRLD",          # accents and case removed -> near duplicate of the first
+        "one two three four five six seven",
+    ]
+    src = tmp_path / "short.jsonl"
+    src.write_text("".join(json.dumps({"id": f"s{i}", "text": t}, ensure_ascii=False) + "\n" for i, t in enumerate(texts)))
+    run_dedup([str(src)], tmp_path / "out", DedupOptions(), workers=1)
+    dups = {d["id"]: d for d in jsonl_rows(tmp_path / "out" / "duplicates.jsonl")}
+    assert set(dups) == {"s1", "s5"}
+    assert dups["s1"] == {"id": "s1", "duplicate_of": "s0", "kind": "near", "similarity": 1.0}
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert stats["docs_without_words"] == 2 and stats["kept_docs"] == 5
+
+
+def test_no_near_keeps_near_duplicates(tmp_path):
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["Hello, world!", "hello world", "Hello, world!"]))
+    run_dedup([str(src)], tmp_path / "out", DedupOptions(near=False), workers=1)
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert (stats["exact_duplicates"], stats["near_duplicates"], stats["kept_docs"]) == (1, 0, 2)
+
+
+def test_bad_records_are_accounted_and_the_run_goes_on(tmp_path):
+    good = "".join(json.dumps({"text": f"document {i} " + "word " * i}) + "\n" for i in range(1, 300)).encode()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_bytes(good + b"{broken\n" + b'{"text": "\xff"}\n' + b'{"text": ""}\n')
+    (tmp_path / "in" / "b.jsonl.gz").write_bytes(gzip.compress(good)[:-200])  # truncated
+    run_dedup([str(tmp_path / "in")], tmp_path / "out", DedupOptions(), workers=2)
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    rejected = jsonl_rows(tmp_path / "out" / "rejected.jsonl")
+    assert len(rejected) == stats["rejected"] >= 4
+    assert {r["source"] for r in rejected} == {"a.jsonl", "b.jsonl.gz"}
+    assert stats["input_docs"] == stats["kept_docs"] + stats["exact_duplicates"] + stats["near_duplicates"] + stats["rejected"]
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pretrainkit.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_cli_summary_and_one_line_errors(tmp_path):
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join(json.dumps({"text": f"text number {i} is here"}) + "\n" for i in range(50)))
+    ok = run_cli("dedup", str(src), "-o", str(tmp_path / "out"), "--workers", "1")
+    assert ok.returncode == 0, ok.stderr
+    assert "input docs" in ok.stdout and "MB/s" in ok.stdout
+    for args, message in [
+        (["dedup", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "o2")], "missing.jsonl: no such file"),
+        (["dedup", str(src), "-o", str(tmp_path / "o3"), "--threshold", "1.5"], "--threshold must be in (0, 1]"),
+        (["dedup", str(src), "-o", str(tmp_path / "o4"), "--against", str(tmp_path)], "not a finished dedup index"),
+    ]:
+        r = run_cli(*args)
+        assert r.returncode == 2
+        assert r.stderr.strip().count("\n") == 0 and message in r.stderr and "Traceback" not in r.stderr

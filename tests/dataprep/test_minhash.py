@@ -1,0 +1,66 @@
+"""MinHash guarantees: signature agreement estimates Jaccard without bias; a document's signature
+does not depend on its batch; normalization ignores case, punctuation, accents and digits."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dataprep.minhash import MinHasher, jaccard, lsh_params
+
+
+def test_agreement_estimates_jaccard_without_bias(reuters_docs):
+    rng = np.random.default_rng(0)
+    hasher = MinHasher(num_perm=128, ngram=5)
+    errors = []
+    for _, text in reuters_docs[:400]:
+        words = text.split()
+        if len(words) < 60:
+            continue
+        edited = list(words)
+        for k in rng.choice(len(words), size=int(rng.integers(1, len(words) // 6)), replace=False):
+            edited[k] = f"edit{k}"
+        batch = hasher.signatures([" ".join(words), " ".join(edited)])
+        a, b = batch.shingle_sets()
+        errors.append((batch.signatures[0] == batch.signatures[1]).mean() - jaccard(a, b))
+    errors = np.array(errors)
+    assert len(errors) > 150
+    assert abs(errors.mean()) < 0.01  # unbiased
+    assert errors.std() < 0.06  # ~ sqrt(J(1-J)/128)
+
+
+def test_signature_does_not_depend_on_the_batch(reuters_docs):
+    hasher = MinHasher()
+    texts = [t for _, t in reuters_docs[:50]]
+    alone = np.stack([hasher.signatures([t]).signatures[0] for t in texts])
+    together = hasher.signatures(texts).signatures
+    shuffled = hasher.signatures(texts[::-1]).signatures[::-1]
+    assert np.array_equal(alone, together) and np.array_equal(alone, shuffled)
+
+
+def test_normalization_ignores_case_punctuation_accents_digits():
+    hasher = MinHasher(ngram=3)
+    batch = hasher.signatures([
+        "The café opened in 1987, serving crème brûlée.",
+        "the CAFE opened in 2024 -- serving creme brulee!",
+        "The café “opened” in 1987; serving crème brûlée…",
+        "The cafe closed in 1987, serving creme brulee.",
+    ])
+    sets = batch.shingle_sets()
+    assert np.array_equal(sets[0], sets[1]) and np.array_equal(sets[0], sets[2])
+    assert not np.array_equal(sets[0], sets[3])
+    assert np.array_equal(batch.signatures[0], batch.signatures[1])
+
+
+def test_short_and_empty_documents():
+    batch = MinHasher(ngram=5).signatures(["two words", "!!! ...", "one two three four five six"])
+    assert batch.shingle_counts.tolist() == [1, 0, 2]
+    assert batch.has_shingles.tolist() == [True, False, True]
+
+
+def test_lsh_parameters_favour_recall_above_the_threshold():
+    for threshold in (0.5, 0.7, 0.8, 0.9):
+        bands, rows = lsh_params(threshold, 128)
+        assert bands * rows <= 128
+        p = lambda s: 1 - (1 - s**rows) ** bands  # noqa: E731
+        assert p(min(threshold + 0.05, 1.0)) >= 0.97
+        assert p(threshold - 0.3) <= 0.2  # candidates are verified exactly, so these cost only time

@@ -1,0 +1,113 @@
+"""Readers: every format, ids, and every kind of bad record ends as a rejected row, never dropped."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from dataprep.readers import Document, Rejected, discover_inputs, plan_read_tasks, read_task
+from pretrainkit.errors import UserError
+
+
+def read_all(paths, **kw):
+    items = []
+    for task in plan_read_tasks(discover_inputs([str(p) for p in paths]), **kw):
+        items += list(read_task(task))
+    return items
+
+
+def test_formats_and_ids(tmp_path):
+    rows = [{"id": "a", "text": "alpha"}, {"text": "beta"}, {"id": 7, "text": "gamma"}]
+    lines = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    d = tmp_path / "in"
+    (d / "sub").mkdir(parents=True)
+    (d / "x.jsonl").write_bytes(lines)
+    (d / "sub" / "y.jsonl.gz").write_bytes(gzip.compress(lines))
+    (d / "z.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines))
+    pq.write_table(pa.table({"text": ["p0", "p1"], "meta": [1, 2]}), d / "w.parquet")
+    (d / "v.txt").write_text("a whole file\nis one document\n")
+    (d / "ignored.csv").write_text("not an input")
+    items = read_all([d])
+    assert all(isinstance(i, Document) for i in items)
+    ids = [i.id for i in items]
+    # sorted discovery: sub/y.jsonl.gz, v.txt, w.parquet, x.jsonl, z.jsonl.zst
+    assert ids == ["a", "sub/y.jsonl.gz:2", "7", "v.txt:1", "w.parquet:1", "w.parquet:2",
+                   "a", "x.jsonl:2", "7", "a", "z.jsonl.zst:2", "7"]
+    assert items[3].text == "a whole file\nis one document\n"
+    # a record that had its id is passed through byte for byte; one without gets the id added
+    assert items[0].record == json.dumps(rows[0]).encode()
+    assert json.loads(items[1].record) == {"id": "sub/y.jsonl.gz:2", "text": "beta"}
+    assert json.loads(items[4].record) == {"id": "w.parquet:1", "text": "p0", "meta": 1}
+
+
+def test_bad_records_are_rejected_with_reasons(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_bytes(
+        b'{"text": "fine"}\n'
+        b"{not json\n"
+        b'{"text": "\xff\xfe broken utf8"}\n'
+        b'{"title": "no text"}\n'
+        b'{"text": 42}\n'
+        b'{"text": "   "}\n'
+        b"[1, 2]\n"
+        b"\n"
+        b'{"text": "also fine", "id": {"nested": 1}}\n'
+    )
+    items = read_all([p])
+    assert [type(i).__name__ for i in items] == ["Document"] + ["Rejected"] * 8
+    reasons = [i.reason for i in items[1:]]
+    assert reasons[0].startswith("malformed JSON")
+    assert reasons[1].startswith("invalid UTF-8")
+    assert reasons[2] == "missing text field 'text'"
+    assert "not a string" in reasons[3]
+    assert reasons[4] == "empty text"
+    assert "not an object" in reasons[5]
+    assert reasons[6] == "blank line"
+    assert "id field" in reasons[7]
+    assert [i.line for i in items] == list(range(1, 10))
+
+
+@pytest.mark.parametrize("suffix", [".jsonl.gz", ".jsonl.zst"])
+def test_truncated_compressed_file_keeps_good_records_and_rejects_the_rest(tmp_path, suffix):
+    lines = "".join(json.dumps({"text": f"document number {i} " * 20}) + "\n" for i in range(2000)).encode()
+    data = gzip.compress(lines) if suffix.endswith("gz") else zstandard.ZstdCompressor().compress(lines)
+    p = tmp_path / f"cut{suffix}"
+    p.write_bytes(data[: len(data) // 2])
+    items = read_all([p])
+    docs = [i for i in items if isinstance(i, Document)]
+    rejected = [i for i in items if isinstance(i, Rejected)]
+    assert 0 < len(docs) < 2000
+    assert rejected and "truncated or corrupt" in rejected[-1].reason
+    assert rejected[-1].line == len(items)  # numbered right after the last line read
+
+
+def test_large_jsonl_is_split_on_line_boundaries_with_true_line_numbers(tmp_path):
+    p = tmp_path / "big.jsonl"
+    p.write_text("".join(json.dumps({"text": f"row {i} " + "x" * (i % 50)}) + "\n" for i in range(3000)))
+    tasks = plan_read_tasks(discover_inputs([str(p)]), split_bytes=10_000)
+    assert len(tasks) > 5
+    items = [i for t in tasks for i in read_task(t)]
+    assert [i.id for i in items] == [f"big.jsonl:{n}" for n in range(1, 3001)]
+    assert [i.text.split()[1] for i in items] == [str(n) for n in range(3000)]
+
+
+def test_missing_and_unreadable_inputs_are_clear_errors(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        discover_inputs([str(tmp_path / "nope.jsonl")])
+    (tmp_path / "x.csv").write_text("a")
+    with pytest.raises(UserError, match="unsupported input format"):
+        discover_inputs([str(tmp_path / "x.csv")])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(UserError, match="no input files"):
+        discover_inputs([str(empty)])
+    gone = tmp_path / "gone.jsonl"
+    gone.write_text('{"text": "x"}\n')
+    tasks = plan_read_tasks(discover_inputs([str(gone)]))
+    gone.unlink()  # unreadable by the time it is read (root can read a chmod 000 file, so not that)
+    with pytest.raises(UserError, match="gone.jsonl: cannot read"):
+        list(read_task(tasks[0]))
