@@ -1,0 +1,95 @@
+"""Every validation error of a mixture names the file and the key; a valid mixture loads."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from mixtures import load_mixture
+from pretrainkit.errors import UserError
+
+THREE = """seed: 5
+sources:
+  - {name: wiki, shards: wiki, weight: 0.5}
+  - {name: peps, shards: peps, weight: 0.3, max_epochs: 3}
+  - {name: shakespeare, shards: shakespeare, weight: 0.2}
+"""
+
+
+def test_valid_mixture_loads_with_normalized_shares(write_yaml):
+    mix = load_mixture(write_yaml(THREE.replace("0.5", "5").replace("0.3", "3").replace("0.2", "2")))
+    assert [s.name for s in mix.sources] == ["wiki", "peps", "shakespeare"]
+    assert [s.share for s in mix.sources] == pytest.approx([0.5, 0.3, 0.2])
+    assert mix.vocab_size == 257 and mix.eos_id == 256 and mix.tokenizer_sha256 == "b" * 64
+    assert mix.sources[1].max_epochs == 3
+    assert len(mix.fingerprint) == 64
+
+
+def test_fingerprint_follows_what_decides_the_order(write_yaml):
+    base = load_mixture(write_yaml(THREE)).fingerprint
+    assert load_mixture(write_yaml(THREE + "# a comment\n")).fingerprint == base
+    assert load_mixture(write_yaml(THREE.replace("seed: 5", "seed: 6"))).fingerprint != base
+    assert load_mixture(write_yaml(THREE.replace("0.3", "0.4"))).fingerprint != base
+
+
+@pytest.mark.parametrize(
+    "text, key, problem",
+    [
+        (THREE.replace("seed: 5", "seed: 5\nsead: 1"), "sead", "unknown key"),
+        (THREE.replace("weight: 0.3,", "weight: 0.3, wieght: 1,"), "sources[1].wieght", "unknown key"),
+        (THREE.replace("0.3", "-0.3"), "sources[1].weight", "must be finite and >= 0"),
+        (THREE.replace("0.3", ".nan"), "sources[1].weight", "must be finite"),
+        (THREE.replace("0.3", ".inf"), "sources[1].weight", "must be finite"),
+        (THREE.replace("0.3", "lots"), "sources[1].weight", "expected a number"),
+        (THREE.replace("weight: 0.3, ", ""), "sources[1].weight", "missing required key"),
+        (THREE.replace("name: peps", "name: wiki"), "sources[1].name", "duplicate source name 'wiki'"),
+        (THREE.replace("shards: peps", "shards: nowhere"), "sources[1].shards", "does not exist"),
+        (THREE.replace("max_epochs: 3", "max_epochs: 0"), "sources[1].max_epochs", "must be finite and > 0"),
+        (THREE.replace("seed: 5", "seed: -1"), "seed", "expected an integer"),
+        (THREE.replace("max_epochs: 3", "replay: {from: base, mode: again}"), "sources[1].replay.mode", "expected one of"),
+        (THREE.replace("max_epochs: 3", "replay: {mode: seen}"), "sources[1].replay.from", "missing required key"),
+        (THREE.replace("max_epochs: 3", "eval_only: true"), "sources[1].weight", "eval_only source must have no weight"),
+        ("seed: 1\nsources: []\n", "sources", "non-empty list"),
+        ("seed: 1\nsources:\n  - {name: a, shards: wiki, weight: 0}\n", "sources", "at least one needs a weight > 0"),
+        (THREE.replace("shards: shakespeare", "shards: othertok"), "sources[2].shards", "tokenizer differs from sources[0]"),
+    ],
+)
+def test_each_error_names_file_and_key(write_yaml, text, key, problem):
+    path = write_yaml(text)
+    with pytest.raises(UserError) as e:
+        load_mixture(path)
+    message = str(e.value)
+    assert message.startswith(f"{path}: {key}"), message
+    assert problem in message and "\n" not in message
+
+
+def test_invalid_yaml_and_missing_file(write_yaml, tmp_path):
+    path = write_yaml("seed: 1\nsources: [\n")
+    with pytest.raises(UserError, match=rf"^{path}: line \d+: invalid YAML"):
+        load_mixture(path)
+    with pytest.raises(UserError, match="mixture file not found"):
+        load_mixture(tmp_path / "absent.yaml")
+
+
+def test_shard_set_failing_verification_is_refused(shard_root, tmp_path):
+    broken = tmp_path / "peps"
+    shutil.copytree(shard_root / "peps", broken)
+    shard = sorted(broken.glob("shard-*"))[0]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, different content: only the sha256 check sees it
+    shard.write_bytes(bytes(data))
+    path = tmp_path / "mix.yaml"
+    path.write_text(f"sources:\n  - {{name: peps, shards: peps, weight: 1}}\n  - {{name: wiki, shards: {shard_root / 'wiki'}, weight: 1}}\n")
+    with pytest.raises(UserError, match=rf"^{path}: sources\[0\]\.shards: shard set fails verification: .*{shard.name}: altered"):
+        load_mixture(path)
+    (broken / "manifest.json").unlink()
+    with pytest.raises(UserError, match=rf"^{path}: sources\[0\]\.shards: .*manifest.json: missing"):
+        load_mixture(path)
+
+
+def test_validation_only_sources(write_yaml):
+    mix = load_mixture(write_yaml(THREE.replace("weight: 0.2", "eval_only: true").replace("weight: 0.3", "weight: 0")))
+    assert [s.eval_only for s in mix.sources] == [False, True, True]
+    assert [s.name for s in mix.train_sources] == ["wiki"]
+    assert [s.share for s in mix.sources] == [1.0, 0.0, 0.0]
