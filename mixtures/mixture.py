@@ -27,6 +27,7 @@ from mixtures.holdout import split_heldout
 from mixtures.schedule import quotas_from_weights
 from pretrainkit.errors import UserError
 from shards import ShardSet
+from shards.verify import verify_shards
 
 
 @dataclass(frozen=True)
@@ -166,11 +167,14 @@ def default_stream_seed(seed: int, name: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}\0{name}".encode()).digest()[:8], "little") >> 1  # fits int64
 
 
-def load_mixture(path: str | Path, allow_fingerprint_change: bool = False, verify: bool = True) -> Mixture:
+def load_mixture(
+    path: str | Path, allow_fingerprint_change: bool = False, verify: bool = True, progress: bool = False
+) -> Mixture:
     """Read, validate and open a mixture; every problem is a UserError naming the file and the key.
 
-    `verify` checks every shard's sha256 against its manifest (reads all the data once).
-    `allow_fingerprint_change` lets a loader resume from a state saved for a different mixture.
+    `verify` checks every shard's sha256 against its manifest (reads all the data once; `progress`
+    shows a bar per source). `allow_fingerprint_change` lets a loader resume from a state saved for
+    a different mixture (see `mixtures.loader`).
     """
     cfg = read_mixture_config(path)
     total = sum(s.weight for s in cfg.sources)
@@ -182,7 +186,7 @@ def load_mixture(path: str | Path, allow_fingerprint_change: bool = False, verif
         except UserError as e:
             raise UserError(f"{key}: {e}") from None
         if verify:
-            problems = ss.verify()
+            problems = verify_shards(ss.path, ss.manifest, progress=progress)
             if problems:
                 more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
                 raise UserError(f"{key}: shard set fails verification: {problems[0]}{more}")

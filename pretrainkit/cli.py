@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "dataprep.dedup_cli",
     "dataprep.tokenize_cli",
     "shards.cli",
+    "mixtures.cli",
     "train.plan_cli",
     "train.cli",
 )

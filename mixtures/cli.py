@@ -1,0 +1,53 @@
+"""`ptk mix inspect MIXTURE.yaml [--tokens N]`: check a mixture and show what it will draw.
+
+    ptk mix inspect mixtures/examples/demo.yaml --tokens 20M --seq-len 256
+
+Exit status 0, or 1 when the budget would take a source past its `max_epochs` (training would stop
+there with an error); a bad mixture is a one-line error and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from mixtures.inspect import format_report, inspect_mixture
+from mixtures.mixture import load_mixture
+from pretrainkit.errors import UserError
+
+_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
+
+
+def token_count(text: str) -> int:
+    """'250000', '20M', '1.5B' -> an integer number of tokens."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMBGT]?)\s*", text.upper())
+    if not m or float(m.group(1)) * _SUFFIX[m.group(2)] < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive token count like 250000, 20M or 1.5B, got {text!r}")
+    return int(float(m.group(1)) * _SUFFIX[m.group(2)])
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    mix = sub.add_parser("mix", help="check and describe a mixture YAML", description="Mixture tools.")
+    mix_sub = mix.add_subparsers(dest="mix_command", metavar="COMMAND", required=True)
+    inspect = mix_sub.add_parser(
+        "inspect",
+        help="effective proportions, tokens and epochs per source for a token budget, warnings",
+        description="Validate a mixture (schema, shard checksums, one tokenizer) and print per source: weight, "
+        "share of training sequences, documents, held-out documents, tokens per epoch and, with --tokens, "
+        "the tokens drawn and epochs for that budget; then warnings (a source past max_epochs, a heavily "
+        "upsampled source, many repeats). Exit 1 when the budget exceeds some source's max_epochs.",
+    )
+    inspect.add_argument("mixture", metavar="MIXTURE.yaml", help="mixture file")
+    inspect.add_argument("--tokens", type=token_count, help="training token budget (e.g. 20M, 1.5B)")
+    inspect.add_argument("--seq-len", type=int, default=1024, help="training sequence length (default 1024)")
+    inspect.add_argument("--no-verify", action="store_true", help="skip the sha256 check of every shard")
+    inspect.set_defaults(func=run_inspect)
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    if args.seq_len < 1:
+        raise UserError(f"--seq-len must be >= 1, got {args.seq_len}")
+    mix = load_mixture(args.mixture, verify=not args.no_verify, progress=not args.no_verify)
+    report = inspect_mixture(mix, args.tokens, args.seq_len)
+    print(format_report(mix, report))
+    return 1 if report.over_limit else 0

@@ -1,0 +1,107 @@
+"""What a mixture will do for a token budget: per-source shares, tokens, epochs, and warnings.
+
+    report = inspect_mixture(mix, tokens=10_000_000, seq_len=1024)
+    print(format_report(mix, report))
+    report.over_limit      # sources that would exceed max_epochs (training would stop)
+
+Counts are exact, not estimates: the number of sequences each source gives to the first
+ceil(tokens / seq_len) sequences of the global order comes from the same `InterleaveSchedule` the
+sampler uses. Tokens drawn count every stream token a sequence takes (seq_len + 1 each).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from mixtures.mixture import Mixture, Source
+from mixtures.schedule import InterleaveSchedule
+
+EPOCHS_WARNING = 4.0  # beyond about four epochs repeated data adds little (Muennighoff et al., 2023)
+UPSAMPLING_WARNING = 10.0  # a share this many times a source's share of the tokens
+
+
+@dataclass
+class SourceReport:
+    source: Source
+    share: float  # of training sequences (exact schedule share); 0 for validation-only
+    train_docs: int
+    heldout_docs: int
+    epoch_tokens: int  # tokens (with EOS) in one pass over the training documents
+    drawn_tokens: int | None = None  # for the budget
+    epochs: float | None = None
+
+
+@dataclass
+class MixtureReport:
+    tokens: int | None
+    seq_len: int
+    sequences: int | None
+    rows: list[SourceReport]
+    warnings: list[str] = field(default_factory=list)
+    over_limit: list[str] = field(default_factory=list)
+
+
+def inspect_mixture(mix: Mixture, tokens: int | None, seq_len: int) -> MixtureReport:
+    train = mix.train_sources
+    schedule = InterleaveSchedule.from_weights([s.weight for s in train])
+    shares = dict(zip((s.name for s in train), schedule.shares))
+    sequences = math.ceil(tokens / seq_len) if tokens is not None else None
+    drawn = dict(zip((s.name for s in train), schedule.counts(sequences) * (seq_len + 1))) if sequences else {}
+    report = MixtureReport(tokens, seq_len, sequences, [])
+    total_tokens = sum(s.train_tokens for s in train)
+    for s in mix.sources:
+        row = SourceReport(s, shares.get(s.name, 0.0), len(s.train_docs), len(s.heldout_docs), s.train_tokens)
+        if s.name in drawn:
+            row.drawn_tokens = int(drawn[s.name])
+            row.epochs = (s.start.token + row.drawn_tokens) / row.epoch_tokens
+        report.rows.append(row)
+        _warn(report, row, total_tokens)
+    return report
+
+
+def _warn(report: MixtureReport, row: SourceReport, total_tokens: int) -> None:
+    s = row.source
+    if row.heldout_docs == 0:
+        report.warnings.append(f"{s.name}: no held-out documents ({row.train_docs + row.heldout_docs} in all): no validation loss for it")
+    if s.eval_only:
+        return
+    if s.replay is not None:
+        report.warnings.append(f"{s.name}: replays {s.replay.from_path} ({s.replay.mode}); its start is resolved at train time, epochs shown from the stream's beginning")
+    natural = row.epoch_tokens / total_tokens
+    if row.share / natural >= UPSAMPLING_WARNING:
+        report.warnings.append(
+            f"{s.name}: share {row.share:.1%} but only {natural:.1%} of the training tokens: upsampled {row.share / natural:.0f}x"
+        )
+    if row.epochs is None:
+        return
+    if s.max_epochs is not None and row.epochs > s.max_epochs:
+        report.over_limit.append(s.name)
+        report.warnings.append(
+            f"{s.name}: needs {row.epochs:.2f} epochs for this budget, over max_epochs={s.max_epochs:g}: training would stop with an error"
+        )
+    elif s.max_epochs is None and row.epochs > EPOCHS_WARNING:
+        report.warnings.append(f"{s.name}: repeated {row.epochs:.1f} times; beyond ~{EPOCHS_WARNING:g} epochs repeated data adds little (set max_epochs to cap it)")
+
+
+def format_report(mix: Mixture, report: MixtureReport) -> str:
+    lines = [
+        f"mixture      {mix.path}",
+        f"seed {mix.seed}, tokenizer {mix.tokenizer_sha256[:12]} (vocab {mix.vocab_size}, EOS {mix.eos_id}), fingerprint {mix.fingerprint[:12]}",
+    ]
+    if report.tokens is not None:
+        lines.append(f"budget       {report.tokens:,} tokens = {report.sequences:,} sequences of {report.seq_len} (+1) tokens")
+    head = f"{'source':<16} {'weight':>8} {'share':>8} {'docs':>9} {'held-out':>9} {'tokens/epoch':>14}"
+    if report.tokens is not None:
+        head += f" {'drawn':>14} {'epochs':>8}"
+    lines += ["", head + f" {'max_epochs':>10}"]
+    for r in report.rows:
+        s = r.source
+        line = f"{s.name:<16} {s.weight:>8g} {r.share:>8.2%} {r.train_docs + r.heldout_docs:>9,} {r.heldout_docs:>9,} {r.epoch_tokens:>14,}"
+        if report.tokens is not None:
+            line += f" {r.drawn_tokens:>14,} {r.epochs:>8.2f}" if r.drawn_tokens is not None else f" {'-':>14} {'-':>8}"
+        line += f" {'-' if s.max_epochs is None else format(s.max_epochs, 'g'):>10}"
+        lines.append(line + ("  (validation only)" if s.eval_only else ""))
+    lines += ["", "warnings:" if report.warnings else "warnings: none"]
+    lines += [f"  {w}" for w in report.warnings]
+    return "\n".join(lines)
