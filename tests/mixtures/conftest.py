@@ -39,6 +39,8 @@ def corpus_documents(name: str) -> list[str]:
     if name == "shakespeare":  # the speeches of the first 200 kB of Tiny Shakespeare
         text = _need(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:200_000]
         return [s for s in text.split("\n\n") if s.strip()]
+    if name == "tiny":  # the first 30 of those speeches
+        return corpus_documents("shakespeare")[:30]
     raise KeyError(name)
 
 
@@ -52,9 +54,9 @@ def make_shard_set(name: str, out: Path, tokenizer_sha256: str = BYTE_TOKENIZER)
 
 @pytest.fixture(scope="session")
 def shard_root(tmp_path_factory) -> Path:
-    """A folder with shard sets wiki/, peps/, shakespeare/ (and othertok/: another tokenizer)."""
+    """A folder with shard sets wiki/, peps/, shakespeare/, tiny/ (and othertok/: another tokenizer)."""
     root = tmp_path_factory.mktemp("mixture_shards")
-    for name in ("wiki", "peps", "shakespeare"):
+    for name in ("wiki", "peps", "shakespeare", "tiny"):
         make_shard_set(name, root / name)
     make_shard_set("shakespeare", root / "othertok", tokenizer_sha256="c" * 64)
     return root
