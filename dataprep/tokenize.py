@@ -5,9 +5,9 @@
 
     ss = write_text_shards(["first doc", "second doc"], out_dir, "tokenizer.json")   # tests: one call
 
-The main process reads records in input order and sends batches of texts to `workers` processes
-(`Tokenizer.encode_batch_fast`); results come back in submission order and one `ShardWriter`
-writes them, so shards and manifest are byte-identical for any worker count. Every input record
+The main process reads records in input order and sends batches of texts to an encoding thread
+(`--workers 1`) or to `workers` processes (`Tokenizer.encode_batch_fast`); results come back in
+submission order and one `ShardWriter` writes them, so shards and manifest are byte-identical for any worker count. Every input record
 is either in the shards or a row of `OUT/rejected.jsonl`; the manifest's `provenance.records`
 adds up. Killed at any moment, the same command run again produces the same bytes.
 """
@@ -19,16 +19,17 @@ import json
 import multiprocessing
 import os
 from collections import deque
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from dataprep.readers import Document, InputFile, Rejected, discover_inputs, plan_read_tasks, read_task
-from dataprep.tokenizer import load_tokenizer
+from dataprep.tokenizer import LoadedTokenizer, load_tokenizer
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, sha256_file
@@ -80,7 +81,7 @@ def tokenize_corpus(
         with atomic_write(out_dir / REJECTED_NAME, "w", encoding="utf-8") as rej, tqdm(
             desc="tokenize", unit="doc", disable=not progress
         ) as bar:
-            for items, lengths, flat in _encoded(files, options, tok.path, dtype, workers):
+            for items, lengths, flat in _encoded(files, options, tok, dtype, workers):
                 offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
                 np.cumsum(lengths, out=offsets[1:])
                 k = 0
@@ -118,7 +119,7 @@ def input_hashes(files: list[InputFile]) -> list[dict]:
 
 
 def _encoded(
-    files: list[InputFile], options: TokenizeOptions, tokenizer_path: str, dtype: np.dtype, workers: int
+    files: list[InputFile], options: TokenizeOptions, tok: LoadedTokenizer, dtype: np.dtype, workers: int
 ) -> Iterator[tuple[list, np.ndarray, np.ndarray]]:
     """(records, token count per document, flat tokens) per batch of records, in input order."""
     submitted: deque[list] = deque()
@@ -128,7 +129,7 @@ def _encoded(
             submitted.append(items)
             yield [d.text for d in items if isinstance(d, Document)]
 
-    for lengths, flat in _encode_in_order(texts_in_order(), tokenizer_path, dtype, workers):
+    for lengths, flat in _encode_in_order(texts_in_order(), tok, dtype, workers):
         yield submitted.popleft(), lengths, flat
 
 
@@ -149,8 +150,8 @@ def _record_batches(files: list[InputFile], options: TokenizeOptions) -> Iterato
 class _Encoder:
     """Texts in, (token count per text, all tokens back to back) out: compact to send between processes."""
 
-    def __init__(self, tokenizer_path: str, dtype: np.dtype):
-        self.tokenizer = Tokenizer.from_file(tokenizer_path)
+    def __init__(self, tokenizer: Tokenizer, dtype: np.dtype):
+        self.tokenizer = tokenizer
         self.dtype = dtype
 
     def __call__(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -166,27 +167,34 @@ _WORKER_ENCODER: _Encoder | None = None
 def _init_worker(tokenizer_path: str, dtype: np.dtype) -> None:
     global _WORKER_ENCODER
     os.environ["RAYON_NUM_THREADS"] = "1"  # the parallelism comes from the processes
-    _WORKER_ENCODER = _Encoder(tokenizer_path, dtype)
+    _WORKER_ENCODER = _Encoder(Tokenizer.from_file(tokenizer_path), dtype)
 
 
 def _encode_in_worker(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return _WORKER_ENCODER(texts)
 
 
-def _encode_in_order(jobs: Iterable[list[str]], tokenizer_path: str, dtype: np.dtype, workers: int) -> Iterator:
-    """Encode jobs in `workers` processes (1: in this one); results in job order, 2 jobs per worker in flight."""
+def _encode_in_order(jobs: Iterable[list[str]], tok: LoadedTokenizer, dtype: np.dtype, workers: int) -> Iterator:
+    """Encoded jobs in job order, at most 2 jobs per worker in flight.
+
+    workers=1: one encoding thread (the tokenizer releases the GIL and uses all cores itself), so
+    reading and writing in this thread overlap with encoding; workers>1: that many processes.
+    """
     if workers <= 1:
-        encoder = _Encoder(tokenizer_path, dtype)
-        yield from map(encoder, jobs)
-        return
-    with multiprocessing.get_context("fork").Pool(workers, _init_worker, (tokenizer_path, dtype)) as pool:
-        pending: deque = deque()
+        executor: Executor = ThreadPoolExecutor(1)
+        encode: Callable = _Encoder(tok.tokenizer, dtype)
+    else:
+        ctx = multiprocessing.get_context("fork")
+        executor = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(tok.path, dtype))
+        encode = _encode_in_worker
+    with executor:
+        pending: deque[Future] = deque()
         for job in jobs:
-            pending.append(pool.apply_async(_encode_in_worker, (job,)))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().get()
+            pending.append(executor.submit(encode, job))
+            if len(pending) >= 2 * max(workers, 1):
+                yield pending.popleft().result()
         while pending:
-            yield pending.popleft().get()
+            yield pending.popleft().result()
 
 
 def write_text_shards(texts: Iterable[str], out_dir: str | Path, tokenizer_path: str | Path, **kwargs):

@@ -14,6 +14,7 @@ touches, and keeps recently used batches, with EOS separators already in place, 
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -66,7 +67,7 @@ class ShardSet:
     def num_tokens(self) -> int:
         return self.manifest["totals"]["tokens"]
 
-    @property
+    @functools.cached_property
     def stream_length(self) -> int:
         """Length of the token stream: every document followed by one EOS."""
         return self.num_tokens + self.num_docs
@@ -112,21 +113,27 @@ class ShardSet:
         return self._reader(shard).ids(local)[i - int(idx.batch_docs[b])]
 
     def read_tokens(self, start: int, stop: int) -> np.ndarray:
-        """Tokens [start, stop) of the stream doc0 EOS doc1 EOS ... (copies; safe to modify)."""
+        """Tokens [start, stop) of the stream doc0 EOS doc1 EOS ... (a copy; safe to modify)."""
         if not 0 <= start <= stop <= self.stream_length:
             raise IndexError(f"token range [{start}, {stop}) outside the stream [0, {self.stream_length})")
-        idx = self._stream_index()
+        if start == stop:
+            return np.empty(0, dtype=self.dtype)
+        idx = self._index or self._stream_index()
+        b = int(idx.batch_starts.searchsorted(start, side="right")) - 1
+        stream = self._batch_stream(b)
+        lo = start - idx.batch_start_list[b]
+        if stop - start <= len(stream) - lo:  # the common case: one batch holds the whole range
+            return stream[lo : lo + stop - start].copy()
         out = np.empty(stop - start, dtype=self.dtype)
-        b = int(np.searchsorted(idx.batch_starts, start, side="right")) - 1
         pos = start
-        while pos < stop:
-            stream = self._batch_stream(b)
-            lo = pos - int(idx.batch_starts[b])
+        while True:
             n = min(len(stream) - lo, stop - pos)
             out[pos - start : pos - start + n] = stream[lo : lo + n]
             pos += n
-            b += 1
-        return out
+            if pos == stop:
+                return out
+            b, lo = b + 1, 0
+            stream = self._batch_stream(b)
 
     # -- internals ------------------------------------------------------------------------------
     def _reader(self, shard: int) -> ArrowShardReader | WebDatasetShardReader:
@@ -179,6 +186,7 @@ class _StreamIndex:
         self.doc_starts = np.zeros(len(lengths) + 1, dtype=np.int64)  # stream position of each document
         np.cumsum(lengths + 1, out=self.doc_starts[1:])
         self.batch_starts = self.doc_starts[batch_docs]
+        self.batch_start_list = self.batch_starts.tolist()  # Python ints: cheaper per read than numpy scalars
 
     @classmethod
     def build(cls, ss: ShardSet) -> "_StreamIndex":

@@ -34,6 +34,7 @@ def test_round_trip_documents_windows_and_lengths(tmp_path, wikitext_docs, wikit
         start = int(rng.integers(0, len(wikitext_stream) - 2049))
         np.testing.assert_array_equal(ss.read_tokens(start, start + 2049), wikitext_stream[start : start + 2049])
     np.testing.assert_array_equal(ss.read_tokens(0, ss.stream_length), wikitext_stream)
+    assert len(ss.read_tokens(ss.stream_length, ss.stream_length)) == 0
     with pytest.raises(IndexError):
         ss.read_tokens(0, ss.stream_length + 1)
 
