@@ -111,7 +111,7 @@ class ActivationCoefficients:
     const: int
     head_d_model: int
     logits: int  # log-softmax output kept for the loss
-    logit_buffers: int  # logits and the two gradients alive while the loss backward runs
+    logit_buffers: int  # the fp32 gradients of the log-softmax output and of the logits, during the loss backward
     weight_copy: int  # bytes per matmul weight of the autocast cast copy
 
 
@@ -120,25 +120,37 @@ class ActivationCoefficients:
 # bf16 autocast: the residual stream and the norms stay fp32, but every linear keeps its own bf16
 # copy of its input, and matmul outputs are bf16.
 ACTIVATION_COEFFICIENTS = {
-    "fp32": ActivationCoefficients(36, 8, 16, 4, 8, 12, 4, 12, 0),
-    "bf16": ActivationCoefficients(32, 4, 8, 4, 8, 10, 4, 10, 2),
+    "fp32": ActivationCoefficients(36, 8, 16, 4, 8, 12, 4, 8, 0),
+    "bf16": ActivationCoefficients(32, 4, 8, 4, 8, 10, 4, 8, 2),
 }
 RESIDUAL_BYTES = 4  # the residual stream stays fp32 under autocast: a checkpointed block's input
+
+
+def _per_token(shape: ActivationShape, c: ActivationCoefficients) -> tuple[int, int]:
+    """Bytes saved per token by one block, and by the final norm and the loss."""
+    block = (c.d_model * shape.d_model + c.kv_dim * shape.kv_dim + c.ffn * shape.ffn_hidden
+             + c.heads * shape.n_heads + c.const)
+    return block, c.head_d_model * shape.d_model + c.logits * shape.vocab_size
+
+
+def saved_activation_bytes(shape: ActivationShape, micro_batch: int, seq_len: int, dtype: str) -> float:
+    """What autograd holds for backward after one micro-batch's forward, without checkpointing."""
+    c = ACTIVATION_COEFFICIENTS[dtype]
+    block, head = _per_token(shape, c)
+    return micro_batch * seq_len * (shape.n_layers * block + head) + c.weight_copy * shape.matmul_params
 
 
 def activation_bytes(shape: ActivationShape, micro_batch: int, seq_len: int, dtype: str, checkpointing: bool) -> float:
     """Peak activation memory of one micro-batch's forward and backward, in bytes."""
     c = ACTIVATION_COEFFICIENTS[dtype]
-    tokens = micro_batch * seq_len
-    block = (c.d_model * shape.d_model + c.kv_dim * shape.kv_dim + c.ffn * shape.ffn_hidden
-             + c.heads * shape.n_heads + c.const)
-    # The loss backward: final norm's saved tensors, the log-softmax output, the logits and gradients.
-    head = c.head_d_model * shape.d_model + (c.logits + c.logit_buffers) * shape.vocab_size
+    block, head = _per_token(shape, c)
+    # The loss backward is where a step peaks: the logits and their gradients join what is saved.
+    head += c.logit_buffers * shape.vocab_size
     if checkpointing:
         per_token = shape.n_layers * RESIDUAL_BYTES * shape.d_model + max(head, block)
     else:
         per_token = shape.n_layers * block + head
-    return tokens * per_token + c.weight_copy * shape.matmul_params
+    return micro_batch * seq_len * per_token + c.weight_copy * shape.matmul_params
 
 
 @dataclass(frozen=True)

@@ -78,22 +78,15 @@ def law_formula(law: LossLaw) -> str:
     return f"L = {law.E:.4g} + {law.A:.4g}/N^{law.alpha:.4g} + {law.B:.4g}/D^{law.beta:.4g}"
 
 
-def vocab_size_of_mixture(mixture: str | Path) -> int:
-    """The vocabulary size recorded in the manifest of the mixture's first source."""
-    from mixtures.config import read_mixture_config
-    from shards.manifest import load_manifest
-
-    sources = read_mixture_config(mixture).sources
-    return int(load_manifest(sources[0].shards)["tokenizer"]["vocab_size"])
-
-
 def model_of_config(cfg, vocab_size: int | None, where: str):
     """The ModelConfig of a training config, its vocabulary from `vocab_size` or else from the mixture."""
-    from train.config import model_config
+    from train.trainer import model_config
 
     if vocab_size is None:
+        from mixtures import load_mixture
+
         try:
-            vocab_size = vocab_size_of_mixture(cfg.data.mixture)
+            vocab_size = load_mixture(cfg.data.mixture, verify=False).vocab_size
         except UserError as e:
             raise UserError(f"{where}: cannot find the vocabulary size ({e}); pass --vocab-size") from None
     return model_config(cfg, vocab_size, where)

@@ -3,7 +3,7 @@
     run = read_run("runs/base")
     run.train["loss"], run.val["web"], run.events, run.final_val_loss()
 
-Training rows carry `step, loss, lr, grad_norm, tokens, tokens_per_s` (and `mfu` when the device's
+Training rows carry `step, loss, lr, grad_norm, tokens` (cumulative), `tokens_per_s` (and `mfu` when the device's
 peak is known); validation rows carry `{"step", "val_loss": {source: value}}`; events rows (loss
 spikes) carry at least `step` and usually `loss` and `action`. A resumed run may log a step twice:
 the last row for a step wins, as it is the one the surviving run produced.
@@ -39,7 +39,9 @@ class RunLog:
         return self.path.name
 
     def total_tokens(self) -> float:
-        return float(sum(t for t in self.train.get("tokens", []) if math.isfinite(t)))
+        """Tokens trained on: `tokens` is cumulative, so the last logged value."""
+        seen = [t for t in self.train.get("tokens", []) if math.isfinite(t)]
+        return seen[-1] if seen else 0.0
 
     def final_val_loss(self) -> float | None:
         """The mean over sources of the last validation pass, or None without one."""

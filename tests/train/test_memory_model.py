@@ -1,0 +1,71 @@
+"""Memory per device: the ZeRO paper's own example, and the activation count against what autograd saves."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from train.memory import ActivationShape, activation_bytes, memory_table, model_states, saved_activation_bytes
+from train.model import ModelConfig, Transformer
+
+
+def test_zero_paper_example_7_5b_parameters_on_64_devices():
+    # Rajbhandari et al. 2020, figure 1: Psi = 7.5B, K = 12, N_d = 64.
+    expected_gb = {"ddp": 120, "zero1": 31.4, "zero2": 16.6, "zero3": 1.88}
+    for strategy, gb in expected_gb.items():
+        assert model_states(7.5e9, 64, strategy).total / 1e9 == pytest.approx(gb, abs=0.05), strategy
+    s = model_states(7.5e9, 64, "zero2")
+    assert (s.params, s.grads, s.optimizer) == (15e9, pytest.approx(15e9 / 64), pytest.approx(90e9 / 64))
+
+
+def test_one_device_has_nothing_to_shard_and_fp32_adam_is_16_bytes():
+    totals = {s: model_states(1e6, 1, s, "fp32").total for s in ("ddp", "zero1", "zero2", "zero3")}
+    assert set(totals.values()) == {16e6}
+
+
+def _saved_bytes(model: torch.nn.Module, tokens: torch.Tensor, bf16: bool) -> int:
+    """Bytes of the distinct storages autograd saves for backward (parameters and buffers excluded)."""
+    owned = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in owned:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(tokens[:, :-1])
+        F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten(), reduction="sum")
+    return sum(saved.values())
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("dims", [
+    dict(vocab_size=300, d_model=48, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=160),
+    dict(vocab_size=1000, d_model=96, n_layers=3, n_heads=6, n_kv_heads=6),
+])
+def test_activation_count_matches_what_autograd_saves_in_the_real_model(dtype, dims):
+    cfg = ModelConfig(max_seq_len=64, **dims)
+    torch.manual_seed(0)
+    model = Transformer(cfg)
+    micro_batch, seq_len = 3, 50
+    tokens = torch.randint(0, cfg.vocab_size, (micro_batch, seq_len + 1))
+    measured = _saved_bytes(model, tokens, bf16=dtype == "bf16")
+    predicted = saved_activation_bytes(ActivationShape.from_model_config(cfg), micro_batch, seq_len, dtype)
+    assert predicted == pytest.approx(measured, rel=0.01)
+
+
+def test_checkpointing_and_sharding_shrink_the_table():
+    cfg = ModelConfig(vocab_size=32000, d_model=2048, n_layers=24, n_heads=16, n_kv_heads=8)
+    shape = ActivationShape.from_model_config(cfg)
+    full = activation_bytes(shape, 4, 2048, "bf16", checkpointing=False)
+    ckpt = activation_bytes(shape, 4, 2048, "bf16", checkpointing=True)
+    assert ckpt < full / 3
+    rows = memory_table(cfg.num_params(), 8, "mixed", shape, 4, 2048, "bf16")
+    totals = [r.total for r in rows]
+    assert totals == sorted(totals, reverse=True) and len(set(totals)) == 4
+    assert all(r.activations == full and r.total_checkpointed < r.total for r in rows)
+    assert memory_table(1e9, 8, "mixed", None, 4, 2048, "bf16")[0].total is None

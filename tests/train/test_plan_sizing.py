@@ -1,0 +1,109 @@
+"""Compute-optimal sizing: the closed-form optimum, C = 6ND budgets, and `ptk plan` end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from pretrainkit.cli import main
+from train.plan import LAWS, LossLaw, load_law, resolve_budget
+from pretrainkit.errors import UserError
+
+
+@pytest.mark.parametrize("name", sorted(LAWS))
+@pytest.mark.parametrize("flops", [1e18, 5.76e23])
+def test_optimal_split_minimises_loss_along_the_compute_budget(name, flops):
+    law = LAWS[name]
+    n_opt, d_opt = law.optimal_split(flops)
+    assert 6 * n_opt * d_opt == pytest.approx(flops, rel=1e-12)
+    # A dense scan over model sizes at the same compute finds no lower loss.
+    ns = n_opt * np.logspace(-1.5, 1.5, 3001)
+    losses = law.E + law.A / ns**law.alpha + law.B / (flops / (6 * ns)) ** law.beta
+    assert losses.min() >= law.loss(n_opt, d_opt) - 1e-12
+    assert ns[losses.argmin()] == pytest.approx(n_opt, rel=2e-3)
+
+
+def test_optimal_tokens_and_params_invert_the_split():
+    law = LAWS["besiroglu"]
+    n, d = law.optimal_split(3e22)
+    assert law.optimal_tokens(n) == pytest.approx(d, rel=1e-9)
+    assert law.optimal_params(d) == pytest.approx(n, rel=1e-9)
+
+
+def test_besiroglu_law_gives_about_twenty_tokens_per_parameter_at_chinchilla_compute():
+    # Besiroglu et al. 2024: their refit is consistent with Chinchilla's ~20 tokens per parameter.
+    n, d = LAWS["besiroglu"].optimal_split(5.76e23)
+    assert 15 < d / n < 25
+    assert 5e10 < n < 1e11
+
+
+def test_budget_fills_in_the_third_quantity():
+    law = LAWS["hoffmann"]
+    b = resolve_budget(law, flops=None, params=7e9, tokens=1.4e12)
+    assert b.flops == pytest.approx(6 * 7e9 * 1.4e12) and b.tokens_per_param == pytest.approx(200)
+    assert b.loss == pytest.approx(law.loss(7e9, 1.4e12))
+    b = resolve_budget(law, flops=6e21, params=1e9, tokens=None)
+    assert b.tokens == pytest.approx(1e12)
+    b = resolve_budget(law, flops=6e21, params=None, tokens=1e12)
+    assert b.params == pytest.approx(1e9)
+    only = resolve_budget(law, flops=None, params=1e9, tokens=None)
+    assert only.optimal[0] == pytest.approx(1e9, rel=1e-9) and only.loss == pytest.approx(only.optimal_loss)
+    with pytest.raises(UserError, match="at most two"):
+        resolve_budget(law, 1.0, 1.0, 1.0)
+    with pytest.raises(UserError, match="give --flops"):
+        resolve_budget(law, None, None, None)
+
+
+def test_law_from_json_file_and_bad_files(tmp_path):
+    good = tmp_path / "law.json"
+    good.write_text(LossLaw(E=2.0, A=300.0, B=900.0, alpha=0.3, beta=0.4, name="mine").to_json())
+    assert load_law(str(good)).A == 300.0
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"E": 2, "A": 1}')
+    with pytest.raises(UserError, match=r"bad\.json: missing key\(s\) B, alpha, beta"):
+        load_law(str(bad))
+    with pytest.raises(UserError, match="neither a known law"):
+        load_law(str(tmp_path / "missing.json"))
+
+
+def test_ptk_plan_prints_budget_time_and_zero_table(capsys):
+    assert main(["plan", "--params", "7.5B", "--tokens", "150B", "--devices", "64", "--device-memory", "80",
+                 "--peak-flops", "989T", "--mfu", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "C = 6.75e+21 FLOPs" in out and "tokens/param  20" in out
+    # 6.75e21 / (64 * 989e12 * 0.5) s = 59.2 h
+    assert "2.47 days on 64 device(s)" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ") and line.split()[0]
+            in ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3/FSDP")}
+    assert [rows[k][4] for k in ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3/FSDP")] == ["120", "31.4", "16.6", "1.88"]
+    assert rows["DDP"][-1] == "no" and rows["ZeRO-1"][-2:] == ["(model", "states)"]
+
+
+def test_ptk_plan_with_a_training_config_counts_activations(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({
+        "run_dir": "run", "data": {"mixture": "mix.yaml", "seq_len": 1024}, "max_steps": 1000,
+        "model": {"d_model": 512, "n_layers": 8, "n_heads": 8, "n_kv_heads": 4},
+        "batch": {"global_size": 64, "micro_size": 8}, "parallel": "fsdp", "precision": "bf16",
+        "activation_checkpointing": True,
+    }))
+    assert main(["plan", "--config", str(config), "--vocab-size", "32000", "--flops", "1e19",
+                 "--devices", "8", "--device-memory", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "micro-batch 8 x 1024 tokens, bf16" in out and "4+4+8 bytes/param (fp32)" in out
+    assert "ZeRO-3/FSDP" in out and "<- config (checkpointing on)" in out
+    assert "with checkpointing" in out  # 5 GB holds the checkpointed run but not the plain one
+
+
+def test_ptk_plan_errors_are_one_line(tmp_path, capsys):
+    assert main(["plan", "--flops", "1e20", "--params", "1B", "--tokens", "1B"]) == 2
+    assert "at most two" in capsys.readouterr().err
+    config = tmp_path / "run.yaml"
+    config.write_text("run_dir: r\ndata: {mixture: nowhere.yaml}\nmax_steps: 500\nmodel: {d_modell: 3}\n")
+    assert main(["plan", "--config", str(config), "--vocab-size", "100"]) == 2
+    assert "model.d_modell: unknown key" in capsys.readouterr().err
+    config.write_text("run_dir: r\ndata: {mixture: nowhere.yaml}\nmax_steps: 500\n")
+    assert main(["plan", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot find the vocabulary size" in err and "--vocab-size" in err
