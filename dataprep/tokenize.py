@@ -73,6 +73,10 @@ def tokenize_corpus(
     """Write `out_dir` (shards, rejected.jsonl, then manifest.json); return the manifest."""
     tok = load_tokenizer(tokenizer_path, options.eos_token)
     files = discover_inputs(inputs)
+    out = out_dir.resolve()
+    inside = next((f.path for f in files if out in Path(f.path).resolve().parents), None)
+    if inside:  # a rerun would read this run's rejected.jsonl as input
+        raise UserError(f"{inside}: input lies inside the output directory {out_dir}; choose another -o")
     dtype = token_dtype(tok.vocab_size)
     inputs_meta = input_hashes(files)
     writer = ShardWriter(out_dir, options.format, dtype, options.shard_tokens, options.batch_tokens)

@@ -41,6 +41,13 @@ class ShardSet:
         self._cached = 0
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict:
+        """Pickle only what names the set (for DataLoader workers); readers and cache reopen lazily."""
+        return {"path": self.path, "manifest": self.manifest, "cache_tokens": self.cache_tokens}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["path"], state["manifest"], state["cache_tokens"])
+
     @classmethod
     def open(cls, path: str | Path, cache_tokens: int = DEFAULT_CACHE_TOKENS) -> "ShardSet":
         path = Path(path)

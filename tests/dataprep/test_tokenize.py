@@ -95,6 +95,8 @@ def test_bad_inputs_give_one_line_errors(tmp_path, corpus, capsys):
          "missing.jsonl: no such file or directory"),
         (["tokenize", corpus["tok"], "--tokenizer", corpus["tok"], "-o", str(tmp_path / "o")],
          "tok.json: unsupported input format"),
+        (["tokenize", corpus["inputs"][0], "--tokenizer", corpus["tok"], "-o", str(corpus["root"])],
+         "wiki.jsonl: input lies inside the output directory"),
     ]
     for argv, message in cases:
         assert main(argv) == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 import webdataset
@@ -46,6 +48,13 @@ def test_small_cache_gives_the_same_tokens(tmp_path, wikitext_docs, wikitext_str
     for s in starts:
         np.testing.assert_array_equal(ss.read_tokens(int(s), int(s) + 5000), wikitext_stream[s : s + 5000])
     assert len(ss._cache) == 1
+
+
+def test_pickled_shard_set_reads_the_same(tmp_path, wikitext_docs, wikitext_stream):
+    ss = _write(wikitext_docs, tmp_path / "s")
+    ss.read_tokens(0, 100)
+    copy = pickle.loads(pickle.dumps(ss))
+    np.testing.assert_array_equal(copy.read_tokens(5000, 9000), wikitext_stream[5000:9000])
 
 
 def test_same_documents_give_identical_bytes(tmp_path, wikitext_docs):
