@@ -6,10 +6,11 @@
     sampler.validation_batches("web", batch_size=8, max_batches=4)
 
 Guarantee: global batch k is a pure function of (mixture, seq_len, global batch size, k); the
-mixture includes its seed and each source's stream start. Sequence n = (k - first_batch) * B + row
-comes from the source `InterleaveSchedule` assigns to slot n, and is that source's sequence number
-`counts_before_n` in its `SourceStream`. Nothing depends on world size, micro-batch size, loader
-workers, or which batches were read before: any batch is computed directly (O(1) resume).
+mixture includes its seed and each source's stream start. Global sequence n = (k - first_batch) * B
++ row comes from the source that `InterleaveSchedule` assigns to slot n, and is that source's
+sequence number c (c = earlier slots of the same source) in its `SourceStream`. Nothing depends on
+world size, micro-batch size, loader workers, or which batches were read before: any batch is
+computed directly (O(1) resume).
 `first_batch` is non-zero only after a resume that accepted a mixture change: the new order then
 starts at that batch with each source continuing from its saved position.
 """

@@ -20,7 +20,7 @@ import numpy as np
 
 from shards import ShardSet
 
-_EPOCHS_KEPT = 2  # a batch touches at most two consecutive epochs of a source
+_EPOCHS_KEPT = 2  # a batch of a source's rows usually touches one epoch, at most two unless the source is tiny
 
 
 class SourceStream:

@@ -91,6 +91,19 @@ def test_resume_at_batch_k_equals_the_uninterrupted_run(sampler, mixture_path):
         assert np.array_equal(_global_batches(resumed, world_size, micro, 3, workers, state), expected)
 
 
+def test_resume_far_into_training_reads_no_skipped_data(sampler):
+    """Batch 10**9 (thousands of epochs in) is computed directly: resuming costs the same at any k."""
+    k = 10**9
+    state = TrainLoader(sampler, rank=0, world_size=1, micro_size=B).state_dict()
+    state.update(batch=k, sources=sampler.positions(k))
+    loader = TrainLoader(sampler, rank=0, world_size=2, micro_size=4)
+    loader.load_state_dict(state)
+    x, y = _take(loader, 1)[0]
+    tokens = sampler.batch(k)[0]
+    assert torch.equal(x, torch.from_numpy(tokens[:4, :-1])) and torch.equal(y, torch.from_numpy(tokens[:4, 1:]))
+    assert state["sources"][0]["next_token"] // sampler.streams[0].epoch_tokens > 1000
+
+
 def test_state_counts_only_yielded_micro_batches_and_resumes_mid_batch(sampler):
     loader = TrainLoader(sampler, rank=1, world_size=2, micro_size=1, num_workers=2)
     items = _take(loader, 7)  # workers prefetch further; the state must not count that
