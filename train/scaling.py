@@ -53,23 +53,16 @@ class LawFit:
 
 def _objective(theta: torch.Tensor, log_n: torch.Tensor, log_d: torch.Tensor, log_l: torch.Tensor,
                delta: float) -> torch.Tensor:
-    """Huber loss per parameter row; theta is [..., 5] = (a, b, e, alpha, beta)."""
-    a, b, e, alpha, beta = theta.unbind(-1)
-    terms = torch.stack(
-        torch.broadcast_tensors(
-            a[..., None] - alpha[..., None] * log_n,
-            b[..., None] - beta[..., None] * log_d,
-            e[..., None].expand(*e.shape, log_n.shape[0]),
-        ),
-        dim=-1,
-    )
-    residual = torch.logsumexp(terms, dim=-1) - log_l
+    """Huber loss of the log residuals per parameter row; theta is [..., 5] = (a, b, e, alpha, beta)."""
+    a, b, e, alpha, beta = theta[..., :, None].unbind(-2)  # each [..., 1], broadcasting over the points
+    terms = torch.stack((a - alpha * log_n, b - beta * log_d, e.expand(*e.shape[:-1], log_n.shape[0])))
+    residual = torch.logsumexp(terms, dim=0) - log_l
     return torch.nn.functional.huber_loss(residual, torch.zeros_like(residual), reduction="none",
                                           delta=delta).sum(-1)
 
 
 def fit_loss_law(points: list[RunPoint], delta: float = HUBER_DELTA, starts: int = 16,
-                 max_iter: int = 500, progress: bool = False) -> LawFit:
+                 max_iter: int = 200, progress: bool = False) -> LawFit:
     """Fit the law to `points`; L-BFGS runs from the `starts` best grid points."""
     if len(points) < 5:
         raise UserError(f"the loss law has 5 coefficients: fitting needs at least 5 runs, got {len(points)}")
