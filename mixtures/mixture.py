@@ -7,9 +7,10 @@ Replay (where a source's stream starts) is data, not code: each `Source` carries
 (the seed of its per-epoch shuffles and the stream token it starts at). `mix.with_replay(name,
 base_loader_state)` returns the mixture with that source continuing exactly where the base run's
 saved loader state left the source with the same shards (matched by shard-set fingerprint), or
-with `mode="seen"` re-reading from where the base run started it; `mix.with_stream_start` sets
-one directly. The start is part of the fingerprint, and the loader state records it, so a
-continued run can itself be continued.
+with `mode="seen"` re-reading from where the base run started it; `mix.with_replays(reader)`
+applies every `replay:` of the YAML; `mix.with_stream_start` sets one start directly. The start
+is part of the fingerprint, and the loader state records it, so a continued run can itself be
+continued.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from mixtures.config import MixtureConfig, SourceConfig, read_mixture_config
+from mixtures.config import REPLAY_MODES, MixtureConfig, ReplayConfig, SourceConfig, read_mixture_config
 from mixtures.holdout import split_heldout
 from mixtures.schedule import quotas_from_weights
 from pretrainkit.errors import UserError
@@ -61,7 +63,7 @@ class Source:
         return self.config.max_epochs
 
     @property
-    def replay(self):
+    def replay(self) -> ReplayConfig | None:
         return self.config.replay
 
     @property
@@ -144,6 +146,8 @@ class Mixture:
         """Start source `name` where the base run's loader state (`TrainLoader.state_dict()`) left the
         source with the same shard set: `continue` at its next unread sequence, `seen` at the
         first sequence the base run read from it."""
+        if mode not in REPLAY_MODES:
+            raise UserError(f"{self.path}: source {name!r}: replay mode must be one of {', '.join(REPLAY_MODES)}, got {mode!r}")
         source = self.source(name)
         entry = matching_state_entry(base_state, source)
         if entry is None:
@@ -153,6 +157,17 @@ class Mixture:
             )
         token = entry["next_token"] if mode == "continue" else entry["start_token"]
         return self.with_stream_start(name, StreamStart(entry["stream_seed"], token))
+
+
+    def with_replays(self, loader_state_of: Callable[[Path], dict]) -> "Mixture":
+        """Apply every source's `replay:` from the YAML. `loader_state_of(path)` returns the saved
+        `TrainLoader.state_dict()` of the run or checkpoint at `replay.from` (the trainer knows
+        where checkpoints keep it); each replaying source then starts as `with_replay` says."""
+        mix = self
+        for s in self.sources:
+            if s.replay is not None:
+                mix = mix.with_replay(s.name, loader_state_of(s.replay.from_path), s.replay.mode)
+        return mix
 
 
 def matching_state_entry(state: dict, source: Source) -> dict | None:

@@ -203,6 +203,22 @@ def test_replay_continues_or_rereads_the_base_runs_stream(sampler, mixture_path)
     assert state["sources"][0]["start_token"] == seen * (SEQ + 1)
 
 
+def test_yaml_replay_is_applied_through_the_callers_state_reader(sampler, write_yaml, shard_root):
+    base = TrainLoader(sampler, rank=0, world_size=1, micro_size=B)
+    _take(base, 3)
+    saved = {shard_root / "runs" / "base": base.state_dict()}
+    path = write_yaml("seed: 99\nsources:\n  - {name: web, shards: wiki, weight: 0.1, replay: {from: runs/base}}\n"
+                      "  - {name: new, shards: peps, weight: 0.9}\n")  # fmt: skip
+    mix = load_mixture(path).with_replays(saved.__getitem__)
+    web = mix.source("web")
+    wiki_entry = base.state_dict()["sources"][0]
+    assert (web.start.seed, web.start.token) == (wiki_entry["stream_seed"], wiki_entry["next_token"])
+    with pytest.raises(UserError, match="replay mode must be one of"):
+        mix.with_replay("web", saved[shard_root / "runs" / "base"], mode="again")
+    with pytest.raises(UserError, match="the base run's loader state has no source with shard set"):
+        mix.with_replay("new", {"sources": []})
+
+
 def test_validation_batches_come_from_the_heldout_split_only(sampler):
     batches = sampler.validation_batches("shakespeare", batch_size=4, max_batches=3)
     assert len(batches) == 3 and all(x.shape == (4, SEQ) and y.shape == (4, SEQ) for x, y in batches)
