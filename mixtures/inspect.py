@@ -28,6 +28,7 @@ class SourceReport:
     train_docs: int
     heldout_docs: int
     epoch_tokens: int  # tokens (with EOS) in one pass over the training documents
+    heldout_tokens: int
     drawn_tokens: int | None = None  # for the budget
     epochs: float | None = None
 
@@ -51,7 +52,7 @@ def inspect_mixture(mix: Mixture, tokens: int | None, seq_len: int) -> MixtureRe
     report = MixtureReport(tokens, seq_len, sequences, [])
     total_tokens = sum(s.train_tokens for s in train)
     for s in mix.sources:
-        row = SourceReport(s, shares.get(s.name, 0.0), len(s.train_docs), len(s.heldout_docs), s.train_tokens)
+        row = SourceReport(s, shares.get(s.name, 0.0), len(s.train_docs), len(s.heldout_docs), s.train_tokens, s.heldout_tokens)
         if s.name in drawn:
             row.drawn_tokens = int(drawn[s.name])
             row.epochs = (s.start.token + row.drawn_tokens) / row.epoch_tokens
@@ -91,15 +92,17 @@ def format_report(mix: Mixture, report: MixtureReport) -> str:
     ]
     if report.tokens is not None:
         lines.append(f"budget       {report.tokens:,} tokens = {report.sequences:,} sequences of {report.seq_len} (+1) tokens")
-    head = f"{'source':<16} {'weight':>8} {'share':>8} {'docs':>9} {'held-out':>9} {'tokens/epoch':>14}"
+    head = f"{'source':<16} {'weight':>7} {'share':>8} {'docs':>8} {'train tokens':>13} {'held-out':>8} {'val tokens':>11}"
     if report.tokens is not None:
-        head += f" {'drawn':>14} {'epochs':>8}"
+        head += f" {'drawn':>13} {'epochs':>7}"
     lines += ["", head + f" {'max_epochs':>10}"]
     for r in report.rows:
         s = r.source
-        line = f"{s.name:<16} {s.weight:>8g} {r.share:>8.2%} {r.train_docs + r.heldout_docs:>9,} {r.heldout_docs:>9,} {r.epoch_tokens:>14,}"
+        share, train = ("-", "-") if s.eval_only else (f"{r.share:.2%}", f"{r.epoch_tokens:,}")
+        line = (f"{s.name:<16} {s.weight:>7g} {share:>8} {r.train_docs + r.heldout_docs:>8,} {train:>13} "
+                f"{r.heldout_docs:>8,} {r.heldout_tokens:>11,}")  # fmt: skip
         if report.tokens is not None:
-            line += f" {r.drawn_tokens:>14,} {r.epochs:>8.2f}" if r.drawn_tokens is not None else f" {'-':>14} {'-':>8}"
+            line += f" {r.drawn_tokens:>13,} {r.epochs:>7.2f}" if r.drawn_tokens is not None else f" {'-':>13} {'-':>7}"
         line += f" {'-' if s.max_epochs is None else format(s.max_epochs, 'g'):>10}"
         lines.append(line + ("  (validation only)" if s.eval_only else ""))
     lines += ["", "warnings:" if report.warnings else "warnings: none"]

@@ -75,6 +75,11 @@ class Source:
         """Tokens (with EOS) in one epoch of this source's training documents."""
         return int((self.shard_set.doc_lengths()[self.train_docs] + 1).sum())
 
+    @property
+    def heldout_tokens(self) -> int:
+        """Tokens (with EOS) of the held-out validation documents."""
+        return int((self.shard_set.doc_lengths()[self.heldout_docs] + 1).sum())
+
 
 @dataclass(frozen=True)
 class Mixture:

@@ -30,10 +30,11 @@ sources:
     mix = load_mixture(path)
     wiki, shakespeare = _row(out, "wiki"), _row(out, "shakespeare")
     assert wiki[1:3] == ["3", "75.00%"] and shakespeare[1:3] == ["1", "25.00%"]
-    assert int(wiki[5].replace(",", "")) == mix.sources[0].train_tokens
-    drawn = int(wiki[6].replace(",", "")) + int(shakespeare[6].replace(",", ""))
+    assert int(wiki[4].replace(",", "")) == mix.sources[0].train_tokens
+    assert int(wiki[6].replace(",", "")) == mix.sources[0].heldout_tokens
+    drawn = int(wiki[7].replace(",", "")) + int(shakespeare[7].replace(",", ""))
     assert drawn == 40_405 * 100  # every sequence is one of the two
-    assert float(shakespeare[7]) == pytest.approx(int(shakespeare[6].replace(",", "")) / mix.sources[1].train_tokens, abs=0.01)
+    assert float(shakespeare[8]) == pytest.approx(int(shakespeare[7].replace(",", "")) / mix.sources[1].train_tokens, abs=0.01)
     assert "shakespeare: repeated" in out  # over 4 epochs without max_epochs
 
 
