@@ -6,19 +6,20 @@ Stages, each a set of independent jobs whose results are files (so a killed run 
 stopped, and the output is the same for any number of workers):
 
 1. scan    (per read task)  read records; write the index part (signature, exact hash, shingle
-                            set, id per document) and the rejected rows.  -> OUT/index/
-2. bucket  (per index part) band hashes and exact hashes, scattered by hash into partitions.
-3. match   (per partition)  sort; equal exact hashes give duplicate pairs, equal band hashes give
-                            candidate pairs.
-4. resolve (main process)   candidates verified by exact Jaccard of their shingle sets (in parallel),
-                            union-find over verified pairs; per cluster the first document in input
-                            order is kept.
+                            set, id per document), the records and the rejected rows.
+2. exact   (per part, then per partition)  exact hashes scattered by hash into partitions, then
+                            sorted: equal hashes give (duplicate, first occurrence) pairs.
+3. bands   (same, for band hashes of the documents that are not exact duplicates)  equal band
+                            hashes give candidate pairs.
+4. resolve (main process, verification in parallel)  candidates verified by the exact Jaccard of
+                            their shingle sets; connected components over verified pairs; per
+                            cluster the first document in input order is kept.
 5. write   (per read task)  copy the kept records, unchanged, from the scan's record file.
 
-Memory per document held at once: 8 bytes (exact representative) + 1 byte (removed flag) in the
-main process, plus what one partition holds while it is sorted (24 bytes x (bands + 1) per
-document, divided by the number of partitions, which is chosen so a partition stays near
-`PARTITION_BYTES`). Text is never held beyond one 256 KB batch per worker.
+Memory: the main process holds 2 bytes per document (exact-duplicate and removed flags) plus the
+pairs found; a worker holds one 256 KB text batch while scanning, and one partition while
+matching (24 bytes per hash entry; partitions are sized to `PARTITION_BYTES`, so their number
+grows with the corpus and their size does not). At most 2^32 - 1 documents per run.
 
 `--against INDEX`: the old index's kept documents take the first keys, so every cluster that
 contains one of them is represented by it, and the new documents in it are removed with
@@ -52,7 +53,6 @@ from pretrainkit.files import atomic_write, remove_temporaries, write_text_atomi
 PARTITION_BYTES = 64 << 20
 BUCKET_CHUNK_DOCS = 1 << 16
 VERIFY_CHUNK_PAIRS = 1 << 16
-EXACT_FLAG = np.uint64(1 << 63)  # marks exact-hash entries; band entries carry the band number
 ENTRY = np.dtype([("h1", "<u8"), ("h2", "<u8"), ("key", "<u8")])
 
 
@@ -108,36 +108,26 @@ def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: 
     first_new_key = int(offsets[len(old_parts)])
     total = int(offsets[-1])
 
-    partitions = max(1, math.ceil(total * ENTRY.itemsize * (bands + 1) / PARTITION_BYTES))
-    bucket_dir = work / "buckets"
-    run_jobs(
-        _bucket_part,
-        [
-            _BucketJob(str(p.base), p.docs, p.num_perm, int(offsets[i]), i, i < len(old_parts), bands, rows,
-                       partitions, str(bucket_dir))
-            for i, p in enumerate(all_parts)
-        ],
-        workers, "bucket", weights=[p.docs for p in all_parts], unit="doc",
-    )
-    matches = run_jobs(
-        _match_partition,
-        [_MatchJob(str(bucket_dir), p, first_new_key) for p in range(partitions)],
-        workers, "match",
-    )
-    exact_pairs = _concat_pairs([m[0] for m in matches])
-    candidates = _concat_pairs([m[1] for m in matches])
-
-    # Every exact duplicate points at the first document with the same text.
-    rep = np.arange(total, dtype=np.int64)
-    rep[exact_pairs[:, 0]] = exact_pairs[:, 1]
-    keep_rows = exact_pairs[:, 0] >= first_new_key
-    removed_exact = exact_pairs[keep_rows]
-
-    near_links = _verified_links(candidates, rep, all_parts, offsets, options.threshold, workers)
-    members, roots = connected_components(near_links)
-    near_rows = members >= first_new_key
-    members, roots = members[near_rows], roots[near_rows]
-    similarity = _jaccard_pairs(np.stack([members, roots], axis=1), all_parts, offsets, workers, "similarity")
+    if total >= 1 << 32:
+        raise UserError(f"{total:,} documents in one run; at most {(1 << 32) - 1:,}: split the corpus and chain runs with --against")
+    round_args = (all_parts, offsets, len(old_parts), work, workers)
+    exact_pairs = _match_round("exact", *round_args)
+    removed_exact = exact_pairs[exact_pairs[:, 0] >= first_new_key]
+    members = roots = np.empty(0, np.int64)
+    similarity = np.empty(0, np.float64)
+    if options.near:
+        exact_dups = np.zeros(total, dtype=np.uint8)
+        exact_dups[exact_pairs[:, 0]] = 1
+        with atomic_write(work / "exact_duplicates.u8") as f:
+            f.write(exact_dups.tobytes())
+        del exact_dups
+        candidates = _match_round("bands", *round_args, bands=bands, rows=rows, skip_path=str(work / "exact_duplicates.u8"))
+        pairs = np.stack([candidates >> np.uint64(32), candidates & np.uint64(0xFFFFFFFF)], axis=1).astype(np.int64)
+        links = pairs[_jaccard_pairs(pairs, all_parts, offsets, workers, "verify") >= options.threshold]
+        members, roots = connected_components(links)
+        near_rows = members >= first_new_key
+        members, roots = members[near_rows], roots[near_rows]
+        similarity = _jaccard_pairs(np.stack([members, roots], axis=1), all_parts, offsets, workers, "similarity")
 
     removed = np.zeros(total - first_new_key, dtype=bool)
     removed[removed_exact[:, 0] - first_new_key] = True
@@ -225,8 +215,32 @@ def _prepare_work_dir(work: Path, index_dir: Path, files, tasks, options: DedupO
     write_text_atomic(marker, fingerprint)
 
 
+def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_parts: int, work: Path, workers: int,
+                 bands: int = 0, rows: int = 0, skip_path: str | None = None) -> np.ndarray:
+    """Bucket then match one kind of hash. "exact": (duplicate, first occurrence) key pairs.
+    "bands": candidate pairs packed as `low_key << 32 | high_key`, unique and sorted."""
+    total = int(offsets[-1])
+    per_doc = bands if kind == "bands" else 1
+    partitions = max(1, math.ceil(total * ENTRY.itemsize * per_doc / PARTITION_BYTES))
+    bucket_dir = work / f"buckets-{kind}"
+    run_jobs(
+        _bucket_part,
+        [_BucketJob(kind, str(p.base), p.docs, p.num_perm, int(offsets[i]), i, i < n_old_parts, bands, rows,
+                    partitions, str(bucket_dir), skip_path)
+         for i, p in enumerate(parts)],
+        workers, f"bucket {kind}", weights=[p.docs for p in parts], unit="doc",
+    )
+    first_new_key = int(offsets[n_old_parts])
+    found = run_jobs(_match_partition, [_MatchJob(kind, str(bucket_dir), p, first_new_key) for p in range(partitions)],
+                     workers, f"match {kind}")
+    if kind == "exact":
+        return np.concatenate(found).astype(np.int64)
+    return np.unique(np.concatenate(found))
+
+
 @dataclass(frozen=True)
 class _BucketJob:
+    kind: str
     base: str
     docs: int
     num_perm: int
@@ -237,39 +251,43 @@ class _BucketJob:
     rows: int
     partitions: int
     bucket_dir: str
+    skip_path: str | None  # uint8 per global key, 1 = leave out (exact duplicates, in the band round)
 
 
 def _bucket_part(job: _BucketJob) -> None:
-    """Scatter one part's exact and band hashes into partition files, by hash."""
+    """Scatter one part's hashes into partition files, by hash."""
     done = Path(job.bucket_dir) / f"done-{job.part:05d}"
     if done.exists():
         return
     part = IndexPart(Path(job.base), job.docs, job.num_perm)
     eligible = part.kept() if job.is_old else np.ones(job.docs, dtype=bool)
+    if job.skip_path:
+        eligible &= np.fromfile(job.skip_path, dtype=np.uint8, count=job.docs, offset=job.offset) == 0
+    if job.kind == "bands":
+        eligible &= np.asarray(part.counts) > 0  # documents without words have no signature
+    target_type = np.uint16 if job.partitions <= 1 << 16 else np.uint32  # 16 bits: numpy radix-sorts
     chunks: list[list[np.ndarray]] = [[] for _ in range(job.partitions)]
     for lo in range(0, job.docs, BUCKET_CHUNK_DOCS):
         hi = min(lo + BUCKET_CHUNK_DOCS, job.docs)
         ok = eligible[lo:hi]
         keys = np.arange(lo, hi, dtype=np.uint64)[ok] + np.uint64(job.offset)
-        exact = np.asarray(part.exact[lo:hi])[ok]
-        entries = [_entries(exact[:, 0], exact[:, 1] | EXACT_FLAG, keys)]
-        if job.bands:
-            has_words = np.asarray(part.counts[lo:hi])[ok] > 0
-            bh = band_hashes(np.asarray(part.signatures[lo:hi])[ok][has_words], job.bands, job.rows)
+        if job.kind == "exact":
+            exact = np.asarray(part.exact[lo:hi])[ok]
+            e = _entries(exact[:, 0], exact[:, 1], keys)
+        else:
+            bh = band_hashes(np.asarray(part.signatures[lo:hi])[ok], job.bands, job.rows)
             band_ids = np.broadcast_to(np.arange(job.bands, dtype=np.uint64), bh.shape)
-            entries.append(_entries(bh.ravel(), band_ids.ravel(), np.repeat(keys[has_words], job.bands)))
-        for e in entries:
-            target = (e["h1"] % np.uint64(job.partitions)).astype(np.int64)
-            order = np.argsort(target, kind="stable")
-            bounds = np.searchsorted(target[order], np.arange(job.partitions + 1))
-            for p in range(job.partitions):
-                if bounds[p + 1] > bounds[p]:
-                    chunks[p].append(e[order[bounds[p] : bounds[p + 1]]])
+            e = _entries(bh.ravel(), band_ids.ravel(), np.repeat(keys, job.bands))
+        target = (e["h1"] % np.uint64(job.partitions)).astype(target_type)
+        order = np.argsort(target, kind="stable")
+        bounds = np.searchsorted(target[order], np.arange(job.partitions + 1))
+        for p in range(job.partitions):
+            if bounds[p + 1] > bounds[p]:
+                chunks[p].append(e[order[bounds[p] : bounds[p + 1]]])
     for p, pieces in enumerate(chunks):
         with atomic_write(Path(job.bucket_dir) / f"p{p:05d}" / f"part-{job.part:05d}.bin") as f:
             for piece in pieces:
                 f.write(piece.tobytes())
-    done.parent.mkdir(parents=True, exist_ok=True)
     done.touch()
 
 
@@ -281,50 +299,40 @@ def _entries(h1: np.ndarray, h2: np.ndarray, keys: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _MatchJob:
+    kind: str
     bucket_dir: str
     partition: int
     first_new_key: int
 
 
-def _match_partition(job: _MatchJob) -> tuple[np.ndarray, np.ndarray]:
-    """(exact duplicate -> first occurrence pairs, candidate near pairs) of one partition.
+def _match_partition(job: _MatchJob) -> np.ndarray:
+    """Groups of equal (h1, h2) in one partition, as pairs (see `_match_round`).
 
-    Within a group of equal band hashes each member is paired with the group's first member and
-    with its predecessor: enough to connect the group through verified pairs in the common case,
-    linear in the group size even for boilerplate shared by thousands of documents."""
+    Most entries are alone in their group: one fast sort of a 64-bit digest of (h1, h2) finds
+    those that are not, and only they are sorted exactly. Within a band group each member is
+    paired with the group's first member and with its predecessor: enough to connect the group
+    through verified pairs in the common case, and linear in the group size even for boilerplate
+    shared by thousands of documents."""
     d = Path(job.bucket_dir) / f"p{job.partition:05d}"
     files = sorted(d.glob("part-*.bin")) if d.is_dir() else []
     e = np.concatenate([np.fromfile(f, dtype=ENTRY) for f in files]) if files else np.empty(0, ENTRY)
+    digest = e["h1"] ^ (e["h2"] * np.uint64(0x9E3779B97F4A7C15))
+    ordered = np.sort(digest)
+    e = e[np.isin(digest, ordered[1:][ordered[1:] == ordered[:-1]])]
     e = e[np.lexsort((e["key"], e["h2"], e["h1"]))]
     same = np.zeros(len(e), dtype=bool)
     same[1:] = (e["h1"][1:] == e["h1"][:-1]) & (e["h2"][1:] == e["h2"][:-1])
     group_start = np.maximum.accumulate(np.where(~same, np.arange(len(e)), 0))
     member = np.flatnonzero(same)
-    keys = e["key"].astype(np.int64)
-    is_exact = (e["h2"][member] & EXACT_FLAG) != 0
-    m_exact, m_band = member[is_exact], member[~is_exact]
-    exact = np.stack([keys[m_exact], keys[group_start[m_exact]]], axis=1)
-    prev = m_band[group_start[m_band] != m_band - 1]
-    cand = np.concatenate([
-        np.stack([keys[m_band], keys[group_start[m_band]]], axis=1),
-        np.stack([keys[prev], keys[prev - 1]], axis=1),
-    ])
-    cand = cand[(cand >= job.first_new_key).any(axis=1)]  # old-old pairs were settled by the old run
-    return exact, cand
-
-
-def _concat_pairs(arrays: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(arrays).astype(np.int64) if arrays else np.empty((0, 2), np.int64)
-
-
-def _verified_links(candidates: np.ndarray, rep: np.ndarray, parts: list[IndexPart], offsets: np.ndarray,
-                    threshold: float, workers: int) -> np.ndarray:
-    """Candidate pairs between exact representatives whose exact Jaccard reaches the threshold."""
-    pairs = np.sort(rep[candidates], axis=1)
-    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
-    pairs = np.unique(pairs, axis=0) if len(pairs) else pairs.reshape(0, 2)
-    sim = _jaccard_pairs(pairs, parts, offsets, workers, "verify")
-    return pairs[sim >= threshold]
+    keys = e["key"]
+    if job.kind == "exact":
+        return np.stack([keys[member], keys[group_start[member]]], axis=1)
+    prev = member[group_start[member] != member - 1]
+    a = np.concatenate([keys[member], keys[prev]])
+    b = np.concatenate([keys[group_start[member]], keys[prev - 1]])
+    new = (a >= job.first_new_key) | (b >= job.first_new_key)  # old-old pairs were settled by the old run
+    low, high = np.minimum(a, b)[new], np.maximum(a, b)[new]
+    return np.unique((low << np.uint64(32)) | high)
 
 
 @dataclass(frozen=True)

@@ -167,24 +167,48 @@ def _probe_table(num_perm: int, attempts: int) -> np.ndarray:
     return (mix64(j * _U64(0x9E3779B97F4A7C15) + t * _U64(0xD1B54A32D192ED03) + _U64(1)) % _U64(num_perm)).astype(np.int64)
 
 
-def _densify(sig: np.ndarray, filled: np.ndarray) -> None:
+@lru_cache(maxsize=8)
+def _first_probe(num_perm: int) -> np.ndarray:
+    """[c, j] = t * num_perm + c, where t is the first attempt on which empty bin j probes bin c
+    (searched 64 x num_perm attempts deep: a miss has probability e^-64). Packing c in keeps it
+    through a min over c: for one j, distinct bins are first probed at distinct attempts."""
+    attempts = 64 * num_perm
+    table = _probe_table(num_perm, attempts)
+    first = np.full(num_perm * num_perm, attempts, dtype=np.int64)
+    t = np.broadcast_to(np.arange(attempts)[:, None], table.shape)
+    np.minimum.at(first, (table * num_perm + np.arange(num_perm)[None, :]).ravel(), t.ravel())
+    return first.reshape(num_perm, num_perm) * num_perm + np.arange(num_perm)[:, None]
+
+
+def _densify(sig: np.ndarray, filled: np.ndarray, sparse_below: int = 32) -> None:
     """Fill every empty bin of rows that have at least one filled bin (in place).
 
-    Empty bin j takes the value of the first filled bin on its probe sequence. Probes are tried
-    in widening blocks, all pending bins at once; filled bins are never written, so reading
-    them while filling others is safe."""
+    Empty bin j takes the value of the first filled bin on its probe sequence. Rows with many
+    filled bins find it by stepping all their empty bins along their sequences at once (few steps);
+    rows with few filled bins would need many steps, so they look up, for each of their filled
+    bins, when each sequence reaches it, and take the earliest (cost: filled bins x num_perm)."""
     num_perm = sig.shape[1]
-    rows, cols = np.nonzero(~filled & filled.any(axis=1, keepdims=True))
-    start, width = 0, 8
-    while len(rows):
-        probes = _probe_table(num_perm, start + width)[start:, cols]  # [width, pending]
-        hit = filled[rows[None, :], probes]
-        found = hit.any(axis=0)
-        first = hit.argmax(axis=0)[found]
-        r, c = rows[found], cols[found]
-        sig[r, c] = sig[r, probes[first, np.flatnonzero(found)]]
-        rows, cols = rows[~found], cols[~found]
-        start, width = start + width, width * 2
+    m = filled.sum(axis=1)
+    sparse = np.flatnonzero((m > 0) & (m < sparse_below))
+    if len(sparse):
+        rows, bins = np.nonzero(filled[sparse])
+        first = np.minimum.reduceat(_first_probe(num_perm)[bins], np.searchsorted(rows, np.arange(len(sparse))), axis=0)
+        rows_sig = sig[sparse]
+        sig[sparse] = np.where(filled[sparse], rows_sig, np.take_along_axis(rows_sig, first % num_perm, axis=1))
+
+    flat_sig, flat_filled = sig.reshape(-1), filled.reshape(-1)
+    rows, cols = np.nonzero(~filled & (m >= sparse_below)[:, None])
+    row_base = rows * num_perm
+    table = _probe_table(num_perm, 64)
+    t = 0
+    while len(cols):
+        if t == len(table):
+            table = _probe_table(num_perm, 2 * len(table))
+        source = row_base + table[t, cols]
+        hit = flat_filled[source]
+        flat_sig[row_base[hit] + cols[hit]] = flat_sig[source[hit]]
+        row_base, cols = row_base[~hit], cols[~hit]
+        t += 1
 
 
 @dataclass
@@ -241,9 +265,12 @@ def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:
     """Exact Jaccard similarity of two sorted unique arrays."""
-    if len(a) == 0 and len(b) == 0:
-        return 1.0
-    inter = len(np.intersect1d(a, b, assume_unique=True))
+    if len(a) == 0 or len(b) == 0:
+        return float(len(a) == len(b))
+    if len(a) > len(b):
+        a, b = b, a
+    at = np.searchsorted(b, a)
+    inter = int(np.count_nonzero(b[np.minimum(at, len(b) - 1)] == a))
     return inter / (len(a) + len(b) - inter)
 
 

@@ -64,3 +64,20 @@ def test_lsh_parameters_favour_recall_above_the_threshold():
         p = lambda s: 1 - (1 - s**rows) ** bands  # noqa: E731
         assert p(min(threshold + 0.05, 1.0)) >= 0.97
         assert p(threshold - 0.3) <= 0.2  # candidates are verified exactly, so these cost only time
+
+
+def test_both_densification_paths_give_the_same_signatures(reuters_docs):
+    """Sparse rows use a lookup, dense rows step along probe sequences: same definition."""
+    from dataprep import minhash
+
+    texts = [" ".join(t.split()[:n]) for (_, t), n in zip(reuters_docs[:300], range(1, 301))]
+    hasher = minhash.MinHasher()
+    default = hasher.signatures(texts).signatures
+    original = minhash._densify
+    try:
+        minhash._densify = lambda sig, filled: original(sig, filled, sparse_below=0)
+        stepped = hasher.signatures(texts).signatures
+    finally:
+        minhash._densify = original
+    assert (default != 0xFFFFFFFF).all()
+    assert np.array_equal(default, stepped)
