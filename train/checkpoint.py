@@ -1,8 +1,9 @@
 """Atomic `torch.distributed.checkpoint` directories, newest-valid lookup, and restore on any world size.
 
     ckpts = Checkpoints(run_dir / "checkpoints", keep=2)
-    ckpts.save(trainer, extra={"loader": loader.state_dict(), "mixture": mix.fingerprint})
-    found = ckpts.restore_latest(trainer)      # None, or the Checkpoint it loaded (meta["extra"] too)
+    ckpts.save(trainer, config=to_dict(cfg), extra={"loader": loader.state_dict(), ...})
+    found = ckpts.latest_valid()                # newest whose files verify, or None
+    ckpts.restore(trainer, found)               # model, optimizer, step, tokens, RNG; found.meta["extra"]
 
 Layout: `checkpoints/step-0000050/` holds the DCP files (model and optimizer, keyed by parameter name,
 so FSDP2 shards, DDP replicas and a plain model all read and write the same checkpoint), one
@@ -87,12 +88,15 @@ class Checkpoints:
             return []
         return sorted((p for p in self.dir.glob(f"{PREFIX}*") if p.is_dir()), key=lambda p: p.name, reverse=True)
 
-    def latest_valid(self, report=lambda msg: print(msg, file=sys.stderr)) -> Checkpoint | None:
+    def latest_valid(self, before: int | None = None) -> Checkpoint | None:
+        """The newest checkpoint whose files verify (of those before step `before`); reports the others."""
         for path in self.candidates():
+            if before is not None and int(path.name[len(PREFIX) :]) >= before:
+                continue
             try:
                 return verify(path)
             except UserError as e:
-                report(f"ptk train: skipping corrupt checkpoint {path.name}: {e}")
+                print(f"ptk train: skipping corrupt checkpoint {path.name}: {e}", file=sys.stderr)
         return None
 
     def save(self, trainer: Trainer, config: dict, extra: dict) -> Path:
@@ -141,6 +145,19 @@ class Checkpoints:
         if self.dir.is_dir():
             for p in self.dir.glob(f"{TMP_PREFIX}*"):
                 shutil.rmtree(p, ignore_errors=True)
+
+
+def loader_state_of(path: str | Path) -> dict:
+    """The mixture loader state saved in a run directory's newest valid checkpoint, or in the
+    checkpoint directory `path` itself: what a mixture's `replay: {from: ...}` continues from."""
+    path = Path(path)
+    if (path / META_FILE).exists():
+        ckpt = verify(path)
+    else:
+        ckpt = Checkpoints(path / "checkpoints", keep=1).latest_valid()
+        if ckpt is None:
+            raise UserError(f"{path}: no valid checkpoint to replay from (expected {path}/checkpoints/step-*/)")
+    return ckpt.meta["extra"]["loader"]
 
 
 def rng_states() -> dict:

@@ -13,7 +13,8 @@ import argparse
 import subprocess
 import sys
 
-from train.config import load_config
+from pretrainkit.errors import UserError
+from train.config import TrainConfig, load_config
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,10 +32,26 @@ def torchrun_command(args: argparse.Namespace) -> list[str]:
     return cmd + (["--no-resume"] if args.no_resume else [])
 
 
+def precheck(cfg: TrainConfig, where: str, nproc: int) -> None:
+    """What torchrun's children would fail on, checked once here (their failures come with
+    torchrun's own traceback): the batch split over processes, and the mixture file."""
+    from mixtures import load_mixture
+    from train.run import check_batch_split
+
+    check_batch_split(cfg, where, nproc)
+    load_mixture(cfg.data.mixture, verify=False)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
+    if args.nproc < 1:
+        raise UserError(f"--nproc must be >= 1, got {args.nproc}")
     if args.nproc > 1:
-        return subprocess.run(torchrun_command(args)).returncode
+        precheck(cfg, args.config, args.nproc)
+        code = subprocess.run(torchrun_command(args)).returncode
+        if code:
+            raise UserError(f"training failed (torchrun exit status {code}); the processes' messages are above")
+        return 0
     from train.run import run_training  # torch and the data stack load only when training
 
     return run_training(cfg, where=args.config, resume=not args.no_resume)

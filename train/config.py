@@ -26,6 +26,7 @@ SCHEDULES = ("cosine", "wsd")
 PARALLEL_MODES = ("ddp", "zero1", "zero2", "fsdp")
 PRECISIONS = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
+SPIKE_ACTIONS = ("none", "skip", "rollback")
 PATH_KEYS = (("run_dir",), ("data", "mixture"))
 
 
@@ -78,6 +79,18 @@ class EvalConfig:
 
 
 @dataclass
+class SpikeConfig:
+    action: str = "skip"  # none | skip (drop the update) | rollback (last checkpoint, skip the batches)
+    window: int = 50  # accepted steps the statistics are taken over
+    min_history: int = 10  # steps in the window before loss / grad-norm tests start
+    loss_sigmas: float = 6.0
+    loss_rise: float = 0.1  # and the loss must exceed the window mean by this fraction of it
+    grad_factor: float = 10.0  # grad norm above this multiple of the window median; 0: off
+    max_rollbacks: int = 3  # more spikes than this under `rollback` stop the run
+    skip_batches: int = 1  # rollback skips this many global batches, ending with the spike's
+
+
+@dataclass
 class TrainConfig:
     run_dir: str
     data: DataConfig
@@ -93,6 +106,7 @@ class TrainConfig:
     device: str = "auto"
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    spikes: SpikeConfig = field(default_factory=SpikeConfig)
 
 
 def load_config(path: str | os.PathLike, overrides: list[str] = ()) -> TrainConfig:
@@ -216,11 +230,14 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     choice("precision", cfg.precision, PRECISIONS)
     choice("device", cfg.device, DEVICES)
     choice("optim.schedule", cfg.optim.schedule, SCHEDULES)
+    choice("spikes.action", cfg.spikes.action, SPIKE_ACTIONS)
     for key in ("max_steps", "data.seq_len", "model.d_model", "model.n_layers", "model.n_heads",
-                "batch.global_size", "batch.micro_size", "checkpoint.keep"):
+                "batch.global_size", "batch.micro_size", "checkpoint.keep", "spikes.window",
+                "spikes.skip_batches"):
         require(_get(cfg, key) >= 1, key, f"must be >= 1, got {_get(cfg, key)}")
     for key in ("optim.warmup_steps", "checkpoint.every", "eval.every", "eval.batches", "seed",
-                "optim.weight_decay", "optim.clip", "optim.min_lr"):
+                "optim.weight_decay", "optim.clip", "optim.min_lr", "spikes.min_history", "spikes.loss_sigmas",
+                "spikes.loss_rise", "spikes.grad_factor", "spikes.max_rollbacks"):
         require(_get(cfg, key) >= 0, key, f"must be >= 0, got {_get(cfg, key)}")
     require(cfg.optim.lr > 0, "optim.lr", f"must be > 0, got {cfg.optim.lr}")
     require(cfg.optim.min_lr <= cfg.optim.lr, "optim.min_lr", f"must be <= optim.lr ({cfg.optim.lr})")

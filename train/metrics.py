@@ -1,12 +1,13 @@
-"""`RUN_DIR/metrics.jsonl`: one JSON row per step and per validation pass, plus MFU's device peaks.
+"""The run's JSON-lines logs (`metrics.jsonl`, `events.jsonl`) and the device peaks for MFU.
 
-    log = MetricsLog(run_dir, keep_through_step=0)    # 0: a fresh run; k: a run resumed after step k
+    log = JsonlLog(run_dir / METRICS_FILE, keep_through_step=0)   # 0: a fresh run; k: resumed after step k
     log.write({"step": 1, "loss": 10.2, "lr": 3e-5, "grad_norm": 4.1, "tokens": 65536,
                "tokens_per_s": 9000.0, "mfu": 0.41})
     log.write({"step": 50, "val_loss": {"web": 5.1, "medical": 5.6}})
 
-`tokens` is the cumulative number of target tokens trained on up to and including that step. The
-file is an append-only log, flushed per row. Opening it rewrites it atomically (temporary name +
+`tokens` is the cumulative number of target tokens trained on up to and including that step; a
+step whose update a spike check dropped has `"skipped": true`. `events.jsonl` holds one row per loss
+spike (see `train/loop.py`). Each file is an append-only log, flushed per row. Opening it rewrites it atomically (temporary name +
 rename) with only the complete rows at or before `keep_through_step`, so a run killed mid-line or
 resumed from an earlier checkpoint never shows rows from the future or a torn last line.
 """
@@ -22,6 +23,7 @@ import torch
 from pretrainkit.files import write_text_atomic
 
 METRICS_FILE = "metrics.jsonl"
+EVENTS_FILE = "events.jsonl"
 
 # Dense peak FLOP/s per device for MFU (vendor datasheets, no sparsity), keyed by a substring of the
 # CUDA device name. Unknown devices (and CPUs) log no `mfu`.
@@ -38,9 +40,9 @@ def device_peak_flops(device: torch.device, precision: str) -> float | None:
     return next((v for k, v in PEAK_FLOPS[precision].items() if k in name), None)
 
 
-class MetricsLog:
-    def __init__(self, run_dir: str | Path, keep_through_step: int = 0) -> None:
-        self.path = Path(run_dir) / METRICS_FILE
+class JsonlLog:
+    def __init__(self, path: str | Path, keep_through_step: int = 0) -> None:
+        self.path = Path(path)
         kept = [row for row in read_rows(self.path) if row["step"] <= keep_through_step]
         write_text_atomic(self.path, "".join(json.dumps(row) + "\n" for row in kept))
         self._file: IO[str] = open(self.path, "a", encoding="utf-8")

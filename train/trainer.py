@@ -15,7 +15,7 @@ depend only on `seed`, so every process (and every world size) starts from the s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -39,6 +39,7 @@ class StepResult:
     grad_norm: float  # global L2 norm before clipping
     lr: float
     tokens: int  # target tokens in the global batch
+    applied: bool = True  # False when `accept` vetoed the update
 
 
 def model_config(cfg: TrainConfig, vocab_size: int, where: str = "config") -> ModelConfig:
@@ -81,7 +82,12 @@ class Trainer:
         targets = targets.to(self.env.device, non_blocking=True)
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="sum", ignore_index=IGNORE_INDEX)
 
-    def train_step(self, micro_batches: Sequence[Batch]) -> StepResult:
+    def train_step(self, micro_batches: Sequence[Batch], accept: Callable[[float, float], bool] | None = None) -> StepResult:
+        """One update from this process's micro-batches of the next global batch.
+
+        `accept(loss, grad_norm)`, called with the global values before the optimizer runs, may veto
+        the update (spike handling): the step still counts and its batch is consumed.
+        """
         lr = lr_at(self.step + 1, self.schedule)
         set_lr(self.optimizer, lr)
         self.model.train()
@@ -96,13 +102,16 @@ class Trainer:
                 ce = self._loss_sum(inputs, targets)
                 (ce * scale).backward()
             loss_sum += ce.detach()
+        (global_loss,) = self._all_reduce([loss_sum.item()])
+        loss = global_loss / max(total_tokens, 1.0)
         grad_norm = clip_grad_norm(self.model, self.cfg.optim.clip).item()
-        self.optimizer.step()
+        applied = accept is None or accept(loss, grad_norm)
+        if applied:
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         self.tokens += int(total_tokens)
-        (global_loss,) = self._all_reduce([loss_sum.item()])
-        return StepResult(global_loss / max(total_tokens, 1.0), grad_norm, lr, int(total_tokens))
+        return StepResult(loss, grad_norm, lr, int(total_tokens), applied)
 
     @torch.no_grad()
     def evaluate_rows(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:

@@ -1,0 +1,163 @@
+"""Benchmark: the project's training step against a minimal hand-written PyTorch loop, same run.
+
+    .venv/bin/python bench/train_step.py                                  # CPU, fp32 and bf16
+    python3 bench/train_step.py --device cuda --preset 1b --parallel fsdp --precisions bf16
+
+Both sides train the same `Transformer` (same init) on the same synthetic token batches with AdamW,
+gradient accumulation and clipping to 1.0. The project side is `Trainer.train_step` (param groups,
+schedule, global-token loss normalization, the chosen `parallel` mode on one process; bf16 through
+autocast, or FSDP2's mixed-precision policy); the baseline is the ten-line loop in `baseline_step`,
+bf16 through autocast. Rounds alternate project and baseline so that machine noise hits both; the
+median tokens/s of each side is reported with the ratio (target >= 0.95), and MFU where the
+device's peak is known. Writes bench/results/train_step.json.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# bench/ (first on sys.path when run as a script) holds tokenize.py, which would shadow the stdlib's.
+sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from pretrainkit.files import write_text_atomic  # noqa: E402
+from train.config import config_from_dict  # noqa: E402
+from train.distributed import init_distributed, shutdown  # noqa: E402
+from train.metrics import device_peak_flops  # noqa: E402
+from train.model import Transformer  # noqa: E402
+from train.trainer import Trainer, model_config  # noqa: E402
+
+# (model section, seq_len, micro_size, micro-batches per step, vocab)
+PRESETS = {
+    "tiny": ({"d_model": 128, "n_layers": 4, "n_heads": 4}, 128, 4, 2, 4096),
+    "small": ({"d_model": 256, "n_layers": 6, "n_heads": 8, "n_kv_heads": 4}, 256, 4, 2, 8192),
+    "1b": ({"d_model": 2048, "n_layers": 18, "n_heads": 16, "n_kv_heads": 8}, 2048, 8, 1, 32000),
+}
+
+
+def batches(steps: int, accum: int, micro: int, seq: int, vocab: int) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for _ in range(steps):
+        rows = torch.randint(0, vocab, (accum, micro, seq + 1), generator=g)
+        out.append([(r[:, :-1].contiguous(), r[:, 1:].contiguous()) for r in rows])
+    return out
+
+
+def baseline_step(model, opt, micro_batches, device, bf16: bool) -> None:
+    """What a person writes by hand: mean loss per micro-batch / accum, backward, clip, step."""
+    cast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+    for x, y in micro_batches:
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        with cast:
+            logits = model(x)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten()) / len(micro_batches)
+        loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn, steps: list, device: torch.device) -> float:
+    sync(device)
+    t0 = time.perf_counter()
+    for mb in steps:
+        fn(mb)
+    sync(device)
+    return time.perf_counter() - t0
+
+
+def measure(args: argparse.Namespace, precision: str, env) -> dict:
+    section, seq, micro, accum, vocab = PRESETS[args.preset]
+    raw = {
+        "run_dir": "unused", "data": {"mixture": "unused", "seq_len": seq}, "max_steps": 10_000, "seed": 0,
+        "model": section, "batch": {"global_size": micro * accum, "micro_size": micro},
+        "optim": {"lr": 1e-4, "min_lr": 1e-5, "warmup_steps": 10, "clip": 1.0},
+        "parallel": args.parallel, "precision": precision, "compile": args.compile,
+        "activation_checkpointing": args.activation_checkpointing,
+    }  # fmt: skip
+    cfg = config_from_dict(raw, "bench")
+    mcfg = model_config(cfg, vocab)
+    trainer = Trainer(cfg, mcfg, env)
+    torch.manual_seed(0)
+    base = Transformer(mcfg).to(env.device)
+    if args.compile:
+        base.compile()
+    opt = torch.optim.AdamW(base.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    data = batches(args.warmup + args.rounds * args.steps, accum, micro, seq, vocab)
+    bf16 = precision == "bf16"
+    project = lambda mb: trainer.train_step(mb)  # noqa: E731
+    baseline = lambda mb: baseline_step(base, opt, mb, env.device, bf16)  # noqa: E731
+    timed(project, data[: args.warmup], env.device)
+    timed(baseline, data[: args.warmup], env.device)
+    tokens = args.steps * micro * accum * seq
+    rates: dict[str, list[float]] = {"project": [], "baseline": []}
+    for r in range(args.rounds):
+        chunk = data[args.warmup + r * args.steps : args.warmup + (r + 1) * args.steps]
+        order = [("project", project), ("baseline", baseline)]
+        for name, fn in order if r % 2 == 0 else order[::-1]:
+            rates[name].append(tokens / timed(fn, chunk, env.device))
+    result = {name: statistics.median(v) for name, v in rates.items()}
+    result["ratio"] = result["project"] / result["baseline"]
+    result["rounds"] = rates
+    peak = device_peak_flops(env.device, precision)
+    if peak is not None:
+        result["mfu_project"] = mcfg.flops_per_token(seq) * result["project"] / peak
+        result["mfu_baseline"] = mcfg.flops_per_token(seq) * result["baseline"] / peak
+    result["params"] = mcfg.num_params()
+    if env.device.type == "cuda":
+        result["max_memory_gib"] = torch.cuda.max_memory_allocated(env.device) / 2**30
+    del trainer, base, opt
+    if env.device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(env.device)
+    return result
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--preset", default="small", choices=sorted(PRESETS))
+    p.add_argument("--parallel", default="ddp", choices=["ddp", "zero1", "zero2", "fsdp"])
+    p.add_argument("--precisions", default="fp32,bf16")
+    p.add_argument("--steps", type=int, default=5, help="timed steps per round")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--activation-checkpointing", action="store_true")
+    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "train_step.json"))
+    args = p.parse_args()
+    env = init_distributed(args.device)
+    device_name = torch.cuda.get_device_name(env.device) if env.device.type == "cuda" else "cpu"
+    results = {}
+    for precision in args.precisions.split(","):
+        r = measure(args, precision, env)
+        results[precision] = r
+        mfu = f", MFU {r['mfu_project']:.1%} (baseline {r['mfu_baseline']:.1%})" if "mfu_project" in r else ""
+        print(f"{args.preset} ({r['params'] / 1e6:.1f}M params) {precision} {args.parallel} on {device_name}: "
+              f"project {r['project']:,.0f} tokens/s, baseline {r['baseline']:,.0f} tokens/s, "
+              f"ratio {r['ratio']:.3f}{mfu}", flush=True)  # fmt: skip
+    shutdown()
+    summary = {"bench": "train_step", "device": device_name, "torch": torch.__version__, "args": vars(args),
+               "results": results}  # fmt: skip
+    write_text_atomic(args.out, json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

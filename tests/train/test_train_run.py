@@ -1,0 +1,54 @@
+"""`ptk train` end to end on real text shards: loss falls, metrics/config/checkpoints written, errors clean."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pretrainkit.cli import main
+from train.config import load_config, to_dict
+
+ROW_KEYS = {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s"}
+
+
+def test_ptk_train_learns_and_writes_its_run_dir(kit, tmp_path: Path, capsys) -> None:
+    config = kit.config(tmp_path, max_steps=24, checkpoint={"every": 8, "keep": 2}, eval={"every": 12, "batches": 1})
+    assert main(["train", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "ptk train: steps 1-24 of 24" in err and "val loss: shakespeare" in err
+    run = tmp_path / "run"
+    rows = kit.rows(run)
+    assert [r["step"] for r in rows] == list(range(1, 25))
+    assert all(ROW_KEYS <= r.keys() and "mfu" not in r for r in rows)  # no known peak on a CPU
+    assert [r["tokens"] for r in rows[:2]] == [8 * 32, 2 * 8 * 32]
+    first, last = rows[0]["loss"], sum(r["loss"] for r in rows[-4:]) / 4
+    assert first == pytest.approx(5.55, abs=0.3) and last < first - 1.5  # it learned bytes
+    val = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if "val_loss" in line]
+    assert [v["step"] for v in val] == [12, 24] and set(val[0]["val_loss"]) == {"shakespeare", "wiki"}
+    assert val[1]["val_loss"]["shakespeare"] < val[0]["val_loss"]["shakespeare"]
+    assert yaml.safe_load((run / "config.yaml").read_text()) == to_dict(load_config(config))
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-0000016", "step-0000024"]
+    assert (run / "events.jsonl").read_text() == ""
+
+    assert main(["train", str(config)]) == 0  # same command again: already done
+    assert "already reached max_steps=24" in capsys.readouterr().err
+
+
+def test_bad_config_key_fails_in_one_line_naming_it(kit, tmp_path: Path) -> None:
+    config = kit.config(tmp_path)
+    proc = kit.ptk(config, "--set", "optim.lrr=0.1", nproc=2)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"ptk: error: {config}: optim.lrr: unknown key")
+
+
+def test_missing_mixture_and_bad_world_split_are_user_errors(kit, tmp_path: Path, capsys) -> None:
+    config = kit.config(tmp_path, data={"mixture": str(tmp_path / "absent.yaml"), "seq_len": 32})
+    assert main(["train", str(config)]) == 2
+    assert "absent.yaml" in capsys.readouterr().err
+    config = kit.config(tmp_path / "odd", batch={"global_size": 6, "micro_size": 2})
+    proc = kit.ptk(config, nproc=2)
+    assert proc.returncode != 0 and "batch.global_size: 6 is not a multiple of batch.micro_size x processes (2 x 2)" in proc.stderr
+    assert "Traceback" not in proc.stderr

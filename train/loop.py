@@ -1,0 +1,250 @@
+"""The training loop: batches in order, metrics, evaluation, checkpoints, resume and spike recovery.
+
+    loop = TrainingLoop(cfg, trainer, loader, mix, env)
+    loop.resume()            # newest valid checkpoint in RUN_DIR/checkpoints, if any
+    summary = loop.run()     # to max_steps
+
+Data order: every step draws the next global batch from the mixture loader; global batches listed
+in the skip set (those a rollback chose to skip) are drawn and dropped. Without rollbacks, step k
+trains on global batch k-1. Everything that decides what happens next (model, optimizer, step,
+loader position, next batch, skip set, spike window, RNG) is in every checkpoint, so a resumed run
+continues exactly like an uninterrupted one.
+
+Loss spikes (`spikes` config, see `train/spikes.py` for detection): each is one row of
+`RUN_DIR/events.jsonl` with `step`, `batch`, `loss`, `grad_norm`, the window statistics, `reason`
+and `action`:
+- `none`: logged; the update is applied (unless loss or gradients are not finite: then dropped).
+- `skip`: the update is dropped; the step counts and its batch is consumed.
+- `rollback`: the run reloads the newest valid checkpoint before this step and adds the last
+  `skip_batches` global batches up to the spike's to the skip set, then trains on; the same data
+  order follows deterministically. With no checkpoint yet it skips instead. More than
+  `max_rollbacks` rollbacks stop the run with an error.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+from mixtures import Mixture, TrainLoader
+from pretrainkit.errors import UserError
+from train.checkpoint import Checkpoint, Checkpoints
+from train.config import TrainConfig, to_dict
+from train.distributed import DistEnv
+from train.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
+from train.spikes import Spike, SpikeDetector
+from train.trainer import Batch, Trainer
+
+# (global batch index, this process's micro-batches) -> micro-batches; for fault injection in tests.
+BatchTransform = Callable[[int, list[Batch]], list[Batch]]
+
+
+@dataclass
+class RunSummary:
+    first_step: int
+    last_step: int
+    first_loss: float
+    last_loss: float
+    tokens_per_s: float
+    seconds: float
+    val_loss: dict[str, float]
+    spikes: int
+    rollbacks: int
+
+
+class TrainingLoop:
+    def __init__(
+        self, cfg: TrainConfig, trainer: Trainer, loader: TrainLoader, mix: Mixture, env: DistEnv,
+        val_rows: dict[str, tuple[torch.Tensor, torch.Tensor]], transform: BatchTransform | None = None,
+    ) -> None:  # fmt: skip
+        self.cfg, self.trainer, self.loader, self.mix, self.env = cfg, trainer, loader, mix, env
+        self.val_rows, self.transform = val_rows, transform
+        self.accum = cfg.batch.global_size // (cfg.batch.micro_size * env.world_size)
+        self.run_dir = Path(cfg.run_dir)
+        self.ckpts = Checkpoints(self.run_dir / "checkpoints", cfg.checkpoint.keep)
+        self.detector = SpikeDetector(cfg.spikes)
+        self.config = to_dict(cfg)
+        self.next_batch = 0
+        self.skip: set[int] = set()
+        self.rollbacks = 0
+        self.spikes = 0
+        self.batches = iter(loader)
+        self.metrics: JsonlLog | None = None
+        self.events: JsonlLog | None = None
+
+    # -- checkpoints -------------------------------------------------------------------------------
+    def _extra(self) -> dict:
+        return {"loader": self.loader.state_dict(), "mixture": self.mix.fingerprint, "next_batch": self.next_batch,
+                "skip": sorted(self.skip), "spikes": self.detector.state_dict(), "rollbacks": self.rollbacks}  # fmt: skip
+
+    def _choose(self, before: int | None = None) -> Checkpoint | None:
+        """Rank 0 verifies (hashing every file once) and tells the others which checkpoint to load."""
+        box = [self.ckpts.latest_valid(before) if self.env.is_main else None]
+        if self.env.world_size > 1:
+            dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def _restore(self, ckpt: Checkpoint) -> None:
+        extra = ckpt.meta["extra"]
+        if extra.get("mixture") != self.mix.fingerprint:
+            raise UserError(
+                f"{ckpt.path}: saved for another mixture (fingerprint {str(extra.get('mixture'))[:12]}, "
+                f"now {self.mix.fingerprint[:12]}); use a new run_dir or --no-resume"
+            )
+        self.ckpts.restore(self.trainer, ckpt)
+        self.loader.load_state_dict(extra["loader"])
+        self.batches = iter(self.loader)
+        self.next_batch = extra["next_batch"]
+        self.skip |= set(extra["skip"])
+        self.detector.load_state_dict(extra["spikes"])
+        self.rollbacks = max(self.rollbacks, extra["rollbacks"])
+
+    def _open_logs(self, keep_events: bool = False) -> None:
+        if not self.env.is_main:
+            return
+        if self.metrics is not None:
+            self.metrics.close()
+        self.metrics = JsonlLog(self.run_dir / METRICS_FILE, keep_through_step=self.trainer.step)
+        if not keep_events:
+            self.events = JsonlLog(self.run_dir / EVENTS_FILE, keep_through_step=self.trainer.step)
+
+    def resume(self) -> Checkpoint | None:
+        if self.env.is_main:
+            self.ckpts.remove_temporaries()
+        found = self._choose()
+        if found is not None:
+            self._restore(found)
+            if self.env.is_main:
+                print(f"ptk train: resuming from {found.path} (step {found.step})", file=sys.stderr)
+        return found
+
+    # -- one step ----------------------------------------------------------------------------------
+    def _draw(self) -> tuple[int, list[Batch]]:
+        while True:
+            b = self.next_batch
+            micro = [next(self.batches) for _ in range(self.accum)]
+            self.next_batch += 1
+            if b not in self.skip:
+                return b, (self.transform(b, micro) if self.transform else micro)
+
+    def _on_spike(self, spike: Spike, batch: int, loss: float, grad_norm: float) -> bool:
+        """Log the spike; roll back if asked. True when the loop state was rolled back."""
+        self.spikes += 1
+        step = self.trainer.step
+        action = self.cfg.spikes.action
+        row = {"step": step, "batch": batch, "loss": loss, "grad_norm": grad_norm, "window_mean": spike.window_mean,
+               "window_std": spike.window_std, "window_grad_median": spike.window_grad_median,
+               "reason": spike.reason, "action": action}  # fmt: skip
+        if action == "none" and not (math.isfinite(loss) and math.isfinite(grad_norm)):
+            row["action"] = "skip"
+        target = None
+        if action == "rollback":
+            self.rollbacks += 1
+            if self.rollbacks > self.cfg.spikes.max_rollbacks:
+                self._write_event({**row, "action": "stop"})
+                raise UserError(
+                    f"{self.run_dir}: loss spike at step {step} ({spike.reason}) after "
+                    f"{self.cfg.spikes.max_rollbacks} rollbacks (spikes.max_rollbacks); stopping, see {EVENTS_FILE}"
+                )
+            target = self._choose(before=step)
+            if target is None:
+                row["action"] = "skip"
+                row["note"] = "no checkpoint to roll back to yet"
+        if target is not None:
+            skipped = list(range(max(0, batch - self.cfg.spikes.skip_batches + 1), batch + 1))
+            row.update(rollback_to=target.step, skipped_batches=skipped)
+            self._write_event(row)
+            self._restore(target)
+            self.skip |= set(skipped)
+            self._open_logs(keep_events=True)
+            return True
+        self._write_event(row)
+        return False
+
+    def _write_event(self, row: dict) -> None:
+        if self.events is not None:
+            self.events.write(row)
+        if self.env.is_main:
+            tqdm.write(f"ptk train: spike at step {row['step']}: {row['reason']}; action {row['action']}", file=sys.stderr)
+
+    def _accept(self, box: list[Spike | None]) -> Callable[[float, float], bool]:
+        def accept(loss: float, grad_norm: float) -> bool:
+            spike = self.detector.check(loss, grad_norm)
+            box.append(spike)
+            if spike is None:
+                self.detector.accept(loss, grad_norm)
+                return True
+            return self.cfg.spikes.action == "none" and math.isfinite(loss) and math.isfinite(grad_norm)
+
+        return accept
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def run(self) -> RunSummary:
+        cfg, trainer = self.cfg, self.trainer
+        self._open_logs()
+        peak = device_peak_flops(self.env.device, cfg.precision)
+        flops_per_token = trainer.model_cfg.flops_per_token(cfg.data.seq_len)
+        first_step, first_loss, loss, val = trainer.step + 1, math.nan, math.nan, {}
+        trained_tokens = 0
+        bar = tqdm(total=cfg.max_steps, initial=trainer.step, unit="step", disable=not self.env.is_main,
+                   dynamic_ncols=True, file=sys.stderr)  # fmt: skip
+        start = time.perf_counter()
+        while trainer.step < cfg.max_steps:
+            t0 = time.perf_counter()
+            batch, micro = self._draw()
+            box: list[Spike | None] = []
+            result = trainer.train_step(micro, accept=self._accept(box))
+            seconds = time.perf_counter() - t0
+            trained_tokens += result.tokens
+            if box[0] is not None and self._on_spike(box[0], batch, result.loss, result.grad_norm):
+                bar.reset(total=cfg.max_steps)
+                bar.update(trainer.step)
+                continue
+            loss = result.loss
+            first_loss = loss if math.isnan(first_loss) else first_loss
+            row = {"step": trainer.step, "loss": loss, "lr": result.lr, "grad_norm": result.grad_norm,
+                   "tokens": trainer.tokens, "tokens_per_s": result.tokens / seconds}  # fmt: skip
+            if peak is not None:
+                row["mfu"] = flops_per_token * row["tokens_per_s"] / (peak * self.env.world_size)
+            if not result.applied:
+                row["skipped"] = True
+            last = trainer.step == cfg.max_steps
+            evaluate = bool(self.val_rows) and (trainer.step % cfg.eval.every == 0 or last)
+            if evaluate:
+                val = {name: trainer.evaluate_rows(x, y) for name, (x, y) in self.val_rows.items()}
+            if self.metrics is not None:
+                self.metrics.write(row)
+                if evaluate:
+                    self.metrics.write({"step": trainer.step, "val_loss": val})
+            bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{row['tokens_per_s']:,.0f}")
+            bar.update(1)
+            if (cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last:
+                self.ckpts.save(trainer, self.config, self._extra())
+        bar.close()
+        for log in (self.metrics, self.events):
+            if log is not None:
+                log.close()
+        seconds = time.perf_counter() - start
+        return RunSummary(first_step, trainer.step, first_loss, loss, trained_tokens / seconds, seconds, val,
+                          self.spikes, self.rollbacks)  # fmt: skip
+
+
+def format_summary(cfg: TrainConfig, s: RunSummary) -> str:
+    lines = [
+        f"ptk train: steps {s.first_step}-{s.last_step} of {cfg.max_steps} in {s.seconds:.1f}s "
+        f"({s.tokens_per_s:,.0f} tokens/s); loss {s.first_loss:.4f} -> {s.last_loss:.4f}",
+    ]
+    if s.val_loss:
+        lines.append("  val loss: " + ", ".join(f"{k} {v:.4f}" for k, v in s.val_loss.items()))
+    if s.spikes:
+        lines.append(f"  loss spikes: {s.spikes} (action {cfg.spikes.action}, rollbacks {s.rollbacks}); see {EVENTS_FILE}")
+    lines.append(f"  run dir: {cfg.run_dir} (metrics.jsonl, config.yaml, checkpoints/)")
+    return "\n".join(lines)
