@@ -1,6 +1,6 @@
 """Benchmark: `ptk dedup` vs the textbook datasketch loop, on the same real corpus in the same run.
 
-    python bench/dedup.py [--workers 2] [--repeat 1]
+    python -m bench.dedup [--workers 2]
 
 Corpus: every text corpus in ../shared/data (Reuters-21578 bodies, Wikitext-2, PEPs, license
 texts) as one JSONL file. Baseline: per document, a set of word 5-gram strings (regex words),

@@ -1,6 +1,6 @@
 """Benchmark: peak memory of `ptk dedup` on 1M short documents (bounded-memory claim).
 
-    python bench/dedup_memory.py [--docs 1000000] [--workers 2]
+    python -m bench.dedup_memory [--docs 1000000] [--workers 2]
 
 Documents are 1-3 consecutive real sentences (Reuters-21578, Wikitext-2, PEPs from
 ../shared/data), with 5% exact and 5% lightly edited copies mixed in. `ptk dedup` runs as a child
