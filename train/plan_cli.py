@@ -39,24 +39,23 @@ def quantity(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _checked(convert, ok, requirement: str):
+    """An argparse type: `convert` the text, then insist on `ok(value)`."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{requirement}, got {value}")
+        return value
+
+    return parse
 
 
-def fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {value}")
-    return value
+positive_int = _checked(int, lambda v: v >= 1, "must be an integer >= 1")
+fraction = _checked(float, lambda v: 0 < v <= 1, "must lie in (0, 1]")
 
 
 def human(value: float) -> str:
@@ -184,20 +183,12 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def _run_point(run_dir: Path, metric: str, vocab_size: int | None):
-    from train.config import config_from_dict
+    from train.config import load_config
     from train.run_log import read_run
     from train.scaling import RunPoint
 
-    import yaml
-
     config_path = run_dir / "config.yaml"
-    try:
-        raw = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise UserError(f"{config_path}: cannot read the run's resolved config: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise UserError(f"{config_path}: invalid YAML: {str(e).splitlines()[0]}") from None
-    cfg = config_from_dict(raw, str(config_path))
+    cfg = load_config(config_path)
     params = model_of_config(cfg, vocab_size, str(config_path)).num_params()
     run = read_run(run_dir)
     tokens = run.total_tokens()

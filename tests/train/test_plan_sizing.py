@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import yaml
 
 from pretrainkit.cli import main
-from train.plan import LAWS, LossLaw, load_law, resolve_budget
 from pretrainkit.errors import UserError
+from shards import write_shards
+from train.model import ModelConfig
+from train.plan import LAWS, LossLaw, load_law, resolve_budget
+from train.plan_cli import human
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 @pytest.mark.parametrize("name", sorted(LAWS))
@@ -94,6 +101,21 @@ def test_ptk_plan_with_a_training_config_counts_activations(tmp_path, capsys):
     assert "micro-batch 8 x 1024 tokens, bf16" in out and "4+4+8 bytes/param (fp32)" in out
     assert "ZeRO-3/FSDP" in out and "<- config (checkpointing on)" in out
     assert "with checkpointing" in out  # 5 GB holds the checkpointed run but not the plain one
+
+
+def test_ptk_plan_reads_the_vocabulary_from_the_mixture(tmp_path, capsys):
+    text = DATA / "tinyshakespeare" / "input.txt"
+    if not text.exists():
+        pytest.skip(f"{text} is absent (real corpora live in ../shared/data)")
+    speeches = [s for s in text.read_text(encoding="utf-8")[:20_000].split("\n\n") if s.strip()]
+    write_shards([np.frombuffer(s.encode("utf-8"), dtype=np.uint8).astype(np.uint16) for s in speeches],
+                 tmp_path / "bytes", vocab_size=257, eos_id=256)
+    (tmp_path / "mix.yaml").write_text("sources:\n  - {name: plays, shards: bytes, weight: 1}\n")
+    (tmp_path / "run.yaml").write_text(
+        "run_dir: r\ndata: {mixture: mix.yaml, seq_len: 128}\nmax_steps: 500\nmodel: {d_model: 64, n_layers: 2, n_heads: 4}\n")
+    assert main(["plan", "--config", str(tmp_path / "run.yaml"), "--tokens", "10M"]) == 0
+    n = ModelConfig(vocab_size=257, d_model=64, n_layers=2, n_heads=4, max_seq_len=128).num_params()
+    assert f"N = {human(n)} (given" in capsys.readouterr().out
 
 
 def test_ptk_plan_errors_are_one_line(tmp_path, capsys):
