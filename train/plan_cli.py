@@ -21,7 +21,7 @@ from train.memory import PARALLEL_STRATEGY, STATE_BYTES, STRATEGY_LABELS, Activa
 from train.plan import LAWS, LossLaw, load_law, resolve_budget, training_seconds
 
 SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
-GB = 1e9  # the ZeRO paper's (and device makers') gigabyte
+GB = 1e9
 
 
 def quantity(text: str) -> float:
@@ -98,7 +98,9 @@ def _memory_lines(args: argparse.Namespace, params: float, shape: ActivationShap
                   seq_len: int, dtype: str, state_bytes: str, chosen: str | None, checkpointing: bool) -> list[str]:
     rows = memory_table(params, args.devices, state_bytes, shape, micro_batch, seq_len, dtype)
     b = STATE_BYTES[state_bytes]
-    lines = [f"memory per device (GB = 1e9 bytes) on {args.devices} device(s), Adam with "
+    biggest = max(r.total or r.states.total for r in rows)
+    unit, scale = ("GB", GB) if biggest >= GB else ("MB", 1e6)  # the ZeRO paper's and device makers' units
+    lines = [f"memory per device ({unit} = {scale:.0e} bytes) on {args.devices} device(s), Adam with "
              f"{b.param}+{b.grad}+{b.optimizer} bytes/param ({state_bytes})"]
     if shape is None:
         lines.append("  activations: pass --config to count them (they depend on the model's shape)")
@@ -113,9 +115,10 @@ def _memory_lines(args: argparse.Namespace, params: float, shape: ActivationShap
     lines.append(header)
     for r in rows:
         s = r.states
-        line = f"  {STRATEGY_LABELS[r.strategy]:<12} {s.params / GB:8.3g} {s.grads / GB:8.3g} {s.optimizer / GB:8.3g} {s.total / GB:8.3g}"
+        line = f"  {STRATEGY_LABELS[r.strategy]:<12}" + "".join(f" {v / scale:8.3g}" for v in (s.params, s.grads, s.optimizer, s.total))
         if shape is not None:
-            line += f" {r.activations / GB:8.3g} {r.activations_checkpointed / GB:9.3g} {r.total / GB:8.3g} {r.total_checkpointed / GB:10.3g}"
+            line += (f" {r.activations / scale:8.3g} {r.activations_checkpointed / scale:9.3g} {r.total / scale:8.3g}"
+                     f" {r.total_checkpointed / scale:10.3g}")
         if args.device_memory:
             if shape is None:
                 verdict = "yes (model states)" if s.total <= args.device_memory else "no"
