@@ -137,7 +137,7 @@ def _memory_lines(args: argparse.Namespace, params: float, shape: ActivationShap
 
 def run_plan(args: argparse.Namespace) -> int:
     law = load_law(args.law)
-    params, shape, chosen, checkpointing = args.params, None, None, False
+    params, tokens, shape, chosen, checkpointing = args.params, args.tokens, None, None, False
     micro_batch, seq_len, dtype, state_bytes = args.micro_batch, args.seq_len, args.activation_dtype, args.state_bytes
     if args.config:
         if args.params:
@@ -154,10 +154,16 @@ def run_plan(args: argparse.Namespace) -> int:
         # The project's trainer keeps fp32 weights and Adam moments, bf16 autocast or not.
         state_bytes = state_bytes or "fp32"
         chosen, checkpointing = PARALLEL_STRATEGY[cfg.parallel], cfg.activation_checkpointing
-    budget = resolve_budget(law, args.flops, params, args.tokens)
+        if tokens is None and args.flops is None:
+            tokens = float(cfg.max_steps * cfg.batch.global_size * cfg.data.seq_len)
+    budget = resolve_budget(law, args.flops, params, tokens)
 
     def origin(name: str) -> str:
-        return "given" if name in budget.given else ("from C = 6ND" if len(budget.given) == 2 else "compute-optimal")
+        if name == "tokens" and args.config and args.tokens is None and args.flops is None:
+            return "config: max_steps x batch.global_size x data.seq_len"
+        if name in budget.given:
+            return "given"
+        return "from C = 6ND" if len(budget.given) == 2 else "compute-optimal"
 
     opt_n, opt_d = budget.optimal
     lines = [

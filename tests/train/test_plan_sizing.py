@@ -116,6 +116,10 @@ def test_ptk_plan_reads_the_vocabulary_from_the_mixture(tmp_path, capsys):
     assert main(["plan", "--config", str(tmp_path / "run.yaml"), "--tokens", "10M"]) == 0
     n = ModelConfig(vocab_size=257, d_model=64, n_layers=2, n_heads=4, max_seq_len=128).num_params()
     assert f"N = {human(n)} (given" in capsys.readouterr().out
+    # Without --tokens or --flops the config's own run length is the token count.
+    assert main(["plan", "--config", str(tmp_path / "run.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "D = 2.05M (config: max_steps x batch.global_size x data.seq_len)" in out  # 500 x 32 x 128
 
 
 def test_ptk_plan_errors_are_one_line(tmp_path, capsys):
