@@ -141,6 +141,11 @@ class Checkpoints:
             rng_file = ckpt.path / "rng-rank0.pt"
         set_rng_states(torch.load(rng_file, weights_only=False))
 
+    def remove_all(self) -> None:
+        for p in self.candidates():
+            shutil.rmtree(p)
+        self.remove_temporaries()
+
     def remove_temporaries(self) -> None:
         if self.dir.is_dir():
             for p in self.dir.glob(f"{TMP_PREFIX}*"):

@@ -116,6 +116,13 @@ class TrainingLoop:
         if not keep_events:
             self.events = JsonlLog(self.run_dir / EVENTS_FILE, keep_through_step=self.trainer.step)
 
+    def start_over(self) -> None:
+        """`--no-resume`: drop earlier checkpoints so that none of them is taken for this run's later."""
+        if self.env.is_main:
+            self.ckpts.remove_all()
+        if self.env.world_size > 1:
+            dist.barrier()
+
     def resume(self) -> Checkpoint | None:
         if self.env.is_main:
             self.ckpts.remove_temporaries()

@@ -42,8 +42,7 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
                              num_workers=0, pin_memory=env.device.type == "cuda")  # fmt: skip
         trainer = Trainer(cfg, model_config(cfg, mix.vocab_size, where), env)
         loop = TrainingLoop(cfg, trainer, loader, mix, env, validation_rows(cfg, sampler), transform)
-        if resume:
-            loop.resume()
+        loop.resume() if resume else loop.start_over()
         if env.is_main:
             write_text_atomic(Path(cfg.run_dir) / CONFIG_FILE, yaml.safe_dump(to_dict(cfg), sort_keys=False))
         summary = loop.run() if trainer.step < cfg.max_steps else None

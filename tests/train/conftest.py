@@ -73,10 +73,15 @@ class TrainKit:
         path.write_text(yaml.safe_dump(cfg))
         return path
 
+    root = ROOT
+
     @staticmethod
-    def ptk(config: Path, *args: str, nproc: int = 1, timeout: float = 180) -> subprocess.CompletedProcess:
+    def ptk_command(config: Path, *args: str, nproc: int = 1) -> list[str]:
+        return [sys.executable, "-m", "pretrainkit.cli", "train", str(config), "--nproc", str(nproc), *args]
+
+    def ptk(self, config: Path, *args: str, nproc: int = 1, timeout: float = 180) -> subprocess.CompletedProcess:
         """`ptk train CONFIG` in a subprocess (through torchrun for nproc > 1)."""
-        cmd = [sys.executable, "-m", "pretrainkit.cli", "train", str(config), "--nproc", str(nproc), *args]
+        cmd = self.ptk_command(config, *args, nproc=nproc)
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
     @staticmethod

@@ -1,0 +1,115 @@
+"""Loss spikes: the detector's rules, and a real spike (one global batch of random bytes fed to a model
+that has learned text) caught during training and recovered from by `skip` and by `rollback`."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from pretrainkit.errors import UserError
+from train.config import SpikeConfig, load_config
+from train.run import run_training
+from train.spikes import SpikeDetector
+
+SPIKE_BATCH = 24
+RUN = {"max_steps": 32, "checkpoint": {"every": 5, "keep": 2}, "eval": {"every": 0}}
+
+
+def garbage_from(first: int, last: int = SPIKE_BATCH):
+    """Replace global batches first..last with uniformly random bytes (every process the same way)."""
+
+    def transform(batch: int, micro: list) -> list:
+        if not first <= batch <= last:
+            return micro
+        g = torch.Generator().manual_seed(batch)
+        return [(torch.randint(0, 256, x.shape, generator=g), torch.randint(0, 256, y.shape, generator=g)) for x, y in micro]
+
+    return transform
+
+
+def events(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def test_detector_rules_and_state() -> None:
+    d = SpikeDetector(SpikeConfig(window=5, min_history=3, loss_sigmas=3.0, loss_rise=0.1, grad_factor=10.0))
+    assert d.check(float("nan"), 1.0) is not None and d.check(1.0, float("inf")) is not None  # before any history
+    assert d.check(100.0, 100.0) is None  # too little history for statistics
+    for loss in (3.0, 3.1, 2.9):
+        d.accept(loss, 1.0)
+    assert d.check(3.2, 1.5) is None
+    assert "loss" in d.check(4.0, 1.0).reason  # 4.0 > 3.0 + 3 std and > 1.1 x mean
+    assert "grad norm" in d.check(3.0, 11.0).reason
+    quiet = SpikeDetector(SpikeConfig(window=5, min_history=3, loss_sigmas=3.0, loss_rise=0.1))
+    for _ in range(3):
+        quiet.accept(3.0, 1.0)
+    assert quiet.check(3.2, 1.0) is None  # zero std, but under the 10% rise: not a spike
+    clone = SpikeDetector(d.cfg)
+    clone.load_state_dict(json.loads(json.dumps(d.state_dict())))
+    assert clone.check(4.0, 1.0) == d.check(4.0, 1.0)
+
+
+@pytest.fixture(scope="module")
+def runs(byte_mixture: Path, tmp_path_factory) -> dict:
+    """A clean run (detection on, nothing to find), and the same with batch 24 garbage: skip, rollback."""
+    out = {}
+    for name, action, transform in (
+        ("clean", "skip", None),
+        ("skip", "skip", garbage_from(SPIKE_BATCH)),
+        ("rollback", "rollback", garbage_from(SPIKE_BATCH)),
+    ):
+        out[name] = train(byte_mixture, tmp_path_factory.mktemp(name), action, transform)
+    return out
+
+
+class TestInducedSpike:
+    def test_clean_run_flags_nothing(self, runs: dict) -> None:
+        rows, evs = runs["clean"]
+        assert evs == [] and [r["step"] for r in rows] == list(range(1, 33))
+
+    def test_skip_drops_the_update_and_ends_close_to_the_clean_run(self, runs: dict) -> None:
+        rows, evs = runs["skip"]
+        assert [(e["step"], e["batch"], e["action"]) for e in evs] == [(SPIKE_BATCH + 1, SPIKE_BATCH, "skip")]
+        spike = evs[0]
+        assert spike["loss"] > spike["window_mean"] + 6 * spike["window_std"] and "loss" in spike["reason"]
+        assert [r["step"] for r in rows if r.get("skipped")] == [SPIKE_BATCH + 1]
+        assert mean_loss(rows[-6:]) == pytest.approx(mean_loss(runs["clean"][0][-6:]), abs=0.05)
+
+    def test_rollback_reloads_skips_the_batch_and_ends_close_to_the_clean_run(self, runs: dict) -> None:
+        rows, evs = runs["rollback"]
+        assert len(evs) == 1 and evs[0]["action"] == "rollback"
+        assert evs[0]["rollback_to"] == 20 and evs[0]["skipped_batches"] == [SPIKE_BATCH]
+        assert [r["step"] for r in rows] == list(range(1, 33)) and not any(r.get("skipped") for r in rows)
+        clean = runs["clean"][0]
+        # Before the spike both are the same run; after it, rollback's step s trains on clean's batch of step s+1.
+        assert [r["loss"] for r in rows[:SPIKE_BATCH]] == [r["loss"] for r in clean[:SPIKE_BATCH]]
+        assert mean_loss(rows[-7:-1]) == pytest.approx(mean_loss(clean[-6:]), abs=0.05)
+
+
+def test_too_many_rollbacks_stop_the_run(byte_mixture: Path, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"after 2 rollbacks \(spikes.max_rollbacks\)"):
+        train(byte_mixture, tmp_path, "rollback", garbage_from(SPIKE_BATCH, 10**9), max_rollbacks=2)
+    assert [e["action"] for e in events(tmp_path / "run")] == ["rollback", "rollback", "stop"]
+
+
+def train(mixture: Path, directory: Path, action: str, transform, **spikes) -> tuple[list[dict], list[dict]]:
+    cfg = {
+        "run_dir": "run", "seed": 0, "data": {"mixture": str(mixture), "seq_len": 32},
+        "model": {"d_model": 32, "n_layers": 2, "n_heads": 4}, "batch": {"global_size": 8, "micro_size": 4},
+        "optim": {"lr": 1e-2, "min_lr": 1e-3, "warmup_steps": 2, "clip": 1.0}, **RUN,
+        "spikes": {"action": action, "window": 10, "min_history": 8, **spikes},
+    }  # fmt: skip
+    path = directory / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run_training(load_config(path), str(path), transform=transform)
+    rows = [json.loads(line) for line in (directory / "run" / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if "loss" in r], events(directory / "run")
+
+
+def mean_loss(rows: list[dict]) -> float:
+    return math.fsum(r["loss"] for r in rows) / len(rows)
