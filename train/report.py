@@ -69,6 +69,8 @@ def draw_report(runs: list[RunLog], path: str | Path) -> list[str]:
             ax.legend(fontsize=8)
         if not ax.has_data():
             ax.text(0.5, 0.5, f"no {title} logged", ha="center", va="center", transform=ax.transAxes, color="gray")
+            ax.set_xticks([])
+            ax.set_yticks([])
     axes["learning rate"].ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
     fig.suptitle(" vs ".join(run.name for run in runs))
     buffer = io.BytesIO()
