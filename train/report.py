@@ -5,8 +5,8 @@
     print(summary_text(runs[0]))
 
 The figure has six panels: training loss, validation loss per source, learning rate, gradient
-norm, tokens/s and MFU; loss-spike events are marked (red crosses on the loss, dashed red lines on
-the gradient norm). Drawn with matplotlib's Agg canvas and no date or software stamp, so the same
+norm, tokens/s and MFU; loss-spike events are marked (dashed red lines on the loss and gradient
+norm, and a red cross at the spike's loss). Drawn with matplotlib's Agg canvas and no date or software stamp, so the same
 logs give a byte-identical PNG.
 """
 
@@ -55,12 +55,14 @@ def draw_report(runs: list[RunLog], path: str | Path) -> list[str]:
             if ys:
                 axes["validation loss"].plot(xs, ys, color=color, linestyle=styles[j % len(styles)], marker="o",
                                              markersize=3, label=f"{run.name}: {source}" if several else source)
-        spikes = [e for e in run.events if isinstance(e.get("loss"), (int, float))]
+        # A spike's loss may be infinite or NaN: those get only the dashed line.
+        spikes = [e for e in run.events if isinstance(e.get("loss"), (int, float)) and math.isfinite(e["loss"])]
         if spikes:
             axes["training loss"].scatter([e["step"] for e in spikes], [e["loss"] for e in spikes], marker="x",
                                           s=60, color=SPIKE_COLOR, zorder=3, label="spike" if i == 0 else None)
         for e in run.events:
-            axes["gradient norm"].axvline(e["step"], color=SPIKE_COLOR, linestyle="--", linewidth=0.8)
+            for panel in ("training loss", "gradient norm"):
+                axes[panel].axvline(e["step"], color=SPIKE_COLOR, linestyle="--", linewidth=0.8)
     for title, ax in axes.items():
         ax.set_title(title)
         ax.set_xlabel("step")
@@ -111,7 +113,8 @@ def summary_text(run: RunLog) -> str:
                  f", MFU median {_fmt(_median(run.train['mfu']), '.1%')}")
     lines.append(f"  spike events {len(run.events)}")
     for e in run.events[:5]:
-        lines.append(f"    step {e['step']}: loss {_fmt(e.get('loss'))}, action {e.get('action', '-')}")
+        reason = f" ({e['reason']})" if e.get("reason") else ""
+        lines.append(f"    step {e['step']}: loss {_fmt(e.get('loss'))}{reason}, action {e.get('action', '-')}")
     if len(run.events) > 5:
         lines.append(f"    ... {len(run.events) - 5} more in {run.path / 'events.jsonl'}")
     return "\n".join(lines) + "\n"

@@ -5,7 +5,8 @@
 
 Training rows carry `step, loss, lr, grad_norm, tokens` (cumulative), `tokens_per_s` (and `mfu` when the device's
 peak is known); validation rows carry `{"step", "val_loss": {source: value}}`; events rows (loss
-spikes) carry at least `step` and usually `loss` and `action`. A resumed run may log a step twice:
+spikes, written by `train/loop.py`) carry `step`, `loss`, `grad_norm`, window statistics, `reason`
+and `action`; only `step` is required here. A resumed run may log a step twice:
 the last row for a step wins, as it is the one the surviving run produced.
 """
 

@@ -8,6 +8,7 @@ events.jsonl format is added to one of them.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -58,8 +59,12 @@ def runs(tmp_path_factory) -> tuple[Path, Path]:
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-2000:]
-    spike = {"step": 5, "loss": 9.5, "window_mean": 4.1, "window_std": 0.2, "threshold": 4.7, "action": "skip"}
-    (dirs[1] / "events.jsonl").write_text(json.dumps(spike) + "\n")
+    # The row format of train/loop.py; the second spike's loss is not finite (JSON NaN, as Python writes it).
+    spikes = [{"step": 5, "batch": 4, "loss": 9.5, "grad_norm": 30.0, "window_mean": 4.1, "window_std": 0.2,
+               "window_grad_median": 1.0, "reason": "loss 9.5 > mean + 6 std", "action": "skip"},
+              {"step": 7, "batch": 6, "loss": math.nan, "grad_norm": math.inf, "window_mean": 4.0, "window_std": 0.2,
+               "window_grad_median": 1.0, "reason": "non-finite loss", "action": "skip"}]
+    (dirs[1] / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in spikes))
     return dirs[0], dirs[1]
 
 
@@ -82,7 +87,8 @@ def test_report_draws_every_panel_and_is_byte_identical(runs, tmp_path, capsys):
     assert f"{len(PANELS)} panels: training loss, validation loss, learning rate, gradient norm, tokens/s, MFU" in out
     assert "steps        1..8 (8 logged), 4,096 tokens" in out  # 8 steps x 8 sequences x 64 targets
     assert "val shakespeare" in out and "val peps" in out
-    assert "spike events 1" in out and "step 5: loss 9.5, action skip" in out
+    assert "spike events 2" in out and "step 5: loss 9.5 (loss 9.5 > mean + 6 std), action skip" in out
+    assert "step 7: loss - (non-finite loss), action skip" in out
     assert (tmp_path / "a" / "report.txt").read_text() in out
     # The spike is drawn in red; a run without events has no red at all.
     assert _spike_pixels(a) > 50
