@@ -8,15 +8,16 @@
 Layout: `checkpoints/step-0000050/` holds the DCP files (model and optimizer, keyed by parameter name,
 so FSDP2 shards, DDP replicas and a plain model all read and write the same checkpoint), one
 `rng-rank<r>.pt` per process, and `meta.json`, written last: step, tokens, the resolved config,
-the caller's `extra` (loader state, mixture fingerprint), world size, and every file's size and
-sha256. The directory is first written as `.tmp-step-0000050` and renamed once every process has
-finished, so a killed run never leaves a directory named `step-*` that is incomplete. On restore
-the newest `step-*` whose files match their `meta.json` is loaded; a newer one that does not match
-is reported (one line on stderr) and skipped. After a save only the newest `keep` are kept.
+the model's shape (`model`, for `ptk export`), the caller's `extra` (loader state, mixture
+fingerprint, ...), world size, and every file's size and sha256. The directory is first written as
+`.tmp-step-0000050` and renamed once every process has finished, so a killed run never leaves a
+directory named `step-*` that is incomplete. On restore the newest `step-*` whose files match their
+`meta.json` is loaded; a newer one that does not match is reported (one line on stderr) and skipped. After a save only the newest `keep` are kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -116,7 +117,7 @@ class Checkpoints:
         if _rank() == 0:
             files = {p.name: [p.stat().st_size, sha256_file(p)] for p in sorted(tmp.iterdir()) if p.is_file()}
             meta = {"step": trainer.step, "tokens": trainer.tokens, "world_size": trainer.env.world_size,
-                    "config": config, "extra": extra, "files": files}
+                    "model": dataclasses.asdict(trainer.model_cfg), "config": config, "extra": extra, "files": files}
             write_text_atomic(tmp / META_FILE, json.dumps(meta, indent=1, sort_keys=True))
             shutil.rmtree(final, ignore_errors=True)
             tmp.rename(final)

@@ -1,6 +1,8 @@
-"""`ptk train`: train from a YAML config on one process, or launch `torchrun` for `--nproc N`.
+"""`ptk train`: train from a YAML config on one process, or launch `torchrun` for `--nproc N`;
+`ptk export`: a run's newest checkpoint as one safetensors file.
 
     ptk train run.yaml --set optim.lr=1e-3 --set parallel=fsdp --nproc 2
+    ptk export runs/base -o model.safetensors
 
 The config is validated here, before any process starts, so a bad key fails in one line. With
 `--nproc N > 1` this runs `python -m torch.distributed.run --standalone --nproc_per_node N -m train
@@ -59,7 +61,31 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a model on a mixture (DDP / ZeRO / FSDP2, CPU or GPU)",
-                       description=__doc__.split("\n\n")[0])  # fmt: skip
+                       description="Train from a YAML config on one process, or launch torchrun for --nproc N > 1; "
+                       "resumes from RUN_DIR/checkpoints unless --no-resume.")  # fmt: skip
     add_train_arguments(p)
     p.add_argument("--nproc", type=int, default=1, help="processes on this machine (launches torchrun when > 1)")
     p.set_defaults(func=cmd_train)
+    register_export(sub)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import torch
+
+    from train.export import export_model
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    out, ckpt, cfg = export_model(args.run_dir, args.output, dtype)
+    print(f"ptk export: step {ckpt.step} of {ckpt.path.parent.parent} ({cfg.num_params() / 1e6:.2f}M parameters, "
+          f"{args.dtype}) -> {out} ({out.stat().st_size / 2**20:.1f} MiB)")  # fmt: skip
+    return 0
+
+
+def register_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="write a run's newest checkpoint as one safetensors model file",
+                       description="Consolidate the newest valid checkpoint (any world size / parallel mode) into "
+                       "one safetensors file loadable on one process (train.export.load_exported).")  # fmt: skip
+    p.add_argument("run_dir", help="a run directory (uses its newest valid checkpoint) or one checkpoint directory")
+    p.add_argument("-o", "--output", required=True, help="FILE.safetensors, or a directory (model.safetensors + config.json)")
+    p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
+    p.set_defaults(func=cmd_export)

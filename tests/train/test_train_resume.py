@@ -12,9 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from pretrainkit.cli import main
 from train.checkpoint import loader_state_of
+from train.export import export_model, load_exported
 
 FSDP = {"parallel": "fsdp", "max_steps": 40, "checkpoint": {"every": 4, "keep": 3}, "eval": {"every": 0}}
 DDP = {"parallel": "ddp", "max_steps": 12, "checkpoint": {"every": 4, "keep": 3}, "eval": {"every": 0}}
@@ -76,6 +78,12 @@ def test_sigkill_two_processes_then_resume_is_bitwise_identical_and_resumes_on_o
     assert [r["step"] for r in tail] == list(range(33, 41))
     assert [r["loss"] for r in tail] == pytest.approx([r["loss"] for r in reference[32:]], rel=1e-4)
     assert [r["grad_norm"] for r in tail] == pytest.approx([r["grad_norm"] for r in reference[32:]], rel=1e-3)
+
+    # Exported from FSDP2 shards (2 processes) and from the one-process finish: the same weights.
+    sharded, _ = load_exported(export_model(tmp_path / "ref" / "run", tmp_path / "ref.safetensors")[0])
+    single, _ = load_exported(export_model(tmp_path / "one" / "run", tmp_path / "one.safetensors")[0])
+    for (name, a), (_, b) in zip(sharded.state_dict().items(), single.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-5, msg=name)
 
 
 @pytest.mark.distributed
