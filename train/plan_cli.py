@@ -99,8 +99,8 @@ def _memory_lines(args: argparse.Namespace, params: float, shape: ActivationShap
     rows = memory_table(params, args.devices, state_bytes, shape, micro_batch, seq_len, dtype)
     b = STATE_BYTES[state_bytes]
     biggest = max(r.total or r.states.total for r in rows)
-    unit, scale = ("GB", GB) if biggest >= GB else ("MB", 1e6)  # the ZeRO paper's and device makers' units
-    lines = [f"memory per device ({unit} = {scale:.0e} bytes) on {args.devices} device(s), Adam with "
+    unit, scale, exponent = ("GB", GB, 9) if biggest >= GB else ("MB", 1e6, 6)  # decimal, as the ZeRO paper
+    lines = [f"memory per device ({unit} = 1e{exponent} bytes) on {args.devices} device(s), Adam with "
              f"{b.param}+{b.grad}+{b.optimizer} bytes/param ({state_bytes})"]
     if shape is None:
         lines.append("  activations: pass --config to count them (they depend on the model's shape)")
