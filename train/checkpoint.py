@@ -27,10 +27,16 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    get_model_state_dict,
+    get_state_dict,
+    set_model_state_dict,
+    set_state_dict,
+)
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_text_atomic
+from train.parallelize import sharded_optimizer, unwrap
 from train.trainer import Trainer
 
 META_FILE = "meta.json"
@@ -108,7 +114,7 @@ class Checkpoints:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
         _barrier()
-        model_sd, optim_sd = get_state_dict(trainer.model, trainer.optimizer)
+        model_sd, optim_sd = state_dicts(trainer)
         dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=tmp)
         rng_file = tmp / f"rng-rank{_rank()}.pt"
         with open(rng_file, "wb") as f:
@@ -128,14 +134,17 @@ class Checkpoints:
 
     def restore(self, trainer: Trainer, ckpt: Checkpoint) -> None:
         """Load model, optimizer, step and RNG from `ckpt` into `trainer` (collective)."""
-        model_sd, optim_sd = get_state_dict(trainer.model, trainer.optimizer)
+        model_sd, optim_sd = state_dicts(trainer)
         state = {"model": model_sd, "optim": optim_sd}
         try:
             dcp.load(state, checkpoint_id=ckpt.path)
         except Exception as e:  # noqa: BLE001 - DCP raises many types for a mismatched checkpoint
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UserError(f"{ckpt.path}: cannot load into this model/optimizer: {first}") from None
-        set_state_dict(trainer.model, trainer.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        if sharded_optimizer(trainer.optimizer) is None:
+            set_state_dict(trainer.model, trainer.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        else:  # the ZeRO-1 shard's tensors were loaded in place; only the model needs setting
+            set_model_state_dict(trainer.model, state["model"])
         trainer.step, trainer.tokens = ckpt.step, int(ckpt.meta["tokens"])
         rng_file = ckpt.path / f"rng-rank{_rank()}.pt"
         if not rng_file.exists():  # more processes than when saved
@@ -151,6 +160,29 @@ class Checkpoints:
         if self.dir.is_dir():
             for p in self.dir.glob(f"{TMP_PREFIX}*"):
                 shutil.rmtree(p, ignore_errors=True)
+
+
+def state_dicts(trainer: Trainer) -> tuple[dict, dict]:
+    """Model and optimizer state keyed by parameter name, the same layout for every parallel mode.
+
+    ZeRO-1 is not covered by `get_state_dict`: each process gives the AdamW state of the parameters
+    it owns (creating it empty before the first step, so that a load can fill it in place), and DCP
+    joins the processes' keys into the same `state` / `param_groups` layout DDP and FSDP2 write.
+    """
+    zero = sharded_optimizer(trainer.optimizer)
+    if zero is None:
+        return get_state_dict(trainer.model, trainer.optimizer)
+    names = {id(p): n for n, p in unwrap(trainer.model).named_parameters()}
+    state = {}
+    for group in zero.param_groups:
+        for p in group["params"]:
+            s = zero.state[p]
+            if not s:
+                s.update(step=torch.zeros(()), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+            state[names[id(p)]] = s
+    groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [names[id(p)] for p in g["params"]]}
+              for g in trainer.optimizer.param_groups]  # fmt: skip
+    return get_model_state_dict(trainer.model), {"state": state, "param_groups": groups}
 
 
 def loader_state_of(path: str | Path) -> dict:

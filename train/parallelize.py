@@ -23,6 +23,7 @@ On one process DDP and ZeRO-1 wrappers are skipped (they would only copy gradien
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import ContextManager
 
 import torch
@@ -96,6 +97,15 @@ def build_optimizer(
 
         return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, lr=lr, betas=betas, eps=eps)
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+
+
+def sharded_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer | None:
+    """For ZeRO-1, the local AdamW holding this process's share of the state; else None."""
+    if "torch.distributed.optim" not in sys.modules:  # never imported: cannot be a ZeRO optimizer
+        return None
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    return optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else None
 
 
 def gradient_sync(model: nn.Module, enabled: bool) -> ContextManager:

@@ -87,15 +87,16 @@ def test_sigkill_two_processes_then_resume_is_bitwise_identical_and_resumes_on_o
 
 
 @pytest.mark.distributed
-def test_one_process_checkpoint_resumes_on_two_and_truncated_checkpoint_falls_back(kit, tmp_path: Path, capsys) -> None:
+def test_one_process_checkpoint_resumes_on_two_as_zero1_and_truncated_checkpoint_falls_back(kit, tmp_path: Path, capsys) -> None:
     single = kit.config(tmp_path / "single", **DDP)
     assert main(["train", str(single)]) == 0
     reference = kit.rows(tmp_path / "single" / "run")
     loader = loader_state_of(tmp_path / "single" / "run")
     assert loader["batch"] == 12 and loader["micro_batch"] == 0
 
+    # Resumed on two processes as ZeRO-1: the optimizer state is split between them on load.
     copy_run_until(tmp_path / "single" / "run", tmp_path / "two" / "run", 4)
-    two = kit.config(tmp_path / "two", **DDP)
+    two = kit.config(tmp_path / "two", **{**DDP, "parallel": "zero1"})
     proc = kit.ptk(two, nproc=2)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = kit.rows(tmp_path / "two" / "run")
