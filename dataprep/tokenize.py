@@ -7,9 +7,10 @@
 
 The main process reads records in input order and sends batches of texts to an encoding thread
 (`--workers 1`) or to `workers` processes (`Tokenizer.encode_batch_fast`); results come back in
-submission order and one `ShardWriter` writes them, so shards and manifest are byte-identical for any worker count. Every input record
-is either in the shards or a row of `OUT/rejected.jsonl`; the manifest's `provenance.records`
-adds up. Killed at any moment, the same command run again produces the same bytes.
+submission order and one `ShardWriter` writes them, so shards and manifest are byte-identical
+for any worker count. Every input record is either in the shards or a row of
+`OUT/rejected.jsonl`; the manifest's `provenance.records` adds up. Killed at any moment, the
+same command run again produces the same bytes.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class TokenizeOptions:
 
 def tokenize_corpus(
     inputs: list[str],
-    out_dir: Path,
+    out_dir: str | Path,
     tokenizer_path: str,
     options: TokenizeOptions,
     workers: int = 1,
@@ -71,6 +72,7 @@ def tokenize_corpus(
     progress: bool = True,
 ) -> dict:
     """Write `out_dir` (shards, rejected.jsonl, then manifest.json); return the manifest."""
+    out_dir = Path(out_dir)
     tok = load_tokenizer(tokenizer_path, options.eos_token)
     files = discover_inputs(inputs)
     out = out_dir.resolve()

@@ -147,7 +147,10 @@ def write_shards(
     writer = ShardWriter(out_dir, fmt, dtype, shard_tokens, batch_tokens)
     try:
         for i, tokens in enumerate(docs):
-            writer.add(ids[i] if ids is not None else str(i), np.asarray(tokens, dtype=dtype))
+            tokens = np.asarray(tokens)
+            if len(tokens) and (tokens.min() < 0 or tokens.max() >= vocab_size):
+                raise ValueError(f"document {i}: token ids must lie in [0, {vocab_size})")
+            writer.add(ids[i] if ids is not None else str(i), tokens.astype(dtype))
         entries = writer.close()
     except BaseException:
         writer.abort()

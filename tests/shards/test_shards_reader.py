@@ -73,6 +73,8 @@ def test_large_vocabulary_uses_uint32(tmp_path, wikitext_docs):
     assert ss.dtype is np.uint32 and ss.manifest["dtype"] == "uint32"
     np.testing.assert_array_equal(ss.document(7), docs[7])
     assert ss.read_tokens(len(docs[0]), len(docs[0]) + 1)[0] == 70_300
+    with pytest.raises(ValueError, match="document 1: token ids must lie in"):
+        write_shards([[1], [70_400]], tmp_path / "t", vocab_size=70_400, eos_id=0)
 
 
 def test_rewrite_with_fewer_shards_removes_stale_ones(tmp_path, wikitext_docs):
