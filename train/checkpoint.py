@@ -134,17 +134,7 @@ class Checkpoints:
 
     def restore(self, trainer: Trainer, ckpt: Checkpoint) -> None:
         """Load model, optimizer, step and RNG from `ckpt` into `trainer` (collective)."""
-        model_sd, optim_sd = state_dicts(trainer)
-        state = {"model": model_sd, "optim": optim_sd}
-        try:
-            dcp.load(state, checkpoint_id=ckpt.path)
-        except Exception as e:  # noqa: BLE001 - DCP raises many types for a mismatched checkpoint
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise UserError(f"{ckpt.path}: cannot load into this model/optimizer: {first}") from None
-        if sharded_optimizer(trainer.optimizer) is None:
-            set_state_dict(trainer.model, trainer.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-        else:  # the ZeRO-1 shard's tensors were loaded in place; only the model needs setting
-            set_model_state_dict(trainer.model, state["model"])
+        load_weights(trainer, ckpt, optimizer=True)
         trainer.step, trainer.tokens = ckpt.step, int(ckpt.meta["tokens"])
         rng_file = ckpt.path / f"rng-rank{_rank()}.pt"
         if not rng_file.exists():  # more processes than when saved
@@ -160,6 +150,21 @@ class Checkpoints:
         if self.dir.is_dir():
             for p in self.dir.glob(f"{TMP_PREFIX}*"):
                 shutil.rmtree(p, ignore_errors=True)
+
+
+def load_weights(trainer: Trainer, ckpt: Checkpoint, optimizer: bool) -> None:
+    """Load the model (and, with `optimizer`, the optimizer state) of `ckpt` into `trainer` (collective)."""
+    model_sd, optim_sd = state_dicts(trainer)
+    state = {"model": model_sd, "optim": optim_sd} if optimizer else {"model": model_sd}
+    try:
+        dcp.load(state, checkpoint_id=ckpt.path)
+    except Exception as e:  # noqa: BLE001 - DCP raises many types for a mismatched checkpoint
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"{ckpt.path}: cannot load into this model/optimizer: {first}") from None
+    if optimizer and sharded_optimizer(trainer.optimizer) is None:
+        set_state_dict(trainer.model, trainer.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    else:  # weights only, or ZeRO-1, whose optimizer shard was loaded in place
+        set_model_state_dict(trainer.model, state["model"])
 
 
 def state_dicts(trainer: Trainer) -> tuple[dict, dict]:
