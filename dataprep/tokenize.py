@@ -157,14 +157,19 @@ class _Encoder:
     """Texts in, (token count per text, all tokens back to back) out: compact to send between processes."""
 
     def __init__(self, tokenizer: Tokenizer, dtype: np.dtype):
-        self.tokenizer = tokenizer
+        self.encode_batch = _fastest_encode_batch(tokenizer)
         self.dtype = dtype
 
     def __call__(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        ids = [e.ids for e in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
+        ids = [e.ids for e in self.encode_batch(texts, add_special_tokens=False)]
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=self.dtype, count=int(lengths.sum()))
         return lengths, flat
+
+
+def _fastest_encode_batch(tokenizer: Tokenizer) -> Callable:
+    """`encode_batch_fast` (tokenizers >= 0.20: same ids, no character offsets), else `encode_batch`."""
+    return getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
 
 
 _WORKER_ENCODER: _Encoder | None = None
@@ -206,7 +211,7 @@ def _encode_in_order(jobs: Iterable[list[str]], tok: LoadedTokenizer, dtype: np.
 def write_text_shards(texts: Iterable[str], out_dir: str | Path, tokenizer_path: str | Path, **kwargs):
     """Encode texts with a tokenizer file and write them as a complete shard set; returns its ShardSet."""
     tok = load_tokenizer(tokenizer_path)
-    docs = [e.ids for e in tok.tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)]
+    docs = [e.ids for e in _fastest_encode_batch(tok.tokenizer)(list(texts), add_special_tokens=False)]
     return write_shards(
         docs, out_dir, vocab_size=tok.vocab_size, eos_id=tok.eos_id, tokenizer_sha256=tok.sha256, eos_token=tok.eos_token, **kwargs
     )
