@@ -108,6 +108,7 @@ def test_bad_inputs_give_one_line_errors(tmp_path, corpus, capsys):
         load_tokenizer(corpus["inputs"][0])
 
 
+@pytest.mark.slow
 def test_killed_run_then_rerun_is_byte_identical(tmp_path, corpus):
     """kill -9 while shards are being written; the killed directory is refused; a rerun completes identically."""
     big = tmp_path / "big.jsonl"
