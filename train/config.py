@@ -27,7 +27,7 @@ PARALLEL_MODES = ("ddp", "zero1", "zero2", "fsdp")
 PRECISIONS = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 SPIKE_ACTIONS = ("none", "skip", "rollback")
-PATH_KEYS = (("run_dir",), ("data", "mixture"))
+PATH_KEYS = (("run_dir",), ("data", "mixture"), ("init_from",))
 
 
 @dataclass
@@ -107,6 +107,8 @@ class TrainConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     spikes: SpikeConfig = field(default_factory=SpikeConfig)
+    init_from: str | None = None  # run dir, checkpoint dir or exported model: weights for a fresh run
+    init_optimizer: bool = False  # with init_from (a checkpoint): AdamW moments too
 
 
 def load_config(path: str | os.PathLike, overrides: list[str] = ()) -> TrainConfig:
@@ -244,6 +246,7 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     require(all(0 <= b < 1 for b in cfg.optim.betas), "optim.betas", f"must lie in [0, 1), got {cfg.optim.betas}")
     require(0 <= cfg.optim.decay_fraction <= 1, "optim.decay_fraction", "must lie in [0, 1]")
     require(cfg.optim.warmup_steps <= cfg.max_steps, "optim.warmup_steps", f"must be <= max_steps ({cfg.max_steps})")
+    require(cfg.init_from is not None or not cfg.init_optimizer, "init_optimizer", "needs init_from")
     require(cfg.batch.global_size % cfg.batch.micro_size == 0, "batch.global_size",
             f"must be a multiple of batch.micro_size ({cfg.batch.micro_size})")
 

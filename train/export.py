@@ -5,8 +5,9 @@
 
 The file holds every model tensor under its plain name (`layers.0.attention.wq.weight`; with tied
 embeddings the output head is stored once, as `tok_embeddings.weight`) and, in the safetensors
-metadata, `model_config` (the `ModelConfig` as JSON), `step` and `tokens`. Exporting to a directory
-writes `model.safetensors` and `config.json` (the same config) into it. Whatever the world size and
+metadata, `model_config` (the `ModelConfig` as JSON), `step`, `tokens` and `tokenizer_sha256` (when the
+checkpoint records it). Exporting to a directory writes `model.safetensors` and `config.json` (the
+same config) into it. Whatever the world size and
 parallel mode of the run (DDP, ZeRO, FSDP2 shards), the DCP checkpoint is read as full tensors.
 """
 
@@ -29,6 +30,7 @@ from train.model import ModelConfig, Transformer
 
 WEIGHTS_FILE = "model.safetensors"
 TIED_KEY = "output.weight"
+TOKENIZER_KEY = "tokenizer_sha256"
 
 
 def find_checkpoint(path: Path) -> Checkpoint:
@@ -53,6 +55,8 @@ def export_model(source: str | Path, out: str | Path, dtype: torch.dtype = torch
     tensors = {k: v.to(dtype).contiguous() for k, v in state["model"].items() if not (cfg.tie_embeddings and k == TIED_KEY)}
     config_json = json.dumps(dataclasses.asdict(cfg), sort_keys=True)
     metadata = {"model_config": config_json, "step": str(ckpt.step), "tokens": str(ckpt.meta.get("tokens", 0))}
+    if "tokenizer" in ckpt.meta.get("extra", {}):  # init_from checks it against the new run's mixture
+        metadata[TOKENIZER_KEY] = ckpt.meta["extra"]["tokenizer"]
     out = Path(out)
     if out.suffix != ".safetensors":
         write_text_atomic(out / "config.json", config_json + "\n")

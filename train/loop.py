@@ -83,6 +83,7 @@ class TrainingLoop:
     # -- checkpoints -------------------------------------------------------------------------------
     def _extra(self) -> dict:
         return {"loader": self.loader.state_dict(), "mixture": self.mix.fingerprint, "next_batch": self.next_batch,
+                "tokenizer": self.mix.tokenizer_sha256,
                 "skip": sorted(self.skip), "spikes": self.detector.state_dict(), "rollbacks": self.rollbacks}  # fmt: skip
 
     def _choose(self, before: int | None = None) -> Checkpoint | None:
