@@ -114,6 +114,8 @@ class ShardSet:
         return self.read_tokens(start, start + int(idx.lengths[i]))
 
     def document_id(self, i: int) -> str:
+        if not 0 <= i < self.num_docs:
+            raise IndexError(f"document {i} out of range [0, {self.num_docs})")
         idx = self._stream_index()
         b = int(np.searchsorted(idx.batch_docs, i, side="right")) - 1
         shard, local = idx.batch_loc[b]
@@ -168,12 +170,15 @@ class ShardSet:
                 return stream
         idx = self._stream_index()
         shard, local = idx.batch_loc[b]
-        tokens = self._reader(shard).tokens(local)
         ends = idx.doc_starts[idx.batch_docs[b] + 1 : idx.batch_docs[b + 1] + 1] - idx.batch_starts[b] - 1
-        stream = np.full(len(tokens) + len(ends), self.eos_id, dtype=self.dtype)
+        stream = np.full(idx.batch_starts[b + 1] - idx.batch_starts[b], self.eos_id, dtype=self.dtype)
         keep = np.ones(len(stream), dtype=bool)
         keep[ends] = False
-        stream[keep] = tokens
+        try:
+            stream[keep] = self._reader(shard).tokens(local)
+        except Exception as e:  # a damaged file of the right size: decompression or shape errors
+            path = self.path / self.manifest["shards"][shard]["file"]
+            raise UserError(f"{path}: batch {local} unreadable ({e}); run `ptk shards verify {self.path}`") from None
         with self._lock:
             self._cache[b] = stream
             self._cached += len(stream)
@@ -201,9 +206,12 @@ class _StreamIndex:
         loc: list[tuple[int, int]] = []
         for shard, entry in enumerate(ss.manifest["shards"]):
             reader = ss._reader(shard)
-            per_shard = [reader.lengths(i) for i in range(reader.num_batches)]
-            if sum(len(x) for x in per_shard) != entry["docs"]:
-                raise UserError(f"{ss.path / entry['file']}: holds a different number of documents than the manifest says")
+            try:
+                per_shard = [reader.lengths(i) for i in range(reader.num_batches)]
+            except Exception as e:  # a damaged file of the right size
+                raise UserError(f"{ss.path / entry['file']}: unreadable ({e}); run `ptk shards verify {ss.path}`") from None
+            if sum(len(x) for x in per_shard) != entry["docs"] or sum(int(x.sum()) for x in per_shard) != entry["tokens"]:
+                raise UserError(f"{ss.path / entry['file']}: holds other document or token counts than the manifest says")
             lengths += per_shard
             loc += [(shard, i) for i in range(reader.num_batches)]
         batch_docs = np.zeros(len(lengths) + 1, dtype=np.int64)
