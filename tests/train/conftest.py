@@ -94,3 +94,9 @@ class TrainKit:
 @pytest.fixture
 def kit(byte_mixture: Path) -> TrainKit:
     return TrainKit(byte_mixture)
+
+
+@pytest.fixture(scope="session")
+def session_kit(byte_mixture: Path) -> TrainKit:
+    """The same helpers for module- and session-scoped fixtures (a base run several tests continue)."""
+    return TrainKit(byte_mixture)
