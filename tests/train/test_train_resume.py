@@ -87,6 +87,7 @@ def test_sigkill_two_processes_then_resume_is_bitwise_identical_and_resumes_on_o
 
 
 @pytest.mark.distributed
+@pytest.mark.slow
 def test_one_process_checkpoint_resumes_on_two_as_zero1_and_truncated_checkpoint_falls_back(kit, tmp_path: Path, capsys) -> None:
     single = kit.config(tmp_path / "single", **DDP)
     assert main(["train", str(single)]) == 0

@@ -67,6 +67,7 @@ def runs(byte_mixture: Path, tmp_path_factory) -> dict:
     return out
 
 
+@pytest.mark.slow
 class TestInducedSpike:
     def test_clean_run_flags_nothing(self, runs: dict) -> None:
         rows, evs = runs["clean"]
