@@ -154,8 +154,11 @@ class Checkpoints:
 
 def load_weights(trainer: Trainer, ckpt: Checkpoint, optimizer: bool) -> None:
     """Load the model (and, with `optimizer`, the optimizer state) of `ckpt` into `trainer` (collective)."""
-    model_sd, optim_sd = state_dicts(trainer)
-    state = {"model": model_sd, "optim": optim_sd} if optimizer else {"model": model_sd}
+    if optimizer:
+        model_sd, optim_sd = state_dicts(trainer)
+        state = {"model": model_sd, "optim": optim_sd}
+    else:  # not state_dicts(): its get_state_dict would give a fresh AdamW a first (empty) step
+        state = {"model": get_model_state_dict(trainer.model)}
     try:
         dcp.load(state, checkpoint_id=ckpt.path)
     except Exception as e:  # noqa: BLE001 - DCP raises many types for a mismatched checkpoint

@@ -3,9 +3,10 @@
     run_training(load_config("run.yaml"), where="run.yaml", resume=True)
 
 Sets up the process group, the mixture loader for this rank and the Trainer, writes the resolved
-config to `RUN_DIR/config.yaml`, resumes from the newest valid checkpoint (unless `resume=False`),
-runs `TrainingLoop` to `max_steps` and prints the summary on rank 0. Every process ends with a
-barrier before `destroy_process_group()`.
+config to `RUN_DIR/config.yaml`, resumes from the newest valid checkpoint (unless `resume=False`)
+or, in a fresh run, loads `init_from`'s weights (`train/init_from.py`), runs `TrainingLoop` to
+`max_steps` and prints the summary on rank 0. Every process ends with a barrier before
+`destroy_process_group()`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pretrainkit.files import write_text_atomic
 from train.checkpoint import loader_state_of
 from train.config import TrainConfig, to_dict
 from train.distributed import init_distributed, shutdown
+from train.init_from import initialize_from
 from train.loop import BatchTransform, TrainingLoop, format_summary
 from train.trainer import Trainer, model_config
 
@@ -42,7 +44,8 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
                              num_workers=0, pin_memory=env.device.type == "cuda")  # fmt: skip
         trainer = Trainer(cfg, model_config(cfg, mix.vocab_size, where), env)
         loop = TrainingLoop(cfg, trainer, loader, mix, env, validation_rows(cfg, sampler), transform)
-        loop.resume() if resume else loop.start_over()
+        if (loop.resume() if resume else loop.start_over()) is None and cfg.init_from is not None:
+            initialize_from(cfg, trainer, mix.tokenizer_sha256, where, env.is_main)
         if env.is_main:
             write_text_atomic(Path(cfg.run_dir) / CONFIG_FILE, yaml.safe_dump(to_dict(cfg), sort_keys=False))
         summary = loop.run() if trainer.step < cfg.max_steps else None

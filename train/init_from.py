@@ -1,0 +1,109 @@
+"""`init_from`: a fresh run that starts from another run's weights (continued pretraining).
+
+    initialize_from(cfg, trainer, mix.tokenizer_sha256, where="run.yaml", is_main=True)  # as ptk train does
+    # which is:
+    source = find_init_source("runs/base")       # a run dir, a checkpoint dir, or a `ptk export` file
+    check_compatible(source, trainer.model_cfg, mix.tokenizer_sha256, where="run.yaml")
+    initialize(trainer, source, optimizer=cfg.init_optimizer)
+
+Only the model's weights are loaded: the new run's step, learning-rate schedule (its own warmup and
+decay, the re-warm and re-decay of Ibrahim et al. 2024), data order and RNG start fresh. With
+`optimizer=True` (`init_optimizer: true`) AdamW's moments are loaded too, from a checkpoint only;
+the hyperparameters (weight decay, betas, eps) stay this run's. Before anything is loaded the
+source's model shape and tokenizer are compared with this run's; a difference is a `UserError`
+naming both sides. A run that resumes from its own checkpoint never reads `init_from` again.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from safetensors import SafetensorError, safe_open
+from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+from pretrainkit.errors import UserError
+from train.checkpoint import Checkpoint, load_weights
+from train.config import TrainConfig
+from train.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
+from train.model import ModelConfig
+from train.trainer import Trainer
+
+# What decides the parameter tensors' shapes and meaning; max_seq_len (RoPE tables are derived,
+# never stored) and rope_theta may change in a continued run.
+SHAPE_FIELDS = ("vocab_size", "d_model", "n_layers", "n_heads", "kv_heads", "ffn_hidden_size", "tie_embeddings")
+
+
+@dataclass(frozen=True)
+class InitSource:
+    path: Path  # the checkpoint directory or the exported file actually read
+    model: ModelConfig
+    tokenizer_sha256: str | None  # None when the source predates recording it
+    checkpoint: Checkpoint | None  # None for an exported model file
+    step: int
+
+
+def find_init_source(path: str | Path) -> InitSource:
+    """What `init_from: PATH` names: an exported model (`.safetensors`, or a directory holding one
+    without checkpoints), else a run directory's newest valid checkpoint or one checkpoint directory."""
+    path = Path(path)
+    exported = path if path.suffix == ".safetensors" else path / WEIGHTS_FILE
+    if exported.is_file() and not (path / "checkpoints").is_dir():
+        try:
+            with safe_open(str(exported), framework="pt") as f:
+                meta = f.metadata() or {}
+            model = ModelConfig(**json.loads(meta["model_config"]))
+        except (OSError, KeyError, ValueError, TypeError, SafetensorError) as e:
+            raise UserError(f"init_from: {exported}: not an exported pretrainkit model ({e})") from None
+        return InitSource(exported, model, meta.get(TOKENIZER_KEY), None, int(meta.get("step", 0)))
+    if not path.exists():
+        raise UserError(f"init_from: {path} does not exist (expected a run dir, a checkpoint dir or a .safetensors file)")
+    try:
+        ckpt = find_checkpoint(path)
+    except UserError as e:
+        raise UserError(f"init_from: {e}") from None
+    if "model" not in ckpt.meta:
+        raise UserError(f"init_from: {ckpt.path}: meta.json records no model config")
+    model = ModelConfig(**ckpt.meta["model"])
+    return InitSource(ckpt.path, model, ckpt.meta.get("extra", {}).get("tokenizer"), ckpt, ckpt.step)
+
+
+def check_compatible(source: InitSource, model: ModelConfig, tokenizer_sha256: str, where: str) -> None:
+    """UserError naming both sides when the source's model shape or tokenizer differs from this run's."""
+    if source.tokenizer_sha256 is not None and source.tokenizer_sha256 != tokenizer_sha256:
+        raise UserError(
+            f"{where}: init_from: tokenizer mismatch: {source.path} was trained with tokenizer sha256 "
+            f"{source.tokenizer_sha256[:12]} (vocab {source.model.vocab_size}), this run's mixture uses "
+            f"{tokenizer_sha256[:12]} (vocab {model.vocab_size})"
+        )
+    diffs = [f"{k} {getattr(source.model, k)} vs {getattr(model, k)}" for k in SHAPE_FIELDS
+             if getattr(source.model, k) != getattr(model, k)]  # fmt: skip
+    if diffs:
+        raise UserError(f"{where}: init_from: model shape mismatch, {source.path} vs this run: {'; '.join(diffs)}")
+
+
+def initialize(trainer: Trainer, source: InitSource, optimizer: bool) -> None:
+    """Load the source's weights (and, with `optimizer`, AdamW's state) into a fresh trainer (collective)."""
+    if source.checkpoint is None:
+        if optimizer:
+            raise UserError(f"init_optimizer: {source.path} is an exported model and holds no optimizer state")
+        full, _ = load_exported(source.path)
+        set_model_state_dict(trainer.model, full.state_dict(), options=StateDictOptions(full_state_dict=True))
+        return
+    # Loading the optimizer state would also bring back the base run's hyperparameters.
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in trainer.optimizer.param_groups]
+    load_weights(trainer, source.checkpoint, optimizer=optimizer)
+    for group, own in zip(trainer.optimizer.param_groups, groups):
+        group.update(own)
+
+
+def initialize_from(cfg: TrainConfig, trainer: Trainer, tokenizer_sha256: str, where: str, is_main: bool) -> None:
+    """A fresh run with `init_from`: the base weights (optimizer too with `init_optimizer`), checked first."""
+    source = find_init_source(cfg.init_from)
+    check_compatible(source, trainer.model_cfg, tokenizer_sha256, where)
+    initialize(trainer, source, optimizer=cfg.init_optimizer)
+    if is_main:
+        what = "weights and optimizer state" if cfg.init_optimizer else "weights; optimizer and schedule start fresh"
+        print(f"ptk train: initialized from {source.path} (step {source.step}; {what})", file=sys.stderr)
