@@ -7,6 +7,7 @@ and the model has something real to learn (loss falls from ln 257 = 5.55 towards
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -82,7 +84,8 @@ class TrainKit:
     def ptk(self, config: Path, *args: str, nproc: int = 1, timeout: float = 180) -> subprocess.CompletedProcess:
         """`ptk train CONFIG` in a subprocess (through torchrun for nproc > 1)."""
         cmd = self.ptk_command(config, *args, nproc=nproc)
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as torchrun sets it; see one_thread
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
 
     @staticmethod
     def rows(run_dir: Path) -> list[dict]:
@@ -92,7 +95,17 @@ class TrainKit:
 
 
 @pytest.fixture
-def kit(byte_mixture: Path) -> TrainKit:
+def one_thread():
+    """In-process training on one thread, as torchrun's processes run: on this shared 2-core machine
+    two OpenMP threads run ~30x slower whenever another process competes for a core."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def kit(byte_mixture: Path, one_thread) -> TrainKit:
     return TrainKit(byte_mixture)
 
 

@@ -4,6 +4,7 @@ grad norms; accumulation, activation checkpointing, clipping on sharded paramete
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,7 +40,9 @@ def launch(tmp: Path, specs: list[dict], nproc: int) -> dict:
     cmd = [sys.executable, str(WORKER), str(out), str(spec_file)]
     if nproc > 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *cmd[1:]]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    # One thread per process, as torchrun sets it: two compete badly on this shared 2-core machine.
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
 

@@ -57,6 +57,8 @@ def test_detector_rules_and_state() -> None:
 @pytest.fixture(scope="module")
 def runs(byte_mixture: Path, tmp_path_factory) -> dict:
     """A clean run (detection on, nothing to find), and the same with batch 24 garbage: skip, rollback."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # see the one_thread fixture
     out = {}
     for name, action, transform in (
         ("clean", "skip", None),
@@ -64,6 +66,7 @@ def runs(byte_mixture: Path, tmp_path_factory) -> dict:
         ("rollback", "rollback", garbage_from(SPIKE_BATCH)),
     ):
         out[name] = train(byte_mixture, tmp_path_factory.mktemp(name), action, transform)
+    torch.set_num_threads(threads)
     return out
 
 
@@ -92,7 +95,7 @@ class TestInducedSpike:
         assert mean_loss(rows[-7:-1]) == pytest.approx(mean_loss(clean[-6:]), abs=0.05)
 
 
-def test_too_many_rollbacks_stop_the_run(byte_mixture: Path, tmp_path: Path) -> None:
+def test_too_many_rollbacks_stop_the_run(byte_mixture: Path, tmp_path: Path, one_thread) -> None:
     with pytest.raises(UserError, match=r"after 2 rollbacks \(spikes.max_rollbacks\)"):
         train(byte_mixture, tmp_path, "rollback", garbage_from(SPIKE_BATCH, 10**9), max_rollbacks=2)
     assert [e["action"] for e in events(tmp_path / "run")] == ["rollback", "rollback", "stop"]
