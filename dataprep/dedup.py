@@ -43,7 +43,7 @@ import zstandard
 
 from dataprep.clusters import connected_components
 from dataprep.dedup_index import DedupIndex, IndexPart, ScanJob, part_name, scan_part
-from dataprep.executor import run_jobs
+from dataprep.executor import JobRunner
 from dataprep.minhash import band_hashes, lsh_params
 from dataprep.readers import discover_inputs, plan_read_tasks
 from pretrainkit import __version__
@@ -76,10 +76,15 @@ class DedupOptions:
 
 
 def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: int = 1) -> dict:
-    """Deduplicate `inputs` into `out_dir`; returns the stats written to `out_dir/stats.json`."""
+    """Deduplicate `inputs` into `out_dir`; returns the stats written to `out_dir/stats.json`
+    (plus `seconds` and `input_bytes` for the summary)."""
+    with JobRunner(workers) as runner:
+        return _dedup(inputs, Path(out_dir), options, runner)
+
+
+def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobRunner) -> dict:
     options.validate()
     started = time.monotonic()
-    out_dir = Path(out_dir)
     files = discover_inputs(inputs)
     _refuse_output_inside_inputs(files, out_dir)
     old = _open_against(options)
@@ -92,14 +97,14 @@ def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: 
     for d in (out_dir, index_dir):
         remove_temporaries(d)
 
-    scans = run_jobs(
+    scans = runner.run(
         scan_part,
         [
             ScanJob(i, t, str(index_dir), str(work / f"rejected-{i:05d}.jsonl"), str(work / f"records-{i:05d}.zst"),
                     options.num_perm, options.ngram, options.text_field, options.id_field)
             for i, t in enumerate(tasks)
         ],
-        workers, "scan", weights=[t.nbytes for t in tasks], unit="B",
+        "scan", weights=[t.nbytes for t in tasks], unit="B",
     )
     new = DedupIndex.from_parts(index_dir, options.num_perm, options.ngram, [s["docs"] for s in scans])
     old_parts = old.parts if old else []
@@ -110,7 +115,7 @@ def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: 
 
     if total >= 1 << 32:
         raise UserError(f"{total:,} documents in one run; at most {(1 << 32) - 1:,}: split the corpus and chain runs with --against")
-    round_args = (all_parts, offsets, len(old_parts), work, workers)
+    round_args = (all_parts, offsets, len(old_parts), work, runner)
     exact_pairs = _match_round("exact", *round_args)
     removed_exact = exact_pairs[exact_pairs[:, 0] >= first_new_key]
     members = roots = np.empty(0, np.int64)
@@ -123,11 +128,11 @@ def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: 
         del exact_dups
         candidates = _match_round("bands", *round_args, bands=bands, rows=rows, skip_path=str(work / "exact_duplicates.u8"))
         pairs = np.stack([candidates >> np.uint64(32), candidates & np.uint64(0xFFFFFFFF)], axis=1).astype(np.int64)
-        links = pairs[_jaccard_pairs(pairs, all_parts, offsets, workers, "verify") >= options.threshold]
+        links = pairs[_jaccard_pairs(pairs, all_parts, offsets, runner, "verify") >= options.threshold]
         members, roots = connected_components(links)
         near_rows = members >= first_new_key
         members, roots = members[near_rows], roots[near_rows]
-        similarity = _jaccard_pairs(np.stack([members, roots], axis=1), all_parts, offsets, workers, "similarity")
+        similarity = _jaccard_pairs(np.stack([members, roots], axis=1), all_parts, offsets, runner, "similarity")
 
     removed = np.zeros(total - first_new_key, dtype=bool)
     removed[removed_exact[:, 0] - first_new_key] = True
@@ -135,12 +140,12 @@ def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: 
     removed_path = work / "removed.u8"
     with atomic_write(removed_path) as f:
         f.write(removed.astype(np.uint8).tobytes())
-    written = run_jobs(
+    written = runner.run(
         _write_kept,
         [_WriteJob(i, str(work / f"records-{i:05d}.zst"), str(out_dir), str(removed_path),
                    int(offsets[len(old_parts) + i]) - first_new_key, scans[i]["docs"], str(new.parts[i].base))
          for i in range(len(tasks))],
-        workers, "write", weights=[t.nbytes for t in tasks], unit="B",
+        "write", weights=[t.nbytes for t in tasks], unit="B",
     )
 
     dup_keys = np.concatenate([removed_exact[:, 0], members])
@@ -215,7 +220,7 @@ def _prepare_work_dir(work: Path, index_dir: Path, files, tasks, options: DedupO
     write_text_atomic(marker, fingerprint)
 
 
-def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_parts: int, work: Path, workers: int,
+def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_parts: int, work: Path, runner: JobRunner,
                  bands: int = 0, rows: int = 0, skip_path: str | None = None) -> np.ndarray:
     """Bucket then match one kind of hash. "exact": (duplicate, first occurrence) key pairs.
     "bands": candidate pairs packed as `low_key << 32 | high_key`, unique and sorted."""
@@ -223,16 +228,16 @@ def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_p
     per_doc = bands if kind == "bands" else 1
     partitions = max(1, math.ceil(total * ENTRY.itemsize * per_doc / PARTITION_BYTES))
     bucket_dir = work / f"buckets-{kind}"
-    run_jobs(
+    runner.run(
         _bucket_part,
         [_BucketJob(kind, str(p.base), p.docs, p.num_perm, int(offsets[i]), i, i < n_old_parts, bands, rows,
                     partitions, str(bucket_dir), skip_path)
          for i, p in enumerate(parts)],
-        workers, f"bucket {kind}", weights=[p.docs for p in parts], unit="doc",
+        f"bucket {kind}", weights=[p.docs for p in parts], unit="doc",
     )
     first_new_key = int(offsets[n_old_parts])
-    found = run_jobs(_match_partition, [_MatchJob(kind, str(bucket_dir), p, first_new_key) for p in range(partitions)],
-                     workers, f"match {kind}")
+    found = runner.run(_match_partition, [_MatchJob(kind, str(bucket_dir), p, first_new_key) for p in range(partitions)],
+                       f"match {kind}")
     if kind == "exact":
         return np.concatenate(found).astype(np.int64)
     return np.unique(np.concatenate(found))
@@ -355,13 +360,13 @@ def _jaccard_chunk(job: _JaccardJob) -> np.ndarray:
     )
 
 
-def _jaccard_pairs(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, workers: int, desc: str) -> np.ndarray:
+def _jaccard_pairs(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, runner: JobRunner, desc: str) -> np.ndarray:
     if len(pairs) == 0:
         return np.empty(0, np.float64)
     described = tuple((str(p.base), p.docs, p.num_perm) for p in parts)
     jobs = [_JaccardJob(pairs[i : i + VERIFY_CHUNK_PAIRS], described, offsets)
             for i in range(0, len(pairs), VERIFY_CHUNK_PAIRS)]
-    return np.concatenate(run_jobs(_jaccard_chunk, jobs, workers, desc, weights=[len(j.pairs) for j in jobs], unit="pair"))
+    return np.concatenate(runner.run(_jaccard_chunk, jobs, desc, weights=[len(j.pairs) for j in jobs], unit="pair"))
 
 
 @dataclass(frozen=True)
