@@ -18,6 +18,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m train", description="One training process (under torchrun).")
     add_train_arguments(parser)
     args = parser.parse_args(argv)
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun: stop if torchrun is killed
+        from train.distributed import die_with_parent
+
+        die_with_parent()
     try:
         from train.run import run_training
 

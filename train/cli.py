@@ -50,7 +50,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UserError(f"--nproc must be >= 1, got {args.nproc}")
     if args.nproc > 1:
         precheck(cfg, args.config, args.nproc)
-        code = subprocess.run(torchrun_command(args)).returncode
+        from train.distributed import die_with_parent
+
+        # torchrun dies with ptk, and its workers with it (train/__main__.py asks the same).
+        code = subprocess.run(torchrun_command(args), preexec_fn=die_with_parent).returncode
         if code:
             raise UserError(f"training failed (torchrun exit status {code}); the processes' messages are above")
         return 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -43,6 +44,8 @@ from train.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
 from train.spikes import Spike, SpikeDetector
 from train.trainer import Batch, Trainer
 
+SUMMARY_STEPS = 10
+
 # (global batch index, this process's micro-batches) -> micro-batches; for fault injection in tests.
 BatchTransform = Callable[[int, list[Batch]], list[Batch]]
 
@@ -52,7 +55,7 @@ class RunSummary:
     first_step: int
     last_step: int
     first_loss: float
-    last_loss: float
+    last_losses: list[float]  # the last few steps' (single batches are noisy; their mean is shown)
     tokens_per_s: float
     seconds: float
     val_loss: dict[str, float]
@@ -200,7 +203,7 @@ class TrainingLoop:
         self._open_logs()
         peak = device_peak_flops(self.env.device, cfg.precision)
         flops_per_token = trainer.model_cfg.flops_per_token(cfg.data.seq_len)
-        first_step, first_loss, loss, val = trainer.step + 1, math.nan, math.nan, {}
+        first_step, first_loss, recent, val = trainer.step + 1, math.nan, deque(maxlen=SUMMARY_STEPS), {}
         trained_tokens = 0
         bar = tqdm(total=cfg.max_steps, initial=trainer.step, unit="step", disable=not self.env.is_main,
                    dynamic_ncols=True, file=sys.stderr)  # fmt: skip
@@ -218,6 +221,7 @@ class TrainingLoop:
                 continue
             loss = result.loss
             first_loss = loss if math.isnan(first_loss) else first_loss
+            recent.append(loss)
             row = {"step": trainer.step, "loss": loss, "lr": result.lr, "grad_norm": result.grad_norm,
                    "tokens": trainer.tokens, "tokens_per_s": result.tokens / seconds}  # fmt: skip
             if peak is not None:
@@ -241,14 +245,15 @@ class TrainingLoop:
             if log is not None:
                 log.close()
         seconds = time.perf_counter() - start
-        return RunSummary(first_step, trainer.step, first_loss, loss, trained_tokens / seconds, seconds, val,
+        return RunSummary(first_step, trainer.step, first_loss, list(recent), trained_tokens / seconds, seconds, val,
                           self.spikes, self.rollbacks)  # fmt: skip
 
 
 def format_summary(cfg: TrainConfig, s: RunSummary) -> str:
     lines = [
         f"ptk train: steps {s.first_step}-{s.last_step} of {cfg.max_steps} in {s.seconds:.1f}s "
-        f"({s.tokens_per_s:,.0f} tokens/s); loss {s.first_loss:.4f} -> {s.last_loss:.4f}",
+        f"({s.tokens_per_s:,.0f} tokens/s); loss {s.first_loss:.4f} at step {s.first_step} -> "
+        f"{math.fsum(s.last_losses) / len(s.last_losses):.4f} (mean of the last {len(s.last_losses)} steps)",
     ]
     if s.val_loss:
         lines.append("  val loss: " + ", ".join(f"{k} {v:.4f}" for k, v in s.val_loss.items()))

@@ -1,7 +1,7 @@
 """The Trainer: model, optimizer, schedule and step count in one object, and the math of one step.
 
     trainer = Trainer(cfg, model_cfg, env)
-    result = trainer.train_step(micro_batches)   # this process's share of global batch `trainer.step`
+    result = trainer.train_step(micro_batches)   # this process's micro-batches of the next global batch
     trainer.evaluate_rows(inputs, targets)       # mean per-token loss; each process takes a slice
     trainer.step, trainer.tokens                 # with model and optimizer: all a checkpoint holds
 
@@ -67,7 +67,7 @@ class Trainer:
         o = cfg.optim
         self.optimizer = build_optimizer(self.model, cfg.parallel, o.lr, o.weight_decay, o.betas, o.eps)
         self.schedule = Schedule(o.lr, o.min_lr, o.warmup_steps, cfg.max_steps, o.schedule, o.decay_fraction)
-        self.step = 0  # completed updates == global batches consumed
+        self.step = 0  # steps taken (an update a spike check vetoed still counts)
         self.tokens = 0  # target tokens trained on so far
 
     def _all_reduce(self, values: list[float]) -> list[float]:
