@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -34,6 +35,17 @@ def copy_run_until(src: Path, dst: Path, step: int) -> None:
             shutil.rmtree(ckpt)
 
 
+def group_ends(pgid: int, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def wait_for_step(metrics: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
@@ -59,9 +71,12 @@ def test_sigkill_two_processes_then_resume_is_bitwise_identical_and_resumes_on_o
     victim = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=kit.root)
     try:
         wait_for_step(tmp_path / "killed" / "run" / "metrics.jsonl", 6, victim)
-        os.killpg(victim.pid, signal.SIGKILL)
-    finally:
+        os.kill(victim.pid, signal.SIGKILL)  # ptk alone, as `timeout -s KILL` does: torchrun and workers follow
         victim.wait(timeout=60)
+        assert group_ends(victim.pid), "torchrun or its workers outlived the killed ptk"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(victim.pid, signal.SIGKILL)
     stopped_at = kit.rows(tmp_path / "killed" / "run")[-1]["step"]
     assert stopped_at < 40, "the run finished before it could be killed"
 
