@@ -26,7 +26,7 @@ demo: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash demo/run.sh
 
 bench: setup
-	for b in dedup dedup_memory tokenize loader train_step; do $(PY) -m bench.$$b || exit 1; done
+	for b in dedup dedup_memory tokenize loader train_step replay; do $(PY) -m bench.$$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) demo_out bench/results
