@@ -93,3 +93,9 @@ def test_bf16_runs_close_to_fp32(single: dict, pair: dict) -> None:
         assert run["loss"] == pytest.approx(single["accum_4x2"]["loss"], rel=2e-2)
         assert run["grad_norm"] == pytest.approx(single["accum_4x2"]["grad_norm"], rel=1e-1)
     assert single["bf16"]["loss"] != single["accum_4x2"]["loss"]  # bf16 really was used
+
+
+@pytest.mark.slow
+def test_compiled_model_trains_like_eager(single: dict, tmp_path: Path) -> None:
+    compiled = launch(tmp_path, [spec("compiled", compile=True)], 1)["compiled"]
+    assert_same(compiled, single["accum_4x2"], rel=1e-4)
