@@ -123,7 +123,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     if options.near:
         exact_dups = np.zeros(total, dtype=np.uint8)
         exact_dups[exact_pairs[:, 0]] = 1
-        with atomic_write(work / "exact_duplicates.u8") as f:
+        with atomic_write(work / "exact_duplicates.u8", durable=False) as f:
             f.write(exact_dups.tobytes())
         del exact_dups
         candidates = _match_round("bands", *round_args, bands=bands, rows=rows, skip_path=str(work / "exact_duplicates.u8"))
@@ -138,7 +138,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     removed[removed_exact[:, 0] - first_new_key] = True
     removed[members - first_new_key] = True
     removed_path = work / "removed.u8"
-    with atomic_write(removed_path) as f:
+    with atomic_write(removed_path, durable=False) as f:
         f.write(removed.astype(np.uint8).tobytes())
     written = runner.run(
         _write_kept,
@@ -290,7 +290,7 @@ def _bucket_part(job: _BucketJob) -> None:
             if bounds[p + 1] > bounds[p]:
                 chunks[p].append(e[order[bounds[p] : bounds[p + 1]]])
     for p, pieces in enumerate(chunks):
-        with atomic_write(Path(job.bucket_dir) / f"p{p:05d}" / f"part-{job.part:05d}.bin") as f:
+        with atomic_write(Path(job.bucket_dir) / f"p{p:05d}" / f"part-{job.part:05d}.bin", durable=False) as f:
             for piece in pieces:
                 f.write(piece.tobytes())
     done.touch()
@@ -392,7 +392,7 @@ def _write_kept(job: _WriteJob) -> int:
                     if not is_removed:
                         out.write(record)
                         kept += 1
-    with atomic_write(f"{job.index_base}.kept") as f:
+    with atomic_write(f"{job.index_base}.kept", durable=False) as f:
         f.write((~removed).astype(np.uint8).tobytes())
     return kept
 
@@ -405,9 +405,8 @@ def _write_duplicates(path: Path, keys: np.ndarray, dup_of: np.ndarray, kinds: n
     ids: dict[int, str] = {}
     where = np.searchsorted(offsets, needed, side="right") - 1
     for p in np.unique(where):
-        part_ids = parts[p].ids()
-        for k in needed[where == p].tolist():
-            ids[k] = part_ids[k - int(offsets[p])]
+        wanted = needed[where == p].tolist()
+        ids.update(zip(wanted, parts[p].ids_of([k - int(offsets[p]) for k in wanted])))
     kind_names = ("exact", "near")
     with atomic_write(path, "w", encoding="utf-8") as f:
         for k, d, kind, s in zip(keys.tolist(), dup_of.tolist(), kinds.tolist(), sims.tolist()):

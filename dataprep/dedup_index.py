@@ -13,7 +13,8 @@ One part per read task, in input order; document `i` of part `p` has the global 
 | `.exact`    | uint64 [docs, 2] BLAKE2b-128 of the NFC-normalized, trimmed text |
 | `.counts`   | uint32 [docs] number of distinct shingles (0: no words)       |
 | `.shingles` | uint32, every document's sorted unique shingle hashes         |
-| `.ids`      | zstd, one JSON string (the document id) per line              |
+| `.ids`      | one JSON string (the document id) per line                    |
+| `.idpos`    | uint64 [docs + 1] byte offset of each line of `.ids`          |
 | `.kept`     | uint8 [docs], 1 where the run kept the document (written last) |
 | `.json`     | the part's counts; written after the arrays: marks the part whole |
 
@@ -41,7 +42,7 @@ from pretrainkit.files import atomic_write, write_text_atomic
 INDEX_VERSION = 1
 BATCH_BYTES = 256 << 10  # small batches keep the vectorized hashing inside the CPU caches
 BATCH_DOCS = 4096
-ARRAY_SUFFIXES = (".sig", ".exact", ".counts", ".shingles", ".ids")
+ARRAY_SUFFIXES = (".sig", ".exact", ".counts", ".shingles", ".ids", ".idpos")
 
 
 def part_name(index: int) -> str:
@@ -74,21 +75,28 @@ def scan_part(job: ScanJob) -> dict:
     base = Path(job.index_dir) / part_name(job.index)
     docs = rejected = 0
     with contextlib.ExitStack() as stack:
-        out = {s: stack.enter_context(atomic_write(f"{base}{s}", "wb")) for s in ARRAY_SUFFIXES}
-        ids = stack.enter_context(zstandard.ZstdCompressor(level=3).stream_writer(out[".ids"], closefd=False))
-        rej = stack.enter_context(atomic_write(job.rejected_path, "w", encoding="utf-8"))
-        records_file = stack.enter_context(atomic_write(job.records_path, "wb"))
+        # Not fsynced: a rerun rewrites any part whose .json (written last) is missing.
+        out = {s: stack.enter_context(atomic_write(f"{base}{s}", "wb", durable=False)) for s in ARRAY_SUFFIXES}
+        rej = stack.enter_context(atomic_write(job.rejected_path, "w", durable=False, encoding="utf-8"))
+        records_file = stack.enter_context(atomic_write(job.records_path, "wb", durable=False))
         records = stack.enter_context(zstandard.ZstdCompressor(level=1).stream_writer(records_file, closefd=False))
         batch: list[Document] = []
         batch_bytes = 0
+        id_end = 0
+        out[".idpos"].write(np.zeros(1, np.uint64).tobytes())
 
         def flush() -> None:
+            nonlocal id_end
             sb = hasher.signatures_of_normalized([near_normal_bytes(d.text) for d in batch])
             out[".sig"].write(sb.signatures.tobytes())
             out[".counts"].write(sb.shingle_counts.tobytes())
             out[".shingles"].write(sb.shingles.tobytes())
             out[".exact"].write(b"".join(exact_hash(d.text) for d in batch))
-            ids.write("".join(json.dumps(d.id, ensure_ascii=False) + "\n" for d in batch).encode("utf-8"))
+            id_lines = [json.dumps(d.id, ensure_ascii=False).encode("utf-8") + b"\n" for d in batch]
+            out[".ids"].write(b"".join(id_lines))
+            positions = np.uint64(id_end) + np.cumsum([len(line) for line in id_lines], dtype=np.uint64)
+            out[".idpos"].write(positions.tobytes())
+            id_end = int(positions[-1])
             records.write(b"".join(d.record + b"\n" for d in batch))
 
         for item in read_task(job.task, job.text_field, job.id_field):
@@ -151,13 +159,11 @@ class IndexPart:
     def kept(self) -> np.ndarray:
         return _array(Path(f"{self.base}.kept"), np.uint8, (self.docs,)).astype(bool)
 
-    def ids(self) -> list[str]:
-        with open(f"{self.base}.ids", "rb") as f:
-            data = zstandard.ZstdDecompressor().stream_reader(f).read()
-        ids = [json.loads(line) for line in data.decode("utf-8").splitlines()]
-        if len(ids) != self.docs:
-            raise UserError(f"{self.base}.ids: holds {len(ids)} ids, expected {self.docs}")
-        return ids
+    def ids_of(self, local: list[int]) -> list[str]:
+        """The ids of the given documents of this part (read directly, not the whole list)."""
+        pos = _array(Path(f"{self.base}.idpos"), np.uint64, (self.docs + 1,))
+        text = _array(Path(f"{self.base}.ids"), np.uint8, (int(pos[-1]),))
+        return [json.loads(bytes(text[pos[i] : pos[i + 1]])) for i in local]
 
 
 @dataclass
