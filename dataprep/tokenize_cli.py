@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 
 from tqdm import tqdm
@@ -14,19 +13,9 @@ from dataprep.readers import Document, discover_inputs, plan_read_tasks, read_ta
 from dataprep.tokenize import REJECTED_NAME, TokenizeOptions, tokenize_corpus
 from dataprep.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
 from pretrainkit.errors import UserError
+from pretrainkit.quantities import count
 from pretrainkit.files import write_text_atomic
 from shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
-
-_SIZE = re.compile(r"^(\d+)([kKmMgG]?)$")
-
-
-def token_count(text: str) -> int:
-    """'32M' -> 33554432: a token count with an optional K/M/G (binary) suffix."""
-    m = _SIZE.match(text.strip())
-    if not m:
-        raise argparse.ArgumentTypeError(f"expected a token count like 65536, 64K or 32M, got {text!r}")
-    return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     tok = sub.add_parser("tokenizer", help="train a byte-level BPE tokenizer", description="Tokenizer tools.")
@@ -84,9 +73,9 @@ def add_tokenize_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json")
     p.add_argument("--eos-token", default=None, help="end-of-text token, if the tokenizer's is not <|endoftext|>, </s> or <eos>")
     p.add_argument("--format", choices=["arrow", "webdataset"], default="arrow", help="shard format (default arrow)")
-    p.add_argument("--shard-size", type=token_count, default=DEFAULT_SHARD_TOKENS, help="tokens per shard, e.g. 32M (default 32M)")
+    p.add_argument("--shard-size", type=count, default=DEFAULT_SHARD_TOKENS, help="tokens per shard, e.g. 32M (default 32M)")
     p.add_argument(
-        "--batch-size", type=token_count, default=DEFAULT_BATCH_TOKENS,
+        "--batch-size", type=count, default=DEFAULT_BATCH_TOKENS,
         help="tokens per record batch, the unit a reader decompresses (default 16K)",
     )
 

@@ -9,22 +9,11 @@ there with an error); a bad mixture is a one-line error and exit status 2.
 from __future__ import annotations
 
 import argparse
-import re
 
 from mixtures.inspect import format_report, inspect_mixture
 from mixtures.mixture import load_mixture
 from pretrainkit.errors import UserError
-
-_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
-
-
-def token_budget(text: str) -> int:
-    """'250000', '20M', '1.5B' -> tokens (decimal suffixes, as budgets are quoted; shard sizes use binary ones)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMBGT]?)\s*", text.upper())
-    if not m or float(m.group(1)) * _SUFFIX[m.group(2)] < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive token count like 250000, 20M or 1.5B, got {text!r}")
-    return int(float(m.group(1)) * _SUFFIX[m.group(2)])
-
+from pretrainkit.quantities import count
 
 def register(sub: argparse._SubParsersAction) -> None:
     mix = sub.add_parser("mix", help="check and describe a mixture YAML", description="Mixture tools.")
@@ -38,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "upsampled source, many repeats). Exit 1 when the budget exceeds some source's max_epochs.",
     )
     inspect.add_argument("mixture", metavar="MIXTURE.yaml", help="mixture file")
-    inspect.add_argument("--tokens", type=token_budget, help="training token budget (e.g. 20M, 1.5B)")
+    inspect.add_argument("--tokens", type=count, help="training token budget (e.g. 20M, 1.5B)")
     inspect.add_argument("--seq-len", type=int, default=1024, help="training sequence length (default 1024)")
     inspect.add_argument("--no-verify", action="store_true", help="skip the sha256 check of every shard")
     inspect.set_defaults(func=run_inspect)

@@ -17,7 +17,7 @@ FORMATS = ("arrow", "webdataset")
 SUFFIX = {"arrow": ".arrow", "webdataset": ".tar"}
 SHARD_NAME_RE = re.compile(r"^shard-\d{5}\.(arrow|tar)$")
 DEFAULT_BATCH_TOKENS = 16384
-DEFAULT_SHARD_TOKENS = 32 << 20
+DEFAULT_SHARD_TOKENS = 32_000_000
 ZSTD_LEVEL = 3
 
 

@@ -12,31 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
+from pretrainkit.quantities import quantity
 from train.memory import PARALLEL_STRATEGY, STATE_BYTES, STRATEGY_LABELS, ActivationShape, memory_table
 from train.plan import LAWS, LossLaw, load_law, resolve_budget, training_seconds
 
-SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
 GB = 1e9
-
-
-def quantity(text: str) -> float:
-    """A positive number, optionally with a K/M/B/G/T/P suffix (argparse type)."""
-    t = text.strip().upper()
-    scale = 1.0
-    if t and t[-1] in SUFFIXES:
-        t, scale = t[:-1], SUFFIXES[t[-1]]
-    try:
-        value = float(t) * scale
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r} (e.g. 1e21, 7.5B, 989T)") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
 
 
 def _checked(convert, ok, requirement: str):

@@ -1,0 +1,39 @@
+"""Numbers on the command line with size suffixes: `20M` tokens, `7.5B` parameters, `989T` FLOP/s.
+
+    parser.add_argument("--tokens", type=count)     # "1.5B" -> 1500000000
+    parser.add_argument("--flops", type=quantity)   # "1e21" -> 1e21
+
+Suffixes are decimal (K = 1e3, M = 1e6, B or G = 1e9, T = 1e12, P = 1e15), as budgets, model sizes
+and hardware are quoted; case does not matter. Both are argparse types: a bad value is a one-line
+usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
+
+
+def quantity(text: str) -> float:
+    """A positive number, optionally with a suffix."""
+    t = text.strip().upper()
+    scale = 1.0
+    if t and t[-1] in SUFFIXES:
+        t, scale = t[:-1], SUFFIXES[t[-1]]
+    try:
+        value = float(t) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r} (e.g. 250000, 20M, 7.5B, 1e21)") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def count(text: str) -> int:
+    """A positive whole count (of tokens, documents...), optionally with a suffix."""
+    value = quantity(text)
+    if value < 1 or value != int(value):
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return int(value)
