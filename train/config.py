@@ -34,6 +34,9 @@ PATH_KEYS = (("run_dir",), ("data", "mixture"), ("init_from",))
 class DataConfig:
     mixture: str
     seq_len: int = 512
+    # Resume although the mixture changed since the checkpoint (weights, sources): each source then
+    # continues where it stopped, and the new order starts at the saved batch.
+    allow_mixture_change: bool = False
 
 
 @dataclass

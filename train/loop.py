@@ -98,10 +98,11 @@ class TrainingLoop:
 
     def _restore(self, ckpt: Checkpoint) -> None:
         extra = ckpt.meta["extra"]
-        if extra.get("mixture") != self.mix.fingerprint:
+        if extra.get("mixture") != self.mix.fingerprint and not self.mix.allow_fingerprint_change:
             raise UserError(
                 f"{ckpt.path}: saved for another mixture (fingerprint {str(extra.get('mixture'))[:12]}, "
-                f"now {self.mix.fingerprint[:12]}); use a new run_dir or --no-resume"
+                f"now {self.mix.fingerprint[:12]}); set data.allow_mixture_change=true to continue with the "
+                f"changed mixture, or use a new run_dir or --no-resume"
             )
         self.ckpts.restore(self.trainer, ckpt)
         self.loader.load_state_dict(extra["loader"])

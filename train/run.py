@@ -35,7 +35,8 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
     env = init_distributed(cfg.device)
     try:
         check_batch_split(cfg, where, env.world_size)
-        mix = load_mixture(cfg.data.mixture).with_replays(loader_state_of)
+        mix = load_mixture(cfg.data.mixture, allow_fingerprint_change=cfg.data.allow_mixture_change)
+        mix = mix.with_replays(loader_state_of)
         sampler = MixtureSampler(mix, seq_len=cfg.data.seq_len, global_batch_size=cfg.batch.global_size)
         limit = sampler.limit_batch()
         if limit is not None and limit < cfg.max_steps:

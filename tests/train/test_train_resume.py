@@ -143,3 +143,19 @@ def test_no_resume_starts_over(kit, tmp_path: Path, capsys) -> None:
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["step-0000004"]
     assert main(["train", str(config), "--no-resume"]) == 0
     assert losses(kit.rows(tmp_path / "run")) == losses(first)
+
+
+def test_a_changed_mixture_resumes_only_when_allowed_and_every_source_continues(kit, tmp_path: Path, capsys) -> None:
+    config = kit.config(tmp_path, **{**DDP, "max_steps": 8})
+    assert main(["train", str(config)]) == 0
+    before = {s["name"]: s["next_token"] for s in loader_state_of(tmp_path / "run")["sources"]}
+    changed = kit.mixture.parent / "mix-reweighted.yaml"  # same shard sets, new weights
+    changed.write_text(kit.mixture.read_text().replace("weight: 0.7", "weight: 0.5").replace("weight: 0.3", "weight: 0.5"))
+    more = ["--set", "max_steps=12", "--set", f"data.mixture={changed}"]
+    assert main(["train", str(config), *more]) == 2
+    assert "data.allow_mixture_change=true" in capsys.readouterr().err
+    assert main(["train", str(config), *more, "--set", "data.allow_mixture_change=true"]) == 0
+    assert "resuming" in capsys.readouterr().err
+    assert [r["step"] for r in kit.rows(tmp_path / "run")] == list(range(1, 13))
+    after = {s["name"]: s["next_token"] for s in loader_state_of(tmp_path / "run")["sources"]}
+    assert after.keys() == before.keys() and all(after[name] > before[name] for name in before)
