@@ -49,8 +49,28 @@ def part_name(index: int) -> str:
     return f"part-{index:05d}"
 
 
+_ASCII_WHITESPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"  # exactly what str.strip() removes from ASCII text
+
+
 def exact_hash(text: str) -> bytes:
+    """BLAKE2b-128 of the NFC-normalized, trimmed text."""
     return hashlib.blake2b(unicodedata.normalize("NFC", text).strip().encode("utf-8"), digest_size=16).digest()
+
+
+def hashes_input(text: str) -> tuple[bytes, bytes]:
+    """(exact hash, bytes for near-dup hashing) of one document. ASCII text, the common case, is
+    encoded once and needs no normalization (NFC leaves it unchanged)."""
+    if text.isascii():
+        raw = text.encode("ascii")
+        return hashlib.blake2b(raw.strip(_ASCII_WHITESPACE), digest_size=16).digest(), raw
+    return exact_hash(text), near_normal_bytes(text)
+
+
+def id_line(doc_id: str) -> bytes:
+    """The id as a JSON string and a newline (json.dumps only where escaping may be needed)."""
+    if doc_id.isascii() and doc_id.isprintable() and '"' not in doc_id and "\\" not in doc_id:
+        return f'"{doc_id}"\n'.encode("ascii")
+    return json.dumps(doc_id, ensure_ascii=False).encode("utf-8") + b"\n"
 
 
 @dataclass(frozen=True)
@@ -87,12 +107,13 @@ def scan_part(job: ScanJob) -> dict:
 
         def flush() -> None:
             nonlocal id_end
-            sb = hasher.signatures_of_normalized([near_normal_bytes(d.text) for d in batch])
+            exact, normalized = zip(*[hashes_input(d.text) for d in batch])
+            sb = hasher.signatures_of_normalized(list(normalized))
             out[".sig"].write(sb.signatures.tobytes())
             out[".counts"].write(sb.shingle_counts.tobytes())
             out[".shingles"].write(sb.shingles.tobytes())
-            out[".exact"].write(b"".join(exact_hash(d.text) for d in batch))
-            id_lines = [json.dumps(d.id, ensure_ascii=False).encode("utf-8") + b"\n" for d in batch]
+            out[".exact"].write(b"".join(exact))
+            id_lines = [id_line(d.id) for d in batch]
             out[".ids"].write(b"".join(id_lines))
             positions = np.uint64(id_end) + np.cumsum([len(line) for line in id_lines], dtype=np.uint64)
             out[".idpos"].write(positions.tobytes())
