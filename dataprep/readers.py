@@ -157,7 +157,7 @@ def _read_txt(f: InputFile) -> Iterator[Item]:
     except UnicodeDecodeError as e:
         yield Rejected(f.rel, 1, f"invalid UTF-8 at byte {e.start}")
         return
-    if not text.strip():
+    if not text or text.isspace():
         yield Rejected(f.rel, 1, "empty text")
         return
     doc_id = f"{f.rel}:1"
@@ -235,7 +235,7 @@ def _read_jsonl(task: ReadTask, text_field: str, id_field: str) -> Iterator[Item
 
 def _parse_json_line(raw: bytes, source: str, line_no: int, text_field: str, id_field: str) -> Item:
     raw = raw.rstrip(b"\r\n")
-    if not raw.strip():
+    if not raw or raw.isspace():
         return Rejected(source, line_no, "blank line")
     try:
         s = raw.decode("utf-8")
@@ -258,7 +258,7 @@ def _document_from_object(
         return Rejected(source, line_no, f"missing text field '{text_field}'")
     if not isinstance(text, str):
         return Rejected(source, line_no, f"text field '{text_field}' is a {type(text).__name__}, not a string")
-    if not text.strip():
+    if not text or text.isspace():  # isspace stops at the first other character; strip() copies
         return Rejected(source, line_no, "empty text")
     doc_id = obj.get(id_field)
     if doc_id is None or doc_id == "":
