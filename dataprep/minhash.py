@@ -74,8 +74,8 @@ def _separate_words(buf: np.ndarray) -> np.ndarray:
     high = np.flatnonzero(buf >= 0xC2)
     if len(high) == 0:
         return out
-    nxt = np.append(buf, np.zeros(2, np.uint8))
-    b0, b1, b2 = buf[high], nxt[high + 1], nxt[high + 2]
+    nxt = np.append(buf, np.zeros(1, np.uint8))
+    b0, b1 = buf[high], nxt[high + 1]
     mark = (b0 == 0xCC) | ((b0 == 0xCD) & (b1 <= 0xAF))
     punct2 = (b0 == 0xC2) & (b1 >= 0xA0) & (b1 <= 0xBF)
     punct3 = ((b0 == 0xE2) & ((b1 == 0x80) | (b1 == 0x81))) | ((b0 == 0xE3) & (b1 == 0x80))
