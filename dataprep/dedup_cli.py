@@ -15,10 +15,21 @@ def add_dedup_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=float, default=d.threshold, help="Jaccard similarity of word n-grams at which documents are near duplicates (default %(default)s)")
     p.add_argument("--num-perm", type=int, default=d.num_perm, help="MinHash signature length (default %(default)s)")
     p.add_argument("--ngram", type=int, default=d.ngram, help="words per shingle (default %(default)s)")
-    p.add_argument("--text-field", default=d.text_field, help="JSON/Parquet field holding the text (default %(default)s)")
-    p.add_argument("--id-field", default=d.id_field, help="field holding the document id (default %(default)s)")
+    add_field_options(p)
     p.add_argument("--no-near", action="store_true", help="exact dedup only")
     p.add_argument("--against", metavar="INDEX_DIR", help="also drop documents duplicating an earlier corpus (its OUT/index)")
+
+
+def add_inputs_and_output(p: argparse.ArgumentParser, output_help: str) -> None:
+    """INPUT... and -o OUT, as every command over raw corpora takes them."""
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help=".jsonl, .jsonl.gz, .jsonl.zst, .parquet, .txt files or directories")
+    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help=output_help)
+
+
+def add_field_options(p: argparse.ArgumentParser) -> None:
+    d = DedupOptions()
+    p.add_argument("--text-field", default=d.text_field, help="JSON/Parquet field holding the text (default %(default)s)")
+    p.add_argument("--id-field", default=d.id_field, help="JSON/Parquet field holding the document id (default %(default)s)")
 
 
 def dedup_options_from_args(args: argparse.Namespace) -> DedupOptions:
@@ -38,8 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Remove exact and MinHash-LSH near-duplicate documents. Writes OUT/*.jsonl.zst (kept records, "
         "unchanged), OUT/duplicates.jsonl, OUT/rejected.jsonl, OUT/stats.json and OUT/index/ (for a later --against).",
     )
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help=".jsonl, .jsonl.gz, .jsonl.zst, .parquet, .txt files or directories")
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help="output directory")
+    add_inputs_and_output(p, "output directory")
     add_dedup_options(p)
     add_workers_option(p)
     p.set_defaults(func=_run)

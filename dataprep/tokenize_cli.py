@@ -7,7 +7,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from dataprep.dedup_cli import add_dedup_options, add_workers_option, dedup_options_from_args, format_summary
+from dataprep.dedup_cli import (
+    add_dedup_options,
+    add_field_options,
+    add_inputs_and_output,
+    add_workers_option,
+    dedup_options_from_args,
+    format_summary,
+)
 from dataprep.prepare import run_prepare
 from dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
 from dataprep.tokenize import REJECTED_NAME, TokenizeOptions, tokenize_corpus
@@ -30,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--vocab-size", type=int, required=True, help="vocabulary size, special tokens included")
     train.add_argument("--min-frequency", type=int, default=2, help="least count of a pair to merge (default 2)")
     train.add_argument("--eos-token", default=DEFAULT_EOS, help=f"end-of-text token (default {DEFAULT_EOS})")
-    _add_field_options(train)
+    add_field_options(train)
     train.set_defaults(func=run_train)
 
     tokenize = sub.add_parser(
@@ -41,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_inputs_and_output(tokenize, "shard directory to write")
     add_tokenize_options(tokenize)
-    _add_field_options(tokenize)
+    add_field_options(tokenize)
     add_workers_option(tokenize)
     tokenize.set_defaults(func=run_tokenize)
 
@@ -56,16 +63,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dedup_options(prepare)
     add_workers_option(prepare)
     prepare.set_defaults(func=run_prepare_command)
-
-
-def add_inputs_and_output(p: argparse.ArgumentParser, output_help: str) -> None:
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help=".jsonl[.gz|.zst], .parquet, .txt files or directories")
-    p.add_argument("-o", "--output", required=True, help=output_help)
-
-
-def _add_field_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--text-field", default="text", help="JSON/Parquet field holding the text (default text)")
-    p.add_argument("--id-field", default="id", help="JSON/Parquet field holding the id (default id)")
 
 
 def add_tokenize_options(p: argparse.ArgumentParser) -> None:
