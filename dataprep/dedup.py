@@ -44,8 +44,8 @@ import zstandard
 from dataprep.clusters import connected_components
 from dataprep.dedup_index import DedupIndex, IndexPart, ScanJob, part_name, scan_part
 from dataprep.executor import JobRunner
-from dataprep.minhash import band_hashes, lsh_params
-from dataprep.readers import discover_inputs, plan_read_tasks
+from dataprep.minhash import band_hashes, jaccard, lsh_params
+from dataprep.readers import discover_inputs, plan_read_tasks, refuse_inputs_inside
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, remove_temporaries, write_text_atomic
@@ -86,7 +86,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     options.validate()
     started = time.monotonic()
     files = discover_inputs(inputs)
-    _refuse_output_inside_inputs(files, out_dir)
+    refuse_inputs_inside(files, out_dir)
     old = _open_against(options)
     tasks = plan_read_tasks(files)
     bands, rows = lsh_params(options.threshold, options.num_perm) if options.near else (0, 0)
@@ -176,15 +176,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     _remove_stale_parts(out_dir, index_dir, len(tasks))
     write_text_atomic(out_dir / "stats.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
     shutil.rmtree(work)
-    stats_for_summary = dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))
-    return stats_for_summary
-
-
-def _refuse_output_inside_inputs(files, out_dir: Path) -> None:
-    out = out_dir.resolve()
-    for f in files:
-        if out in Path(f.path).resolve().parents:
-            raise UserError(f"{f.path}: input lies inside the output directory {out_dir}; choose another -o")
+    return dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))
 
 
 def _open_against(options: DedupOptions) -> DedupIndex | None:
@@ -348,8 +340,6 @@ class _JaccardJob:
 
 
 def _jaccard_chunk(job: _JaccardJob) -> np.ndarray:
-    from dataprep.minhash import jaccard
-
     parts = [IndexPart(Path(b), n, k) for b, n, k in job.parts]
     where = np.searchsorted(job.offsets, job.pairs, side="right") - 1
     local = job.pairs - job.offsets[where]

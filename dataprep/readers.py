@@ -102,6 +102,14 @@ def discover_inputs(paths: list[str]) -> list[InputFile]:
     return found
 
 
+def refuse_inputs_inside(files: list[InputFile], out_dir: Path) -> None:
+    """An output directory must not hold inputs: a rerun would read the run's own outputs as input."""
+    out = out_dir.resolve()
+    for f in files:
+        if out in Path(f.path).resolve().parents:
+            raise UserError(f"{f.path}: input lies inside the output directory {out_dir}; choose another -o")
+
+
 def plan_read_tasks(files: list[InputFile], split_bytes: int = SPLIT_BYTES) -> list[ReadTask]:
     """Cut the inputs into read tasks; the list depends only on the files, never on worker counts."""
     tasks: list[ReadTask] = []

@@ -29,7 +29,7 @@ import numpy as np
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from dataprep.readers import Document, InputFile, Rejected, discover_inputs, plan_read_tasks, read_task
+from dataprep.readers import Document, InputFile, Rejected, discover_inputs, plan_read_tasks, read_task, refuse_inputs_inside
 from dataprep.tokenizer import LoadedTokenizer, load_tokenizer
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
@@ -75,10 +75,7 @@ def tokenize_corpus(
     out_dir = Path(out_dir)
     tok = load_tokenizer(tokenizer_path, options.eos_token)
     files = discover_inputs(inputs)
-    out = out_dir.resolve()
-    inside = next((f.path for f in files if out in Path(f.path).resolve().parents), None)
-    if inside:  # a rerun would read this run's rejected.jsonl as input
-        raise UserError(f"{inside}: input lies inside the output directory {out_dir}; choose another -o")
+    refuse_inputs_inside(files, out_dir)
     dtype = token_dtype(tok.vocab_size)
     inputs_meta = input_hashes(files)
     writer = ShardWriter(out_dir, options.format, dtype, options.shard_tokens, options.batch_tokens)
