@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 import yaml
 
-from mixtures import MixtureSampler, TrainLoader, load_mixture
+from mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
 from train.checkpoint import loader_state_of
@@ -35,8 +35,7 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
     env = init_distributed(cfg.device)
     try:
         check_batch_split(cfg, where, env.world_size)
-        mix = load_mixture(cfg.data.mixture, allow_fingerprint_change=cfg.data.allow_mixture_change)
-        mix = mix.with_replays(loader_state_of)
+        mix = load_verified_mixture(cfg, env.is_main).with_replays(loader_state_of)
         sampler = MixtureSampler(mix, seq_len=cfg.data.seq_len, global_batch_size=cfg.batch.global_size)
         limit = sampler.limit_batch()
         if limit is not None and limit < cfg.max_steps:
@@ -59,6 +58,21 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
         done = f"ptk train: {cfg.run_dir} already reached max_steps={cfg.max_steps}; nothing to do"
         print(done if summary is None else format_summary(cfg, summary), file=sys.stderr)
     return 0
+
+
+def load_verified_mixture(cfg: TrainConfig, is_main: bool) -> Mixture:
+    """Rank 0 hashes every shard and shares its verdict: the other processes read the same files,
+    so hashing them once per process would multiply the start-up time, and a bad shard still stops
+    every process with the same one-line error (not a broken-connection traceback)."""
+    try:
+        mix, problem = load_mixture(cfg.data.mixture, cfg.data.allow_mixture_change, verify=is_main), None
+    except UserError as e:
+        mix, problem = None, str(e)
+    verdict = [problem]
+    dist.broadcast_object_list(verdict, src=0)
+    if verdict[0] or problem:
+        raise UserError(verdict[0] or problem)
+    return mix
 
 
 def check_batch_split(cfg: TrainConfig, where: str, world_size: int) -> None:
