@@ -52,3 +52,18 @@ def test_missing_mixture_and_bad_world_split_are_user_errors(kit, tmp_path: Path
     proc = kit.ptk(config, nproc=2)
     assert proc.returncode != 0 and "batch.global_size: 6 is not a multiple of batch.micro_size x processes (2 x 2)" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_corrupt_shard_stops_training_with_one_line_naming_it(kit, tmp_path, capsys):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(kit.mixture.parent, data, ignore=shutil.ignore_patterns("mix-*.yaml"))
+    shard = sorted((data / "wiki").glob("shard-*"))[0]
+    raw = bytearray(shard.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # same size: only the sha256 check can catch it
+    shard.write_bytes(bytes(raw))
+    config = kit.config(tmp_path, data={"mixture": str(data / kit.mixture.name), "seq_len": 32})
+    assert main(["train", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"{shard}: altered" in err and err.count("ptk: error") == 1
