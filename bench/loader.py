@@ -37,7 +37,7 @@ from dataprep.tokenize import write_text_shards  # noqa: E402
 from dataprep.tokenizer import train_tokenizer  # noqa: E402
 from mixtures import MixtureSampler, TrainLoader, load_mixture  # noqa: E402
 from shards import ShardSet  # noqa: E402
-from train.run_log import read_run  # noqa: E402
+from train.reports.run_log import read_run  # noqa: E402
 
 SOURCES = {"reuters": 0.5, "wikitext": 0.3, "peps": 0.2}
 

@@ -33,7 +33,7 @@ from bench.corpora import pep_documents, reuters_documents, shared_data_dir, wik
 from bench.results import RESULTS, write_result
 from shards import write_shards
 from train.config import load_config
-from train.run import run_training
+from train.loop.run import run_training
 
 ORIGINAL = ("wiki", "reuters")
 NEW = "peps"

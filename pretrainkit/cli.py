@@ -19,7 +19,7 @@ COMMAND_MODULES = (
     "dataprep.tokenize_cli",
     "shards.cli",
     "mixtures.cli",
-    "train.plan_cli",
+    "train.planning.cli",
     "train.cli",
 )
 

@@ -19,11 +19,11 @@ def main(argv: list[str] | None = None) -> int:
     add_train_arguments(parser)
     args = parser.parse_args(argv)
     if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun: stop if torchrun is killed
-        from train.distributed import die_with_parent
+        from train.parallel.distributed import die_with_parent
 
         die_with_parent()
     try:
-        from train.run import run_training
+        from train.loop.run import run_training
 
         return run_training(load_config(args.config, args.overrides), where=args.config, resume=not args.no_resume)
     except UserError as e:

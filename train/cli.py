@@ -38,7 +38,7 @@ def precheck(cfg: TrainConfig, where: str, nproc: int) -> None:
     """What torchrun's children would fail on, checked once here (their failures come with
     torchrun's own traceback): the batch split over processes, and the mixture file."""
     from mixtures import load_mixture
-    from train.run import check_batch_split
+    from train.loop.run import check_batch_split
 
     check_batch_split(cfg, where, nproc)
     load_mixture(cfg.data.mixture, verify=False)
@@ -50,14 +50,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UserError(f"--nproc must be >= 1, got {args.nproc}")
     if args.nproc > 1:
         precheck(cfg, args.config, args.nproc)
-        from train.distributed import die_with_parent
+        from train.parallel.distributed import die_with_parent
 
         # torchrun dies with ptk, and its workers with it (train/__main__.py asks the same).
         code = subprocess.run(torchrun_command(args), preexec_fn=die_with_parent).returncode
         if code:
             raise UserError(f"training failed (torchrun exit status {code}); the processes' messages are above")
         return 0
-    from train.run import run_training  # torch and the data stack load only when training
+    from train.loop.run import run_training  # torch and the data stack load only when training
 
     return run_training(cfg, where=args.config, resume=not args.no_resume)
 
@@ -75,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     import torch
 
-    from train.export import export_model
+    from train.checkpoint.export import export_model
 
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
     out, ckpt, cfg = export_model(args.run_dir, args.output, dtype)
@@ -87,7 +87,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def register_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write a run's newest checkpoint as one safetensors model file",
                        description="Consolidate the newest valid checkpoint (any world size / parallel mode) into "
-                       "one safetensors file loadable on one process (train.export.load_exported).")  # fmt: skip
+                       "one safetensors file loadable on one process (train.checkpoint.export.load_exported).")  # fmt: skip
     p.add_argument("run_dir", help="a run directory (uses its newest valid checkpoint) or one checkpoint directory")
     p.add_argument("-o", "--output", required=True, help="FILE.safetensors, or a directory (model.safetensors + config.json)")
     p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")

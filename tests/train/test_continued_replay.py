@@ -16,11 +16,11 @@ import yaml
 
 from mixtures import MixtureSampler, load_mixture
 from pretrainkit.errors import UserError
-from train.checkpoint import loader_state_of
+from train.checkpoint.checkpoints import loader_state_of
 from train.config import load_config
-from train.export import export_model
-from train.init_from import find_init_source
-from train.run import run_training
+from train.checkpoint.export import export_model
+from train.checkpoint.init_from import find_init_source
+from train.loop.run import run_training
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 SEQ, BATCH, BASE_STEPS = 32, 8, 8  # conftest's tiny config: seq_len 32, global batch 8

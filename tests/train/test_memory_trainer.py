@@ -1,6 +1,6 @@
 """The memory model against the peak tensor memory of the project's own Trainer on this CPU.
 
-The worker (this file run as a script, alone or under torchrun) builds `train.trainer.Trainer` from
+The worker (this file run as a script, alone or under torchrun) builds `train.loop.trainer.Trainer` from
 a config and runs three real training steps under the PyTorch profiler with memory profiling on;
 the profiler's running "Total Allocated" counts every tensor allocation from before the model
 exists, so its maximum (less its value at the start) is the true peak of tensor memory: weights,
@@ -40,9 +40,9 @@ def measure(case: dict) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     from train.config import config_from_dict
-    from train.distributed import init_distributed
-    from train.memory import PARALLEL_STRATEGY, ActivationShape, activation_bytes, model_states
-    from train.trainer import Trainer, model_config
+    from train.parallel.distributed import init_distributed
+    from train.planning.memory import PARALLEL_STRATEGY, ActivationShape, activation_bytes, model_states
+    from train.loop.trainer import Trainer, model_config
 
     env = init_distributed("cpu")
     v, s, b, parallel = case["vocab"], case["seq"], case["micro"], case.get("parallel", "ddp")
@@ -99,7 +99,7 @@ def test_memory_model_within_25_percent_under_ddp_and_each_zero_stage():
 
 
 if __name__ == "__main__":
-    from train.distributed import shutdown
+    from train.parallel.distributed import shutdown
 
     results = [measure(case) for case in (ONE_PROCESS if sys.argv[1] == "one" else TWO_PROCESSES)]
     if os.environ.get("RANK", "0") == "0":

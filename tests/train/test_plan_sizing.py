@@ -11,9 +11,9 @@ import yaml
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
 from shards import write_shards
-from train.model import ModelConfig
-from train.plan import LAWS, LossLaw, load_law, resolve_budget
-from train.plan_cli import human
+from train.model.llama import ModelConfig
+from train.planning.plan import LAWS, LossLaw, load_law, resolve_budget
+from train.planning.cli import human
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 

@@ -20,7 +20,7 @@ from matplotlib.image import imread
 
 from pretrainkit.cli import main
 from shards import write_shards
-from train.report import PANELS, SPIKE_COLOR
+from train.reports.report import PANELS, SPIKE_COLOR
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"

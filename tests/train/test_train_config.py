@@ -9,7 +9,7 @@ import yaml
 
 from pretrainkit.errors import UserError
 from train.config import load_config, to_dict
-from train.trainer import model_config
+from train.loop.trainer import model_config
 
 GOOD = """
 run_dir: runs/tiny

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from mixtures import MixtureSampler, load_mixture
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
-from train.export import load_exported
+from train.checkpoint.export import load_exported
 
 
 def test_export_loads_alone_and_reproduces_the_validation_loss(kit, tmp_path: Path, capsys) -> None:

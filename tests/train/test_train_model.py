@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from train.model import ModelConfig, Transformer, apply_rope, rope_tables
+from train.model.llama import ModelConfig, Transformer, apply_rope, rope_tables
 
 
 def tiny(**kw) -> ModelConfig:

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from pretrainkit.cli import main
-from train.checkpoint import loader_state_of
-from train.export import export_model, load_exported
+from train.checkpoint.checkpoints import loader_state_of
+from train.checkpoint.export import export_model, load_exported
 
 FSDP = {"parallel": "fsdp", "max_steps": 40, "checkpoint": {"every": 4, "keep": 3}, "eval": {"every": 0}}
 DDP = {"parallel": "ddp", "max_steps": 12, "checkpoint": {"every": 4, "keep": 3}, "eval": {"every": 0}}

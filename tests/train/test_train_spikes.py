@@ -13,8 +13,8 @@ import yaml
 
 from pretrainkit.errors import UserError
 from train.config import SpikeConfig, load_config
-from train.run import run_training
-from train.spikes import SpikeDetector
+from train.loop.run import run_training
+from train.loop.spikes import SpikeDetector
 
 SPIKE_BATCH = 24
 RUN = {"max_steps": 32, "checkpoint": {"every": 5, "keep": 2}, "eval": {"every": 0}}

@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pretrainkit.files import write_text_atomic  # noqa: E402
 from train.config import config_from_dict  # noqa: E402
-from train.distributed import DistEnv, init_distributed, shutdown  # noqa: E402
-from train.trainer import Trainer, model_config  # noqa: E402
+from train.parallel.distributed import DistEnv, init_distributed, shutdown  # noqa: E402
+from train.loop.trainer import Trainer, model_config  # noqa: E402
 
 VOCAB, SEQ = 97, 16
 BASE = {

@@ -21,7 +21,7 @@ import torch
 from tqdm import tqdm
 
 from pretrainkit.errors import UserError
-from train.plan import LossLaw
+from train.planning.plan import LossLaw
 
 HUBER_DELTA = 1e-3
 # Hoffmann et al.'s grid of initialisations (appendix D.2).

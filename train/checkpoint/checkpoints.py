@@ -36,8 +36,8 @@ from torch.distributed.checkpoint.state_dict import (
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_text_atomic
-from train.parallelize import sharded_optimizer, unwrap
-from train.trainer import Trainer
+from train.parallel.data_parallel import sharded_optimizer, unwrap
+from train.loop.trainer import Trainer
 
 META_FILE = "meta.json"
 PREFIX = "step-"

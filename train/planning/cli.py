@@ -17,8 +17,8 @@ from pathlib import Path
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
 from pretrainkit.quantities import quantity
-from train.memory import PARALLEL_STRATEGY, STATE_BYTES, STRATEGY_LABELS, ActivationShape, memory_table
-from train.plan import LAWS, LossLaw, load_law, resolve_budget, training_seconds
+from train.planning.memory import PARALLEL_STRATEGY, STATE_BYTES, STRATEGY_LABELS, ActivationShape, memory_table
+from train.planning.plan import LAWS, LossLaw, load_law, resolve_budget, training_seconds
 
 GB = 1e9
 
@@ -63,7 +63,7 @@ def law_formula(law: LossLaw) -> str:
 
 def model_of_config(cfg, vocab_size: int | None, where: str):
     """The ModelConfig of a training config, its vocabulary from `vocab_size` or else from the mixture."""
-    from train.trainer import model_config
+    from train.loop.trainer import model_config
 
     if vocab_size is None:
         from mixtures import load_mixture
@@ -177,8 +177,8 @@ def run_plan(args: argparse.Namespace) -> int:
 
 def _run_point(run_dir: Path, metric: str, vocab_size: int | None):
     from train.config import load_config
-    from train.run_log import read_run
-    from train.scaling import RunPoint
+    from train.reports.run_log import read_run
+    from train.planning.scaling import RunPoint
 
     config_path = run_dir / "config.yaml"
     cfg = load_config(config_path)
@@ -194,7 +194,7 @@ def _run_point(run_dir: Path, metric: str, vocab_size: int | None):
 
 
 def _points_file(path: Path):
-    from train.scaling import RunPoint
+    from train.planning.scaling import RunPoint
 
     points = []
     try:
@@ -221,7 +221,7 @@ def _prediction(text: str) -> tuple[float, float]:
 
 
 def run_scaling_fit(args: argparse.Namespace) -> int:
-    from train.scaling import fit_loss_law
+    from train.planning.scaling import fit_loss_law
 
     points = [_run_point(Path(d), args.metric, args.vocab_size) for d in args.run_dirs]
     for f in args.points or []:
@@ -252,8 +252,8 @@ def run_scaling_fit(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from train.report import draw_report, summary_text
-    from train.run_log import read_run
+    from train.reports.report import draw_report, summary_text
+    from train.reports.run_log import read_run
 
     runs = [read_run(d) for d in [args.run_dir, *(args.compare or [])]]
     output = Path(args.output) if args.output else Path(args.run_dir) / "report.png"

@@ -21,12 +21,12 @@ import yaml
 from mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
-from train.checkpoint import loader_state_of
+from train.checkpoint.checkpoints import loader_state_of
 from train.config import TrainConfig, to_dict
-from train.distributed import init_distributed, shutdown
-from train.init_from import initialize_from
-from train.loop import BatchTransform, TrainingLoop, format_summary
-from train.trainer import Trainer, model_config
+from train.parallel.distributed import init_distributed, shutdown
+from train.checkpoint.init_from import initialize_from
+from train.loop.training_loop import BatchTransform, TrainingLoop, format_summary
+from train.loop.trainer import Trainer, model_config
 
 CONFIG_FILE = "config.yaml"
 

@@ -88,7 +88,7 @@ class ActivationShape:
 
     @classmethod
     def from_model_config(cls, cfg) -> "ActivationShape":
-        """From `train.model.ModelConfig`."""
+        """From `train.model.llama.ModelConfig`."""
         return cls(
             d_model=cfg.d_model,
             n_layers=cfg.n_layers,

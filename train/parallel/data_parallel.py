@@ -33,7 +33,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
-from train.optim import param_groups
+from train.loop.optim import param_groups
 
 FSDP_MODES = ("zero2", "fsdp")
 

@@ -37,12 +37,12 @@ from tqdm import tqdm
 
 from mixtures import Mixture, TrainLoader
 from pretrainkit.errors import UserError
-from train.checkpoint import Checkpoint, Checkpoints
+from train.checkpoint.checkpoints import Checkpoint, Checkpoints
 from train.config import TrainConfig, to_dict
-from train.distributed import DistEnv
-from train.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
-from train.spikes import Spike, SpikeDetector
-from train.trainer import Batch, Trainer
+from train.parallel.distributed import DistEnv
+from train.loop.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
+from train.loop.spikes import Spike, SpikeDetector
+from train.loop.trainer import Batch, Trainer
 
 SUMMARY_STEPS = 10
 

@@ -25,11 +25,11 @@ from safetensors import SafetensorError, safe_open
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
 from pretrainkit.errors import UserError
-from train.checkpoint import Checkpoint, load_weights
+from train.checkpoint.checkpoints import Checkpoint, load_weights
 from train.config import TrainConfig
-from train.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
-from train.model import ModelConfig
-from train.trainer import Trainer
+from train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
+from train.model.llama import ModelConfig
+from train.loop.trainer import Trainer
 
 # What decides the parameter tensors' shapes and meaning; max_seq_len (RoPE tables are derived,
 # never stored) and rope_theta may change in a continued run.

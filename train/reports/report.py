@@ -21,7 +21,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from pretrainkit.files import write_bytes_atomic
-from train.run_log import RunLog
+from train.reports.run_log import RunLog
 
 PANELS = ("training loss", "validation loss", "learning rate", "gradient norm", "tokens/s", "MFU")
 SPIKE_COLOR = "#d62728"

@@ -25,8 +25,8 @@ from safetensors.torch import load_file, safe_open, save
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_bytes_atomic, write_text_atomic
-from train.checkpoint import META_FILE, Checkpoint, Checkpoints, verify
-from train.model import ModelConfig, Transformer
+from train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, verify
+from train.model.llama import ModelConfig, Transformer
 
 WEIGHTS_FILE = "model.safetensors"
 TIED_KEY = "output.weight"

@@ -23,10 +23,10 @@ import torch.nn.functional as F
 
 from pretrainkit.errors import UserError
 from train.config import TrainConfig
-from train.distributed import DistEnv
-from train.model import ModelConfig, Transformer
-from train.optim import Schedule, lr_at, set_lr
-from train.parallelize import autocast_context, build_optimizer, clip_grad_norm, gradient_sync, parallelize
+from train.parallel.distributed import DistEnv
+from train.model.llama import ModelConfig, Transformer
+from train.loop.optim import Schedule, lr_at, set_lr
+from train.parallel.data_parallel import autocast_context, build_optimizer, clip_grad_norm, gradient_sync, parallelize
 
 IGNORE_INDEX = -100  # target value that counts neither in the loss nor in the token count
 

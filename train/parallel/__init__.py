@@ -1,0 +1,1 @@
+"""How the model is spread over processes: the process group, data parallelism and ZeRO/FSDP."""

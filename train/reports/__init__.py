@@ -1,0 +1,1 @@
+"""Reading a run's logs back and drawing its report."""
