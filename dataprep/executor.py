@@ -18,7 +18,7 @@ import multiprocessing.pool
 import sys
 from typing import Callable, Sequence, TypeVar
 
-from tqdm import tqdm
+from pretrainkit.progress import progress_bar
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -47,7 +47,7 @@ class JobRunner:
             weights: Sequence[float] | None = None, unit: str = "job") -> list[R]:
         weights = list(weights) if weights is not None else [1.0] * len(jobs)
         results: list = [None] * len(jobs)
-        with tqdm(total=sum(weights), desc=desc, unit=unit, unit_scale=True, disable=None, file=sys.stderr, leave=False) as bar:
+        with progress_bar(total=sum(weights), desc=desc, unit=unit, unit_scale=True, leave=False) as bar:
             if self.workers == 1 or len(jobs) <= 1:
                 for i, job in enumerate(jobs):
                     results[i] = fn(job)

@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 from tokenizers import Tokenizer
-from tqdm import tqdm
+from pretrainkit.progress import progress_bar
 
 from dataprep.readers import Document, InputFile, Rejected, discover_inputs, plan_read_tasks, read_task, refuse_inputs_inside
 from dataprep.tokenizer import LoadedTokenizer, load_tokenizer
@@ -81,7 +81,7 @@ def tokenize_corpus(
     writer = ShardWriter(out_dir, options.format, dtype, options.shard_tokens, options.batch_tokens)
     docs = rejected = 0
     try:
-        with atomic_write(out_dir / REJECTED_NAME, "w", encoding="utf-8") as rej, tqdm(
+        with atomic_write(out_dir / REJECTED_NAME, "w", encoding="utf-8") as rej, progress_bar(
             desc="tokenize", unit="doc", disable=not progress
         ) as bar:
             for items, lengths, flat in _encoded(files, options, tok, dtype, workers):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tqdm import tqdm
+from pretrainkit.progress import progress_bar
 
 from dataprep.dedup_cli import (
     add_dedup_options,
@@ -86,7 +86,7 @@ def run_train(args: argparse.Namespace) -> int:
     counts = {"docs": 0, "rejected": 0}
 
     def texts():
-        with tqdm(desc="read", unit="doc") as bar:
+        with progress_bar(desc="read", unit="doc") as bar:
             for task in plan_read_tasks(files):
                 for item in read_task(task, args.text_field, args.id_field):
                     bar.update()

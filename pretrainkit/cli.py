@@ -1,7 +1,7 @@
 """The `ptk` console: one argparse tree; each package registers its own subcommands.
 
 Every handler is `func(args) -> int` (the exit status). A `UserError` anywhere below becomes one
-line on stderr and exit status 2, never a traceback.
+line on stderr and exit status 2, never a traceback; a progress bar still on screen ends its line first.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import sys
 
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
+from pretrainkit.progress import end_bars
 
 # Modules that own a group of subcommands; each defines `register(subparsers)`.
 COMMAND_MODULES = (
@@ -39,11 +40,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UserError as e:
+        end_bars()
         print(f"ptk: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        end_bars()
         print("ptk: interrupted", file=sys.stderr)
         return 130
+    except BaseException:
+        end_bars()  # a traceback, too, starts on a line of its own
+        raise
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ def verify_shards(directory: str | Path, manifest: dict | None = None, progress:
     manifest = manifest if manifest is not None else load_manifest(directory)
     shards = manifest["shards"]
     if progress:
-        from tqdm import tqdm
+        from pretrainkit.progress import progress_bar
 
-        shards = tqdm(shards, desc="verify", unit="shard")
+        shards = progress_bar(shards, desc="verify", unit="shard")
     problems = []
     for entry in shards:
         path = directory / entry["file"]

@@ -10,6 +10,7 @@ import os
 import sys
 
 from pretrainkit.errors import UserError
+from pretrainkit.progress import end_bars
 from train.cli import add_train_arguments
 from train.config import load_config
 
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_training(load_config(args.config, args.overrides), where=args.config, resume=not args.no_resume)
     except UserError as e:
+        end_bars()
         if os.environ.get("RANK", "0") == "0":  # every rank hits the same error; say it once
             print(f"ptk: error: {e}", file=sys.stderr)
         return 2

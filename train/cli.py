@@ -12,6 +12,7 @@ The config is validated here, before any process starts, so a bad key fails in o
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 
@@ -34,6 +35,16 @@ def torchrun_command(args: argparse.Namespace) -> list[str]:
     return cmd + (["--no-resume"] if args.no_resume else [])
 
 
+def launch_env(nproc: int) -> dict[str, str]:
+    """The environment for torchrun: OMP_NUM_THREADS set here (the cores shared out over the processes)
+    unless the user set it, so torchrun does not print its banner about defaulting it to 1."""
+    env = dict(os.environ)
+    if "OMP_NUM_THREADS" not in env:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        env["OMP_NUM_THREADS"] = str(max(1, cores // nproc))
+    return env
+
+
 def precheck(cfg: TrainConfig, where: str, nproc: int) -> None:
     """What torchrun's children would fail on, checked once here (their failures come with
     torchrun's own traceback): the batch split over processes, and the mixture file."""
@@ -53,7 +64,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         from train.parallel.distributed import die_with_parent
 
         # torchrun dies with ptk, and its workers with it (train/__main__.py asks the same).
-        code = subprocess.run(torchrun_command(args), preexec_fn=die_with_parent).returncode
+        code = subprocess.run(torchrun_command(args), preexec_fn=die_with_parent, env=launch_env(args.nproc)).returncode
         if code:
             raise UserError(f"training failed (torchrun exit status {code}); the processes' messages are above")
         return 0

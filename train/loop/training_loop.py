@@ -33,10 +33,10 @@ from typing import Callable
 
 import torch
 import torch.distributed as dist
-from tqdm import tqdm
 
 from mixtures import Mixture, TrainLoader
 from pretrainkit.errors import UserError
+from pretrainkit.progress import progress_bar, progress_write
 from train.checkpoint.checkpoints import Checkpoint, Checkpoints
 from train.config import TrainConfig, to_dict
 from train.parallel.distributed import DistEnv
@@ -185,7 +185,7 @@ class TrainingLoop:
         if self.events is not None:
             self.events.write(row)
         if self.env.is_main:
-            tqdm.write(f"ptk train: spike at step {row['step']}: {row['reason']}; action {row['action']}", file=sys.stderr)
+            progress_write(f"ptk train: spike at step {row['step']}: {row['reason']}; action {row['action']}")
 
     def _accept(self, box: list[Spike | None]) -> Callable[[float, float], bool]:
         def accept(loss: float, grad_norm: float) -> bool:
@@ -206,8 +206,7 @@ class TrainingLoop:
         flops_per_token = trainer.model_cfg.flops_per_token(cfg.data.seq_len)
         first_step, first_loss, recent, val = trainer.step + 1, math.nan, deque(maxlen=SUMMARY_STEPS), {}
         trained_tokens = 0
-        bar = tqdm(total=cfg.max_steps, initial=trainer.step, unit="step", disable=not self.env.is_main,
-                   dynamic_ncols=True, file=sys.stderr)  # fmt: skip
+        bar = progress_bar(total=cfg.max_steps, initial=trainer.step, unit="step", disable=not self.env.is_main)
         start = time.perf_counter()
         while trainer.step < cfg.max_steps:
             t0 = time.perf_counter()

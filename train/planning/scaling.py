@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 import torch
-from tqdm import tqdm
+from pretrainkit.progress import progress_bar
 
 from pretrainkit.errors import UserError
 from train.planning.plan import LossLaw
@@ -81,7 +81,7 @@ def fit_loss_law(points: list[RunPoint], delta: float = HUBER_DELTA, starts: int
     order = torch.sort(grid_loss, stable=True).indices[:starts]
 
     best_theta, best_loss = None, math.inf
-    for i in tqdm(order.tolist(), desc="L-BFGS starts", unit="start", disable=not progress):
+    for i in progress_bar(order.tolist(), desc="L-BFGS starts", unit="start", disable=not progress):
         theta = grid[i].clone().requires_grad_(True)
         opt = torch.optim.LBFGS([theta], lr=1.0, max_iter=max_iter, tolerance_grad=1e-12,
                                 tolerance_change=1e-15, history_size=50, line_search_fn="strong_wolfe")
