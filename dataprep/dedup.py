@@ -6,7 +6,10 @@ Stages, each a set of independent jobs whose results are files (so a killed run 
 stopped, and the output is the same for any number of workers):
 
 1. scan    (per read task)  read records; write the index part (signature, exact hash, shingle
-                            set, id per document), the records and the rejected rows.
+                            set, id, id hash and input line per document), the records and the
+                            rejected rows.
+   ids     (as exact, below, over id hashes)  an id that repeats an earlier record's stops the run
+                            with the count and the first examples: ids must be unique within a run.
 2. exact   (per part, then per partition)  exact hashes scattered by hash into partitions, then
                             sorted: equal hashes give (duplicate, first occurrence) pairs.
 3. bands   (same, for band hashes of the documents that are not exact duplicates)  equal band
@@ -45,7 +48,7 @@ from dataprep.clusters import connected_components
 from dataprep.dedup_index import DedupIndex, IndexPart, ScanJob, part_name, scan_part
 from dataprep.executor import JobRunner
 from dataprep.minhash import band_hashes, jaccard, lsh_params
-from dataprep.readers import discover_inputs, plan_read_tasks, refuse_inputs_inside
+from dataprep.readers import DEDUP_STATS_NAME, discover_inputs, plan_read_tasks, refuse_inputs_inside
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, remove_temporaries, write_text_atomic
@@ -96,6 +99,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     _prepare_work_dir(work, index_dir, files, tasks, options, old)
     for d in (out_dir, index_dir):
         remove_temporaries(d)
+    (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the directory is no finished output
 
     scans = runner.run(
         scan_part,
@@ -116,6 +120,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     if total >= 1 << 32:
         raise UserError(f"{total:,} documents in one run; at most {(1 << 32) - 1:,}: split the corpus and chain runs with --against")
     round_args = (all_parts, offsets, len(old_parts), work, runner)
+    _refuse_repeated_ids(_match_round("ids", *round_args), all_parts, offsets, options.id_field)
     exact_pairs = _match_round("exact", *round_args)
     removed_exact = exact_pairs[exact_pairs[:, 0] >= first_new_key]
     members = roots = np.empty(0, np.int64)
@@ -174,7 +179,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         raise RuntimeError(f"dedup accounting does not add up: {stats}")
     write_text_atomic(index_dir / "meta.json", json.dumps(DedupIndex.meta(options.num_perm, options.ngram, [s["docs"] for s in scans]), indent=1) + "\n")
     _remove_stale_parts(out_dir, index_dir, len(tasks))
-    write_text_atomic(out_dir / "stats.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
     shutil.rmtree(work)
     return dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))
 
@@ -212,10 +217,39 @@ def _prepare_work_dir(work: Path, index_dir: Path, files, tasks, options: DedupO
     write_text_atomic(marker, fingerprint)
 
 
+def _refuse_repeated_ids(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, id_field: str) -> None:
+    """`pairs`: (record, earlier record with the same id) keys. Any at all is an error naming the first few."""
+    if len(pairs) == 0:
+        return
+    first_three = pairs[np.argsort(pairs[:, 0], kind="stable")[:3]]
+    later, first = _describe(parts, offsets, first_three[:, 0]), _describe(parts, offsets, first_three[:, 1])
+    examples = "; ".join(f"{doc_id!r} at {src}:{line} (first at {src0}:{line0})"
+                         for (doc_id, src, line), (_, src0, line0) in zip(later, first))
+    raise UserError(
+        f"{len(pairs):,} record{'s have' if len(pairs) > 1 else ' has'} the id of an earlier record, e.g. {examples}: "
+        f"ids must be unique within a run; fix them, or give --id-field a field no record has to use generated "
+        f"<file>:<line> ids (this run: --id-field {id_field})"
+    )
+
+
+def _describe(parts: list[IndexPart], offsets: np.ndarray, keys: np.ndarray) -> list[tuple[str, str, int]]:
+    """(id, input file, line) of each global key, in the order given; reads only those entries."""
+    keys = np.asarray(keys, dtype=np.int64)
+    where = np.searchsorted(offsets, keys, side="right") - 1
+    out: list = [None] * len(keys)
+    for p in np.unique(where).tolist():
+        at = np.flatnonzero(where == p)
+        local = (keys[at] - int(offsets[p])).tolist()
+        for i, doc_id, (source, line) in zip(at.tolist(), parts[p].ids_of(local), parts[p].locations_of(local)):
+            out[i] = (doc_id, source, line)
+    return out
+
+
 def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_parts: int, work: Path, runner: JobRunner,
                  bands: int = 0, rows: int = 0, skip_path: str | None = None) -> np.ndarray:
-    """Bucket then match one kind of hash. "exact": (duplicate, first occurrence) key pairs.
-    "bands": candidate pairs packed as `low_key << 32 | high_key`, unique and sorted."""
+    """Bucket then match one kind of hash. "exact" (content) and "ids" (new documents only):
+    (later, first occurrence) key pairs. "bands": candidate pairs packed as `low_key << 32 | high_key`,
+    unique and sorted."""
     total = int(offsets[-1])
     per_doc = bands if kind == "bands" else 1
     partitions = max(1, math.ceil(total * ENTRY.itemsize * per_doc / PARTITION_BYTES))
@@ -230,7 +264,7 @@ def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_p
     first_new_key = int(offsets[n_old_parts])
     found = runner.run(_match_partition, [_MatchJob(kind, str(bucket_dir), p, first_new_key) for p in range(partitions)],
                        f"match {kind}")
-    if kind == "exact":
+    if kind != "bands":
         return np.concatenate(found).astype(np.int64)
     return np.unique(np.concatenate(found))
 
@@ -257,7 +291,10 @@ def _bucket_part(job: _BucketJob) -> None:
     if done.exists():
         return
     part = IndexPart(Path(job.base), job.docs, job.num_perm)
-    eligible = part.kept() if job.is_old else np.ones(job.docs, dtype=bool)
+    if job.kind == "ids":  # ids must be unique among this run's documents; an old corpus may share them
+        eligible = np.full(job.docs, not job.is_old)
+    else:
+        eligible = part.kept() if job.is_old else np.ones(job.docs, dtype=bool)
     if job.skip_path:
         eligible &= np.fromfile(job.skip_path, dtype=np.uint8, count=job.docs, offset=job.offset) == 0
     if job.kind == "bands":
@@ -268,9 +305,9 @@ def _bucket_part(job: _BucketJob) -> None:
         hi = min(lo + BUCKET_CHUNK_DOCS, job.docs)
         ok = eligible[lo:hi]
         keys = np.arange(lo, hi, dtype=np.uint64)[ok] + np.uint64(job.offset)
-        if job.kind == "exact":
-            exact = np.asarray(part.exact[lo:hi])[ok]
-            e = _entries(exact[:, 0], exact[:, 1], keys)
+        if job.kind != "bands":
+            hashes = np.asarray((part.exact if job.kind == "exact" else part.id_hashes)[lo:hi])[ok]
+            e = _entries(hashes[:, 0], hashes[:, 1], keys)
         else:
             bh = band_hashes(np.asarray(part.signatures[lo:hi])[ok], job.bands, job.rows)
             band_ids = np.broadcast_to(np.arange(job.bands, dtype=np.uint64), bh.shape)
@@ -322,7 +359,7 @@ def _match_partition(job: _MatchJob) -> np.ndarray:
     group_start = np.maximum.accumulate(np.where(~same, np.arange(len(e)), 0))
     member = np.flatnonzero(same)
     keys = e["key"]
-    if job.kind == "exact":
+    if job.kind != "bands":
         return np.stack([keys[member], keys[group_start[member]]], axis=1)
     prev = member[group_start[member] != member - 1]
     a = np.concatenate([keys[member], keys[prev]])
@@ -392,15 +429,13 @@ def _write_duplicates(path: Path, keys: np.ndarray, dup_of: np.ndarray, kinds: n
     order = np.argsort(keys, kind="stable")
     keys, dup_of, kinds, sims = keys[order], dup_of[order], kinds[order], sims[order]
     needed = np.unique(np.concatenate([keys, dup_of]))
-    ids: dict[int, str] = {}
-    where = np.searchsorted(offsets, needed, side="right") - 1
-    for p in np.unique(where):
-        wanted = needed[where == p].tolist()
-        ids.update(zip(wanted, parts[p].ids_of([k - int(offsets[p]) for k in wanted])))
+    described = dict(zip(needed.tolist(), _describe(parts, offsets, needed)))
     kind_names = ("exact", "near")
     with atomic_write(path, "w", encoding="utf-8") as f:
         for k, d, kind, s in zip(keys.tolist(), dup_of.tolist(), kinds.tolist(), sims.tolist()):
-            row = {"id": ids[k], "duplicate_of": ids[d], "kind": kind_names[kind], "similarity": round(s, 4)}
+            (doc_id, source, line), (of_id, of_source, of_line) = described[k], described[d]
+            row = {"id": doc_id, "source": source, "line": line, "duplicate_of": of_id, "duplicate_of_source": of_source,
+                   "duplicate_of_line": of_line, "kind": kind_names[kind], "similarity": round(s, 4)}
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 

@@ -15,8 +15,10 @@ One part per read task, in input order; document `i` of part `p` has the global 
 | `.shingles` | uint32, every document's sorted unique shingle hashes         |
 | `.ids`      | one JSON string (the document id) per line                    |
 | `.idpos`    | uint64 [docs + 1] byte offset of each line of `.ids`          |
+| `.idhash`   | uint64 [docs, 2] BLAKE2b-128 of the id (finds repeated ids)   |
+| `.lines`    | uint64 [docs] line (row) of each document in its input file   |
 | `.kept`     | uint8 [docs], 1 where the run kept the document (written last) |
-| `.json`     | the part's counts; written after the arrays: marks the part whole |
+| `.json`     | the part's counts and its input file (`source`, relative to the run's input root); written after the arrays: marks the part whole |
 
 Memory while scanning is one batch (~256 KB of text), whatever the size of the input.
 """
@@ -39,10 +41,10 @@ from dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, write_text_atomic
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: .idhash, .lines and the source of each part
 BATCH_BYTES = 256 << 10  # small batches keep the vectorized hashing inside the CPU caches
 BATCH_DOCS = 4096
-ARRAY_SUFFIXES = (".sig", ".exact", ".counts", ".shingles", ".ids", ".idpos")
+ARRAY_SUFFIXES = (".sig", ".exact", ".counts", ".shingles", ".ids", ".idpos", ".idhash", ".lines")
 
 
 def part_name(index: int) -> str:
@@ -118,6 +120,8 @@ def scan_part(job: ScanJob) -> dict:
             positions = np.uint64(id_end) + np.cumsum([len(line) for line in id_lines], dtype=np.uint64)
             out[".idpos"].write(positions.tobytes())
             id_end = int(positions[-1])
+            out[".idhash"].write(b"".join(hashlib.blake2b(line, digest_size=16).digest() for line in id_lines))
+            out[".lines"].write(np.array([d.line for d in batch], dtype=np.uint64).tobytes())
             records.write(b"".join(d.record + b"\n" for d in batch))
 
         for item in read_task(job.task, job.text_field, job.id_field):
@@ -133,7 +137,7 @@ def scan_part(job: ScanJob) -> dict:
                 rejected += 1
         if batch:
             flush()
-    meta = {"docs": docs, "rejected": rejected, "bytes": job.task.nbytes}
+    meta = {"docs": docs, "rejected": rejected, "bytes": job.task.nbytes, "source": job.task.file.rel}
     write_text_atomic(meta_path, json.dumps(meta))
     return meta
 
@@ -163,6 +167,10 @@ class IndexPart:
         return _array(Path(f"{self.base}.exact"), np.uint64, (self.docs, 2))
 
     @cached_property
+    def id_hashes(self) -> np.ndarray:
+        return _array(Path(f"{self.base}.idhash"), np.uint64, (self.docs, 2))
+
+    @cached_property
     def counts(self) -> np.ndarray:
         return _array(Path(f"{self.base}.counts"), np.uint32, (self.docs,))
 
@@ -185,6 +193,12 @@ class IndexPart:
         pos = _array(Path(f"{self.base}.idpos"), np.uint64, (self.docs + 1,))
         text = _array(Path(f"{self.base}.ids"), np.uint8, (int(pos[-1]),))
         return [json.loads(bytes(text[pos[i] : pos[i + 1]])) for i in local]
+
+    def locations_of(self, local: list[int]) -> list[tuple[str, int]]:
+        """(input file relative to its run's input root, line) of the given documents."""
+        source = json.loads(Path(f"{self.base}.json").read_text())["source"]
+        lines = _array(Path(f"{self.base}.lines"), np.uint64, (self.docs,))
+        return [(source, int(lines[i])) for i in local]
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dataprep.dedup import DedupOptions, run_dedup
-from dataprep.readers import discover_inputs
+from dataprep.readers import DEDUP_KEPT_GLOB, discover_inputs
 from dataprep.tokenize import TokenizeOptions, input_hashes, tokenize_corpus
 from dataprep.tokenizer import load_tokenizer
 
@@ -34,7 +34,7 @@ def run_prepare(
     dedup_dir, shard_dir = out_dir / "dedup", out_dir / "shards"
     stats = run_dedup(inputs, dedup_dir, dedup, workers)
     reproducible_stats = json.loads((dedup_dir / "stats.json").read_text(encoding="utf-8"))
-    kept = sorted(str(p) for p in dedup_dir.glob("part-*.jsonl.zst"))
+    kept = sorted(str(p) for p in dedup_dir.glob(DEDUP_KEPT_GLOB))
     # Kept records keep their original fields, ids included; read them with the same field names.
     tokenize = replace(tokenize, text_field=dedup.text_field, id_field=dedup.id_field)
     manifest = tokenize_corpus(

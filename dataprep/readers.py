@@ -6,11 +6,19 @@
             ...  # Document(id, text, line, raw) or Rejected(source, line, reason)
 
 Formats: `.jsonl`, `.jsonl.gz`, `.jsonl.zst`, `.parquet` (one record per row) and `.txt` (one
-document per file), and directories of these (searched recursively, in sorted order). Nothing is
-held in memory beyond one record (one row group for Parquet). A record without an id gets
-`"<path relative to the input root>:<line>"`. Large uncompressed `.jsonl` files are split into
-byte ranges on line boundaries (`ReadTask`), so that several processes can share one file while
-the order of documents stays the input order.
+document per file), in any letter case, and directories of these (searched recursively, in sorted
+order, hidden files and directories skipped, every other file named in one note on stderr). A
+directory that is a finished `ptk dedup` output contributes only its kept records
+(`part-*.jsonl.zst`), never its duplicates, rejections or index. Nothing is held in memory beyond
+one record (one row group for Parquet). A UTF-8 byte-order mark at the start of a file is skipped.
+
+Provenance: `InputFile.rel` is the path relative to the common directory of all the inputs given
+(the directory itself when one directory is given), so it is unique within a run; a record without
+an id (or with a null or empty one) gets `"<rel>:<line>"`. `Document.record` is the input line's
+bytes, without its line terminator and BOM; a generated id is inserted into it as the first key,
+leaving every other byte as it was. Large uncompressed `.jsonl` files are split into byte ranges
+on line boundaries (`ReadTask`), so that several processes can share one file while the order of
+documents stays the input order.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +38,11 @@ from pretrainkit.errors import UserError
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet", ".txt")
 SPLIT_BYTES = 16 << 20  # uncompressed .jsonl files larger than this are read as several tasks
+BOM = b"\xef\xbb\xbf"
+# A finished `ptk dedup` output directory: its stats (written last) and its kept records.
+DEDUP_STATS_NAME = "stats.json"
+DEDUP_KEPT_GLOB = "part-*.jsonl.zst"
+DEDUP_WORK_NAME = ".work"  # present while a dedup run is unfinished
 
 
 @dataclass(frozen=True)
@@ -39,7 +53,7 @@ class InputFile:
 
     @property
     def format(self) -> str:
-        return next(s for s in SUFFIXES if self.path.endswith(s))
+        return input_format(self.path)
 
 
 @dataclass(frozen=True)
@@ -70,36 +84,81 @@ class Rejected:
     source: str
     line: int
     reason: str
+    id: str | None = None  # when the record had one (a later stage rejecting a parsed document)
 
     def to_json(self) -> dict:
-        return {"source": self.source, "line": self.line, "reason": self.reason}
+        row = {"source": self.source, "line": self.line, "reason": self.reason}
+        return row if self.id is None else {"id": self.id, **row}
 
 
 Item = Union[Document, Rejected]
 
 
+def input_format(name: str) -> str | None:
+    """The input suffix `name` ends with, in any letter case (None: not an input file)."""
+    lower = name.lower()
+    return next((s for s in SUFFIXES if lower.endswith(s)), None)
+
+
 def discover_inputs(paths: list[str]) -> list[InputFile]:
-    """Expand files and directories into supported input files, in a stable order."""
+    """Expand files and directories into supported input files, in a stable order, each named
+    relative to the common directory of the inputs (see the module docstring)."""
     if not paths:
         raise UserError("no input given")
-    found: list[InputFile] = []
+    chosen: list[Path] = []
+    anchors: list[str] = []
     for given in paths:
         p = Path(given)
         if p.is_dir():
-            files = sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(SUFFIXES))
-            if not files:
-                raise UserError(f"{given}: directory holds no input files ({', '.join(SUFFIXES)})")
-            found += [InputFile(str(f), f.relative_to(p).as_posix(), f.stat().st_size) for f in files]
+            chosen += _scan_directory(p, given)
+            anchors.append(os.path.abspath(p))
         elif p.is_file():
-            if not p.name.endswith(SUFFIXES):
+            if input_format(p.name) is None:
                 raise UserError(f"{given}: unsupported input format (expected {', '.join(SUFFIXES)})")
-            found.append(InputFile(str(p), p.name, p.stat().st_size))
+            chosen.append(p)
+            anchors.append(os.path.dirname(os.path.abspath(p)))
         else:
             raise UserError(f"{given}: no such file or directory")
-    for f in found:
-        if not os.access(f.path, os.R_OK):
-            raise UserError(f"{f.path}: file is not readable")
+    root = os.path.commonpath(anchors)
+    seen: dict[str, Path] = {}
+    found: list[InputFile] = []
+    for f in chosen:
+        real = os.path.realpath(f)
+        if real in seen:
+            raise UserError(f"{f}: given twice (also as {seen[real]}); each input file may be read once per run")
+        seen[real] = f
+        if not os.access(f, os.R_OK):
+            raise UserError(f"{f}: file is not readable")
+        rel = Path(os.path.relpath(os.path.abspath(f), root)).as_posix()
+        found.append(InputFile(str(f), rel, f.stat().st_size))
     return found
+
+
+def _scan_directory(d: Path, given: str) -> list[Path]:
+    """The input files under `d` (hidden ones skipped; a dedup output inside gives its kept parts
+    only), with one note on stderr naming what was left out."""
+    every = sorted(f for f in d.rglob("*") if f.is_file())
+    dedup_outputs = {f.parent for f in every if f.name == DEDUP_STATS_NAME and any(f.parent.glob(DEDUP_KEPT_GLOB))}
+    for f in every:
+        if f.parent.name == DEDUP_WORK_NAME and f.parent.parent not in dedup_outputs:
+            raise UserError(f"{f.parent.parent}: an unfinished `ptk dedup` output (no {DEDUP_STATS_NAME}); rerun that dedup to finish it")
+
+    def taken(f: Path) -> bool:
+        inside = [o for o in dedup_outputs if o in f.parents]
+        if inside:
+            return f.parent in inside and f.match(DEDUP_KEPT_GLOB)
+        return input_format(f.name) is not None and not any(part.startswith(".") for part in f.relative_to(d).parts)
+
+    files = [f for f in every if taken(f)]
+    ignored = [f.relative_to(d).as_posix() for f in every if not taken(f)]
+    if ignored:
+        shown = ", ".join(ignored[:5]) + (f" and {len(ignored) - 5} more" if len(ignored) > 5 else "")
+        kept_only = f"; of the dedup output{'s' if len(dedup_outputs) > 1 else ''} in it, only the kept records" if dedup_outputs else ""
+        print(f"ptk: note: {given}: ignored {len(ignored)} file{'s' if len(ignored) != 1 else ''} (hidden, or not "
+              f"{'/'.join(SUFFIXES)}{kept_only}): {shown}", file=sys.stderr)
+    if not files:
+        raise UserError(f"{given}: directory holds no input files ({', '.join(SUFFIXES)})")
+    return files
 
 
 def refuse_inputs_inside(files: list[InputFile], out_dir: Path) -> None:
@@ -160,6 +219,8 @@ def read_task(task: ReadTask, text_field: str = "text", id_field: str = "id") ->
 def _read_txt(f: InputFile) -> Iterator[Item]:
     with _open_or_fail(f.path) as fh:
         data = fh.read()
+    if data.startswith(BOM):
+        data = data[len(BOM):]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -236,6 +297,8 @@ def _read_jsonl(task: ReadTask, text_field: str, id_field: str) -> Iterator[Item
     try:
         for raw in _jsonl_lines(task):
             line_no += 1
+            if line_no == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM):]
             yield _parse_json_line(raw, source, line_no, text_field, id_field)
     except _Truncated as e:
         yield Rejected(source, line_no + 1, f"truncated or corrupt compressed stream ({e}); rest of file unreadable")
@@ -271,8 +334,13 @@ def _document_from_object(
     doc_id = obj.get(id_field)
     if doc_id is None or doc_id == "":
         doc_id = f"{source}:{line_no}"
-        obj = {id_field: doc_id, **obj}
-        raw = None
+        if raw is not None and id_field not in obj:  # insert the id, every other byte unchanged
+            brace = raw.index(b"{") + 1  # the line parsed as an object: only whitespace comes before it
+            field = json.dumps({id_field: doc_id}, ensure_ascii=False)[1:-1].encode("utf-8")
+            raw = raw[:brace] + field + b", " + raw[brace:]
+        else:  # a null or empty id is replaced where it stands (the record is re-serialized)
+            obj = {id_field: doc_id, **obj} if id_field not in obj else {**obj, id_field: doc_id}
+            raw = None
     elif isinstance(doc_id, (str, int)) and not isinstance(doc_id, bool):
         doc_id = str(doc_id)
     else:

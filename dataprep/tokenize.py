@@ -96,7 +96,7 @@ def tokenize_corpus(
                             writer.add(item.id, tokens)
                             docs += 1
                             continue
-                        item = Rejected(item.source, item.line, "text encodes to no tokens")
+                        item = Rejected(item.source, item.line, "text encodes to no tokens", item.id)
                     rej.write(json.dumps(item.to_json(), ensure_ascii=False) + "\n")
                     rejected += 1
                 bar.update(len(items))

@@ -133,7 +133,8 @@ def test_short_documents_are_compared_whole_never_merged_blindly(tmp_path):
     run_dedup([str(src)], tmp_path / "out", DedupOptions(), workers=1)
     dups = {d["id"]: d for d in jsonl_rows(tmp_path / "out" / "duplicates.jsonl")}
     assert set(dups) == {"s1", "s5"}
-    assert dups["s1"] == {"id": "s1", "duplicate_of": "s0", "kind": "near", "similarity": 1.0}
+    assert dups["s1"] == {"id": "s1", "source": "short.jsonl", "line": 2, "duplicate_of": "s0", "duplicate_of_source": "short.jsonl",
+                          "duplicate_of_line": 1, "kind": "near", "similarity": 1.0}
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert stats["docs_without_words"] == 2 and stats["kept_docs"] == 5
 
@@ -177,4 +178,34 @@ def test_cli_summary_and_one_line_errors(tmp_path):
     ]:
         r = run_cli(*args)
         assert r.returncode == 2
-        assert r.stderr.strip().count("\n") == 0 and message in r.stderr and "Traceback" not in r.stderr
+        *notes, error = r.stderr.strip().splitlines()  # notes: files a directory scan left out
+        assert all(n.startswith("ptk: note: ") for n in notes)
+        assert error.startswith("ptk: error: ") and message in error and "Traceback" not in r.stderr
+
+
+def test_same_file_names_under_two_inputs_get_distinct_ids_and_rows_locate_the_raw_line(tmp_path):
+    """`ptk dedup x/data.jsonl y/data.jsonl` once named both first records `data.jsonl:1` (issue 13 item 1)."""
+    for sub, texts in (("x", ["alpha beta gamma delta epsilon", "unique words here for x"]),
+                       ("y", ["something else entirely, in y", "alpha beta gamma delta epsilon"])):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "data.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    run_dedup([str(tmp_path / "x" / "data.jsonl"), str(tmp_path / "y" / "data.jsonl")], tmp_path / "out", DedupOptions(), workers=1)
+    (row,) = jsonl_rows(tmp_path / "out" / "duplicates.jsonl")
+    assert row == {"id": "y/data.jsonl:2", "source": "y/data.jsonl", "line": 2,
+                   "duplicate_of": "x/data.jsonl:1", "duplicate_of_source": "x/data.jsonl", "duplicate_of_line": 1,
+                   "kind": "exact", "similarity": 1.0}
+    kept_ids = [json.loads(r)["id"] for r in kept_records(tmp_path / "out")]
+    assert kept_ids == ["x/data.jsonl:1", "x/data.jsonl:2", "y/data.jsonl:1"]
+
+
+def test_duplicate_ids_in_the_input_are_reported_never_merged(tmp_path):
+    (tmp_path / "a.jsonl").write_text(
+        '{"id": "k", "text": "first text"}\n{"id": 7, "text": "an integer id"}\n{"id": "m", "text": "fine"}\n')
+    (tmp_path / "b.jsonl").write_text('{"id": "7", "text": "a string id"}\n{"id": "k", "text": "other text"}\n')
+    with pytest.raises(UserError) as e:
+        run_dedup([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")], tmp_path / "out", DedupOptions(), workers=2)
+    message = str(e.value)
+    assert "\n" not in message and message.startswith("2 records have the id of an earlier record")
+    assert "'7' at b.jsonl:1 (first at a.jsonl:2)" in message and "'k' at b.jsonl:2 (first at a.jsonl:1)" in message
+    assert "--id-field" in message
+    assert not (tmp_path / "out" / "stats.json").exists()

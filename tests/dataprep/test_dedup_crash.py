@@ -29,7 +29,8 @@ def test_killed_runs_resume_to_identical_output(tmp_path, reuters_docs):
 
     inputs = tmp_path / "in"
     for i in range(4):
-        write_jsonl(reuters_docs[i::4] * 2, inputs / f"part{i}.jsonl")  # doubled: more work, more duplicates
+        docs = reuters_docs[i::4]
+        write_jsonl(docs + [(f"{doc_id}-again", text) for doc_id, text in docs], inputs / f"part{i}.jsonl")  # doubled: more work, more duplicates
     clean = tmp_path / "clean"
     start = time.monotonic()
     subprocess.run(command(inputs, clean), check=True, capture_output=True)

@@ -111,3 +111,79 @@ def test_missing_and_unreadable_inputs_are_clear_errors(tmp_path):
     gone.unlink()  # unreadable by the time it is read (root can read a chmod 000 file, so not that)
     with pytest.raises(UserError, match="gone.jsonl: cannot read"):
         list(read_task(tasks[0]))
+
+
+def test_generated_ids_are_unique_across_input_arguments(tmp_path):
+    """Two inputs with the same file name get ids relative to their common root (issue 13 item 1)."""
+    for sub in ("x", "y"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "data.jsonl").write_text('{"text": "one"}\n{"text": "two"}\n')
+    items = read_all([tmp_path / "x" / "data.jsonl", tmp_path / "y" / "data.jsonl"])
+    assert [i.id for i in items] == ["x/data.jsonl:1", "x/data.jsonl:2", "y/data.jsonl:1", "y/data.jsonl:2"]
+    assert [i.source for i in items] == ["x/data.jsonl"] * 2 + ["y/data.jsonl"] * 2
+    items = read_all([tmp_path / "x", tmp_path / "y"])  # two directories: the same
+    assert [i.id for i in items][::2] == ["x/data.jsonl:1", "y/data.jsonl:1"]
+    assert [i.id for i in read_all([tmp_path / "x"])] == ["data.jsonl:1", "data.jsonl:2"]  # one root: relative to it
+
+
+def test_the_same_file_given_twice_is_an_error(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.jsonl").write_text('{"text": "one"}\n')
+    with pytest.raises(UserError, match="a.jsonl: given twice"):
+        discover_inputs([str(tmp_path / "d"), str(tmp_path / "d" / "a.jsonl")])
+
+
+@pytest.mark.parametrize("empty", ["null", '""'])
+def test_a_null_or_empty_id_is_replaced_in_the_record_too(tmp_path, empty):
+    p = tmp_path / "a.jsonl"
+    p.write_text('{"id": %s, "text": "one"}\n' % empty)
+    (doc,) = read_all([p])
+    assert doc.id == "a.jsonl:1"
+    assert json.loads(doc.record) == {"id": "a.jsonl:1", "text": "one"}
+
+
+def test_records_are_kept_byte_for_byte_and_a_missing_id_is_inserted_as_text(tmp_path):
+    """Only the line terminator is normalized (CRLF -> LF, a last line gets one); the record's own
+    bytes, escapes and number spellings included, are kept; a generated id is inserted as the first key."""
+    p = tmp_path / "a.jsonl"
+    with_id = b'{"id":"k","text":"caf\\u00e9","n":1.0e5}'
+    without = b'  {"text": "caf\\u00e9",   "n": 1.0e5}'
+    p.write_bytes(with_id + b"\r\n" + without + b"\r\n")
+    first, second = read_all([p])
+    assert first.record == with_id
+    assert second.record == b'  {"id": "a.jsonl:2", "text": "caf\\u00e9",   "n": 1.0e5}'
+    assert json.loads(second.record) == {"id": "a.jsonl:2", "text": "café", "n": 1.0e5}
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz", ".jsonl.zst", ".txt"])
+def test_a_utf8_bom_at_the_start_of_a_file_is_skipped(tmp_path, suffix):
+    body = b'{"id": "a", "text": "first"}\n{"id": "b", "text": "second"}\n' if suffix != ".txt" else b"whole file"
+    data = b"\xef\xbb\xbf" + body
+    if suffix == ".jsonl.gz":
+        data = gzip.compress(data)
+    elif suffix == ".jsonl.zst":
+        data = zstandard.ZstdCompressor().compress(data)
+    (tmp_path / f"f{suffix}").write_bytes(data)
+    items = read_all([tmp_path / f"f{suffix}"])
+    assert all(isinstance(i, Document) for i in items)
+    if suffix == ".txt":
+        assert items[0].text == "whole file"
+    else:
+        assert [i.id for i in items] == ["a", "b"] and items[0].record == b'{"id": "a", "text": "first"}'
+
+
+def test_directory_scan_skips_hidden_accepts_upper_case_and_says_what_it_ignored(tmp_path, capsys):
+    d = tmp_path / "corpus"
+    (d / ".cache").mkdir(parents=True)
+    (d / ".cache" / "old.jsonl").write_text('{"text": "stale"}\n')
+    (d / ".hidden.jsonl").write_text('{"text": "stale"}\n')
+    (d / "UPPER.JSONL").write_text('{"text": "kept"}\n')
+    (d / "Notes.TXT").write_text("kept too")
+    (d / "notes.csv").write_text("a,b")
+    files = discover_inputs([str(d)])
+    assert [f.rel for f in files] == ["Notes.TXT", "UPPER.JSONL"]
+    assert [i.text for i in read_all([d])] == ["kept too", "kept"]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2  # one line per scan (read_all scanned again)
+    line = err.splitlines()[0]
+    assert f"{d}: ignored 3 files" in line and "notes.csv" in line and ".cache/old.jsonl" in line and ".hidden.jsonl" in line
