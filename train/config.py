@@ -27,6 +27,7 @@ PARALLEL_MODES = ("ddp", "zero1", "zero2", "fsdp")
 PRECISIONS = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 SPIKE_ACTIONS = ("none", "skip", "rollback")
+WANDB_MODES = ("offline", "online")
 PATH_KEYS = (("run_dir",), ("data", "mixture"), ("init_from",))
 
 
@@ -94,6 +95,20 @@ class SpikeConfig:
 
 
 @dataclass
+class WandbConfig:
+    project: str
+    mode: str = "offline"  # offline: a run dir under RUN_DIR/wandb/ (`wandb sync` uploads it); online
+    entity: str | None = None
+    name: str | None = None  # the W&B run's display name; default: run_dir's name
+
+
+@dataclass
+class LoggingConfig:
+    tensorboard: bool = False  # event files under RUN_DIR/tb/
+    wandb: WandbConfig | None = None
+
+
+@dataclass
 class TrainConfig:
     run_dir: str
     data: DataConfig
@@ -110,6 +125,7 @@ class TrainConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     spikes: SpikeConfig = field(default_factory=SpikeConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
     init_from: str | None = None  # run dir, checkpoint dir or exported model: weights for a fresh run
     init_optimizer: bool = False  # with init_from (a checkpoint): AdamW moments too
 
@@ -236,6 +252,8 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     choice("device", cfg.device, DEVICES)
     choice("optim.schedule", cfg.optim.schedule, SCHEDULES)
     choice("spikes.action", cfg.spikes.action, SPIKE_ACTIONS)
+    if cfg.logging.wandb is not None:
+        choice("logging.wandb.mode", cfg.logging.wandb.mode, WANDB_MODES)
     for key in ("max_steps", "data.seq_len", "model.d_model", "model.n_layers", "model.n_heads",
                 "batch.global_size", "batch.micro_size", "checkpoint.keep", "spikes.window",
                 "spikes.skip_batches"):

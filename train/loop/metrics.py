@@ -7,7 +7,8 @@
 
 `tokens` is the cumulative number of target tokens trained on up to and including that step; a
 step whose update a spike check dropped has `"skipped": true`. `events.jsonl` holds one row per loss
-spike (see `train/loop.py`). Each file is an append-only log, flushed per row. Opening it rewrites it atomically (temporary name +
+spike (see `train/loop/training_loop.py`). With `forward`, each row is also handed to the experiment
+trackers (`train/tracking/`). Each file is an append-only log, flushed per row. Opening it rewrites it atomically (temporary name +
 rename) with only the complete rows at or before `keep_through_step`, so a run killed mid-line or
 resumed from an earlier checkpoint never shows rows from the future or a torn last line.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import IO
+from typing import IO, Callable
 
 import torch
 
@@ -41,15 +42,18 @@ def device_peak_flops(device: torch.device, precision: str) -> float | None:
 
 
 class JsonlLog:
-    def __init__(self, path: str | Path, keep_through_step: int = 0) -> None:
+    def __init__(self, path: str | Path, keep_through_step: int = 0, forward: Callable[[dict], None] | None = None) -> None:
         self.path = Path(path)
         kept = [row for row in read_rows(self.path) if row["step"] <= keep_through_step]
         write_text_atomic(self.path, "".join(json.dumps(row) + "\n" for row in kept))
         self._file: IO[str] = open(self.path, "a", encoding="utf-8")
+        self.forward = forward  # also hands each row to the experiment trackers
 
     def write(self, row: dict) -> None:
         self._file.write(json.dumps(row) + "\n")
         self._file.flush()
+        if self.forward is not None:
+            self.forward(row)
 
     def close(self) -> None:
         self._file.close()

@@ -43,6 +43,7 @@ from train.parallel.distributed import DistEnv
 from train.loop.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
 from train.loop.spikes import Spike, SpikeDetector
 from train.loop.trainer import Batch, Trainer
+from train.tracking.trackers import Trackers
 
 SUMMARY_STEPS = 10
 
@@ -82,6 +83,7 @@ class TrainingLoop:
         self.batches = iter(loader)
         self.metrics: JsonlLog | None = None
         self.events: JsonlLog | None = None
+        self.trackers = Trackers.for_run(cfg, self.config) if env.is_main else None
 
     # -- checkpoints -------------------------------------------------------------------------------
     def _extra(self) -> dict:
@@ -117,9 +119,12 @@ class TrainingLoop:
             return
         if self.metrics is not None:
             self.metrics.close()
-        self.metrics = JsonlLog(self.run_dir / METRICS_FILE, keep_through_step=self.trainer.step)
+        trackers = self.trackers
+        if trackers is not None:
+            trackers.open(self.trainer.step)
+        self.metrics = JsonlLog(self.run_dir / METRICS_FILE, self.trainer.step, trackers and trackers.metrics_row)
         if not keep_events:
-            self.events = JsonlLog(self.run_dir / EVENTS_FILE, keep_through_step=self.trainer.step)
+            self.events = JsonlLog(self.run_dir / EVENTS_FILE, self.trainer.step, trackers and trackers.event_row)
 
     def start_over(self) -> None:
         """`--no-resume`: drop earlier checkpoints so that none of them is taken for this run's later."""
@@ -200,6 +205,14 @@ class TrainingLoop:
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self) -> RunSummary:
+        try:
+            return self._train()
+        finally:  # a failed run's logs and trackers are flushed and closed too
+            for log in (self.metrics, self.events, self.trackers):
+                if log is not None:
+                    log.close()
+
+    def _train(self) -> RunSummary:
         cfg, trainer = self.cfg, self.trainer
         self._open_logs()
         peak = device_peak_flops(self.env.device, cfg.precision)
@@ -241,9 +254,6 @@ class TrainingLoop:
             if (cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last:
                 self.ckpts.save(trainer, self.config, self._extra())
         bar.close()
-        for log in (self.metrics, self.events):
-            if log is not None:
-                log.close()
         seconds = time.perf_counter() - start
         return RunSummary(first_step, trainer.step, first_loss, list(recent), trained_tokens / seconds, seconds, val,
                           self.spikes, self.rollbacks)  # fmt: skip

@@ -1,0 +1,1 @@
+"""Experiment tracking: the rows of `metrics.jsonl` and `events.jsonl`, sent on to TensorBoard and W&B."""
