@@ -255,10 +255,10 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     if cfg.logging.wandb is not None:
         choice("logging.wandb.mode", cfg.logging.wandb.mode, WANDB_MODES)
     for key in ("max_steps", "data.seq_len", "model.d_model", "model.n_layers", "model.n_heads",
-                "batch.global_size", "batch.micro_size", "checkpoint.keep", "spikes.window",
+                "batch.global_size", "batch.micro_size", "checkpoint.keep", "eval.batches", "spikes.window",
                 "spikes.skip_batches"):
         require(_get(cfg, key) >= 1, key, f"must be >= 1, got {_get(cfg, key)}")
-    for key in ("optim.warmup_steps", "checkpoint.every", "eval.every", "eval.batches", "seed",
+    for key in ("optim.warmup_steps", "checkpoint.every", "eval.every", "seed",
                 "optim.weight_decay", "optim.clip", "optim.min_lr", "spikes.min_history", "spikes.loss_sigmas",
                 "spikes.loss_rise", "spikes.grad_factor", "spikes.max_rollbacks"):
         require(_get(cfg, key) >= 0, key, f"must be >= 0, got {_get(cfg, key)}")
@@ -267,6 +267,15 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     require(all(0 <= b < 1 for b in cfg.optim.betas), "optim.betas", f"must lie in [0, 1), got {cfg.optim.betas}")
     require(0 <= cfg.optim.decay_fraction <= 1, "optim.decay_fraction", "must lie in [0, 1]")
     require(cfg.optim.warmup_steps <= cfg.max_steps, "optim.warmup_steps", f"must be <= max_steps ({cfg.max_steps})")
+    if cfg.optim.schedule == "wsd":
+        decay = round(cfg.optim.decay_fraction * cfg.max_steps)
+        after_warmup = cfg.max_steps - cfg.optim.warmup_steps
+        require(decay <= after_warmup, "optim.decay_fraction",
+                f"the decay phase ({decay} steps) is longer than the {after_warmup} steps after warmup "
+                f"(max_steps {cfg.max_steps} - optim.warmup_steps {cfg.optim.warmup_steps}); decay would start inside warmup")
+    # A deque of `window` accepted steps never holds more: detection would be silently off.
+    require(cfg.spikes.min_history <= cfg.spikes.window, "spikes.min_history",
+            f"must be <= spikes.window ({cfg.spikes.window}), got {cfg.spikes.min_history}")
     require(cfg.init_from is not None or not cfg.init_optimizer, "init_optimizer", "needs init_from")
     require(cfg.batch.global_size % cfg.batch.micro_size == 0, "batch.global_size",
             f"must be a multiple of batch.micro_size ({cfg.batch.micro_size})")

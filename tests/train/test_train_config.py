@@ -66,6 +66,9 @@ def test_overrides_apply_and_paths_given_there_are_relative_to_cwd(tmp_path: Pat
         ("activation_checkpointing=3", "activation_checkpointing: expected bool"),
         ("eval=5", "eval: must be a mapping"),
         ("bogus", "expected key.path=value"),
+        ("eval.batches=0", "eval.batches: must be >= 1"),
+        ("spikes.min_history=60", r"spikes.min_history: must be <= spikes.window \(50\)"),
+        ("optim.decay_fraction=0.95", r"optim.decay_fraction: the decay phase \(95 steps\) is longer than the 90 steps after warmup"),
     ],
 )
 def test_bad_values_fail_naming_the_key(tmp_path: Path, override: str, named: str) -> None:
