@@ -41,6 +41,15 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb", durable: bool = True
         raise
 
 
+def fsync_directory(path: str | os.PathLike) -> None:
+    """Make the entries of directory `path` (a file renamed into it) survive an operating-system crash."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     with atomic_write(path, "wb") as f:
         f.write(data)

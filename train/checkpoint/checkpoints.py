@@ -17,16 +17,20 @@ directory named `step-*` that is incomplete. On restore the newest `step-*` whos
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_state_dict,
@@ -34,14 +38,16 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
-from pretrainkit.errors import UserError
-from pretrainkit.files import sha256_file, write_text_atomic
-from train.parallel.data_parallel import sharded_optimizer, unwrap
+from pretrainkit.errors import UserError, os_error
+from pretrainkit.files import fsync_directory, sha256_file, write_bytes_atomic, write_text_atomic
 from train.loop.trainer import Trainer
+from train.model.llama import ModelConfig
+from train.parallel.data_parallel import sharded_optimizer, unwrap
 
 META_FILE = "meta.json"
 PREFIX = "step-"
 TMP_PREFIX = ".tmp-"
+LOW_SPACE = 1 << 20  # bytes free under which a failed write is taken for a full disk
 
 
 @dataclass(frozen=True)
@@ -59,29 +65,119 @@ def _rank() -> int:
     return dist.get_rank() if dist.is_initialized() else 0
 
 
-def _barrier() -> None:
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.barrier()
+def _world() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
 
 
-def verify(path: Path) -> Checkpoint:
-    """The checkpoint at `path` if its files match `meta.json`; else UserError naming the problem."""
+def step_of(path: Path) -> int | None:
+    """The step of a `step-N` directory name (any number of digits), None for other names."""
+    digits = path.name[len(PREFIX) :]
+    return int(digits) if path.name.startswith(PREFIX) and digits.isdigit() else None
+
+
+def _chain(e: BaseException) -> Iterator[BaseException]:
+    """`e`, what caused it, and (for DCP's CheckpointException) every process's exception."""
+    seen, todo = set(), [e]
+    while todo:
+        err = todo.pop(0)
+        if err is None or id(err) in seen:
+            continue
+        seen.add(id(err))
+        yield err
+        todo += [err.__cause__, err.__context__]
+        if isinstance(err, CheckpointException):
+            todo += [exc for exc, _ in err.failures.values()]
+
+
+def failure_message(e: BaseException, where: Path) -> str:
+    """One line for a failed write under `where`. A full disk inside DCP surfaces as torch's zip writer's
+    "unexpected pos" with no errno, so a directory left without free space is named as such."""
+    for err in _chain(e):
+        if isinstance(err, UserError):
+            return str(err)
+        if isinstance(err, OSError) and err.errno is not None:
+            return str(os_error(err, where))
+    with contextlib.suppress(OSError):
+        if shutil.disk_usage(where if where.exists() else where.parent).free < LOW_SPACE:
+            return f"{where}: no space left on device"
+    lines = [ln for ln in str(e).splitlines() if ln.strip()]
+    return f"{where}: {type(e).__name__}: {lines[-1] if lines else ''}"
+
+
+def together(work: Callable[[], Any], where: Path, main_only: bool = False) -> list[Any]:
+    """Run `work` on every process (or on rank 0 only) and gather the results. If it failed anywhere,
+    every process raises the same UserError (the lowest failing rank's), so none waits for a peer
+    that has left."""
+    try:
+        outcome = (None, work() if _rank() == 0 or not main_only else None)
+    except (Exception, CheckpointException) as e:  # noqa: BLE001 - reported as one line, on every process
+        outcome = (failure_message(e, where), None)
+    outcomes = [outcome]
+    if _world() > 1:
+        outcomes = [None] * _world()
+        dist.all_gather_object(outcomes, outcome)
+    for problem, _ in outcomes:
+        if problem:
+            raise UserError(problem)
+    return [value for _, value in outcomes]
+
+
+def share_of_files(files: list[Path], rank: int, world: int) -> list[Path]:
+    """This process's share of `files` to hash: largest first, each to the least loaded process (every
+    process computes the same split), so each hashes about what it wrote, not rank 0 everything."""
+    load, mine = [0] * world, []
+    for f in sorted(files, key=lambda f: (-f.stat().st_size, f.name)):
+        r = min(range(world), key=lambda i: (load[i], i))
+        load[r] += f.stat().st_size
+        if r == rank:
+            mine.append(f)
+    return mine
+
+
+def read_meta(path: Path) -> Checkpoint:
     meta_path = path / META_FILE
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        files = meta["files"]
+        dict(meta["files"])
         step = int(meta["step"])
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise UserError(f"{meta_path}: missing or unreadable ({e})") from None
-    for name, (size, digest) in sorted(files.items()):
-        f = path / name
+    return Checkpoint(path, step, meta)
+
+
+def check_files(ckpt: Checkpoint, names: list[str]) -> None:
+    """UserError naming the first of `names` whose size or sha256 differs from `meta.json`."""
+    for name in sorted(names):
+        size, digest = ckpt.meta["files"][name]
+        f = ckpt.path / name
         if not f.is_file():
             raise UserError(f"{f}: missing")
         if f.stat().st_size != size:
             raise UserError(f"{f}: {f.stat().st_size} bytes, expected {size} (truncated?)")
         if sha256_file(f) != digest:
             raise UserError(f"{f}: sha256 does not match {META_FILE}")
-    return Checkpoint(path, step, meta)
+
+
+def verify(path: Path) -> Checkpoint:
+    """The checkpoint at `path` if its files match `meta.json`; else UserError naming the problem."""
+    ckpt = read_meta(path)
+    check_files(ckpt, list(ckpt.meta["files"]))
+    return ckpt
+
+
+def check_model(ckpt: Checkpoint, model_cfg: ModelConfig) -> None:
+    """UserError naming the first model key whose value differs between `ckpt` and `model_cfg`.
+
+    `max_seq_len` follows `data.seq_len`, which no weight depends on and the loader state governs;
+    keys only one side has (a checkpoint older than a new ModelConfig field) are not compared."""
+    now = dataclasses.asdict(model_cfg)
+    for key, saved in sorted(ckpt.meta.get("model", {}).items()):
+        if key != "max_seq_len" and key in now and now[key] != saved:
+            name = "the vocabulary size (data.mixture's tokenizer)" if key == "vocab_size" else f"model.{key}"
+            raise UserError(
+                f"{ckpt.path}: {name} is {saved} in the checkpoint but {now[key]} in the config; resume with the "
+                f"checkpoint's value, or start a new run (another run_dir, or --no-resume)"
+            )
 
 
 class Checkpoints:
@@ -90,15 +186,17 @@ class Checkpoints:
         self.keep = keep
 
     def candidates(self) -> list[Path]:
-        """`step-*` directories, newest first."""
+        """`step-N` directories, the highest step first (by number: step 10000000 is newer than 9999999)."""
         if not self.dir.is_dir():
             return []
-        return sorted((p for p in self.dir.glob(f"{PREFIX}*") if p.is_dir()), key=lambda p: p.name, reverse=True)
+        found = [p for p in self.dir.glob(f"{PREFIX}*") if p.is_dir() and step_of(p) is not None]
+        return sorted(found, key=step_of, reverse=True)
 
     def latest_valid(self, before: int | None = None) -> Checkpoint | None:
-        """The newest checkpoint whose files verify (of those before step `before`); reports the others."""
+        """The newest checkpoint whose files verify (of those before step `before`); reports the others.
+        For one process alone (`ptk export`, replay); a training run uses the collective `choose`."""
         for path in self.candidates():
-            if before is not None and int(path.name[len(PREFIX) :]) >= before:
+            if before is not None and step_of(path) >= before:
                 continue
             try:
                 return verify(path)
@@ -106,34 +204,70 @@ class Checkpoints:
                 print(f"ptk train: skipping corrupt checkpoint {path.name}: {e}", file=sys.stderr)
         return None
 
+    def choose(self, before: int | None = None, refuse_all_corrupt: bool = False) -> Checkpoint | None:
+        """`latest_valid` as a collective: every process hashes its share of each candidate's files.
+
+        With `refuse_all_corrupt`, checkpoints that exist but all fail raise UserError naming them:
+        starting over on its own would retrain from step 1 and overwrite the run's logs."""
+        problems = []
+        for path in self.candidates():
+            if before is not None and step_of(path) >= before:
+                continue
+            try:
+                ckpt = read_meta(path)
+                present = [path / name for name in ckpt.meta["files"] if (path / name).is_file()]
+                mine = [f.name for f in share_of_files(present, _rank(), _world())]
+                missing = sorted(set(ckpt.meta["files"]) - {f.name for f in present})
+                together(lambda: check_files(ckpt, mine + (missing if _rank() == 0 else [])), path)
+                return ckpt
+            except UserError as e:
+                problems.append(f"{path.name} ({e})")
+                if _rank() == 0:
+                    print(f"ptk train: skipping corrupt checkpoint {path.name}: {e}", file=sys.stderr)
+        if refuse_all_corrupt and problems:
+            raise UserError(
+                f"{self.dir}: every checkpoint is corrupt: {'; '.join(problems)}; not starting over unasked (that "
+                f"would overwrite the run's logs): pass --no-resume to start the run over, or use another run_dir"
+            )
+        return None
+
     def save(self, trainer: Trainer, config: dict, extra: dict) -> Path:
-        """Collective: every process calls it at the same step."""
+        """Collective: every process calls it at the same step.
+
+        A failure on any process (a full disk, a read-only directory) stops every process with the
+        same one-line UserError naming the path; the temporary directory is removed and the older
+        checkpoints stay as they were, so the run resumes from the newest of them."""
         name = checkpoint_name(trainer.step)
         final, tmp = self.dir / name, self.dir / f"{TMP_PREFIX}{name}"
-        if _rank() == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-        _barrier()
-        model_sd, optim_sd = state_dicts(trainer)
-        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=tmp)
-        rng_file = tmp / f"rng-rank{_rank()}.pt"
-        with open(rng_file, "wb") as f:
-            torch.save(rng_states(), f)
-        _barrier()
-        if _rank() == 0:
-            files = {p.name: [p.stat().st_size, sha256_file(p)] for p in sorted(tmp.iterdir()) if p.is_file()}
+        try:
+            together(lambda: _fresh_directory(tmp), tmp, main_only=True)
+            together(lambda: _write_states(trainer, tmp), tmp)
+            files = sorted(p for p in tmp.iterdir() if p.is_file())
+            shares = together(lambda: {f.name: [f.stat().st_size, sha256_file(f)]
+                                       for f in share_of_files(files, _rank(), _world())}, tmp)  # fmt: skip
             meta = {"step": trainer.step, "tokens": trainer.tokens, "world_size": trainer.env.world_size,
-                    "model": dataclasses.asdict(trainer.model_cfg), "config": config, "extra": extra, "files": files}
-            write_text_atomic(tmp / META_FILE, json.dumps(meta, indent=1, sort_keys=True))
-            shutil.rmtree(final, ignore_errors=True)
-            tmp.rename(final)
-            for old in self.candidates()[self.keep :]:
-                shutil.rmtree(old, ignore_errors=True)
-        _barrier()
+                    "model": dataclasses.asdict(trainer.model_cfg), "config": config, "extra": extra,
+                    "files": {k: v for share in shares for k, v in sorted(share.items())}}  # fmt: skip
+            together(lambda: self._seal(tmp, final, meta), tmp, main_only=True)
+        except UserError:
+            if _rank() == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
         return final
+
+    def _seal(self, tmp: Path, final: Path, meta: dict) -> None:
+        """Rank 0: `meta.json` last, the rename that makes the checkpoint visible, then pruning."""
+        write_text_atomic(tmp / META_FILE, json.dumps(meta, indent=1, sort_keys=True))
+        fsync_directory(tmp)
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        fsync_directory(self.dir)  # so that the rename itself survives a power loss
+        for old in self.candidates()[self.keep :]:
+            shutil.rmtree(old, ignore_errors=True)
 
     def restore(self, trainer: Trainer, ckpt: Checkpoint) -> None:
         """Load model, optimizer, step and RNG from `ckpt` into `trainer` (collective)."""
+        check_model(ckpt, trainer.model_cfg)
         load_weights(trainer, ckpt, optimizer=True)
         trainer.step, trainer.tokens = ckpt.step, int(ckpt.meta["tokens"])
         rng_file = ckpt.path / f"rng-rank{_rank()}.pt"
@@ -150,6 +284,20 @@ class Checkpoints:
         if self.dir.is_dir():
             for p in self.dir.glob(f"{TMP_PREFIX}*"):
                 shutil.rmtree(p, ignore_errors=True)
+
+
+def _fresh_directory(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+
+
+def _write_states(trainer: Trainer, tmp: Path) -> None:
+    """Model and optimizer through DCP (collective), then this process's RNG states."""
+    model_sd, optim_sd = state_dicts(trainer)
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=tmp)
+    buffer = io.BytesIO()  # torch.save straight into a file reports a full disk as "unexpected pos"
+    torch.save(rng_states(), buffer)
+    write_bytes_atomic(tmp / f"rng-rank{_rank()}.pt", buffer.getvalue())
 
 
 def load_weights(trainer: Trainer, ckpt: Checkpoint, optimizer: bool) -> None:

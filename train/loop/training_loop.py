@@ -41,6 +41,7 @@ from train.checkpoint.checkpoints import Checkpoint, Checkpoints
 from train.config import TrainConfig, to_dict
 from train.parallel.distributed import DistEnv
 from train.loop.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
+from train.loop.optim import Schedule, lr_at
 from train.loop.spikes import Spike, SpikeDetector
 from train.loop.trainer import Batch, Trainer
 from train.tracking.trackers import Trackers
@@ -91,13 +92,6 @@ class TrainingLoop:
                 "tokenizer": self.mix.tokenizer_sha256,
                 "skip": sorted(self.skip), "spikes": self.detector.state_dict(), "rollbacks": self.rollbacks}  # fmt: skip
 
-    def _choose(self, before: int | None = None) -> Checkpoint | None:
-        """Rank 0 verifies (hashing every file once) and tells the others which checkpoint to load."""
-        box = [self.ckpts.latest_valid(before) if self.env.is_main else None]
-        if self.env.world_size > 1:
-            dist.broadcast_object_list(box, src=0)
-        return box[0]
-
     def _restore(self, ckpt: Checkpoint) -> None:
         extra = ckpt.meta["extra"]
         if extra.get("mixture") != self.mix.fingerprint and not self.mix.allow_fingerprint_change:
@@ -136,11 +130,14 @@ class TrainingLoop:
     def resume(self) -> Checkpoint | None:
         if self.env.is_main:
             self.ckpts.remove_temporaries()
-        found = self._choose()
+        found = self.ckpts.choose(refuse_all_corrupt=True)
         if found is not None:
             self._restore(found)
             if self.env.is_main:
                 print(f"ptk train: resuming from {found.path} (step {found.step})", file=sys.stderr)
+                change = schedule_change(found, self.config, self.trainer.schedule)
+                if change:
+                    print(change, file=sys.stderr)
         return found
 
     # -- one step ----------------------------------------------------------------------------------
@@ -171,7 +168,7 @@ class TrainingLoop:
                     f"{self.run_dir}: loss spike at step {step} ({spike.reason}) after "
                     f"{self.cfg.spikes.max_rollbacks} rollbacks (spikes.max_rollbacks); stopping, see {EVENTS_FILE}"
                 )
-            target = self._choose(before=step)
+            target = self.ckpts.choose(before=step)
             if target is None:
                 row["action"] = "skip"
                 row["note"] = "no checkpoint to roll back to yet"
@@ -257,6 +254,28 @@ class TrainingLoop:
         seconds = time.perf_counter() - start
         return RunSummary(first_step, trainer.step, first_loss, list(recent), trained_tokens / seconds, seconds, val,
                           self.spikes, self.rollbacks)  # fmt: skip
+
+
+SCHEDULE_KEYS = ("max_steps", "optim.lr", "optim.min_lr", "optim.warmup_steps", "optim.schedule", "optim.decay_fraction")
+
+
+def schedule_change(ckpt: Checkpoint, config: dict, schedule: Schedule) -> str | None:
+    """One line when the learning-rate schedule differs from the one `ckpt` was trained with (a finished
+    run extended with a new max_steps, a new optim.lr): allowed, but the learning rate may jump."""
+
+    def get(conf: dict, key: str):
+        for k in key.split("."):
+            conf = conf.get(k, {}) if isinstance(conf, dict) else {}
+        return conf
+
+    saved = ckpt.meta.get("config", {})
+    changed = [f"{k} {get(saved, k)} -> {get(config, k)}" for k in SCHEDULE_KEYS if get(saved, k) != get(config, k)]
+    if not changed:
+        return None
+    o = saved["optim"]
+    before = Schedule(o["lr"], o["min_lr"], o["warmup_steps"], saved["max_steps"], o["schedule"], o["decay_fraction"])
+    return (f"ptk train: the schedule changed since {ckpt.path.name} ({', '.join(changed)}): learning rate "
+            f"{lr_at(ckpt.step, before):.4g} at step {ckpt.step} -> {lr_at(ckpt.step + 1, schedule):.4g} at step {ckpt.step + 1}")
 
 
 def format_summary(cfg: TrainConfig, s: RunSummary) -> str:
