@@ -38,6 +38,7 @@ import math
 import os
 import shutil
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -48,7 +49,7 @@ from dataprep.clusters import connected_components
 from dataprep.dedup_index import DedupIndex, IndexPart, ScanJob, part_name, scan_part
 from dataprep.executor import JobRunner
 from dataprep.minhash import band_hashes, jaccard, lsh_params
-from dataprep.readers import DEDUP_STATS_NAME, discover_inputs, plan_read_tasks, refuse_inputs_inside
+from dataprep.readers import DEDUP_STATS_NAME, discover_inputs, nothing_usable, plan_read_tasks, reason_kind, refuse_inputs_inside
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, remove_temporaries, write_text_atomic
@@ -181,6 +182,8 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     _remove_stale_parts(out_dir, index_dir, len(tasks))
     write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
     shutil.rmtree(work)
+    if docs == 0:
+        raise nothing_usable(inputs, _rejection_reasons(out_dir / "rejected.jsonl"), out_dir / "rejected.jsonl")
     return dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))
 
 
@@ -437,6 +440,11 @@ def _write_duplicates(path: Path, keys: np.ndarray, dup_of: np.ndarray, kinds: n
             row = {"id": doc_id, "source": source, "line": line, "duplicate_of": of_id, "duplicate_of_source": of_source,
                    "duplicate_of_line": of_line, "kind": kind_names[kind], "similarity": round(s, 4)}
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _rejection_reasons(path: Path) -> Counter:
+    with open(path, encoding="utf-8") as f:
+        return Counter(reason_kind(json.loads(line)["reason"]) for line in f)
 
 
 def _concat_files(sources: list[Path], target: Path) -> None:

@@ -26,8 +26,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import sys
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator, Union
@@ -94,6 +96,23 @@ class Rejected:
 Item = Union[Document, Rejected]
 
 
+def reason_kind(reason: str) -> str:
+    """A rejection reason without its position, for counting reasons."""
+    return re.sub(r" at (column|byte) \d+", "", reason)
+
+
+def nothing_usable(inputs: list[str], reasons: Counter, listed_in: str | os.PathLike | None = None) -> UserError:
+    """The error for a run whose every record was rejected (or that read none), naming the most common reasons."""
+    where = inputs[0] if len(inputs) == 1 else f"{inputs[0]} and {len(inputs) - 1} more inputs"
+    total = sum(reasons.values())
+    if total == 0:
+        return UserError(f"{where}: no records in the inputs; nothing to write")
+    top = "; ".join(f"{reason}: {n:,}" for reason, n in reasons.most_common(3))
+    others = f"; {len(reasons) - 3} other reasons" if len(reasons) > 3 else ""
+    listed = f" (each listed in {listed_in})" if listed_in else ""
+    return UserError(f"{where}: all {total:,} records were rejected, most often {top}{others}{listed}")
+
+
 def input_format(name: str) -> str | None:
     """The input suffix `name` ends with, in any letter case (None: not an input file)."""
     lower = name.lower()
@@ -152,13 +171,23 @@ def _scan_directory(d: Path, given: str) -> list[Path]:
     files = [f for f in every if taken(f)]
     ignored = [f.relative_to(d).as_posix() for f in every if not taken(f)]
     if ignored:
-        shown = ", ".join(ignored[:5]) + (f" and {len(ignored) - 5} more" if len(ignored) > 5 else "")
+        shown = _grouped_names(ignored)
         kept_only = f"; of the dedup output{'s' if len(dedup_outputs) > 1 else ''} in it, only the kept records" if dedup_outputs else ""
         print(f"ptk: note: {given}: ignored {len(ignored)} file{'s' if len(ignored) != 1 else ''} (hidden, or not "
               f"{'/'.join(SUFFIXES)}{kept_only}): {shown}", file=sys.stderr)
     if not files:
         raise UserError(f"{given}: directory holds no input files ({', '.join(SUFFIXES)})")
     return files
+
+
+def _grouped_names(rels: list[str], most: int = 6) -> str:
+    """`a.csv, index/ (12 files), ...`: files at the top by name, each top directory once, with its count."""
+    groups: dict[str, list[str]] = {}
+    for rel in rels:
+        head, sep, _ = rel.partition("/")
+        groups.setdefault(head + sep, []).append(rel)
+    names = [f"{group} ({len(members)} files)" if len(members) > 1 else members[0] for group, members in groups.items()]
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def refuse_inputs_inside(files: list[InputFile], out_dir: Path) -> None:
@@ -326,7 +355,8 @@ def _document_from_object(
 ) -> Item:
     text = obj.get(text_field)
     if text is None:
-        return Rejected(source, line_no, f"missing text field '{text_field}'")
+        fields = ", ".join(list(obj)[:8]) + (", ..." if len(obj) > 8 else "")
+        return Rejected(source, line_no, f"missing text field '{text_field}' (fields: {fields or 'none'})")
     if not isinstance(text, str):
         return Rejected(source, line_no, f"text field '{text_field}' is a {type(text).__name__}, not a string")
     if not text or text.isspace():  # isspace stops at the first other character; strip() copies

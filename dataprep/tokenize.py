@@ -19,7 +19,7 @@ import itertools
 import json
 import multiprocessing
 import os
-from collections import deque
+from collections import Counter, deque
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,8 +29,18 @@ import numpy as np
 from tokenizers import Tokenizer
 from pretrainkit.progress import progress_bar
 
-from dataprep.readers import Document, InputFile, Rejected, discover_inputs, plan_read_tasks, read_task, refuse_inputs_inside
-from dataprep.tokenizer import LoadedTokenizer, load_tokenizer
+from dataprep.readers import (
+    Document,
+    InputFile,
+    Rejected,
+    discover_inputs,
+    nothing_usable,
+    plan_read_tasks,
+    read_task,
+    reason_kind,
+    refuse_inputs_inside,
+)
+from dataprep.tokenizer import LoadedTokenizer, load_tokenizer, read_tokenizer_file
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, sha256_file
@@ -79,7 +89,8 @@ def tokenize_corpus(
     dtype = token_dtype(tok.vocab_size)
     inputs_meta = input_hashes(files)
     writer = ShardWriter(out_dir, options.format, dtype, options.shard_tokens, options.batch_tokens)
-    docs = rejected = 0
+    docs = 0
+    reasons: Counter = Counter()
     try:
         with atomic_write(out_dir / REJECTED_NAME, "w", encoding="utf-8") as rej, progress_bar(
             desc="tokenize", unit="doc", disable=not progress
@@ -98,12 +109,15 @@ def tokenize_corpus(
                             continue
                         item = Rejected(item.source, item.line, "text encodes to no tokens", item.id)
                     rej.write(json.dumps(item.to_json(), ensure_ascii=False) + "\n")
-                    rejected += 1
+                    reasons[reason_kind(item.reason)] += 1
                 bar.update(len(items))
+        if docs == 0:  # a shard set of no tokens is no use to anyone: no manifest
+            raise nothing_usable(inputs, reasons, out_dir / REJECTED_NAME)
         entries = writer.close()
     except BaseException:
         writer.abort()
         raise
+    rejected = sum(reasons.values())
     provenance = {
         "pretrainkit_version": __version__,
         "inputs": inputs_meta,
@@ -175,7 +189,7 @@ _WORKER_ENCODER: _Encoder | None = None
 def _init_worker(tokenizer_path: str, dtype: np.dtype) -> None:
     global _WORKER_ENCODER
     os.environ["RAYON_NUM_THREADS"] = "1"  # the parallelism comes from the processes
-    _WORKER_ENCODER = _Encoder(Tokenizer.from_file(tokenizer_path), dtype)
+    _WORKER_ENCODER = _Encoder(read_tokenizer_file(tokenizer_path), dtype)
 
 
 def _encode_in_worker(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:

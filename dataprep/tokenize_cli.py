@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from pathlib import Path
 
 from pretrainkit.progress import progress_bar
@@ -16,10 +17,9 @@ from dataprep.dedup_cli import (
     format_summary,
 )
 from dataprep.prepare import run_prepare
-from dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
+from dataprep.readers import Document, discover_inputs, nothing_usable, plan_read_tasks, read_task, reason_kind
 from dataprep.tokenize import REJECTED_NAME, TokenizeOptions, tokenize_corpus
 from dataprep.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
-from pretrainkit.errors import UserError
 from pretrainkit.quantities import count
 from pretrainkit.files import write_text_atomic
 from shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
@@ -83,7 +83,8 @@ def tokenize_options(args: argparse.Namespace) -> TokenizeOptions:
 
 def run_train(args: argparse.Namespace) -> int:
     files = discover_inputs(args.inputs)
-    counts = {"docs": 0, "rejected": 0}
+    counts = {"docs": 0}
+    reasons: Counter = Counter()
 
     def texts():
         with progress_bar(desc="read", unit="doc") as bar:
@@ -94,15 +95,15 @@ def run_train(args: argparse.Namespace) -> int:
                         counts["docs"] += 1
                         yield item.text
                     else:
-                        counts["rejected"] += 1
+                        reasons[reason_kind(item.reason)] += 1
 
     tok = train_tokenizer(texts(), args.vocab_size, args.eos_token, args.min_frequency)
     if counts["docs"] == 0:
-        raise UserError(f"{', '.join(args.inputs)}: no usable documents to train on")
+        raise nothing_usable(args.inputs, reasons)
     write_text_atomic(args.output, tok.to_str(pretty=True) + "\n")
     loaded = load_tokenizer(args.output, args.eos_token)
     print(
-        f"trained on {counts['docs']} documents ({counts['rejected']} rejected records skipped): "
+        f"trained on {counts['docs']} documents ({sum(reasons.values())} rejected records skipped): "
         f"vocab {loaded.vocab_size}, EOS {loaded.eos_token!r} = {loaded.eos_id}, wrote {args.output} "
         f"(sha256 {loaded.sha256[:16]})"
     )

@@ -7,7 +7,8 @@
 
 Training is deterministic: the same texts in the same order give the same `tokenizer.json`
 bytes. The end-of-text token is a special token with id 0; it is what separates documents in
-the token stream of a shard set.
+the token stream of a shard set. A loaded tokenizer encodes the text of special tokens found in a
+document (a literal `<|endoftext|>`) as plain text, so EOS appears only where the pipeline puts it.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def load_tokenizer(path: str | Path, eos_token: str | None = None) -> LoadedToke
     if not path.is_file():
         raise UserError(f"{path}: tokenizer file not found")
     try:
-        tok = Tokenizer.from_file(str(path))
+        tok = read_tokenizer_file(path)
     except Exception as e:  # tokenizers raises a bare Exception for any parse failure
         raise UserError(f"{path}: not a valid Hugging Face tokenizer.json: {str(e).splitlines()[0]}") from None
     vocab = tok.get_vocab(with_added_tokens=True)
@@ -72,6 +73,14 @@ def load_tokenizer(path: str | Path, eos_token: str | None = None) -> LoadedToke
     if eos not in vocab:
         raise UserError(f"{path}: end-of-text token {eos!r} is not in the vocabulary")
     return LoadedTokenizer(tok, str(path), sha256_file(path), max(vocab.values()) + 1, vocab[eos], eos)
+
+
+def read_tokenizer_file(path: str | Path) -> Tokenizer:
+    """The tokenizer in `path`, set to encode special-token text inside documents as plain text
+    (the `tokenizers` library would otherwise turn a literal `<|endoftext|>` into the EOS id)."""
+    tok = Tokenizer.from_file(str(path))
+    tok.encode_special_tokens = True
+    return tok
 
 
 def _find_eos(tok: Tokenizer, path: Path) -> str:

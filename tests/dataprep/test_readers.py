@@ -62,7 +62,7 @@ def test_bad_records_are_rejected_with_reasons(tmp_path):
     reasons = [i.reason for i in items[1:]]
     assert reasons[0].startswith("malformed JSON")
     assert reasons[1].startswith("invalid UTF-8")
-    assert reasons[2] == "missing text field 'text'"
+    assert reasons[2] == "missing text field 'text' (fields: title)"
     assert "not a string" in reasons[3]
     assert reasons[4] == "empty text"
     assert "not an object" in reasons[5]
