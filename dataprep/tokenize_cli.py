@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_tokenize_options(p: argparse.ArgumentParser) -> None:
     """Options of `ptk tokenize` that `ptk prepare` shares (the field names come from the dedup options there)."""
-    p.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json")
+    p.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json, or a model/tokenizer directory holding one")
     p.add_argument("--eos-token", default=None, help="end-of-text token, if the tokenizer's is not <|endoftext|>, </s> or <eos>")
     p.add_argument("--format", choices=["arrow", "webdataset"], default="arrow", help="shard format (default arrow)")
     p.add_argument("--shard-size", type=count, default=DEFAULT_SHARD_TOKENS, help="tokens per shard, e.g. 32M (default 32M)")

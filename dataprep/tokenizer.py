@@ -3,7 +3,13 @@
     tok = train_tokenizer(texts, vocab_size=8192)          # tokenizers.Tokenizer, EOS id 0
     tok.save("tokenizer.json")
     loaded = load_tokenizer("tokenizer.json")               # finds the EOS token, hashes the file
+    loaded = load_tokenizer("Llama-3.2-1B/")                # an HF model or tokenizer directory
     loaded.eos_id, loaded.vocab_size, loaded.sha256
+
+A directory is read as Hugging Face lays it out: its `tokenizer.json`, with the EOS token named by
+`tokenizer_config.json` (`eos_token`) or else `generation_config.json` (`eos_token_id`, the first if
+several) when present; otherwise, and for a bare file, the first special token among EOS_CANDIDATES.
+`sha256` is always that of the `tokenizer.json` bytes, so a directory and its file are one tokenizer.
 
 Training is deterministic: the same texts in the same order give the same `tokenizer.json`
 bytes. The end-of-text token is a special token with id 0; it is what separates documents in
@@ -13,6 +19,7 @@ document (a literal `<|endoftext|>`) as plain text, so EOS appears only where th
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -23,6 +30,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
 from shards.manifest import TokenizerInfo
 
+TOKENIZER_FILE = "tokenizer.json"
 DEFAULT_EOS = "<|endoftext|>"
 EOS_CANDIDATES = (DEFAULT_EOS, "</s>", "<eos>", "<|end_of_text|>")
 MIN_VOCAB = 257  # the 256 byte symbols and the EOS token
@@ -60,8 +68,14 @@ class LoadedTokenizer:
 
 
 def load_tokenizer(path: str | Path, eos_token: str | None = None) -> LoadedTokenizer:
-    """Load a Hugging Face `tokenizer.json`; UserError naming the file if it is missing, invalid or has no EOS."""
+    """Load a Hugging Face `tokenizer.json` or a directory holding one; UserError naming the file if it
+    is missing, invalid or has no EOS."""
     path = Path(path)
+    directory = None
+    if path.is_dir():
+        directory, path = path, path / TOKENIZER_FILE
+        if not path.is_file():
+            raise UserError(f"{directory}: no {TOKENIZER_FILE} in this directory (a Hugging Face tokenizer directory has one)")
     if not path.is_file():
         raise UserError(f"{path}: tokenizer file not found")
     try:
@@ -69,7 +83,7 @@ def load_tokenizer(path: str | Path, eos_token: str | None = None) -> LoadedToke
     except Exception as e:  # tokenizers raises a bare Exception for any parse failure
         raise UserError(f"{path}: not a valid Hugging Face tokenizer.json: {str(e).splitlines()[0]}") from None
     vocab = tok.get_vocab(with_added_tokens=True)
-    eos = eos_token or _find_eos(tok, path)
+    eos = eos_token or (directory is not None and _configured_eos(tok, directory)) or _find_eos(tok, path)
     if eos not in vocab:
         raise UserError(f"{path}: end-of-text token {eos!r} is not in the vocabulary")
     return LoadedTokenizer(tok, str(path), sha256_file(path), max(vocab.values()) + 1, vocab[eos], eos)
@@ -81,6 +95,29 @@ def read_tokenizer_file(path: str | Path) -> Tokenizer:
     tok = Tokenizer.from_file(str(path))
     tok.encode_special_tokens = True
     return tok
+
+
+def _configured_eos(tok: Tokenizer, directory: Path) -> str | None:
+    """The EOS token that an HF directory's tokenizer_config.json or generation_config.json names."""
+    for name, key in (("tokenizer_config.json", "eos_token"), ("generation_config.json", "eos_token_id")):
+        file = directory / name
+        if not file.is_file():
+            continue
+        try:
+            value = json.loads(file.read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError, AttributeError) as e:
+            raise UserError(f"{file}: not a readable JSON object ({e})") from None
+        if isinstance(value, list):
+            value = value[0] if value else None
+        if isinstance(value, dict):  # older tokenizer_config.json: {"content": "</s>", ...}
+            value = value.get("content")
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = tok.id_to_token(value)
+            if value is None:
+                raise UserError(f"{file}: {key} is not an id of {directory / TOKENIZER_FILE}")
+        if isinstance(value, str):
+            return value
+    return None
 
 
 def _find_eos(tok: Tokenizer, path: Path) -> str:

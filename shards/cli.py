@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(decoded when --tokenizer is given, else as token ids).",
     )
     inspect.add_argument("shards", metavar="SHARDS", help="shard directory")
-    inspect.add_argument("--tokenizer", help="tokenizer.json to decode samples with (must match the manifest's sha256)")
+    inspect.add_argument("--tokenizer", help="tokenizer.json or HF directory to decode samples with (must match the manifest's sha256)")
     inspect.add_argument("--samples", type=int, default=3, help="documents to show (default 3)")
     inspect.add_argument("--chars", type=int, default=200, help="characters shown per document (default 200)")
     inspect.set_defaults(func=run_inspect)
@@ -57,10 +57,12 @@ def run_inspect(args: argparse.Namespace) -> int:
     if args.tokenizer:
         from tokenizers import Tokenizer
 
-        if not Path(args.tokenizer).is_file():
-            raise UserError(f"{args.tokenizer}: tokenizer file not found")
-        if sha256_file(args.tokenizer) != ss.tokenizer_sha256:
+        path = Path(args.tokenizer)
+        path = path / "tokenizer.json" if path.is_dir() else path  # a Hugging Face model or tokenizer directory
+        if not path.is_file():
+            raise UserError(f"{path}: tokenizer file not found")
+        if sha256_file(path) != ss.tokenizer_sha256:
             raise UserError(f"{args.tokenizer}: not the tokenizer of {args.shards} (sha256 differs from its manifest)")
-        decode = Tokenizer.from_file(args.tokenizer).decode
+        decode = Tokenizer.from_file(str(path)).decode
     print("\n".join(inspect_lines(ss, decode, args.samples, args.chars)))
     return 0

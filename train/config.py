@@ -42,13 +42,20 @@ class DataConfig:
 
 @dataclass
 class ModelSection:
-    d_model: int = 512
-    n_layers: int = 8
-    n_heads: int = 8
+    """Unset keys take train.model.resolve.MODEL_DEFAULTS, or a Hugging Face init_from's config.json."""
+
+    d_model: int | None = None
+    n_layers: int | None = None
+    n_heads: int | None = None
     n_kv_heads: int | None = None
     ffn_hidden: int | None = None
-    tie_embeddings: bool = True
-    rope_theta: float = 10000.0
+    tie_embeddings: bool | None = None
+    rope_theta: float | None = None
+    head_dim: int | None = None
+    qkv_bias: bool | None = None
+    norm_eps: float | None = None
+    rope_scaling: dict | None = None
+    family: str | None = None
 
 
 @dataclass
@@ -236,6 +243,9 @@ def _coerce(tp: Any, v: Any, where: str, key: str) -> Any:
     elif tp is str:
         if isinstance(v, str):
             return v
+    elif tp is dict:
+        if isinstance(v, dict):
+            return v
     raise UserError(f"{where}: {key}: expected {getattr(tp, '__name__', tp)}, got {v!r}")
 
 
@@ -254,8 +264,7 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     choice("spikes.action", cfg.spikes.action, SPIKE_ACTIONS)
     if cfg.logging.wandb is not None:
         choice("logging.wandb.mode", cfg.logging.wandb.mode, WANDB_MODES)
-    for key in ("max_steps", "data.seq_len", "model.d_model", "model.n_layers", "model.n_heads",
-                "batch.global_size", "batch.micro_size", "checkpoint.keep", "eval.batches", "spikes.window",
+    for key in ("max_steps", "data.seq_len", "batch.global_size", "batch.micro_size", "checkpoint.keep", "eval.batches", "spikes.window",
                 "spikes.skip_batches"):
         require(_get(cfg, key) >= 1, key, f"must be >= 1, got {_get(cfg, key)}")
     for key in ("optim.warmup_steps", "checkpoint.every", "eval.every", "seed",

@@ -113,3 +113,49 @@ def kit(byte_mixture: Path, one_thread) -> TrainKit:
 def session_kit(byte_mixture: Path) -> TrainKit:
     """The same helpers for module- and session-scoped fixtures (a base run several tests continue)."""
     return TrainKit(byte_mixture)
+
+
+HF_FAMILIES = {
+    # Llama 3.1-style: llama3 rope scaling, grouped-query attention 4:1, untied, exact intermediate size.
+    "llama": dict(model_type="llama", num_attention_heads=8, num_key_value_heads=2, tie_word_embeddings=False,
+                  rope_theta=500000.0, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                  "high_freq_factor": 4.0, "original_max_position_embeddings": 16}),
+    # Mistral: head_dim 24, not hidden_size / heads (64 / 4 = 16).
+    "mistral": dict(model_type="mistral", num_attention_heads=4, num_key_value_heads=2, head_dim=24,
+                    tie_word_embeddings=False, sliding_window=128),
+    # Qwen2: q/k/v biases, tied embeddings, 2:1 GQA.
+    "qwen2": dict(model_type="qwen2", num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+                  rope_theta=1000000.0),
+}  # fmt: skip
+
+
+@pytest.fixture(params=sorted(HF_FAMILIES))
+def family(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def hf_model(tmp_path: Path):
+    """Build a tiny random Hugging Face model of a family and save it: (directory, the transformers model).
+
+    Every parameter (norms and biases too) is redrawn from N(0, 0.1) so that the logits are far from
+    uniform and a wrong permutation, bias or norm would show."""
+    import transformers
+
+    def build(family: str, dtype: torch.dtype = torch.float32, max_shard_size: str | None = None,
+              vocab_size: int = 300, **overrides):  # fmt: skip
+        kw = {**HF_FAMILIES[family], **overrides}
+        config = transformers.AutoConfig.for_model(
+            vocab_size=vocab_size, hidden_size=64, intermediate_size=100, num_hidden_layers=2,
+            max_position_embeddings=256, rms_norm_eps=1e-6, bos_token_id=None, eos_token_id=None, **kw)  # fmt: skip
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(config).eval()
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.normal_(0.0, 0.1).add_(1.0 if "norm" in name else 0.0)
+        model = model.to(dtype)
+        directory = tmp_path / f"hf-{family}-{str(dtype).split('.')[-1]}"
+        model.save_pretrained(directory, **({"max_shard_size": max_shard_size} if max_shard_size else {}))
+        return directory, model
+
+    return build

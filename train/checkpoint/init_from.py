@@ -2,7 +2,7 @@
 
     initialize_from(cfg, trainer, mix.tokenizer_sha256, where="run.yaml", is_main=True)  # as ptk train does
     # which is:
-    source = find_init_source("runs/base")       # a run dir, a checkpoint dir, or a `ptk export` file
+    source = find_init_source("runs/base")       # a run dir, a checkpoint dir, a `ptk export` file or an HF model dir
     check_compatible(source, trainer.model_cfg, mix.tokenizer_sha256, where="run.yaml")
     initialize(trainer, source, optimizer=cfg.init_optimizer)
 
@@ -12,6 +12,10 @@ decay, the re-warm and re-decay of Ibrahim et al. 2024), data order and RNG star
 the hyperparameters (weight decay, betas, eps) stay this run's. Before anything is loaded the
 source's model shape and tokenizer are compared with this run's; a difference is a `UserError`
 naming both sides. A run that resumes from its own checkpoint never reads `init_from` again.
+
+A Hugging Face model directory (a `config.json` with a `model_type`) gives the model its shape
+(train/model/resolve.py) and its weights: each process reads only the slices of the safetensors
+files that it holds (train/model/materialize.py). Its `tokenizer.json` must be the mixture's.
 """
 
 from __future__ import annotations
@@ -25,30 +29,44 @@ from safetensors import SafetensorError, safe_open
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
 from pretrainkit.errors import UserError
+from pretrainkit.files import sha256_file
 from train.checkpoint.checkpoints import Checkpoint, load_weights
 from train.config import TrainConfig
 from train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
+from train.model.hf_adapter import CONFIG_FILE, HFWeights, is_hf_model_dir, model_config_from_hf, read_hf_config
 from train.model.llama import ModelConfig
+from train.model.materialize import load_hf_weights
 from train.loop.trainer import Trainer
 
 # What decides the parameter tensors' shapes and meaning; max_seq_len (RoPE tables are derived,
 # never stored) and rope_theta may change in a continued run.
-SHAPE_FIELDS = ("vocab_size", "d_model", "n_layers", "n_heads", "kv_heads", "ffn_hidden_size", "tie_embeddings")
+SHAPE_FIELDS = ("vocab_size", "d_model", "n_layers", "n_heads", "kv_heads", "head_dim", "ffn_hidden_size",
+                "tie_embeddings", "qkv_bias")  # fmt: skip
+HF_TOKENIZER = "tokenizer.json"
 
 
 @dataclass(frozen=True)
 class InitSource:
-    path: Path  # the checkpoint directory or the exported file actually read
+    path: Path  # the checkpoint directory, the exported file or the HF directory actually read
     model: ModelConfig
     tokenizer_sha256: str | None  # None when the source predates recording it
-    checkpoint: Checkpoint | None  # None for an exported model file
+    checkpoint: Checkpoint | None  # None for an exported model file or an HF directory
     step: int
+    hf: bool = False  # a Hugging Face model directory
 
 
 def find_init_source(path: str | Path) -> InitSource:
-    """What `init_from: PATH` names: an exported model (`.safetensors`, or a directory holding one
-    without checkpoints), else a run directory's newest valid checkpoint or one checkpoint directory."""
+    """What `init_from: PATH` names: a Hugging Face model directory, an exported model (`.safetensors`,
+    or a directory holding one without checkpoints), else a run directory's newest valid checkpoint
+    or one checkpoint directory."""
     path = Path(path)
+    if is_hf_model_dir(path):
+        model = model_config_from_hf(read_hf_config(path), str(path / CONFIG_FILE))
+        tokenizer = path / HF_TOKENIZER
+        if not tokenizer.is_file():
+            raise UserError(f"init_from: {path}: no {HF_TOKENIZER}, so the model's tokenizer cannot be checked "
+                            "against the mixture's (tokenize with a tokenizer.json and put it there)")  # fmt: skip
+        return InitSource(path, model, sha256_file(tokenizer), None, 0, hf=True)
     exported = path if path.suffix == ".safetensors" else path / WEIGHTS_FILE
     if exported.is_file() and not (path / "checkpoints").is_dir():
         try:
@@ -72,6 +90,12 @@ def find_init_source(path: str | Path) -> InitSource:
 
 def check_compatible(source: InitSource, model: ModelConfig, tokenizer_sha256: str, where: str) -> None:
     """UserError naming both sides when the source's model shape or tokenizer differs from this run's."""
+    if source.hf and source.tokenizer_sha256 != tokenizer_sha256:
+        raise UserError(
+            f"{where}: init_from: tokenizer mismatch: {source.path / HF_TOKENIZER} (sha256 "
+            f"{source.tokenizer_sha256[:12]}) is not the tokenizer of this run's mixture (sha256 "
+            f"{tokenizer_sha256[:12]}); tokenize the data with --tokenizer {source.path}"
+        )
     if source.tokenizer_sha256 is not None and source.tokenizer_sha256 != tokenizer_sha256:
         raise UserError(
             f"{where}: init_from: tokenizer mismatch: {source.path} was trained with tokenizer sha256 "
@@ -86,6 +110,11 @@ def check_compatible(source: InitSource, model: ModelConfig, tokenizer_sha256: s
 
 def initialize(trainer: Trainer, source: InitSource, optimizer: bool) -> None:
     """Load the source's weights (and, with `optimizer`, AdamW's state) into a fresh trainer (collective)."""
+    if source.hf:
+        if optimizer:
+            raise UserError(f"init_optimizer: {source.path} is a Hugging Face model and holds no optimizer state")
+        load_hf_weights(trainer.model, source.model, HFWeights(source.path))
+        return
     if source.checkpoint is None:
         if optimizer:
             raise UserError(f"init_optimizer: {source.path} is an exported model and holds no optimizer state")

@@ -21,10 +21,11 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from pretrainkit.errors import UserError
 from train.config import TrainConfig
 from train.parallel.distributed import DistEnv
 from train.model.llama import ModelConfig, Transformer
+from train.model.materialize import init_weights
+from train.model.resolve import model_config  # noqa: F401 - where callers have always found it
 from train.loop.optim import Schedule, lr_at, set_lr
 from train.parallel.data_parallel import autocast_context, build_optimizer, clip_grad_norm, gradient_sync, parallelize
 
@@ -42,28 +43,18 @@ class StepResult:
     applied: bool = True  # False when `accept` vetoed the update
 
 
-def model_config(cfg: TrainConfig, vocab_size: int, where: str = "config") -> ModelConfig:
-    """The model's shape: the `model` section, the mixture's vocabulary and `data.seq_len`."""
-    m = cfg.model
-    try:
-        return ModelConfig(
-            vocab_size=vocab_size, d_model=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads,
-            n_kv_heads=m.n_kv_heads, ffn_hidden=m.ffn_hidden, tie_embeddings=m.tie_embeddings,
-            rope_theta=m.rope_theta, max_seq_len=cfg.data.seq_len,
-        )
-    except ValueError as e:
-        raise UserError(f"{where}: model.{e}") from None
-
-
 class Trainer:
     def __init__(self, cfg: TrainConfig, model_cfg: ModelConfig, env: DistEnv) -> None:
         self.cfg, self.model_cfg, self.env = cfg, model_cfg, env
         self.bf16 = cfg.precision == "bf16"
         torch.manual_seed(cfg.seed)
+        with torch.device("meta"):  # materialized already sharded, then initialized shard by shard
+            model = Transformer(model_cfg)
         self.model = parallelize(
-            Transformer(model_cfg), cfg.parallel, env.world_size, env.device, bf16=self.bf16,
+            model, cfg.parallel, env.world_size, env.device, bf16=self.bf16,
             activation_checkpointing=cfg.activation_checkpointing, compile=cfg.compile,
         )
+        init_weights(self.model, model_cfg, cfg.seed)
         o = cfg.optim
         self.optimizer = build_optimizer(self.model, cfg.parallel, o.lr, o.weight_decay, o.betas, o.eps)
         self.schedule = Schedule(o.lr, o.min_lr, o.warmup_steps, cfg.max_steps, o.schedule, o.decay_fraction)

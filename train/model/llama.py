@@ -1,24 +1,37 @@
 """The Llama-style decoder: one config dataclass, then the blocks top-down; nothing about distribution.
 
     cfg = ModelConfig(vocab_size=8192, d_model=256, n_layers=4, n_heads=8, n_kv_heads=2, max_seq_len=256)
-    model = Transformer(cfg)
+    model = Transformer(cfg, seed=0)
     logits = model(tokens)                     # tokens int64 [batch, seq] -> float [batch, seq, vocab]
+    logits = model(next_tokens, cache=cache)   # with a KVCache (train/model/generate.py): new positions only
     cfg.num_params(), cfg.flops_per_token(256)
 
-RMSNorm (pre-norm), rotary position embeddings, SwiGLU feed-forward, optional grouped-query attention
-(`n_kv_heads < n_heads`) through `scaled_dot_product_attention`, tied or untied output embedding.
-There are no biases anywhere. The feed-forward hidden size follows Llama: `8/3 * d_model` rounded up to
-a multiple of `ffn_multiple_of`, unless `ffn_hidden` is given.
+RMSNorm (pre-norm), rotary position embeddings, SwiGLU feed-forward, grouped-query attention at any
+ratio (`n_kv_heads` divides `n_heads`) through `scaled_dot_product_attention`, tied or untied output
+embedding. What Llama 2/3/3.1/3.2, Mistral and Qwen2 need is a setting: `norm_eps`, `rope_theta`,
+`rope_scaling` of type llama3, q/k/v biases (`qkv_bias`, Qwen2), an explicit `head_dim`, an exact
+`ffn_hidden`. The feed-forward hidden size follows Llama otherwise: `8/3 * d_model` rounded up to a
+multiple of `ffn_multiple_of`.
+
+RoPE rotates interleaved pairs (x[2i], x[2i+1]); Hugging Face checkpoints rotate halves, which is the
+same model once q/k rows are permuted (train/model/hf_adapter.py). Initial values depend only on
+(seed, parameter name) (`initial_value`), so a model built on the meta device and initialized shard
+by shard (train/model/materialize.py) equals one built here, whatever the world size.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+FAMILIES = ("llama", "mistral", "qwen2")  # the Hugging Face model_type this model is exported as
+ROPE_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 
 
 @dataclass(frozen=True)
@@ -35,23 +48,33 @@ class ModelConfig:
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
     init_std: float = 0.02
+    head_dim: int | None = None  # None: d_model // n_heads (resolved at construction)
+    qkv_bias: bool = False  # biases on the q, k and v projections (Qwen2)
+    rope_scaling: dict | None = None  # {"rope_type": "llama3", factor, low/high_freq_factor, original_max_position_embeddings}
+    family: str = "llama"
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len", "ffn_multiple_of"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        if self.head_dim % 2:
-            raise ValueError(f"head size d_model/n_heads ({self.head_dim}) must be even for rotary embeddings")
+        if self.head_dim is None:
+            if self.d_model % self.n_heads:
+                raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}), or head_dim given")
+            object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
+        if self.head_dim < 2 or self.head_dim % 2:
+            raise ValueError(f"head_dim ({self.head_dim}) must be even for rotary embeddings")
         if self.kv_heads < 1 or self.n_heads % self.kv_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
         if self.ffn_hidden is not None and self.ffn_hidden < 1:
             raise ValueError(f"ffn_hidden must be >= 1, got {self.ffn_hidden}")
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+        if self.qkv_bias != (self.family == "qwen2"):
+            raise ValueError(f"qkv_bias {self.qkv_bias} does not fit family {self.family} (only qwen2 has q/k/v biases)")
+        if self.rope_scaling is not None:
+            scaling = self.rope_scaling
+            if scaling.get("rope_type") != "llama3" or sorted(k for k in scaling if k != "rope_type") != sorted(ROPE_SCALING_KEYS):
+                raise ValueError(f"rope_scaling must be {{rope_type: llama3, {', '.join(ROPE_SCALING_KEYS)}}}, got {scaling}")
 
     @property
     def kv_heads(self) -> int:
@@ -66,8 +89,8 @@ class ModelConfig:
 
     def block_params(self) -> int:
         """Parameters of one transformer block (attention, feed-forward, two norms)."""
-        d, kv = self.d_model, self.kv_heads * self.head_dim
-        attention = d * d * 2 + d * kv * 2  # wq, wo, wk, wv
+        d, q, kv = self.d_model, self.n_heads * self.head_dim, self.kv_heads * self.head_dim
+        attention = d * q * 2 + d * kv * 2 + ((q + 2 * kv) if self.qkv_bias else 0)  # wq, wo, wk, wv (+ biases)
         return attention + 3 * d * self.ffn_hidden_size + 2 * d
 
     def num_params(self, embeddings: bool = True) -> int:
@@ -87,7 +110,24 @@ class ModelConfig:
         the attention term counts the full T x T score matrix, as PaLM and nanoGPT do.
         """
         t = self.max_seq_len if seq_len is None else seq_len
-        return 6.0 * self.num_params(embeddings=False) + 12.0 * self.n_layers * self.d_model * t
+        return 6.0 * self.num_params(embeddings=False) + 12.0 * self.n_layers * self.n_heads * self.head_dim * t
+
+
+def initial_value(cfg: ModelConfig, name: str, shape: torch.Size, seed: int) -> torch.Tensor:
+    """The initial value of parameter `name`: a pure function of (seed, name, shape).
+
+    GPT-2 initialisation: N(0, init_std), output projections scaled by 1/sqrt(2 n_layers), norms at
+    1, biases at 0. Each parameter has its own generator, so the value does not depend on which other
+    parameters exist on this process or in what order they are initialized.
+    """
+    if name.endswith(".bias"):
+        return torch.zeros(shape)
+    if len(shape) == 1:
+        return torch.ones(shape)
+    digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
+    gen = torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+    std = cfg.init_std / math.sqrt(2 * cfg.n_layers) if name.endswith(("wo.weight", "w2.weight")) else cfg.init_std
+    return torch.empty(shape).normal_(0.0, std, generator=gen)
 
 
 class RMSNorm(nn.Module):
@@ -103,11 +143,28 @@ class RMSNorm(nn.Module):
         return out.type_as(x) * self.weight
 
 
-def rope_tables(head_dim: int, seq_len: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin tables [seq_len, head_dim/2] for rotary embeddings."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
-    angles = torch.outer(torch.arange(seq_len, dtype=torch.float64), inv_freq)
-    return angles.cos().float(), angles.sin().float()
+def rope_frequencies(head_dim: int, theta: float, scaling: dict | None = None) -> torch.Tensor:
+    """Per-pair rotation frequencies [head_dim/2] (float64), with Llama 3.1's long-context rescaling.
+
+    llama3 scaling (Meta's reference code): wavelengths longer than the original context / low_freq_factor
+    are slowed by `factor`, shorter than original / high_freq_factor kept, and those between interpolated.
+    """
+    # On the CPU explicitly: a model built under `torch.device("meta")` still needs real frequencies.
+    freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64, device="cpu") / head_dim))
+    if scaling is None:
+        return freq
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    original = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / freq
+    smooth = ((original / wavelen - low) / (high - low)).clamp(0.0, 1.0)
+    scaled = (1 - smooth) * freq / factor + smooth * freq
+    return torch.where(wavelen > original / low, freq / factor, torch.where(wavelen < original / high, freq, scaled))
+
+
+def rope_tables(freq: torch.Tensor, start: int, seq_len: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin tables [seq_len, head_dim/2] for positions start .. start+seq_len-1."""
+    angles = torch.outer(torch.arange(start, start + seq_len, dtype=torch.float64, device="cpu"), freq)
+    return angles.cos().float().to(device), angles.sin().float().to(device)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -117,22 +174,38 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return out.type_as(x)
 
 
+class LayerCache(Protocol):
+    """Keys and values of the positions seen so far, for one layer (train/model/generate.py: KVCache)."""
+
+    length: int  # positions cached before this call
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.n_heads, self.kv_heads, self.head_dim = cfg.n_heads, cfg.kv_heads, cfg.head_dim
-        self.wq = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=False)
-        self.wk = nn.Linear(cfg.d_model, cfg.kv_heads * cfg.head_dim, bias=False)
-        self.wv = nn.Linear(cfg.d_model, cfg.kv_heads * cfg.head_dim, bias=False)
+        self.wq = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=cfg.qkv_bias)
+        self.wk = nn.Linear(cfg.d_model, cfg.kv_heads * cfg.head_dim, bias=cfg.qkv_bias)
+        self.wv = nn.Linear(cfg.d_model, cfg.kv_heads * cfg.head_dim, bias=cfg.qkv_bias)
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.wq(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kv_heads != self.n_heads)
+        past = 0
+        if cache is not None:
+            past = cache.length
+            k, v = cache.update(k, v)
+        mask = None
+        if past and t > 1:  # new positions see every cached one and the new ones before them
+            mask = torch.arange(past + t, device=x.device) <= torch.arange(past, past + t, device=x.device)[:, None]
+        gqa = self.kv_heads != self.n_heads
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=past == 0, enable_gqa=gqa)
         return self.wo(y.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -157,13 +230,13 @@ class Block(nn.Module):
         self.ffn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.feed_forward = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x), cos, sin)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), cos, sin, cache)
         return x + self.feed_forward(self.ffn_norm(x))
 
 
 class Transformer(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, seed: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
@@ -172,30 +245,24 @@ class Transformer(nn.Module):
         self.output = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.output.weight = self.tok_embeddings.weight
-        cos, sin = rope_tables(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta)
-        # Not persistent: derived from the config, so never part of a checkpoint.
-        self.register_buffer("rope_cos", cos, persistent=False)
-        self.register_buffer("rope_sin", sin, persistent=False)
-        self.reset_parameters()
+        # A plain tensor, not a buffer: derived from the config, never in a checkpoint, never on the meta device.
+        self.rope_freq = rope_frequencies(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling)
+        self.reset_parameters(seed)
 
     @torch.no_grad()
-    def reset_parameters(self) -> None:
-        """GPT-2 initialisation: N(0, std), output projections scaled by 1/sqrt(2 n_layers), norms at 1."""
-        std = self.cfg.init_std
+    def reset_parameters(self, seed: int) -> None:
+        """Every parameter to `initial_value` (nothing to do on the meta device: materialize.py does it there)."""
         for name, p in self.named_parameters():
-            if p.ndim == 1:
-                p.fill_(1.0)
-            elif name.endswith(("wo.weight", "w2.weight")):
-                p.normal_(0.0, std / math.sqrt(2 * self.cfg.n_layers))
-            else:
-                p.normal_(0.0, std)
+            if not p.is_meta:
+                p.copy_(initial_value(self.cfg, name, p.shape, seed))
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, cache: list[LayerCache] | None = None) -> torch.Tensor:
+        start = 0 if cache is None else cache[0].length
         t = tokens.shape[1]
-        if t > self.cfg.max_seq_len:
-            raise ValueError(f"sequence length {t} exceeds max_seq_len {self.cfg.max_seq_len}")
-        cos, sin = self.rope_cos[:t], self.rope_sin[:t]
+        if start + t > self.cfg.max_seq_len:
+            raise ValueError(f"sequence length {start + t} exceeds max_seq_len {self.cfg.max_seq_len}")
+        cos, sin = rope_tables(self.rope_freq, start, t, tokens.device)
         h = self.tok_embeddings(tokens)
-        for layer in self.layers:
-            h = layer(h, cos, sin)
+        for i, layer in enumerate(self.layers):
+            h = layer(h, cos, sin, None if cache is None else cache[i])
         return self.output(self.norm(h))

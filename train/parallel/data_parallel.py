@@ -34,6 +34,7 @@ from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
 from train.loop.optim import param_groups
+from train.model.materialize import to_device
 
 FSDP_MODES = ("zero2", "fsdp")
 
@@ -68,14 +69,21 @@ def parallelize(
     activation_checkpointing: bool = False,
     compile: bool = False,
 ) -> nn.Module:
-    """Move `model` to `device` and apply, in order: checkpointing, compile, then the data-parallel mode."""
-    model.to(device)
+    """Move `model` to `device` and apply, in order: checkpointing, compile, then the data-parallel mode.
+
+    A model built on the meta device is sharded there and only then given (uninitialized) storage, so
+    FSDP2 allocates each process's shards alone; the caller initializes or loads it (materialize.py).
+    """
+    meta = any(p.is_meta for p in model.parameters())
+    if not meta or mode not in FSDP_MODES:
+        to_device(model, device)
     if activation_checkpointing:
         apply_activation_checkpointing(model)
     if compile:
         apply_compile(model)
     if mode in FSDP_MODES:
         apply_fsdp(model, reshard_after_forward=mode == "fsdp", bf16=bf16, world_size=world_size)
+        to_device(model, device)
         return model
     if world_size > 1:
         return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)

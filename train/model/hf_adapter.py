@@ -1,0 +1,221 @@
+"""The Hugging Face layout: `config.json` <-> ModelConfig, parameter names, and the q/k RoPE permutation.
+
+    cfg = model_config_from_hf(json.load(open("llama/config.json")), "llama/config.json")
+    hf_name("layers.0.attention.wq.weight")            # "model.layers.0.self_attn.q_proj.weight"
+    weights = HFWeights("llama/")                      # model.safetensors or an index with shards
+    block = weights.read_native("layers.0.attention.wq.weight", cfg, (slice(0, 64), slice(None)))
+    tensors = to_hf_state_dict(model.state_dict(), cfg)  # HF names and row order, for export
+    config = hf_config(cfg, bos_id=1, eos_id=2, dtype="float32")
+
+Families: llama (Llama 2/3/3.1/3.2), mistral, qwen2 (q/k/v biases). The project's RoPE rotates
+interleaved pairs (x[2i], x[2i+1]), Hugging Face's rotates halves (x[i], x[i + head_dim/2]); inside
+every head, native row 2i is HF row i and native row 2i+1 is HF row i + head_dim/2, for the q and k
+projections' weights and biases. This is the only module that knows HF names; loading (any shard of
+any tensor, read straight from the safetensors files) and export both go through it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError, safe_open
+
+from pretrainkit.errors import UserError
+from train.model.llama import FAMILIES, ROPE_SCALING_KEYS, ModelConfig
+
+CONFIG_FILE = "config.json"
+SINGLE_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+
+_BLOCK_NAMES = {
+    "attention.wq": "self_attn.q_proj", "attention.wk": "self_attn.k_proj", "attention.wv": "self_attn.v_proj",
+    "attention.wo": "self_attn.o_proj", "feed_forward.w1": "mlp.gate_proj", "feed_forward.w2": "mlp.down_proj",
+    "feed_forward.w3": "mlp.up_proj", "attention_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+}  # fmt: skip
+_TOP_NAMES = {"tok_embeddings.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight",
+              "output.weight": "lm_head.weight"}  # fmt: skip
+_BLOCK = re.compile(r"layers\.(\d+)\.(\w+\.\w+|\w+)\.(weight|bias)")
+
+
+def is_hf_model_dir(path: str | Path) -> bool:
+    """A directory with a Hugging Face `config.json` (one naming a `model_type`)."""
+    config = Path(path) / CONFIG_FILE
+    if not config.is_file():
+        return False
+    try:
+        return "model_type" in json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+
+
+def read_hf_config(path: str | Path) -> dict:
+    config = Path(path) / CONFIG_FILE
+    try:
+        raw = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"{config}: cannot read the model config: {e}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{config}: not a Hugging Face model config (expected a JSON object)")
+    return raw
+
+
+def model_config_from_hf(hf: dict, where: str) -> ModelConfig:
+    """The ModelConfig of a Hugging Face `config.json`; UserError naming `where` and the key for what
+    this model cannot represent. max_seq_len is max_position_embeddings (Mistral: at most its
+    sliding window, up to which full attention is the same model)."""
+    family = hf.get("model_type")
+    if family not in FAMILIES:
+        raise UserError(f"{where}: model_type {family!r} is not supported (supported: {', '.join(FAMILIES)})")
+
+    def need(key: str, ok: bool, what: str) -> None:
+        if not ok:
+            raise UserError(f"{where}: {key}: {hf.get(key)!r} is not supported ({what})")
+
+    need("hidden_act", hf.get("hidden_act", "silu") == "silu", "only silu, SwiGLU")
+    need("mlp_bias", not hf.get("mlp_bias", False), "no feed-forward biases")
+    need("attention_bias", not hf.get("attention_bias", False), "no attention output bias")
+    need("use_sliding_window", not hf.get("use_sliding_window", False), "full attention only")
+    rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    theta = float(rope.get("rope_theta", hf.get("rope_theta", 10000.0)))
+    scaling = None
+    if rope_type == "llama3":
+        scaling = {"rope_type": "llama3", **{k: rope[k] for k in ROPE_SCALING_KEYS if k in rope}}
+    elif rope_type != "default":
+        raise UserError(f"{where}: rope type {rope_type!r} is not supported (supported: default, llama3)")
+    max_seq_len = int(hf.get("max_position_embeddings", 2048))
+    if family == "mistral" and hf.get("sliding_window"):
+        max_seq_len = min(max_seq_len, int(hf["sliding_window"]))
+    try:
+        return ModelConfig(
+            vocab_size=int(hf["vocab_size"]), d_model=int(hf["hidden_size"]), n_layers=int(hf["num_hidden_layers"]),
+            n_heads=int(hf["num_attention_heads"]), n_kv_heads=hf.get("num_key_value_heads"),
+            max_seq_len=max_seq_len, ffn_hidden=int(hf["intermediate_size"]),
+            tie_embeddings=bool(hf.get("tie_word_embeddings", False)), norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+            rope_theta=theta, init_std=float(hf.get("initializer_range", 0.02)), head_dim=hf.get("head_dim"),
+            qkv_bias=family == "qwen2", rope_scaling=scaling, family=family,
+        )  # fmt: skip
+    except KeyError as e:
+        raise UserError(f"{where}: required key {e.args[0]} is missing") from None
+    except (TypeError, ValueError) as e:
+        raise UserError(f"{where}: {e}") from None
+
+
+def hf_config(cfg: ModelConfig, bos_id: int | None, eos_id: int | None, dtype: str) -> dict:
+    """A `config.json` that transformers reads as exactly this model."""
+    rope = {"rope_type": "default", "rope_theta": cfg.rope_theta} if cfg.rope_scaling is None else {
+        **cfg.rope_scaling, "rope_theta": cfg.rope_theta}  # fmt: skip
+    out = {
+        "architectures": [ARCHITECTURES[cfg.family]], "model_type": cfg.family, "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model, "intermediate_size": cfg.ffn_hidden_size, "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.kv_heads, "head_dim": cfg.head_dim,
+        "hidden_act": "silu", "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.norm_eps,
+        "initializer_range": cfg.init_std, "tie_word_embeddings": cfg.tie_embeddings,
+        # Both spellings: transformers >= 5 reads rope_parameters, 4.x rope_theta and rope_scaling.
+        "rope_parameters": rope, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
+        "bos_token_id": bos_id, "eos_token_id": eos_id, "torch_dtype": dtype, "use_cache": True,
+    }  # fmt: skip
+    if cfg.family == "llama":
+        out.update(attention_bias=False, mlp_bias=False)
+    else:
+        out.update(sliding_window=None, use_sliding_window=False)
+    return out
+
+
+def hf_name(name: str) -> str:
+    """The Hugging Face name of a native parameter name."""
+    if name in _TOP_NAMES:
+        return _TOP_NAMES[name]
+    m = _BLOCK.fullmatch(name)
+    if m is None or m.group(2) not in _BLOCK_NAMES:
+        raise KeyError(f"no Hugging Face name for parameter {name!r}")
+    return f"model.layers.{m.group(1)}.{_BLOCK_NAMES[m.group(2)]}.{m.group(3)}"
+
+
+def rope_rows(name: str, cfg: ModelConfig) -> torch.Tensor | None:
+    """For q/k projections: the HF row of every native row (index tensor); None for other tensors."""
+    if ".attention.wq." in name:
+        heads = cfg.n_heads
+    elif ".attention.wk." in name:
+        heads = cfg.kv_heads
+    else:
+        return None
+    hd = cfg.head_dim
+    i = torch.arange(hd)
+    within = i // 2 + (i % 2) * (hd // 2)
+    return (torch.arange(heads)[:, None] * hd + within).flatten()
+
+
+def to_hf_state_dict(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    """Native full tensors -> HF names and row order (a tied output head is left out, as HF saves it)."""
+    out = {}
+    for name, t in state.items():
+        if cfg.tie_embeddings and name == "output.weight":
+            continue
+        rows = rope_rows(name, cfg)
+        if rows is not None:
+            t = torch.empty_like(t).index_copy_(0, rows, t)
+        out[hf_name(name)] = t.contiguous()
+    return out
+
+
+class HFWeights:
+    """The tensors of a Hugging Face model directory (`model.safetensors`, or an index and its shards),
+    read by region: only the bytes asked for are read from disk."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.dir = Path(directory)
+        index = self.dir / INDEX_FILE
+        if index.is_file():
+            try:
+                self.files = {k: self.dir / v for k, v in json.loads(index.read_text(encoding="utf-8"))["weight_map"].items()}
+            except (OSError, ValueError, KeyError, AttributeError) as e:
+                raise UserError(f"{index}: not a safetensors index ({e})") from None
+        elif (self.dir / SINGLE_FILE).is_file():
+            self.files = None
+        else:
+            raise UserError(f"{self.dir}: no {SINGLE_FILE} or {INDEX_FILE} (only safetensors weights are read)")
+        self._open: dict[Path, object] = {}
+
+    def _file(self, hf: str) -> Path:
+        if self.files is None:
+            return self.dir / SINGLE_FILE
+        if hf not in self.files:
+            raise UserError(f"{self.dir / INDEX_FILE}: tensor {hf} is missing")
+        return self.files[hf]
+
+    def _slice(self, hf: str):
+        path = self._file(hf)
+        try:
+            if path not in self._open:
+                self._open[path] = safe_open(str(path), framework="pt")
+            return self._open[path].get_slice(hf)
+        except (OSError, SafetensorError) as e:
+            raise UserError(f"{path}: cannot read tensor {hf}: {e}") from None
+
+    def names(self) -> set[str]:
+        """Every tensor name the directory holds."""
+        if self.files is not None:
+            return set(self.files)
+        try:
+            with safe_open(str(self.dir / SINGLE_FILE), framework="pt") as f:
+                return set(f.keys())
+        except (OSError, SafetensorError) as e:
+            raise UserError(f"{self.dir / SINGLE_FILE}: cannot read: {e}") from None
+
+    def shape_of(self, hf: str) -> list[int]:
+        return list(self._slice(hf).get_shape())
+
+    def read_native(self, name: str, cfg: ModelConfig, region: tuple[slice, ...]) -> torch.Tensor:
+        """Native tensor `name`, the part `region` (one slice per dim) of it, in float32."""
+        sl = self._slice(hf_name(name))
+        rows = rope_rows(name, cfg)
+        if rows is None:
+            return sl[region].float()
+        wanted = rows[region[0]]
+        lo, hi = int(wanted.min()), int(wanted.max()) + 1  # whole heads around the native rows asked for
+        return sl[(slice(lo, hi), *region[1:])].float()[wanted - lo]

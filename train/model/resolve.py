@@ -1,0 +1,57 @@
+"""The model a training config asks for: its `model:` section, or the Hugging Face model `init_from` names.
+
+    mcfg = model_config(cfg, vocab_size=mix.vocab_size, where="run.yaml")
+
+Without an HF `init_from`, the shape is the `model:` section with its defaults (MODEL_DEFAULTS), the
+mixture's vocabulary and `data.seq_len` as max_seq_len. With `init_from: DIR` naming a Hugging Face
+model directory, the shape is DIR/config.json's; a key the section gives anyway must agree with it,
+else a UserError names both values. The model's vocabulary must cover the mixture's (HF models often
+pad their embedding table), and `data.seq_len` must fit the model's context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+from pretrainkit.errors import UserError
+from train.config import ModelSection, TrainConfig
+from train.model.hf_adapter import CONFIG_FILE, is_hf_model_dir, model_config_from_hf, read_hf_config
+from train.model.llama import ModelConfig
+
+# What an unset key of the `model:` section means (ffn_hidden, n_kv_heads and head_dim: derived).
+MODEL_DEFAULTS = {"d_model": 512, "n_layers": 8, "n_heads": 8, "n_kv_heads": None, "ffn_hidden": None,
+                  "tie_embeddings": True, "rope_theta": 10000.0, "head_dim": None, "qkv_bias": False,
+                  "norm_eps": 1e-5, "rope_scaling": None, "family": "llama"}  # fmt: skip
+
+# Section key -> the ModelConfig property it decides (compared after the HF config resolved it).
+_COMPARED_AS = {"n_kv_heads": "kv_heads", "ffn_hidden": "ffn_hidden_size"}
+
+
+def model_config(cfg: TrainConfig, vocab_size: int, where: str = "config") -> ModelConfig:
+    if cfg.init_from is not None and is_hf_model_dir(cfg.init_from):
+        return _from_hf(cfg, vocab_size, where)
+    given = {f.name: getattr(cfg.model, f.name) for f in fields(ModelSection)}
+    values = {k: MODEL_DEFAULTS[k] if v is None else v for k, v in given.items()}
+    try:
+        return ModelConfig(vocab_size=vocab_size, max_seq_len=cfg.data.seq_len, **values)
+    except ValueError as e:
+        raise UserError(f"{where}: model.{e}") from None
+
+
+def _from_hf(cfg: TrainConfig, vocab_size: int, where: str) -> ModelConfig:
+    config = Path(cfg.init_from) / CONFIG_FILE
+    model = model_config_from_hf(read_hf_config(cfg.init_from), str(config))
+    for f in fields(ModelSection):
+        mine = getattr(cfg.model, f.name)
+        theirs = getattr(model, _COMPARED_AS.get(f.name, f.name))
+        if mine is not None and mine != theirs:
+            raise UserError(f"{where}: model.{f.name}: {mine!r} disagrees with init_from {config} ({theirs!r}); "
+                            "the model's shape comes from there, so leave the key out or make it match")  # fmt: skip
+    if vocab_size > model.vocab_size:
+        raise UserError(f"{where}: the mixture's tokenizer has {vocab_size} tokens, more than the vocab_size "
+                        f"{model.vocab_size} of init_from {config}")  # fmt: skip
+    if cfg.data.seq_len > model.max_seq_len:
+        raise UserError(f"{where}: data.seq_len: {cfg.data.seq_len} exceeds the context of init_from {config} "
+                        f"({model.max_seq_len} positions)")  # fmt: skip
+    return model
