@@ -52,7 +52,7 @@ from dataprep.minhash import band_hashes, jaccard, lsh_params
 from dataprep.readers import DEDUP_STATS_NAME, discover_inputs, nothing_usable, plan_read_tasks, reason_kind, refuse_inputs_inside
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
-from pretrainkit.files import atomic_write, remove_temporaries, write_text_atomic
+from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_text_atomic, writing_into
 
 PARTITION_BYTES = 64 << 20
 BUCKET_CHUNK_DOCS = 1 << 16
@@ -82,7 +82,7 @@ class DedupOptions:
 def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: int = 1) -> dict:
     """Deduplicate `inputs` into `out_dir`; returns the stats written to `out_dir/stats.json`
     (plus `seconds` and `input_bytes` for the summary)."""
-    with JobRunner(workers) as runner:
+    with writing_into(out_dir), JobRunner(workers) as runner:  # the workers stop before temporaries are swept
         return _dedup(inputs, Path(out_dir), options, runner)
 
 
@@ -91,6 +91,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     started = time.monotonic()
     files = discover_inputs(inputs)
     refuse_inputs_inside(files, out_dir)
+    output_directory(out_dir)
     old = _open_against(options)
     tasks = plan_read_tasks(files)
     bands, rows = lsh_params(options.threshold, options.num_perm) if options.near else (0, 0)

@@ -17,6 +17,7 @@ from dataprep.dedup import DedupOptions, run_dedup
 from dataprep.readers import DEDUP_KEPT_GLOB, discover_inputs
 from dataprep.tokenize import TokenizeOptions, input_hashes, tokenize_corpus
 from dataprep.tokenizer import load_tokenizer
+from pretrainkit.files import output_directory
 
 
 def run_prepare(
@@ -30,6 +31,7 @@ def run_prepare(
 ) -> tuple[dict, dict]:
     """Returns (dedup stats, shard manifest)."""
     load_tokenizer(tokenizer_path, tokenize.eos_token)  # fail before the long dedup, not after it
+    output_directory(out_dir)
     raw_inputs = input_hashes(discover_inputs(inputs))
     dedup_dir, shard_dir = out_dir / "dedup", out_dir / "shards"
     stats = run_dedup(inputs, dedup_dir, dedup, workers)

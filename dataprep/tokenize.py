@@ -43,7 +43,7 @@ from dataprep.readers import (
 from dataprep.tokenizer import LoadedTokenizer, load_tokenizer, read_tokenizer_file
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
-from pretrainkit.files import atomic_write, sha256_file
+from pretrainkit.files import atomic_write, output_directory, sha256_file, writing_into
 from shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS, FORMATS, token_dtype
 from shards.manifest import build_manifest, write_manifest
 from shards.writer import ShardWriter, write_shards
@@ -83,9 +83,16 @@ def tokenize_corpus(
 ) -> dict:
     """Write `out_dir` (shards, rejected.jsonl, then manifest.json); return the manifest."""
     out_dir = Path(out_dir)
+    with writing_into(out_dir):
+        return _tokenize(inputs, out_dir, tokenizer_path, options, workers, provenance, progress)
+
+
+def _tokenize(inputs: list[str], out_dir: Path, tokenizer_path: str, options: TokenizeOptions, workers: int,
+              provenance: dict | None, progress: bool) -> dict:
     tok = load_tokenizer(tokenizer_path, options.eos_token)
     files = discover_inputs(inputs)
     refuse_inputs_inside(files, out_dir)
+    output_directory(out_dir)
     dtype = token_dtype(tok.vocab_size)
     inputs_meta = input_hashes(files)
     writer = ShardWriter(out_dir, options.format, dtype, options.shard_tokens, options.batch_tokens)

@@ -21,7 +21,7 @@ from dataprep.readers import Document, discover_inputs, nothing_usable, plan_rea
 from dataprep.tokenize import REJECTED_NAME, TokenizeOptions, tokenize_corpus
 from dataprep.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
 from pretrainkit.quantities import count
-from pretrainkit.files import write_text_atomic
+from pretrainkit.files import output_file, write_text_atomic, writing_into
 from shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,6 +82,7 @@ def tokenize_options(args: argparse.Namespace) -> TokenizeOptions:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    output_file(args.output)
     files = discover_inputs(args.inputs)
     counts = {"docs": 0}
     reasons: Counter = Counter()
@@ -100,7 +101,8 @@ def run_train(args: argparse.Namespace) -> int:
     tok = train_tokenizer(texts(), args.vocab_size, args.eos_token, args.min_frequency)
     if counts["docs"] == 0:
         raise nothing_usable(args.inputs, reasons)
-    write_text_atomic(args.output, tok.to_str(pretty=True) + "\n")
+    with writing_into(args.output.parent):
+        write_text_atomic(args.output, tok.to_str(pretty=True) + "\n")
     loaded = load_tokenizer(args.output, args.eos_token)
     print(
         f"trained on {counts['docs']} documents ({sum(reasons.values())} rejected records skipped): "

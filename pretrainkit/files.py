@@ -9,15 +9,23 @@ final name, so a process killed at any moment leaves either the old file, the ne
 fsynced before the rename, so that they survive an operating-system crash too, unless the caller
 passes `durable=False`: intermediate files that a rerun recreates anyway (a dedup run's work
 files and index arrays, which cost ~5 ms each to sync).
+
+Output locations: `output_directory(OUT)` / `output_file(PATH)` check up front that the command can
+write there (one `UserError` naming the path otherwise: a file where a directory is wanted, a
+read-only file system, no permission); `with writing_into(OUT):` turns a later failed write (a full
+disk) into one line naming the file or OUT, and removes every `.tmp-*` left under OUT.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 from pathlib import Path
 from typing import IO, Iterator
+
+from pretrainkit.errors import UserError, os_error
 
 TMP_MARK = ".tmp-"
 
@@ -26,10 +34,14 @@ TMP_MARK = ".tmp-"
 def atomic_write(path: str | os.PathLike, mode: str = "wb", durable: bool = True, **kwargs) -> Iterator[IO]:
     """Open a temporary sibling of `path` for writing; rename it over `path` on success."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}{TMP_MARK}{os.getpid()}")
     try:
-        with open(tmp, mode, **kwargs) as f:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(tmp, mode, **kwargs)
+    except OSError as e:  # named after the file meant, not its temporary
+        raise OSError(e.errno, e.strerror, str(path)) from None
+    try:
+        with f:
             yield f
             f.flush()
             if durable:
@@ -59,13 +71,60 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def remove_temporaries(directory: str | os.PathLike) -> None:
-    """Delete leftovers of interrupted atomic writes directly inside `directory`."""
+def remove_temporaries(directory: str | os.PathLike, recursive: bool = False) -> None:
+    """Delete leftovers of interrupted atomic writes inside `directory` (directly, or at any depth)."""
     directory = Path(directory)
     if directory.is_dir():
-        for p in directory.iterdir():
+        for p in directory.rglob(f"*{TMP_MARK}*") if recursive else directory.iterdir():
             if TMP_MARK in p.name and p.is_file():
-                p.unlink()
+                p.unlink(missing_ok=True)
+
+
+# A failed write without a file name is still about the output when it is one of these.
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def output_directory(path: str | os.PathLike) -> Path:
+    """Create `path` (and its parents) as a directory to write into, or say in one line why not."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{path}: exists and is not a directory (the output here is a directory)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise os_error(e, path) from None
+    _check_writable(path)
+    return path
+
+
+def output_file(path: str | os.PathLike) -> Path:
+    """Check that file `path` can be written (its directory is made if missing), or say in one line why not."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory (the output here is a file)")
+    output_directory(path.parent)
+    return path
+
+
+def _check_writable(directory: Path) -> None:
+    if os.statvfs(directory).f_flag & os.ST_RDONLY:
+        raise UserError(f"{directory}: read-only file system")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UserError(f"{directory}: permission denied (cannot write into it)")
+
+
+@contextlib.contextmanager
+def writing_into(out: str | os.PathLike) -> Iterator[None]:
+    """A failed write under `out` (full disk, quota, read-only) becomes one line naming the file, or
+    `out` where the error names none; on any failure, temporaries left under `out` (by this process
+    or its killed workers) are removed, so only finished files remain for a rerun."""
+    try:
+        yield
+    except BaseException as e:
+        remove_temporaries(out, recursive=True)
+        if isinstance(e, OSError) and (e.filename is not None or e.errno in WRITE_ERRNOS):
+            raise os_error(e, out) from None
+        raise
 
 
 def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
-from pretrainkit.files import atomic_write, remove_temporaries, sha256_file
+from pretrainkit.files import atomic_write, output_directory, remove_temporaries, sha256_file
 from shards.arrow_format import ArrowShardWriter
 from shards.formats import (
     DEFAULT_BATCH_TOKENS,
@@ -41,9 +41,7 @@ from shards.webdataset_format import WebDatasetShardWriter
 
 def prepare_output_dir(out_dir: Path) -> None:
     """Make `out_dir` and clear what an interrupted run may have left: its manifest and temporaries."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"{out_dir}: exists and is not a directory")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_directory(out_dir)
     (out_dir / MANIFEST_NAME).unlink(missing_ok=True)
     remove_temporaries(out_dir)
 
