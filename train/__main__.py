@@ -13,6 +13,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.progress import end_bars
 from train.cli import add_train_arguments
 from train.config import load_config
+from train.torchrun import USER_ERROR, report_user_error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,9 +30,11 @@ def main(argv: list[str] | None = None) -> int:
         return run_training(load_config(args.config, args.overrides), where=args.config, resume=not args.no_resume)
     except UserError as e:
         end_bars()
-        if os.environ.get("RANK", "0") == "0":  # every rank hits the same error; say it once
-            print(f"ptk: error: {e}", file=sys.stderr)
-        return 2
+        report_user_error(str(e))
+        return USER_ERROR
+    except KeyboardInterrupt:  # Ctrl-C under a plain torchrun: torchrun reports it; no traceback per process
+        end_bars()
+        return 130
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@
     ptk export runs/base -o model.safetensors
 
 The config is validated here, before any process starts, so a bad key fails in one line. With
-`--nproc N > 1` this runs `python -m torch.distributed.run --standalone --nproc_per_node N -m train
-...`; on a cluster users run that `torchrun ... -m train CONFIG.yaml` line themselves.
+`--nproc N > 1` this runs `python -m train.torchrun --standalone --nproc_per_node N -m train ...`
+(torchrun, with its failure reports cut to one line); on a cluster users run `torchrun ... -m train
+CONFIG.yaml` themselves. Ctrl-C stops every process and says how many steps a resume will redo.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ import argparse
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from pretrainkit.errors import UserError
+from pretrainkit.errors import UserError, os_error
+from pretrainkit.progress import end_bars
 from train.config import TrainConfig, load_config
+from train.loop.run_dir import check_run_dir, interrupted_message
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,7 +32,7 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def torchrun_command(args: argparse.Namespace) -> list[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
+    cmd = [sys.executable, "-m", "train.torchrun", "--standalone", f"--nproc_per_node={args.nproc}",
            "-m", "train", args.config]  # fmt: skip
     for item in args.overrides:
         cmd += ["--set", item]
@@ -46,31 +50,51 @@ def launch_env(nproc: int) -> dict[str, str]:
 
 
 def precheck(cfg: TrainConfig, where: str, nproc: int) -> None:
-    """What torchrun's children would fail on, checked once here (their failures come with
-    torchrun's own traceback): the batch split over processes, and the mixture file."""
+    """What torchrun's children would fail on, checked once here before any process starts: the
+    batch split over processes, the run directory and the mixture file."""
     from mixtures import load_mixture
     from train.loop.run import check_batch_split
 
     check_batch_split(cfg, where, nproc)
+    check_run_dir(cfg.run_dir, where)
     load_mixture(cfg.data.mixture, verify=False)
+
+
+def launch(args: argparse.Namespace) -> int:
+    """torchrun in a session of its own, so that Ctrl-C reaches ptk alone: ptk then stops torchrun with
+    SIGTERM (it stops its workers) and says how far the run got, instead of every process printing
+    its KeyboardInterrupt traceback and torchrun its warnings."""
+    from train.parallel.distributed import die_with_parent
+
+    # torchrun dies with ptk, and its workers with it (train/__main__.py asks the same).
+    proc = subprocess.Popen(torchrun_command(args), preexec_fn=die_with_parent, env=launch_env(args.nproc),
+                            start_new_session=True)  # fmt: skip
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        proc.wait()
+        raise
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
     if args.nproc < 1:
         raise UserError(f"--nproc must be >= 1, got {args.nproc}")
-    if args.nproc > 1:
+    try:
+        if args.nproc == 1:
+            from train.loop.run import run_training  # torch and the data stack load only when training
+
+            return run_training(cfg, where=args.config, resume=not args.no_resume)
         precheck(cfg, args.config, args.nproc)
-        from train.parallel.distributed import die_with_parent
-
-        # torchrun dies with ptk, and its workers with it (train/__main__.py asks the same).
-        code = subprocess.run(torchrun_command(args), preexec_fn=die_with_parent, env=launch_env(args.nproc)).returncode
-        if code:
-            raise UserError(f"training failed (torchrun exit status {code}); the processes' messages are above")
-        return 0
-    from train.loop.run import run_training  # torch and the data stack load only when training
-
-    return run_training(cfg, where=args.config, resume=not args.no_resume)
+        # The launcher has printed the one line a failure needs (train/torchrun.py).
+        return launch(args)
+    except KeyboardInterrupt:
+        end_bars()
+        if sys.stderr.isatty():
+            print(file=sys.stderr)  # off the line of the ^C and of a worker's progress bar
+        print(interrupted_message(cfg.run_dir), file=sys.stderr)
+        return 130
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,7 +113,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     from train.checkpoint.export import export_model
 
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
-    out, ckpt, cfg = export_model(args.run_dir, args.output, dtype)
+    target = Path(args.output)
+    if target.suffix == ".safetensors" and target.is_dir():
+        raise UserError(f"-o {target}: is a directory (a .safetensors name is written as one file)")
+    if target.suffix != ".safetensors" and target.exists() and not target.is_dir():
+        raise UserError(f"-o {target}: exists and is not a directory; give FILE.safetensors, or a directory for "
+                        "model.safetensors + config.json")  # fmt: skip
+    try:
+        out, ckpt, cfg = export_model(args.run_dir, target, dtype)
+    except OSError as e:
+        raise os_error(e, target) from None
     print(f"ptk export: step {ckpt.step} of {ckpt.path.parent.parent} ({cfg.num_params() / 1e6:.2f}M parameters, "
           f"{args.dtype}) -> {out} ({out.stat().st_size / 2**20:.1f} MiB)")  # fmt: skip
     return 0

@@ -134,3 +134,17 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_checkpoint_res
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {out}/checkpoints/step-0000004 (step 4)" in resumed.stderr
     assert [(r["step"], r["loss"]) for r in kit.rows(out)] == [(r["step"], r["loss"]) for r in reference]
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or not mount_namespace_available(),
+                    reason="needs `unshare --mount` (Linux mount namespaces) for a read-only mount")  # fmt: skip
+def test_a_read_only_run_dir_is_one_line_naming_it(kit, tmp_path: Path) -> None:
+    disk = tmp_path / "ro"
+    disk.mkdir()
+    config = kit.config(tmp_path, run_dir=str(disk / "run"))
+    for nproc in (1, 2):
+        script = f"mount -t tmpfs -o ro,size=64k tmpfs {disk} && {' '.join(kit.ptk_command(config, nproc=nproc))}"
+        proc = subprocess.run(["unshare", "--mount", "--map-root-user", "sh", "-c", script], capture_output=True,
+                              text=True, cwd=kit.root)  # fmt: skip
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        assert error_lines(proc.stderr) == [f"ptk: error: {config}: run_dir: {disk}/run: read-only file system"]

@@ -40,13 +40,12 @@ from torch.distributed.checkpoint.state_dict import (
 
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import fsync_directory, sha256_file, write_bytes_atomic, write_text_atomic
+from train.checkpoint.names import TMP_PREFIX, checkpoint_dirs, checkpoint_name, step_of
 from train.loop.trainer import Trainer
 from train.model.llama import ModelConfig
 from train.parallel.data_parallel import sharded_optimizer, unwrap
 
 META_FILE = "meta.json"
-PREFIX = "step-"
-TMP_PREFIX = ".tmp-"
 LOW_SPACE = 1 << 20  # bytes free under which a failed write is taken for a full disk
 
 
@@ -57,22 +56,12 @@ class Checkpoint:
     meta: dict
 
 
-def checkpoint_name(step: int) -> str:
-    return f"{PREFIX}{step:07d}"
-
-
 def _rank() -> int:
     return dist.get_rank() if dist.is_initialized() else 0
 
 
 def _world() -> int:
     return dist.get_world_size() if dist.is_initialized() else 1
-
-
-def step_of(path: Path) -> int | None:
-    """The step of a `step-N` directory name (any number of digits), None for other names."""
-    digits = path.name[len(PREFIX) :]
-    return int(digits) if path.name.startswith(PREFIX) and digits.isdigit() else None
 
 
 def _chain(e: BaseException) -> Iterator[BaseException]:
@@ -186,11 +175,8 @@ class Checkpoints:
         self.keep = keep
 
     def candidates(self) -> list[Path]:
-        """`step-N` directories, the highest step first (by number: step 10000000 is newer than 9999999)."""
-        if not self.dir.is_dir():
-            return []
-        found = [p for p in self.dir.glob(f"{PREFIX}*") if p.is_dir() and step_of(p) is not None]
-        return sorted(found, key=step_of, reverse=True)
+        """`step-N` directories, the highest step first."""
+        return checkpoint_dirs(self.dir)
 
     def latest_valid(self, before: int | None = None) -> Checkpoint | None:
         """The newest checkpoint whose files verify (of those before step `before`); reports the others.

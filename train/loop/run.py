@@ -19,12 +19,13 @@ import torch.distributed as dist
 import yaml
 
 from mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
-from pretrainkit.errors import UserError
+from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import write_text_atomic
 from train.checkpoint.checkpoints import loader_state_of
 from train.config import TrainConfig, to_dict
 from train.parallel.distributed import init_distributed, shutdown
 from train.checkpoint.init_from import initialize_from
+from train.loop.run_dir import check_run_dir
 from train.loop.training_loop import BatchTransform, TrainingLoop, format_summary
 from train.loop.trainer import Trainer, model_config
 
@@ -35,6 +36,7 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
     env = init_distributed(cfg.device)
     try:
         check_batch_split(cfg, where, env.world_size)
+        check_run_dir(cfg.run_dir, where)
         mix = load_verified_mixture(cfg, env.is_main).with_replays(loader_state_of)
         sampler = MixtureSampler(mix, seq_len=cfg.data.seq_len, global_batch_size=cfg.batch.global_size)
         limit = sampler.limit_batch()
@@ -49,9 +51,11 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
         if env.is_main:
             write_text_atomic(Path(cfg.run_dir) / CONFIG_FILE, yaml.safe_dump(to_dict(cfg), sort_keys=False))
         summary = loop.run() if trainer.step < cfg.max_steps else None
-    except BaseException:
+    except BaseException as e:
         # No barrier: the other processes may be stuck in a collective this one will never join.
         dist.destroy_process_group()
+        if isinstance(e, OSError):  # a log the disk cannot take, a directory made read-only mid-run
+            raise os_error(e) from None
         raise
     shutdown()
     if env.is_main:

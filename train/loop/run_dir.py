@@ -1,0 +1,63 @@
+"""The run directory, before and after a run: checked writable before any work, and read back for how far
+a stopped run got. Imports no torch, so `ptk train` answers from its launcher process at once.
+
+    check_run_dir(cfg.run_dir, "run.yaml")     # UserError: a file, read-only, not creatable
+    print(interrupted_message(cfg.run_dir))    # after Ctrl-C: the steps a resume will redo
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pretrainkit.errors import UserError, os_error
+from train.checkpoint.names import checkpoint_dirs, step_of
+
+CHECKPOINTS_DIR = "checkpoints"
+METRICS_FILE = "metrics.jsonl"
+TAIL_BYTES = 1 << 16  # the last rows of metrics.jsonl are enough to find its last step
+
+
+def check_run_dir(run_dir: str | os.PathLike, where: str) -> None:
+    """Create `run_dir` (and its checkpoint directory) and prove it writable, or raise UserError naming it."""
+    path = Path(run_dir)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{where}: run_dir: {path} is a file, not a directory")
+    probe = path / f".write-probe-{os.getpid()}"
+    try:
+        (path / CHECKPOINTS_DIR).mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise UserError(f"{where}: run_dir: {os_error(e, path)}") from None
+
+
+def last_logged_step(run_dir: str | os.PathLike) -> int | None:
+    """The step of the last complete row of `RUN_DIR/metrics.jsonl`, None without one."""
+    try:
+        with open(Path(run_dir) / METRICS_FILE, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - TAIL_BYTES))
+            lines = f.read().split(b"\n")[:-1]  # the text after the last newline may be a half-written row
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return int(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def interrupted_message(run_dir: str | os.PathLike) -> str:
+    """One line for a stopped run: where it stood and how many steps the same command will redo."""
+    last = last_logged_step(run_dir)
+    ckpts = checkpoint_dirs(Path(run_dir) / CHECKPOINTS_DIR)
+    saved = step_of(ckpts[0]) if ckpts else 0
+    if last is None or last <= saved:
+        where = "before its first step" if last is None and not saved else f"at step {saved}"
+        return f"ptk train: interrupted {where}; no step is lost: the same command resumes the run"
+    redo = last - saved
+    since = f"since the last checkpoint ({ckpts[0].name})" if ckpts else "(no checkpoint yet)"
+    return (f"ptk train: interrupted at step {last}; {redo} step{'s' if redo != 1 else ''} {since} will be "
+            f"redone when the same command resumes the run")
