@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from pretrainkit.errors import UserError, os_error
+from pretrainkit.files import output_directory, output_file
 from pretrainkit.progress import end_bars
 from train.config import TrainConfig, load_config
 from train.loop.run_dir import check_run_dir, interrupted_message
@@ -114,11 +115,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
     target = Path(args.output)
-    if target.suffix == ".safetensors" and target.is_dir():
-        raise UserError(f"-o {target}: is a directory (a .safetensors name is written as one file)")
-    if target.suffix != ".safetensors" and target.exists() and not target.is_dir():
-        raise UserError(f"-o {target}: exists and is not a directory; give FILE.safetensors, or a directory for "
-                        "model.safetensors + config.json")  # fmt: skip
+    try:  # FILE.safetensors, or a directory for model.safetensors + config.json
+        output_file(target) if target.suffix == ".safetensors" else output_directory(target)
+    except UserError as e:
+        raise UserError(f"-o {e}") from None
     try:
         out, ckpt, cfg = export_model(args.run_dir, target, dtype)
     except OSError as e:

@@ -88,9 +88,9 @@ def test_run_dir_naming_a_file_is_one_line(kit, tmp_path: Path, capsys) -> None:
     (tmp_path / "run").write_text("not a directory")
     config = kit.config(tmp_path)
     assert main(["train", str(config)]) == 2
-    assert capsys.readouterr().err.splitlines() == [f"ptk: error: {config}: run_dir: {tmp_path}/run is a file, not a directory"]
+    assert capsys.readouterr().err.splitlines() == [f"ptk: error: {config}: run_dir: {tmp_path}/run: exists and is not a directory (the output here is a directory)"]
     proc = kit.ptk(config, nproc=2)
-    assert proc.returncode == 2 and proc.stderr.splitlines()[-1] == f"ptk: error: {config}: run_dir: {tmp_path}/run is a file, not a directory"
+    assert proc.returncode == 2 and proc.stderr.splitlines()[-1] == f"ptk: error: {config}: run_dir: {tmp_path}/run: exists and is not a directory (the output here is a directory)"
     assert "Traceback" not in proc.stderr
 
 
@@ -108,4 +108,4 @@ def test_export_to_an_existing_file_or_an_unwritable_place_is_one_line(kit, tmp_
     assert "is a directory" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "run"), "-o", str(taken / "inside.safetensors")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"ptk: error: {taken}") and len(err.splitlines()) == 1, err
+    assert err.startswith(f"ptk: error: -o {taken}") and len(err.splitlines()) == 1, err

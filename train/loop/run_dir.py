@@ -11,7 +11,8 @@ import json
 import os
 from pathlib import Path
 
-from pretrainkit.errors import UserError, os_error
+from pretrainkit.errors import UserError
+from pretrainkit.files import output_directory
 from train.checkpoint.names import checkpoint_dirs, step_of
 
 CHECKPOINTS_DIR = "checkpoints"
@@ -20,17 +21,11 @@ TAIL_BYTES = 1 << 16  # the last rows of metrics.jsonl are enough to find its la
 
 
 def check_run_dir(run_dir: str | os.PathLike, where: str) -> None:
-    """Create `run_dir` (and its checkpoint directory) and prove it writable, or raise UserError naming it."""
-    path = Path(run_dir)
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{where}: run_dir: {path} is a file, not a directory")
-    probe = path / f".write-probe-{os.getpid()}"
+    """Create `run_dir` and check it writable, or raise UserError naming the config key and the path."""
     try:
-        (path / CHECKPOINTS_DIR).mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
-        raise UserError(f"{where}: run_dir: {os_error(e, path)}") from None
+        output_directory(run_dir)
+    except UserError as e:
+        raise UserError(f"{where}: run_dir: {e}") from None
 
 
 def last_logged_step(run_dir: str | os.PathLike) -> int | None:
