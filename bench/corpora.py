@@ -63,6 +63,12 @@ def license_documents() -> list[tuple[str, str]]:
     return [(p.relative_to(root).as_posix(), p.read_text(encoding="utf-8", errors="replace")) for p in files]
 
 
+def sentences() -> list[str]:
+    """Sentences of four words or more from Reuters-21578, Wikitext-2 valid and the PEPs, in order."""
+    text = " ".join(t for _, t in reuters_documents() + wikitext_documents() + pep_documents())
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", re.sub(r"\s+", " ", text)) if len(s.split()) >= 4]
+
+
 def write_jsonl(docs: list[tuple[str, str]], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:

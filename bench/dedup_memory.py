@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -24,13 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.corpora import pep_documents, reuters_documents, shared_data_dir, wikitext_documents  # noqa: E402
-from bench.results import write_result  # noqa: E402
-
-
-def sentences() -> list[str]:
-    text = " ".join(t for _, t in reuters_documents() + wikitext_documents() + pep_documents())
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", re.sub(r"\s+", " ", text)) if len(s.split()) >= 4]
+from bench.corpora import sentences, shared_data_dir  # noqa: E402
+from bench.results import tree_rss_kb, write_result  # noqa: E402
 
 
 def write_corpus(path: Path, n_docs: int) -> int:
@@ -53,28 +47,6 @@ def write_corpus(path: Path, n_docs: int) -> int:
                 docs.append(text)
             f.write(json.dumps({"id": f"d{i}", "text": text}) + "\n")
     return path.stat().st_size
-
-
-def tree_rss_kb(pid: int) -> int:
-    """Resident memory of `pid` and all its descendants (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-        todo += children.get(p, [])
-    return total
 
 
 def main() -> None:

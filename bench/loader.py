@@ -1,16 +1,24 @@
 """Benchmark: the mixture `TrainLoader` vs a nanoGPT-style random-window read, in the same run.
 
     python bench/loader.py [--seq-len 1024] [--batch 16] [--batches 2000] [--workers 0] [--train-steps 8]
+    python bench/loader.py --corpus short-20m --seq-len 2048 --batch 64 --batches 300 --workers 2
 
-Data: a byte-level BPE (8192 tokens) trained on the three corpora, then three shard sets
-(Reuters-21578 bodies, Wikitext-2 valid+test articles, PEPs) mixed 0.5 / 0.3 / 0.2.
+`--corpus mix` (default): a byte-level BPE (8192 tokens) trained on the three corpora, then three
+shard sets (Reuters-21578 bodies, Wikitext-2 valid+test articles, PEPs) mixed 0.5 / 0.3 / 0.2.
+Then, for scale, what the trainer consumes: `ptk train` on the same mixture with a demo-sized
+model (d_model 256, 4 layers, seq_len 256, batch 16) for a few steps, its median tokens/s, and how
+many times that the loader delivers.
+`--corpus short-2m | short-6m | short-20m`: one shard set of 2M / 6M / 20M short documents (~48
+tokens each, web-text-like), built once into `--cache-dir` (default ../bench-cache): real text
+(the same three corpora, the same tokenizer) cut into documents whose lengths are those of one
+real sentence, or of two consecutive ones (30%). Besides tokens/s it prints the loader's construction time with an
+empty index cache and with a warm one (each in a fresh process), and the resident memory of each
+loader process (the main one and every DataLoader worker).
 Baseline: the same tokens as one uint16 `np.memmap` (doc EOS doc EOS ...), and nanoGPT's
 `get_batch`: `batch` random offsets, `torch.stack` of `from_numpy(data[i:i+L].astype(int64))`
 for inputs and targets. Both produce (inputs, targets) int64 [batch, seq_len] on the CPU; the
 loader runs with world size 1 and one micro-batch per global batch. Prints sequences/s, tokens/s
-and the ratio. Then, for scale, what the trainer consumes: `ptk train` on the same mixture with a
-demo-sized model (d_model 256, 4 layers, seq_len 256, batch 16) for a few steps, its median
-tokens/s, and how many times that the loader delivers. Writes bench/results/loader.json.
+and the ratio. Writes bench/results/loader.json (loader-short-20m.json, ...).
 """
 
 from __future__ import annotations
@@ -23,6 +31,9 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
@@ -31,24 +42,30 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from bench.corpora import pep_documents, reuters_documents, shared_data_dir, wikitext_documents  # noqa: E402
-from bench.results import write_result  # noqa: E402
+from bench.corpora import pep_documents, reuters_documents, sentences, shared_data_dir, wikitext_documents  # noqa: E402
+from bench.results import child_pids, rss_kb, write_result  # noqa: E402
 from dataprep.tokenize import write_text_shards  # noqa: E402
-from dataprep.tokenizer import train_tokenizer  # noqa: E402
+from dataprep.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
 from mixtures import MixtureSampler, TrainLoader, load_mixture  # noqa: E402
-from shards import ShardSet  # noqa: E402
+from shards import ShardSet, ShardWriter  # noqa: E402
+from shards.manifest import build_manifest, write_manifest  # noqa: E402
 from train.reports.run_log import read_run  # noqa: E402
 
 SOURCES = {"reuters": 0.5, "wikitext": 0.3, "peps": 0.2}
+SHORT = {"short-2m": 2_000_000, "short-6m": 6_000_000, "short-20m": 20_000_000}
 
 
-def build_data(root: Path) -> tuple[Path, Path]:
-    """Shard sets and a mixture YAML under root, and the baseline's memmap file of the same tokens."""
-    texts = {
+def _texts() -> dict[str, list[str]]:
+    return {
         "reuters": [t for _, t in reuters_documents()],
         "wikitext": [t for _, t in wikitext_documents("valid") + wikitext_documents("test")],
         "peps": [t for _, t in pep_documents()],
     }
+
+
+def build_data(root: Path) -> tuple[Path, Path]:
+    """Shard sets and a mixture YAML under root, and the baseline's memmap file of the same tokens."""
+    texts = _texts()
     tok = train_tokenizer((t for docs in texts.values() for t in docs), vocab_size=8192)
     tok.save(str(root / "tokenizer.json"))
     streams = []
@@ -60,6 +77,111 @@ def build_data(root: Path) -> tuple[Path, Path]:
     memmap_path = root / "train.bin"
     np.concatenate(streams).astype(np.uint16).tofile(memmap_path)
     return root / "mix.yaml", memmap_path
+
+
+def build_short_corpus(cache: Path, n_docs: int) -> tuple[Path, Path]:
+    """(mixture YAML, baseline memmap) of `n_docs` short documents of real text, built once under cache."""
+    root = cache / f"loader-short-{n_docs}"
+    if (root / "mix.yaml").exists():
+        return root / "mix.yaml", root / "train.bin"
+    if root.exists():
+        shutil.rmtree(root)  # an interrupted build
+    tokenizer_path = cache / "loader-tokenizer.json"
+    if not tokenizer_path.exists():
+        texts = _texts()
+        train_tokenizer((t for docs in texts.values() for t in docs), vocab_size=8192).save(str(tokenizer_path))
+    tok = load_tokenizer(tokenizer_path)
+    pool = np.array(tok.tokenizer.encode("\n\n".join(t for docs in _texts().values() for t in docs)).ids, dtype=np.uint16)
+    rng = np.random.default_rng(0)
+    real = sentences()
+    starts = rng.integers(len(real) - 3, size=20_000)
+    samples = [" ".join(real[i : i + (2 if rng.random() < 0.3 else 1)]) for i in starts]
+    real_lengths = np.array([len(e.ids) for e in tok.tokenizer.encode_batch(samples, add_special_tokens=False)])
+    root.mkdir(parents=True)
+    writer = ShardWriter(root / "shards", "arrow", np.uint16)
+    position = 0
+    with open(root / "train.bin.tmp", "wb") as memmap:
+        for first in range(0, n_docs, 1_000_000):
+            lengths = rng.choice(real_lengths[real_lengths > 0], size=min(1_000_000, n_docs - first))
+            stream = np.empty(int(lengths.sum()) + len(lengths), dtype=np.uint16)
+            at = 0
+            for i, n in enumerate(lengths.tolist()):
+                if position + n > len(pool):
+                    position = 0
+                doc = pool[position : position + n]
+                writer.add(f"d{first + i}", doc)
+                stream[at : at + n] = doc
+                stream[at + n] = tok.eos_id
+                at, position = at + n + 1, position + n
+            stream.tofile(memmap)
+            print(f"  {first + len(lengths):,} / {n_docs:,} documents", flush=True)
+    entries = writer.close()
+    write_manifest(root / "shards", build_manifest("arrow", "uint16", tok.info, entries, {"bench": "loader short documents"}))
+    os.replace(root / "train.bin.tmp", root / "train.bin")
+    (root / "mix.yaml").write_text("seed: 1\nsources:\n  - {name: web, shards: shards, weight: 1}\n")
+    return root / "mix.yaml", root / "train.bin"
+
+
+def measure_loader_process(mixture: Path, seq_len: int, batch: int, batches: int, workers: int) -> dict:
+    """In this (fresh) process: construction time, RSS after it, and the loader's throughput and RSS."""
+    imports = rss_kb(os.getpid()) / 1024  # Python, numpy, pyarrow and torch: ~290 MB before any data
+    start = time.perf_counter()
+    sampler = MixtureSampler(load_mixture(mixture, verify=False), seq_len=seq_len, global_batch_size=batch)
+    result = {"construct_s": time.perf_counter() - start, "rss_after_imports_mb": imports,
+              "rss_after_construct_mb": rss_kb(os.getpid()) / 1024}  # fmt: skip
+    if batches:
+        loader = TrainLoader(sampler, rank=0, world_size=1, micro_size=batch, num_workers=workers)
+        it = iter(loader)
+        next(it)  # worker start-up is not throughput
+        start = time.perf_counter()
+        for _ in range(batches):
+            x, y = next(it)
+            assert x.shape == y.shape == (batch, seq_len)
+        result["loader_s"] = time.perf_counter() - start
+        workers = sorted(child_pids().get(os.getpid(), []))
+        result["rss_mb"] = {"main": rss_kb(os.getpid()) / 1024, **{f"worker {i}": rss_kb(k) / 1024 for i, k in enumerate(workers)}}
+    return result
+
+
+def _in_fresh_process(args: list[str], cache_dir: Path) -> dict:
+    env = {**os.environ, "PTK_CACHE_DIR": str(cache_dir)}
+    out = subprocess.run([sys.executable, __file__, "--child", *args], env=env, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def short_corpus_main(args: argparse.Namespace) -> int:
+    cache = Path(args.cache_dir)
+    n_docs = SHORT[args.corpus]
+    mixture, memmap_path = build_short_corpus(cache, n_docs)
+    ss = ShardSet.open(mixture.parent / "shards")
+    child = [str(mixture), str(args.seq_len), str(args.batch), str(args.batches), str(args.workers)]
+    index_cache = Path(tempfile.mkdtemp(prefix="ptk-index-cache-", dir=cache))
+    try:
+        cold = _in_fresh_process(child[:3] + ["0", "0"], index_cache)
+        warm = _in_fresh_process(child, index_cache)
+    finally:
+        shutil.rmtree(index_cache)
+    tokens = args.batches * args.batch * args.seq_len
+    base_s = nanogpt_batches(memmap_path, args.seq_len, args.batch, args.batches)
+    print(f"corpus {args.corpus}: {ss.num_docs:,} documents, {ss.num_tokens:,} tokens ({ss.num_tokens / ss.num_docs:.1f} per document), "
+          f"{ss.batches.num_batches:,} record batches; seq_len {args.seq_len}, batch {args.batch}, {args.workers} workers")
+    print(f"construction: {cold['construct_s']:.2f} s with an empty index cache, {warm['construct_s']:.2f} s with a warm one")
+    print(f"RSS after imports {warm['rss_after_imports_mb']:.0f} MB, after construction {warm['rss_after_construct_mb']:.0f} MB; "
+          f"after {args.batches} batches: "
+          + ", ".join(f"{k} {v:.0f} MB" for k, v in warm["rss_mb"].items()))
+    rows = {"nanoGPT memmap get_batch": base_s, f"TrainLoader ({args.workers} workers)": warm["loader_s"]}
+    for name, secs in rows.items():
+        print(f"{name:28s} {args.batches * args.batch / secs:12,.0f} sequences/s {tokens / secs:14,.0f} tokens/s")
+    ratio = base_s / warm["loader_s"]
+    print(f"ratio (TrainLoader / baseline tokens/s): {ratio:.2f}x")
+    write_result(f"loader-{args.corpus}", {
+        "corpus": args.corpus, "docs": ss.num_docs, "tokens": ss.num_tokens, "seq_len": args.seq_len, "batch": args.batch,
+        "batches": args.batches, "workers": args.workers, "construct_cold_s": cold["construct_s"],
+        "construct_warm_s": warm["construct_s"], "rss_after_imports_mb": warm["rss_after_imports_mb"], "rss_after_construct_mb": warm["rss_after_construct_mb"],
+        "rss_mb": warm["rss_mb"], "baseline_tokens_per_s": tokens / base_s, "loader_tokens_per_s": tokens / warm["loader_s"],
+        "ratio": ratio,
+    })  # fmt: skip
+    return 0
 
 
 def nanogpt_batches(path: Path, seq_len: int, batch: int, batches: int) -> float:
@@ -112,11 +234,20 @@ def main() -> int:
     p.add_argument("--batches", type=int, default=2000)
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--train-steps", type=int, default=8, help="steps of the trainer measurement (the first is left out; 0 or 1: skip it)")
+    p.add_argument("--corpus", choices=["mix", *SHORT], default="mix")
+    p.add_argument("--cache-dir", default=str(Path(__file__).resolve().parents[2] / "bench-cache"), help="where short corpora are built once")
+    p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
+    torch.set_num_threads(1)
+    if args.child:
+        mixture, *numbers = args.child
+        print(json.dumps(measure_loader_process(Path(mixture), *map(int, numbers))))
+        return 0
     if shared_data_dir() is None:
         print("bench/loader.py: ../shared/data is absent; nothing to measure", file=sys.stderr)
         return 1
-    torch.set_num_threads(1)
+    if args.corpus != "mix":
+        return short_corpus_main(args)
     with tempfile.TemporaryDirectory() as tmp:
         mixture, memmap_path = build_data(Path(tmp))
         tokens = args.batches * args.batch * args.seq_len

@@ -1,4 +1,4 @@
-"""Where benchmarks put their numbers: `bench/results/<name>.json`, plus peak-RSS helpers."""
+"""Where benchmarks put their numbers: `bench/results/<name>.json`, plus resident-memory helpers."""
 
 from __future__ import annotations
 
@@ -22,3 +22,37 @@ def peak_rss_mb() -> int:
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return round(max(own, children) / 1024)
+
+
+def child_pids() -> dict[int, list[int]]:
+    """Every process's children, by parent pid (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return children
+
+
+def rss_kb(pid: int) -> int:
+    """Resident memory of one process (0 if it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_rss_kb(pid: int) -> int:
+    """Resident memory of `pid` and all its descendants."""
+    children = child_pids()
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += rss_kb(p)
+        todo += children.get(p, [])
+    return total

@@ -52,7 +52,7 @@ def inspect_mixture(mix: Mixture, tokens: int | None, seq_len: int) -> MixtureRe
     report = MixtureReport(tokens, seq_len, sequences, [])
     total_tokens = sum(s.train_tokens for s in train)
     for s in mix.sources:
-        row = SourceReport(s, shares.get(s.name, 0.0), len(s.train_docs), len(s.heldout_docs), s.train_tokens, s.heldout_tokens)
+        row = SourceReport(s, shares.get(s.name, 0.0), s.split.train.num_docs, s.split.heldout.num_docs, s.train_tokens, s.heldout_tokens)
         if s.name in drawn:
             row.drawn_tokens = int(drawn[s.name])
             row.epochs = (s.start.token + row.drawn_tokens) / row.epoch_tokens

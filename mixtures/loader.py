@@ -26,11 +26,10 @@ from typing import Iterator
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from mixtures.mixture import Mixture, StreamStart, matching_state_entry
+from mixtures.mixture import STATE_VERSION, Mixture, StreamStart, matching_state_entry
 from mixtures.sampler import MixtureSampler, to_inputs_targets
 from pretrainkit.errors import UserError
 
-STATE_VERSION = 1
 _STATE_KEYS = {
     "version": int, "fingerprint": str, "seq_len": int, "global_batch_size": int, "first_batch": int,
     "batch": int, "micro_batch": int, "world_size": int, "micro_size": int, "sources": list,

@@ -22,14 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
 from mixtures.config import REPLAY_MODES, MixtureConfig, ReplayConfig, SourceConfig, read_mixture_config
-from mixtures.holdout import split_heldout
+from mixtures.holdout import HeldoutSplit, split_heldout
 from mixtures.schedule import quotas_from_weights
 from pretrainkit.errors import UserError
 from shards import ShardSet
 from shards.verify import verify_shards
+
+
+# The version of the loader state (`TrainLoader.state_dict()`): 2 since the windowed shuffle of
+# `mixtures.stream`, under which a saved stream position means other documents than under 1.
+STATE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,7 @@ class Source:
     index: int  # position in the YAML's source list; the value of `source_ids`
     shard_set: ShardSet
     share: float  # normalized weight; 0 for a validation-only source
-    train_docs: np.ndarray  # document indices training samples from
-    heldout_docs: np.ndarray  # document indices of the validation split
+    split: HeldoutSplit  # which documents training samples from (`split.train`) and which validate
     start: StreamStart
 
     @property
@@ -73,12 +75,12 @@ class Source:
     @property
     def train_tokens(self) -> int:
         """Tokens (with EOS) in one epoch of this source's training documents."""
-        return int((self.shard_set.doc_lengths()[self.train_docs] + 1).sum())
+        return self.split.train.tokens
 
     @property
     def heldout_tokens(self) -> int:
         """Tokens (with EOS) of the held-out validation documents."""
-        return int((self.shard_set.doc_lengths()[self.heldout_docs] + 1).sum())
+        return self.split.heldout.tokens
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,11 @@ class Mixture:
         if mode not in REPLAY_MODES:
             raise UserError(f"{self.path}: source {name!r}: replay mode must be one of {', '.join(REPLAY_MODES)}, got {mode!r}")
         source = self.source(name)
+        if base_state.get("version") != STATE_VERSION:
+            raise UserError(
+                f"{self.path}: source {name!r}: the base run's loader state is version {base_state.get('version')}, "
+                f"this pretrainkit replays version {STATE_VERSION} (its data order differs)"
+            )
         entry = matching_state_entry(base_state, source)
         if entry is None:
             raise UserError(
@@ -210,11 +217,11 @@ def load_mixture(
             if problems:
                 more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
                 raise UserError(f"{key}: shard set fails verification: {problems[0]}{more}")
-        train, heldout = split_heldout(ss.doc_lengths(), cfg.holdout)
-        if not sc.eval_only and len(train) == 0:
+        split = split_heldout(ss, cfg.holdout)
+        if not sc.eval_only and split.train.num_docs == 0:
             raise UserError(f"{key}: shard set {sc.shards} holds no documents to train on")
         start = StreamStart(default_stream_seed(cfg.seed, sc.name))
-        sources.append(Source(sc, i, ss, sc.weight / total, train, heldout, start))
+        sources.append(Source(sc, i, ss, sc.weight / total, split, start))
     _check_same_tokenizer(cfg.path, sources)
     return Mixture(cfg, sources, allow_fingerprint_change)
 

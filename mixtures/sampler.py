@@ -37,7 +37,7 @@ class MixtureSampler:
         self.sources: list[Source] = mix.train_sources
         self.schedule = InterleaveSchedule.from_weights([s.weight for s in self.sources])
         self.streams = [
-            SourceStream(s.shard_set, s.train_docs, seq_len=seq_len, seed=s.start.seed, start_token=s.start.token)
+            SourceStream(s.shard_set, s.split.train, seq_len=seq_len, seed=s.start.seed, start_token=s.start.token)
             for s in self.sources
         ]
         self._source_ids = np.array([s.index for s in self.sources], dtype=np.int16)
@@ -112,11 +112,11 @@ class MixtureSampler:
         """Up to `max_batches` (inputs, targets) int64 batches [<= batch_size, seq_len] from the
         source's held-out documents, in document order (the same every call and every run)."""
         source = self.mix.source(source_name)
-        stream = SourceStream(source.shard_set, source.heldout_docs, seq_len=self.seq_len, seed=0, shuffle=False)
+        stream = SourceStream(source.shard_set, source.split.heldout, seq_len=self.seq_len, seed=0, shuffle=False)
         count = min(stream.epoch_tokens // stream.row_tokens, batch_size * max_batches)
         if count == 0:
             raise UserError(
-                f"{self.mix.path}: source {source_name!r}: its held-out split ({len(source.heldout_docs)} documents, "
+                f"{self.mix.path}: source {source_name!r}: its held-out split ({source.split.heldout.num_docs} documents, "
                 f"{stream.epoch_tokens} tokens) is shorter than one sequence of {stream.row_tokens} tokens"
             )
         rows = stream.sequences(np.arange(count))

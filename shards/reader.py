@@ -5,11 +5,14 @@
     ss.document(3)                   # tokens of document 3
     ss.read_tokens(0, 2049)          # the stream doc0 EOS doc1 EOS ... (an EOS after every document)
     ss.doc_lengths()                 # int64 per document, read without decompressing any tokens
+    ss.batches.docs, ss.read_batch(b)   # the record-batch index; one batch's lengths and tokens
 
 Guarantees: `open` refuses a directory whose manifest is missing or invalid, or whose shard files
 are missing or not of the listed size (a shard cut short by a crash is never read); `verify()`
 adds the sha256 check. A read decompresses only the batches (about 16k tokens each) that it
 touches, and keeps recently used batches, with EOS separators already in place, in an LRU.
+The only index held in memory is per record batch (`BatchIndex`, 16 bytes per ~16k tokens), read
+from the cache directory (`pretrainkit.cache`): nothing per document.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pretrainkit.cache import cached_arrays
 from pretrainkit.errors import UserError
 from shards.arrow_format import ArrowShardReader
 from shards.manifest import fingerprint, load_manifest
@@ -36,7 +40,7 @@ class ShardSet:
         self.manifest = manifest
         self.cache_tokens = cache_tokens
         self._readers: list[ArrowShardReader | WebDatasetShardReader | None] = [None] * len(manifest["shards"])
-        self._index: _StreamIndex | None = None
+        self._index: BatchIndex | None = None
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cached = 0
         self._lock = threading.Lock()
@@ -103,23 +107,50 @@ class ShardSet:
         return verify_shards(self.path, self.manifest)
 
     # -- reads ----------------------------------------------------------------------------------
+    @property
+    def batches(self) -> "BatchIndex":
+        """Where every record batch starts in the documents and the stream (cached on disk)."""
+        if self._index is None:
+            with self._lock:
+                if self._index is None:
+                    self._index = BatchIndex.load(self)
+        return self._index
+
+    def batch_lengths(self, b: int) -> np.ndarray:
+        """uint32 token counts of record batch b's documents (no token decompression)."""
+        shard, local = self.batches.location(b)
+        try:
+            return self._reader(shard).lengths(local)
+        except Exception as e:  # a damaged file of the right size
+            raise self._unreadable(shard, local, e) from None
+
+    def read_batch(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """(uint32 lengths, tokens back to back) of record batch b's documents, decompressed now and
+        not kept (the loader's windows hold what they read; `read_tokens` has the LRU)."""
+        shard, local = self.batches.location(b)
+        try:
+            reader = self._reader(shard)
+            lengths, tokens = reader.lengths(local), reader.tokens(local)
+        except Exception as e:  # a damaged file of the right size: decompression errors
+            raise self._unreadable(shard, local, e) from None
+        if len(tokens) != int(lengths.sum(dtype=np.int64)):
+            raise self._unreadable(shard, local, ValueError(f"{len(tokens)} tokens, lengths say {int(lengths.sum())}"))
+        return lengths, tokens
+
     def doc_lengths(self) -> np.ndarray:
-        return self._stream_index().lengths.copy()
+        """int64 per document, read from the length columns (O(documents): for reports, not the loader)."""
+        parts = [self.batch_lengths(b) for b in range(self.batches.num_batches)]
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
 
     def document(self, i: int) -> np.ndarray:
-        if not 0 <= i < self.num_docs:
-            raise IndexError(f"document {i} out of range [0, {self.num_docs})")
-        idx = self._stream_index()
-        start = int(idx.doc_starts[i])
-        return self.read_tokens(start, start + int(idx.lengths[i]))
+        b, j, lengths = self._locate(i)
+        start = int(self.batches.starts[b]) + int(lengths[:j].sum(dtype=np.int64)) + j
+        return self.read_tokens(start, start + int(lengths[j]))
 
     def document_id(self, i: int) -> str:
-        if not 0 <= i < self.num_docs:
-            raise IndexError(f"document {i} out of range [0, {self.num_docs})")
-        idx = self._stream_index()
-        b = int(np.searchsorted(idx.batch_docs, i, side="right")) - 1
-        shard, local = idx.batch_loc[b]
-        return self._reader(shard).ids(local)[i - int(idx.batch_docs[b])]
+        b, j, _ = self._locate(i)
+        shard, local = self.batches.location(b)
+        return self._reader(shard).ids(local)[j]
 
     def read_tokens(self, start: int, stop: int) -> np.ndarray:
         """Tokens [start, stop) of the stream doc0 EOS doc1 EOS ... (a copy; safe to modify)."""
@@ -127,10 +158,10 @@ class ShardSet:
             raise IndexError(f"token range [{start}, {stop}) outside the stream [0, {self.stream_length})")
         if start == stop:
             return np.empty(0, dtype=self.dtype)
-        idx = self._index or self._stream_index()
-        b = int(idx.batch_starts.searchsorted(start, side="right")) - 1
+        idx = self.batches
+        b = int(idx.starts.searchsorted(start, side="right")) - 1
         stream = self._batch_stream(b)
-        lo = start - idx.batch_start_list[b]
+        lo = start - idx.start_list[b]
         if stop - start <= len(stream) - lo:  # the common case: one batch holds the whole range
             return stream[lo : lo + stop - start].copy()
         out = np.empty(stop - start, dtype=self.dtype)
@@ -154,12 +185,16 @@ class ShardSet:
                 raise UserError(f"{path}: unreadable shard: {e}") from None
         return self._readers[shard]
 
-    def _stream_index(self) -> "_StreamIndex":
-        if self._index is None:
-            with self._lock:
-                if self._index is None:
-                    self._index = _StreamIndex.build(self)
-        return self._index
+    def _unreadable(self, shard: int, local: int, e: Exception) -> UserError:
+        path = self.path / self.manifest["shards"][shard]["file"]
+        return UserError(f"{path}: batch {local} unreadable ({e}); run `ptk shards verify {self.path}`")
+
+    def _locate(self, i: int) -> tuple[int, int, np.ndarray]:
+        """(record batch, position in it, the batch's lengths) of document i."""
+        if not 0 <= i < self.num_docs:
+            raise IndexError(f"document {i} out of range [0, {self.num_docs})")
+        b = int(np.searchsorted(self.batches.docs, i, side="right")) - 1
+        return b, i - int(self.batches.docs[b]), self.batch_lengths(b)
 
     def _batch_stream(self, b: int) -> np.ndarray:
         """Batch b's documents with an EOS after each, decompressed once and kept in the LRU."""
@@ -168,17 +203,11 @@ class ShardSet:
             if stream is not None:
                 self._cache.move_to_end(b)
                 return stream
-        idx = self._stream_index()
-        shard, local = idx.batch_loc[b]
-        ends = idx.doc_starts[idx.batch_docs[b] + 1 : idx.batch_docs[b + 1] + 1] - idx.batch_starts[b] - 1
-        stream = np.full(idx.batch_starts[b + 1] - idx.batch_starts[b], self.eos_id, dtype=self.dtype)
+        lengths, tokens = self.read_batch(b)
+        stream = np.full(len(tokens) + len(lengths), self.eos_id, dtype=self.dtype)
         keep = np.ones(len(stream), dtype=bool)
-        keep[ends] = False
-        try:
-            stream[keep] = self._reader(shard).tokens(local)
-        except Exception as e:  # a damaged file of the right size: decompression or shape errors
-            path = self.path / self.manifest["shards"][shard]["file"]
-            raise UserError(f"{path}: batch {local} unreadable ({e}); run `ptk shards verify {self.path}`") from None
+        keep[np.cumsum(lengths.astype(np.int64) + 1) - 1] = False
+        stream[keep] = tokens
         with self._lock:
             self._cache[b] = stream
             self._cached += len(stream)
@@ -188,33 +217,53 @@ class ShardSet:
         return stream
 
 
-class _StreamIndex:
-    """Where every document and batch starts in the stream, from the length columns alone."""
+class BatchIndex:
+    """Per record batch (not per document): its first document and its stream position, and the
+    first batch of each shard. 16 bytes a batch (~16k tokens), built once from the length columns
+    and kept in the cache directory under the shard set's fingerprint, so opening a shard set of
+    any size in a rank or loader worker reads one small file."""
 
-    def __init__(self, lengths: np.ndarray, batch_docs: np.ndarray, batch_loc: list[tuple[int, int]]):
-        self.lengths = lengths  # int64 (num_docs,)
-        self.batch_docs = batch_docs  # int64 (num_batches + 1,): first document of each batch
-        self.batch_loc = batch_loc  # (shard, batch within shard) per batch
-        self.doc_starts = np.zeros(len(lengths) + 1, dtype=np.int64)  # stream position of each document
-        np.cumsum(lengths + 1, out=self.doc_starts[1:])
-        self.batch_starts = self.doc_starts[batch_docs]
-        self.batch_start_list = self.batch_starts.tolist()  # Python ints: cheaper per read than numpy scalars
+    def __init__(self, docs: np.ndarray, starts: np.ndarray, shard_batches: np.ndarray):
+        self.docs = docs  # int64 (num_batches + 1,): first document of each batch, then num_docs
+        self.starts = starts  # int64 (num_batches + 1,): stream position of each batch, then stream_length
+        self.shard_batches = shard_batches  # int64 (num_shards + 1,): first batch of each shard
+        self.start_list = starts.tolist()  # Python ints: cheaper per read than numpy scalars
+        self.num_batches = len(docs) - 1
+
+    @property
+    def stream_tokens(self) -> np.ndarray:
+        """int64 per batch: its tokens with one EOS per document."""
+        return np.diff(self.starts)
+
+    def location(self, b: int) -> tuple[int, int]:
+        """(shard, batch within the shard) of batch b."""
+        shard = int(self.shard_batches.searchsorted(b, side="right")) - 1
+        return shard, b - int(self.shard_batches[shard])
 
     @classmethod
-    def build(cls, ss: ShardSet) -> "_StreamIndex":
-        lengths: list[np.ndarray] = []
-        loc: list[tuple[int, int]] = []
+    def load(cls, ss: ShardSet) -> "BatchIndex":
+        arrays = cached_arrays("shard-batches", ss.fingerprint, lambda: cls._build(ss))
+        index = cls(arrays["docs"], arrays["starts"], arrays["shard_batches"])
+        if int(index.docs[-1]) != ss.num_docs or int(index.starts[-1]) != ss.stream_length:
+            raise UserError(f"{ss.path}: the shards hold other document or token counts than the manifest says")
+        return index
+
+    @staticmethod
+    def _build(ss: ShardSet) -> dict[str, np.ndarray]:
+        counts, tokens, per_shard = [], [], []
         for shard, entry in enumerate(ss.manifest["shards"]):
             reader = ss._reader(shard)
             try:
-                per_shard = [reader.lengths(i) for i in range(reader.num_batches)]
+                lengths = [reader.lengths(i) for i in range(reader.num_batches)]
             except Exception as e:  # a damaged file of the right size
                 raise UserError(f"{ss.path / entry['file']}: unreadable ({e}); run `ptk shards verify {ss.path}`") from None
-            if sum(len(x) for x in per_shard) != entry["docs"] or sum(int(x.sum()) for x in per_shard) != entry["tokens"]:
+            if sum(len(x) for x in lengths) != entry["docs"] or sum(int(x.sum()) for x in lengths) != entry["tokens"]:
                 raise UserError(f"{ss.path / entry['file']}: holds other document or token counts than the manifest says")
-            lengths += per_shard
-            loc += [(shard, i) for i in range(reader.num_batches)]
-        batch_docs = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum([len(x) for x in lengths], out=batch_docs[1:])
-        flat = np.concatenate(lengths).astype(np.int64) if lengths else np.zeros(0, dtype=np.int64)
-        return cls(flat, batch_docs, loc)
+            counts += [len(x) for x in lengths]
+            tokens += [int(x.sum()) + len(x) for x in lengths]
+            per_shard.append(len(lengths))
+        return {
+            "docs": np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64),
+            "starts": np.concatenate([[0], np.cumsum(tokens, dtype=np.int64)]).astype(np.int64),
+            "shard_batches": np.concatenate([[0], np.cumsum(per_shard, dtype=np.int64)]).astype(np.int64),
+        }

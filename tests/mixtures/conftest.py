@@ -77,11 +77,13 @@ def write_yaml(shard_root):
 
 @pytest.fixture
 def reference_stream():
-    """The source's token stream built the slow, obvious way: whole documents and EOS, epoch by epoch."""
+    """The source's token stream built the slow, obvious way: whole documents and EOS, window by window,
+    epoch by epoch, in the order `window_documents` states."""
 
     def build(stream, epochs: int) -> np.ndarray:
         ss = stream.shard_set
-        parts = [np.append(ss.document(int(d)), ss.eos_id) for e in range(epochs) for d in stream.epoch_order(e)[0]]
+        order = [d for e in range(epochs) for w in range(stream.num_windows()) for d in stream.window_documents(e, w)]
+        parts = [np.append(ss.document(int(d)), ss.eos_id) for d in order]
         return np.concatenate(parts).astype(np.int64)[stream.start_token :]
 
     return build

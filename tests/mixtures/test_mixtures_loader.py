@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from mixtures import MixtureSampler, TrainLoader, load_mixture
+from mixtures.mixture import STATE_VERSION
 from pretrainkit.errors import UserError
 
 SEQ, B = 48, 8
@@ -216,7 +217,9 @@ def test_yaml_replay_is_applied_through_the_callers_state_reader(sampler, write_
     with pytest.raises(UserError, match="replay mode must be one of"):
         mix.with_replay("web", saved[shard_root / "runs" / "base"], mode="again")
     with pytest.raises(UserError, match="the base run's loader state has no source with shard set"):
-        mix.with_replay("new", {"sources": []})
+        mix.with_replay("new", {"version": STATE_VERSION, "sources": []})
+    with pytest.raises(UserError, match="loader state is version 1, this pretrainkit replays version 2"):
+        mix.with_replay("web", {**saved[shard_root / "runs" / "base"], "version": 1})
 
 
 def test_validation_batches_come_from_the_heldout_split_only(sampler):
@@ -227,10 +230,12 @@ def test_validation_batches_come_from_the_heldout_split_only(sampler):
     assert all(torch.equal(a[0], b[0]) for a, b in zip(batches, again))
     source = sampler.mix.source("shakespeare")
     ss = source.shard_set
-    held = np.concatenate([np.append(ss.document(int(d)), ss.eos_id) for d in source.heldout_docs])
+    heldout_docs = np.flatnonzero(source.split.heldout.mask(0, ss.num_docs))
+    assert len(heldout_docs) == source.split.heldout.num_docs > 0
+    held = np.concatenate([np.append(ss.document(int(d)), ss.eos_id) for d in heldout_docs])
     flat = torch.cat([torch.cat([x, y[:, -1:]], 1) for x, y in batches]).reshape(-1).numpy()
     assert np.array_equal(flat, held[: len(flat)])
-    assert not set(source.heldout_docs.tolist()) & set(source.train_docs.tolist())
+    assert not (source.split.heldout.mask(0, ss.num_docs) & source.split.train.mask(0, ss.num_docs)).any()
     eval_only = sampler.validation_batches("held", batch_size=2, max_batches=1)
     assert len(eval_only) == 1 and eval_only[0][0].shape == (2, SEQ)
     with pytest.raises(UserError, match="no source named 'nope'"):
