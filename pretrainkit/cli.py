@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "mixtures.cli",
     "train.planning.cli",
     "train.cli",
+    "train.evaluation.cli",
 )
 
 

@@ -1,0 +1,133 @@
+"""`ptk eval MODEL (--shards DIR... | --text FILE... | --mixture YAML)`: loss, perplexity, bits per byte per source.
+
+    ptk eval runs/base --mixture mixture.yaml --tokenizer tokenizer.json
+    ptk eval model.safetensors --shards shards/web shards/code --seq-len 512 --json
+    ptk eval runs/base --text notes.txt more.jsonl.zst --tokenizer tokenizer.json
+
+MODEL is a run dir (its newest valid checkpoint), a checkpoint dir or a `ptk export` file. Each
+shard set, text input or mixture source is one row; with more than one, an `all` row sums them.
+The table goes to stdout (with `--json`, one JSON object instead), the progress bar to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from pretrainkit.errors import UserError
+
+# Figures printed and stored in JSON; rounding keeps the last, noise-level digits out of comparisons.
+DIGITS = 6
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from dataprep.dedup_cli import add_field_options
+
+    p = sub.add_parser("eval", help="loss, perplexity and bits per byte of a model on shards, text or a mixture",
+                       description="Score every token of every document once (windows of --seq-len tokens) and "
+                       "report loss (nats/token), perplexity and bits per byte per source.")  # fmt: skip
+    p.add_argument("model", help="a run dir, a checkpoint dir or a ptk export (.safetensors or its directory)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--shards", nargs="+", metavar="DIR", help="shard sets: every document")
+    what.add_argument("--text", nargs="+", metavar="FILE", help=".txt / .jsonl(.gz/.zst) / .parquet files or directories")
+    what.add_argument("--mixture", metavar="YAML", help="a mixture: each source's held-out documents")
+    p.add_argument("--tokenizer", help="tokenizer.json: needed for --text, and for bits per byte on shards")
+    p.add_argument("--seq-len", type=int, help="tokens of context per window (default: the model's max_seq_len)")
+    p.add_argument("--batch-size", type=int, default=8, help="windows per forward pass (default %(default)s)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    add_field_options(p)
+    p.set_defaults(func=run_eval)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    import torch
+
+    from train.evaluation import eval_sets
+    from train.evaluation.model_source import load_for_eval
+    from train.evaluation.scoring import score_documents
+    from train.parallel.distributed import select_device
+
+    if args.batch_size < 1:
+        raise UserError(f"--batch-size must be >= 1, got {args.batch_size}")
+    device = select_device(args.device, 0)
+    loaded = load_for_eval(args.model, args.tokenizer)
+    cfg = loaded.config
+    seq_len = args.seq_len or cfg.max_seq_len
+    if not 1 <= seq_len <= cfg.max_seq_len:
+        raise UserError(f"--seq-len must lie in [1, {cfg.max_seq_len}] (the model's max_seq_len), got {seq_len}")
+    tok, model_sha = loaded.tokenizer, loaded.tokenizer_sha256
+    if args.shards:
+        sets = eval_sets.shard_sets(args.shards, cfg.vocab_size, tok, model_sha)
+    elif args.mixture:
+        sets = eval_sets.mixture_sets(args.mixture, cfg.vocab_size, tok, model_sha)
+    else:
+        sets = eval_sets.text_sets(args.text, tok, args.text_field, args.id_field)
+    eos_id = tok.eos_id if tok is not None else sets_eos(args)
+    model = loaded.model.to(device)
+    rows = []
+    for s in sets:
+        score = score_documents(model, s.documents(), s.lengths, eos_id, seq_len, args.batch_size, device,
+                                desc=f"eval {s.name}")  # fmt: skip
+        rows.append((s, score))
+    report = build_report(loaded.description, seq_len, rows)
+    print(json.dumps(report, indent=2) if args.json else format_table(report))
+    for s, _ in rows:
+        if s.rejected:
+            reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(s.rejected.items()))
+            print(f"ptk eval: {s.name}: {sum(s.rejected.values())} input records not scored ({reasons})", file=sys.stderr)
+    if any(s.text_bytes is None for s, _ in rows):
+        print("ptk eval: bits per byte need the tokenizer to decode the shards: pass --tokenizer", file=sys.stderr)
+    return 0
+
+
+def sets_eos(args: argparse.Namespace) -> int:
+    """The end-of-text id the shards were written with (no tokenizer at hand)."""
+    from shards import ShardSet
+
+    if args.shards:
+        return ShardSet.open(args.shards[0]).eos_id
+    from mixtures import load_mixture
+
+    return load_mixture(args.mixture, verify=False).eos_id
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else float(f"{x:.{DIGITS}g}")
+
+
+def build_report(model: str, seq_len: int, rows: list) -> dict:
+    sources = {}
+    for s, score in rows:
+        sources[s.name] = {
+            "documents": score.documents, "tokens": score.tokens, "bytes": s.text_bytes,
+            "loss": _round(score.loss), "perplexity": _round(score.perplexity),
+            "bits_per_byte": _round(score.bits_per_byte(s.text_bytes)) if s.text_bytes else None,
+        }  # fmt: skip
+    if len(rows) > 1:
+        nats = math.fsum(score.nats for _, score in rows)
+        tokens = sum(score.tokens for _, score in rows)
+        known = all(s.text_bytes for s, _ in rows)
+        text_bytes = sum(s.text_bytes for s, _ in rows) if known else None
+        sources["all"] = {
+            "documents": sum(score.documents for _, score in rows), "tokens": tokens, "bytes": text_bytes,
+            "loss": _round(nats / tokens), "perplexity": _round(math.exp(nats / tokens)),
+            "bits_per_byte": _round(nats / math.log(2) / text_bytes) if known else None,
+        }  # fmt: skip
+    return {"model": model, "seq_len": seq_len, "sources": sources}
+
+
+def format_table(report: dict) -> str:
+    header = ("source", "documents", "tokens", "loss", "perplexity", "bits/byte")
+    body = [
+        (name, f"{r['documents']:,}", f"{r['tokens']:,}", f"{r['loss']:.4f}", f"{r['perplexity']:.2f}",
+         "-" if r["bits_per_byte"] is None else f"{r['bits_per_byte']:.4f}")
+        for name, r in report["sources"].items()
+    ]  # fmt: skip
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    lines = [f"model {report['model']}, windows of {report['seq_len']} tokens"]
+    for row in [header, *body]:
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+    return "\n".join(lines)
