@@ -88,9 +88,10 @@ def mixture_sets(path: str, vocab_size: int, tokenizer: LoadedTokenizer | None, 
     for source in mix.sources:
         check_shards(source.shard_set, f"{path}: source {source.name!r}", vocab_size,
                      model_sha or (tokenizer.sha256 if tokenizer else None))  # fmt: skip
-        if len(source.heldout_docs) == 0:
+        heldout = np.flatnonzero(source.split.heldout.mask(0, source.shard_set.num_docs))
+        if len(heldout) == 0:
             raise UserError(f"{path}: source {source.name!r} has no held-out documents to evaluate on")
-        out.append(_shard_set(source.name, source.shard_set, source.heldout_docs, tokenizer))
+        out.append(_shard_set(source.name, source.shard_set, heldout, tokenizer))
     return out
 
 
