@@ -40,10 +40,13 @@ class ArrowShardWriter:
 
 
 class ArrowShardReader:
-    """Random access to the batches of one Arrow shard file (memory-mapped; reads decompress one batch)."""
+    """Random access to the batches of one Arrow shard file; a read decompresses one batch.
+
+    The file is read with positioned reads, not memory-mapped: a loader that reads a whole shard
+    set over an epoch would otherwise count every page it touched in its resident memory."""
 
     def __init__(self, path: str):
-        source = pa.memory_map(path)
+        source = pa.OSFile(path)
         self._files = {
             cols: pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=list(cols), use_threads=False))
             for cols in ((ID,), (LENGTH,), (TOKENS,))
