@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from dataprep.dedup import DedupOptions, run_dedup
+from pretrainkit.quantities import count
 
 
 def add_dedup_options(p: argparse.ArgumentParser) -> None:
@@ -40,7 +41,7 @@ def dedup_options_from_args(args: argparse.Namespace) -> DedupOptions:
 
 
 def add_workers_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores); the output does not depend on it")
+    p.add_argument("--workers", type=count, default=os.cpu_count() or 1, help="worker processes, >= 1 (default: all cores); the output does not depend on it")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), workers=max(1, args.workers))
+    stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), workers=args.workers)
     print(format_summary(stats, args.output))
     return 0
 

@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "end-of-text special token (id 0) and write it as tokenizer.json.",
     )
     add_inputs_and_output(train, "tokenizer.json to write")
-    train.add_argument("--vocab-size", type=int, required=True, help="vocabulary size, special tokens included")
+    train.add_argument("--vocab-size", type=count, required=True, help="vocabulary size, special tokens included (at most: what the corpus's pairs allow)")
     train.add_argument("--min-frequency", type=int, default=2, help="least count of a pair to merge (default 2)")
     train.add_argument("--eos-token", default=DEFAULT_EOS, help=f"end-of-text token (default {DEFAULT_EOS})")
     add_field_options(train)
@@ -104,9 +104,13 @@ def run_train(args: argparse.Namespace) -> int:
     with writing_into(args.output.parent):
         write_text_atomic(args.output, tok.to_str(pretty=True) + "\n")
     loaded = load_tokenizer(args.output, args.eos_token)
+    vocab = f"vocab {loaded.vocab_size}"
+    if loaded.vocab_size < args.vocab_size:  # BPE stops when no pair occurs --min-frequency times
+        vocab += (f" of the {args.vocab_size} asked for (the corpus has no more pairs seen "
+                  f"{args.min_frequency}+ times to merge)")
     print(
         f"trained on {counts['docs']} documents ({sum(reasons.values())} rejected records skipped): "
-        f"vocab {loaded.vocab_size}, EOS {loaded.eos_token!r} = {loaded.eos_id}, wrote {args.output} "
+        f"{vocab}, EOS {loaded.eos_token!r} = {loaded.eos_id}, wrote {args.output} "
         f"(sha256 {loaded.sha256[:16]})"
     )
     return 0
@@ -114,7 +118,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_tokenize(args: argparse.Namespace) -> int:
     out = Path(args.output)
-    manifest = tokenize_corpus(args.inputs, out, args.tokenizer, tokenize_options(args), max(1, args.workers))
+    manifest = tokenize_corpus(args.inputs, out, args.tokenizer, tokenize_options(args), args.workers)
     print_tokenize_summary(manifest, out)
     return 0
 
@@ -122,7 +126,7 @@ def run_tokenize(args: argparse.Namespace) -> int:
 def run_prepare_command(args: argparse.Namespace) -> int:
     out = Path(args.output)
     stats, manifest = run_prepare(
-        args.inputs, out, args.tokenizer, dedup_options_from_args(args), tokenize_options(args), max(1, args.workers)
+        args.inputs, out, args.tokenizer, dedup_options_from_args(args), tokenize_options(args), args.workers
     )
     print(format_summary(stats, out / "dedup"))
     print_tokenize_summary(manifest, out / "shards")

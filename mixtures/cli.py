@@ -2,8 +2,8 @@
 
     ptk mix inspect mixtures/examples/demo.yaml --tokens 20M --seq-len 256
 
-Exit status 0, or 1 when the budget would take a source past its `max_epochs` (training would stop
-there with an error); a bad mixture is a one-line error and exit status 2.
+Exit status 0, or 1 when training would stop with an error: the budget would take a source past its
+`max_epochs`, or a `replay.from` run does not exist; a bad mixture is a one-line error and exit status 2.
 """
 
 from __future__ import annotations
@@ -39,4 +39,4 @@ def run_inspect(args: argparse.Namespace) -> int:
     mix = load_mixture(args.mixture, verify=not args.no_verify, progress=not args.no_verify)
     report = inspect_mixture(mix, args.tokens, args.seq_len)
     print(format_report(mix, report))
-    return 1 if report.over_limit else 0
+    return 1 if report.would_stop else 0

@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from pretrainkit.errors import UserError
+from pretrainkit.quantities import config_number
 
 REPLAY_MODES = ("continue", "seen")
 
@@ -103,12 +104,12 @@ class _Checker:
         return value
 
     def number(self, value: Any, key: str, *, minimum: float, inclusive: bool) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if (number := config_number(value)) is None:
             raise self.fail(key, f"expected a number, got {value!r}")
-        ok = math.isfinite(value) and (value >= minimum if inclusive else value > minimum)
+        ok = math.isfinite(number) and (number >= minimum if inclusive else number > minimum)
         if not ok:
             raise self.fail(key, f"must be finite and {'>=' if inclusive else '>'} {minimum:g}, got {value!r}")
-        return float(value)
+        return number
 
     def integer(self, value: Any, key: str, *, minimum: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:

@@ -41,6 +41,11 @@ class MixtureReport:
     rows: list[SourceReport]
     warnings: list[str] = field(default_factory=list)
     over_limit: list[str] = field(default_factory=list)
+    missing_replays: list[str] = field(default_factory=list)  # training would stop: nothing to replay from
+
+    @property
+    def would_stop(self) -> bool:
+        return bool(self.over_limit or self.missing_replays)
 
 
 def inspect_mixture(mix: Mixture, tokens: int | None, seq_len: int) -> MixtureReport:
@@ -67,7 +72,10 @@ def _warn(report: MixtureReport, row: SourceReport, total_tokens: int) -> None:
         report.warnings.append(f"{s.name}: no held-out documents ({row.train_docs + row.heldout_docs} in all): no validation loss for it")
     if s.eval_only:
         return
-    if s.replay is not None:
+    if s.replay is not None and not s.replay.from_path.exists():
+        report.missing_replays.append(s.name)
+        report.warnings.append(f"{s.name}: sources[{s.index}].replay.from: {s.replay.from_path} does not exist: training would stop with an error")
+    elif s.replay is not None:
         report.warnings.append(f"{s.name}: replays {s.replay.from_path} ({s.replay.mode}); its start is resolved at train time, epochs shown from the stream's beginning")
     natural = row.epoch_tokens / total_tokens
     if row.share / natural >= UPSAMPLING_WARNING:

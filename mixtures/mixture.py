@@ -223,7 +223,24 @@ def load_mixture(
         start = StreamStart(default_stream_seed(cfg.seed, sc.name))
         sources.append(Source(sc, i, ss, sc.weight / total, split, start))
     _check_same_tokenizer(cfg.path, sources)
+    _check_distinct_shard_sets(cfg.path, sources)
     return Mixture(cfg, sources, allow_fingerprint_change)
+
+
+def _check_distinct_shard_sets(path: Path, sources: list[Source]) -> None:
+    """The same shard content under two training names would weight it twice and make replay
+    ambiguous (a base run's loader state is matched to a source by shard-set fingerprint). A
+    validation-only source may name a training source's shards: it reads the same held-out split."""
+    first: dict[str, Source] = {}
+    for s in sources:
+        if s.eval_only:
+            continue
+        other = first.setdefault(s.shard_set.fingerprint, s)
+        if other is not s:
+            raise UserError(
+                f"{path}: sources[{s.index}].shards: the same shard set as sources[{other.index}] ({other.name}) "
+                f"(fingerprint {s.shard_set.fingerprint[:12]}); list a shard set once and give it the summed weight"
+            )
 
 
 def _check_same_tokenizer(path: Path, sources: list[Source]) -> None:

@@ -1,7 +1,9 @@
-"""Numbers on the command line with size suffixes: `20M` tokens, `7.5B` parameters, `989T` FLOP/s.
+"""Numbers on the command line with size suffixes (`20M` tokens, `7.5B` parameters, `989T` FLOP/s),
+and numbers in YAML configs.
 
     parser.add_argument("--tokens", type=count)     # "1.5B" -> 1500000000
     parser.add_argument("--flops", type=quantity)   # "1e21" -> 1e21
+    config_number(yaml.safe_load("lr: 1e-3")["lr"]) # 0.001 (YAML 1.1 read it as the string "1e-3")
 
 Suffixes are decimal (K = 1e3, M = 1e6, B or G = 1e9, T = 1e12, P = 1e15), as budgets, model sizes
 and hardware are quoted; case does not matter. Both are argparse types: a bad value is a one-line
@@ -29,6 +31,22 @@ def quantity(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
     return value
+
+
+def config_number(value: object) -> float | None:
+    """A YAML config value as a number, or None if it is not one. PyYAML follows YAML 1.1, where a
+    float needs a dot (`1.0e-3`), so `1e-3` and `1e300` arrive as strings; they are the numbers they
+    plainly are. Booleans are not numbers. One parser for every config (train and mixture)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
 
 
 def count(text: str) -> int:

@@ -44,7 +44,7 @@ def run_verify(args: argparse.Namespace) -> int:
         print(line)
     t = manifest["totals"]
     if problems:
-        print(f"FAILED: {len(problems)} of {t['shards']} shards bad in {args.shards}")
+        print(f"FAILED: {len(problems)} problem{'s' if len(problems) > 1 else ''} with the {t['shards']} shards of {args.shards}")
         return 1
     print(f"OK: {t['shards']} shards, {t['docs']} documents, {t['tokens']} tokens match {args.shards}/manifest.json "
           f"(fingerprint {fingerprint(manifest)[:16]})")

@@ -1,6 +1,7 @@
-"""Check a shard set against its manifest: every listed file present, of the listed size and sha256.
+"""Check a shard set against its manifest: every listed file present, of the listed size and sha256,
+and no shard file the manifest does not list (a stray from another run is not part of the set).
 
-    problems = verify_shards("shards/")   # [] when whole; one line per missing/truncated/altered file
+    problems = verify_shards("shards/")   # [] when whole; one line per missing/truncated/altered/unlisted file
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pretrainkit.files import sha256_file
+from shards.formats import SHARD_NAME_RE
 from shards.manifest import load_manifest
 
 
@@ -31,4 +33,7 @@ def verify_shards(directory: str | Path, manifest: dict | None = None, progress:
             problems.append(f"{path}: {kind}: {size} bytes, manifest says {entry['bytes']}")
         elif sha256_file(path) != entry["sha256"]:
             problems.append(f"{path}: altered: sha256 differs from the manifest")
+    listed = {entry["file"] for entry in manifest["shards"]}
+    problems += [f"{p}: not listed in the manifest" for p in sorted(directory.iterdir())
+                 if SHARD_NAME_RE.match(p.name) and p.name not in listed]
     return problems

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from pretrainkit.errors import UserError
+from pretrainkit.quantities import config_number
 
 SCHEDULES = ("cosine", "wsd")
 PARALLEL_MODES = ("ddp", "zero1", "zero2", "fsdp")
@@ -234,12 +235,8 @@ def _coerce(tp: Any, v: Any, where: str, key: str) -> Any:
         if isinstance(v, int) and not isinstance(v, bool):
             return v
     elif tp is float:
-        # PyYAML reads `3e-4` (no dot) as a string; accept it as the number it plainly is.
-        if isinstance(v, (int, float, str)) and not isinstance(v, bool):
-            try:
-                return float(v)
-            except ValueError:
-                pass
+        if (number := config_number(v)) is not None:
+            return number
     elif tp is str:
         if isinstance(v, str):
             return v

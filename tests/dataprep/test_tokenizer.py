@@ -60,3 +60,24 @@ def test_train_command_rejects_a_tiny_vocabulary(tmp_path, wiki_dir, capsys):
     assert main(["tokenizer", "train", str(wiki_dir), "-o", str(tmp_path / "t.json"), "--vocab-size", "100"]) == 2
     assert "--vocab-size must be at least 257" in capsys.readouterr().err
     assert not (tmp_path / "t.json").exists()
+
+
+def test_a_vocabulary_smaller_than_asked_for_is_said(tmp_path, wiki_dir, capsys):
+    """The corpus runs out of pairs to merge long before 10M: the summary says what was asked and what came."""
+    assert main(["tokenizer", "train", str(wiki_dir), "-o", str(tmp_path / "t.json"), "--vocab-size", "10000000"]) == 0
+    out = capsys.readouterr().out
+    vocab = load_tokenizer(tmp_path / "t.json").vocab_size
+    assert vocab < 10_000_000
+    assert f"vocab {vocab} of the 10000000 asked for" in out and "no more pairs" in out
+
+
+@pytest.mark.parametrize("command", ["dedup", "tokenize", "prepare"])
+@pytest.mark.parametrize("workers", ["0", "-1"])
+def test_workers_must_be_at_least_one(tmp_path, capsys, command, workers):
+    argv = [command, str(tmp_path / "a.jsonl"), "-o", str(tmp_path / "o"), "--workers", workers]
+    if command != "dedup":
+        argv += ["--tokenizer", str(tmp_path / "t.json")]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert "--workers: must be a positive number, got" in capsys.readouterr().err

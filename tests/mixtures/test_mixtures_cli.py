@@ -77,6 +77,14 @@ def test_examples_load_against_the_demo_layout(shard_root, tmp_path, capsys, exa
     (tmp_path / "demo_out" / "shards").mkdir(parents=True)
     for name, source in (("code", "peps"), ("docs", "wiki")):
         (tmp_path / "demo_out" / "shards" / name).symlink_to(shard_root / source)
+    (tmp_path / "demo_out" / "runs" / "base").mkdir(parents=True)  # continued.yaml replays it
     assert main(["mix", "inspect", str(nested), "--tokens", "200K", "--seq-len", "256"]) == 0
     out = capsys.readouterr().out
     assert _row(out, "code") and _row(out, "docs")
+
+
+def test_a_missing_replay_run_exits_1_naming_the_key(write_yaml, shard_root, capsys):
+    path = write_yaml("sources:\n  - {name: wiki, shards: wiki, weight: 1, replay: {from: runs/never}}\n")
+    assert main(["mix", "inspect", str(path), "--no-verify"]) == 1
+    out = capsys.readouterr().out
+    assert f"wiki: sources[0].replay.from: {shard_root / 'runs' / 'never'} does not exist" in out

@@ -93,3 +93,21 @@ def test_validation_only_sources(write_yaml):
     assert [s.eval_only for s in mix.sources] == [False, True, True]
     assert [s.name for s in mix.train_sources] == ["wiki"]
     assert [s.share for s in mix.sources] == [1.0, 0.0, 0.0]
+
+
+def test_yaml_1_1_exponent_numbers_are_numbers(write_yaml):
+    """YAML 1.1 reads `1e-3` (no dot) as a string; the train config accepted it, the mixture did not."""
+    mix = load_mixture(write_yaml(THREE.replace("weight: 0.5", "weight: 1e-3").replace("max_epochs: 3", "max_epochs: 1e300")))
+    assert mix.sources[0].weight == 1e-3 and mix.sources[1].max_epochs == 1e300
+    with pytest.raises(UserError, match=r"sources\[0\].weight: expected a number, got 'true'"):
+        load_mixture(write_yaml(THREE.replace("weight: 0.5", "weight: 'true'")))
+
+
+def test_the_same_shard_set_under_two_names_is_refused(write_yaml, shard_root, tmp_path):
+    copy = tmp_path / "wiki-copy"
+    shutil.copytree(shard_root / "wiki", copy)
+    for shards in ("wiki", str(copy)):
+        path = write_yaml(THREE.replace("shards: shakespeare", f"shards: {shards}"))
+        with pytest.raises(UserError) as e:
+            load_mixture(path)
+        assert str(e.value).startswith(f"{path}: sources[2].shards: the same shard set as sources[0] (wiki)")

@@ -27,7 +27,7 @@ def test_verify_exits_1_naming_each_bad_file(shard_dir, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].endswith(f"shard-00000.tar: truncated: {size - 512} bytes, manifest says {size}")
     assert out[1].endswith("shard-00002.tar: altered: sha256 differs from the manifest")
-    assert out[2].startswith("FAILED: 2 of")
+    assert out[2].startswith("FAILED: 2 problems with the")
 
 
 def test_inspect_reports_counts_histogram_and_samples(shard_dir, wikitext_docs, capsys):

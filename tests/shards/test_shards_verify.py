@@ -74,3 +74,11 @@ def test_interrupted_write_leaves_nothing_a_reader_accepts(shard_dir, wikitext_d
         ShardSet.open(shard_dir)
     with pytest.raises(UserError, match="missing"):
         verify_shards(shard_dir)
+
+
+def test_a_shard_file_the_manifest_does_not_list_is_named(shard_dir):
+    """A stray shard (an earlier, larger run's, or copied in) is not part of the set: verify says so."""
+    extra = shard_dir / "shard-00099.arrow"
+    extra.write_bytes(_shard(shard_dir, 0).read_bytes())
+    problems = verify_shards(shard_dir)
+    assert problems == [f"{extra}: not listed in the manifest"]
