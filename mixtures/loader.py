@@ -127,10 +127,12 @@ class TrainLoader:
             rebased = _with_saved_starts(old.mix, state, "next_token", require_all=False)
             sampler = MixtureSampler(rebased, old.seq_len, old.global_batch_size, state["batch"])
         else:
+            changes = [f"{what} {a} -> {b}" for what, a, b in (
+                ("fingerprint", state["fingerprint"][:12], old.fingerprint[:12]), ("seq_len", state["seq_len"], old.seq_len),
+                ("global batch", state["global_batch_size"], old.global_batch_size)) if a != b]  # fmt: skip
             raise UserError(
-                f"loader state was saved for another mixture or batch shape (fingerprint {state['fingerprint'][:12]}, "
-                f"seq_len {state['seq_len']}, global batch {state['global_batch_size']}) than {old.mix.path} "
-                f"(fingerprint {old.fingerprint[:12]}, seq_len {old.seq_len}, global batch {old.global_batch_size}); "
+                f"loader state was saved for another mixture or batch shape than {old.mix.path} "
+                f"({', '.join(changes) or 'its sources start elsewhere'}); "
                 f"load the mixture with allow_fingerprint_change=True to accept an intended change"
             )
         if state["micro_batch"] and (state["world_size"], state["micro_size"]) != (self.world_size, self.micro_size):

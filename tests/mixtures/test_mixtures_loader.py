@@ -140,8 +140,9 @@ def test_changed_mixture_is_refused_unless_allowed(sampler, mixture_path, write_
     strict = TrainLoader(MixtureSampler(load_mixture(changed), SEQ, B), rank=0, world_size=1, micro_size=B)
     with pytest.raises(UserError, match="saved for another mixture.*allow_fingerprint_change=True"):
         strict.load_state_dict(state)
-    with pytest.raises(UserError, match="saved for another mixture"):
+    with pytest.raises(UserError, match="saved for another mixture") as shape:
         TrainLoader(MixtureSampler(load_mixture(mixture_path), SEQ * 2, B), 0, 1, B).load_state_dict(state)
+    assert f"(seq_len {SEQ} -> {SEQ * 2})" in str(shape.value)  # only what differs: the fingerprint is the same
 
     mix = load_mixture(changed, allow_fingerprint_change=True)
     rebased = TrainLoader(MixtureSampler(mix, SEQ, B), rank=0, world_size=1, micro_size=B)

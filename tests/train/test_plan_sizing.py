@@ -133,3 +133,22 @@ def test_ptk_plan_errors_are_one_line(tmp_path, capsys):
     assert main(["plan", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert "cannot find the vocabulary size" in err and "--vocab-size" in err
+
+
+@pytest.mark.parametrize("args", [["--flops", "-1e21"], ["--params", "-5"], ["--tokens", "0"], ["--flops", "-1e21", "--params", "1B"]])
+def test_ptk_plan_refuses_non_positive_budgets_naming_the_option(args, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", *args])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {args[0]}: must be a positive number, got '{args[1]}'" in err and "expected one argument" not in err
+
+
+def test_ptk_plan_says_whose_data_the_loss_is_for_and_when_it_extrapolates(capsys):
+    assert main(["plan", "--params", "1", "--tokens", "1"]) == 0
+    (loss,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("loss  ")]
+    assert "for the law's own data and tokenizer" in loss
+    assert "N = 1 and D = 1 lie outside the range the law was fitted on" in loss and "extrapolation" in loss
+    assert main(["plan", "--params", "1B", "--tokens", "20B"]) == 0
+    (loss,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("loss  ")]
+    assert "for the law's own data and tokenizer" in loss and "outside" not in loss

@@ -71,7 +71,11 @@ def test_ptk_scaling_fit_over_run_directories(tmp_path, capsys):
     assert f"predicted loss at N=1B, D=20B: {fitted.loss(1e9, 20e9):.4f}" in out
     assert "compute-optimal for C=1e+20" in out and "run5-200" in out
     assert main(["plan", "--flops", "1e20", "--law", str(law_file)]) == 0
-    assert "loss law      fit:" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "loss law      fit:" in out
+    # The law keeps the range of its runs (tiny models, far from 1e20 FLOPs) and the data they saw.
+    assert fitted.params_range[1] < 1e8 and "lie outside the range the law was fitted on" in out
+    assert "for the law's own data and tokenizer (the data and tokenizer of the runs it was fitted on)" in out
 
 
 def test_ptk_scaling_fit_errors_name_the_problem(tmp_path, capsys):
@@ -88,5 +92,8 @@ def test_ptk_scaling_fit_errors_name_the_problem(tmp_path, capsys):
 
 
 def test_default_laws_are_the_published_coefficients():
-    assert LAWS["besiroglu"] == LossLaw(E=1.8172, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658, name="besiroglu")
-    assert LAWS["hoffmann"] == LossLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28, name="hoffmann")
+    chinchilla = {"data": "MassiveText with Chinchilla's 32K SentencePiece tokenizer",
+                  "params_range": (7e7, 1.6e10), "tokens_range": (5e9, 5e11)}  # Hoffmann et al.'s runs
+    assert LAWS["besiroglu"] == LossLaw(E=1.8172, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658, name="besiroglu",
+                                        **chinchilla)
+    assert LAWS["hoffmann"] == LossLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28, name="hoffmann", **chinchilla)

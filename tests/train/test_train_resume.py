@@ -159,3 +159,16 @@ def test_a_changed_mixture_resumes_only_when_allowed_and_every_source_continues(
     assert [r["step"] for r in kit.rows(tmp_path / "run")] == list(range(1, 13))
     after = {s["name"]: s["next_token"] for s in loader_state_of(tmp_path / "run")["sources"]}
     assert after.keys() == before.keys() and all(after[name] > before[name] for name in before)
+
+
+def test_a_changed_batch_shape_names_the_keys_and_data_allow_mixture_change(kit, tmp_path: Path, capsys) -> None:
+    config = kit.config(tmp_path, **{**DDP, "max_steps": 8})
+    assert main(["train", str(config)]) == 0
+    capsys.readouterr()
+    more = ["--set", "max_steps=12", "--set", "batch.global_size=16"]
+    assert main(["train", str(config), *more]) == 2
+    err = capsys.readouterr().err
+    assert "step-0000008: saved for another data order (batch.global_size 8 -> 16)" in err
+    assert "data.allow_mixture_change=true" in err and "allow_fingerprint_change" not in err
+    assert main(["train", str(config), *more, "--set", "data.allow_mixture_change=true"]) == 0
+    assert [r["step"] for r in kit.rows(tmp_path / "run")] == list(range(1, 13))

@@ -94,11 +94,15 @@ class TrainingLoop:
 
     def _restore(self, ckpt: Checkpoint) -> None:
         extra = ckpt.meta["extra"]
-        if extra.get("mixture") != self.mix.fingerprint and not self.mix.allow_fingerprint_change:
+        saved = extra["loader"]
+        changes = [f"{what} {a} -> {b}" for what, a, b in (
+            ("mixture fingerprint", str(extra.get("mixture"))[:12], self.mix.fingerprint[:12]),
+            ("data.seq_len", saved["seq_len"], self.cfg.data.seq_len),
+            ("batch.global_size", saved["global_batch_size"], self.cfg.batch.global_size)) if a != b]  # fmt: skip
+        if changes and not self.mix.allow_fingerprint_change:
             raise UserError(
-                f"{ckpt.path}: saved for another mixture (fingerprint {str(extra.get('mixture'))[:12]}, "
-                f"now {self.mix.fingerprint[:12]}); set data.allow_mixture_change=true to continue with the "
-                f"changed mixture, or use a new run_dir or --no-resume"
+                f"{ckpt.path}: saved for another data order ({', '.join(changes)}); set data.allow_mixture_change=true "
+                f"to continue with the change, or use a new run_dir or --no-resume"
             )
         self.ckpts.restore(self.trainer, ckpt)
         self.loader.load_state_dict(extra["loader"])

@@ -11,7 +11,9 @@ Quantities accept SI suffixes: `7.5B` parameters, `300B` tokens, `989T` FLOP/s.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import re
 from pathlib import Path
 
 from pretrainkit.errors import UserError
@@ -55,6 +57,23 @@ def duration(seconds: float) -> str:
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
     return f"{seconds:.3g} s"
+
+
+def loss_caveat(law: LossLaw, params: float, tokens: float) -> str:
+    """Whose loss the law predicts (it is not comparable across data or tokenizers) and whether
+    (params, tokens) is an extrapolation. The sizes still follow from C = 6ND, so none is refused."""
+    text = f"for the law's own data and tokenizer ({law.data}), not for another corpus or tokenizer"
+    if not law.covers(params, tokens):
+        (n_lo, n_hi), (d_lo, d_hi) = law.params_range, law.tokens_range
+        text += (f"; N = {human(params)} and D = {human(tokens)} lie outside the range the law was fitted on "
+                 f"(N {human(n_lo)}-{human(n_hi)}, D {human(d_lo)}-{human(d_hi)}): an extrapolation")
+    return text
+
+
+def numbers_may_be_negative(parser: argparse.ArgumentParser) -> None:
+    """Read `--flops -1e21` as a value (then refused as not positive), as Python 3.13's argparse does;
+    older ones take `-1e21` for an option and say "expected one argument"."""
+    parser._negative_number_matcher = re.compile(r"^-\.?\d")
 
 
 def law_formula(law: LossLaw) -> str:
@@ -156,7 +175,7 @@ def run_plan(args: argparse.Namespace) -> int:
         f"parameters    N = {human(budget.params)} ({origin('params')}" + (f", {args.config})" if args.config else ")"),
         f"tokens        D = {human(budget.tokens)} ({origin('tokens')})",
         f"tokens/param  {budget.tokens_per_param:.3g}",
-        f"loss          {budget.loss:.4f} predicted",
+        f"loss          {budget.loss:.4f} predicted {loss_caveat(law, budget.params, budget.tokens)}",
         f"optimum       for this C: N = {human(opt_n)}, D = {human(opt_d)} ({opt_d / opt_n:.3g} tokens/param), "
         f"loss {budget.optimal_loss:.4f}",
     ]
@@ -227,7 +246,8 @@ def run_scaling_fit(args: argparse.Namespace) -> int:
     for f in args.points or []:
         points += _points_file(Path(f))
     fit = fit_loss_law(points, starts=args.starts, progress=True)
-    law = fit.law
+    law = dataclasses.replace(fit.law, params_range=(min(p.params for p in points), max(p.params for p in points)),
+                              tokens_range=(min(p.tokens for p in points), max(p.tokens for p in points)))  # fmt: skip
     lines = [f"fitted on {len(points)} runs (Huber delta 1e-3 on log-loss, best of {fit.starts} L-BFGS starts, "
              f"objective {fit.objective:.3g})",
              f"  {law_formula(law)}",
@@ -253,10 +273,15 @@ def run_scaling_fit(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     from train.reports.report import draw_report, summary_text
-    from train.reports.run_log import read_run
+    from train.reports.run_log import METRICS_FILE, read_run
 
-    runs = [read_run(d) for d in [args.run_dir, *(args.compare or [])]]
     output = Path(args.output) if args.output else Path(args.run_dir) / "report.png"
+    if output.suffix.lower() != ".png":  # PNG bytes under another name would mislead every viewer
+        raise UserError(f"-o {output}: ptk report writes PNG; name the file .png")
+    runs = [read_run(d) for d in [args.run_dir, *(args.compare or [])]]
+    for run in runs:
+        if not run.steps:  # six blank panels are no report
+            raise UserError(f"{run.path / METRICS_FILE}: no training steps logged; nothing to report")
     panels = draw_report(runs, output)
     text = "".join(summary_text(r) for r in runs)
     summary = output.with_suffix(".txt")
@@ -270,6 +295,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="compute-optimal size, tokens, loss, time and memory per device of a run",
                        description="Any one or two of --flops, --params (or --config), --tokens: the rest follows "
                                    "from C = 6ND and the loss law. Memory per device under DDP and ZeRO-1/2/3.")
+    numbers_may_be_negative(p)
     p.add_argument("--flops", type=quantity, help="training compute budget C (FLOPs), e.g. 1e21")
     p.add_argument("--params", type=quantity, help="parameter count N, e.g. 7.5B")
     p.add_argument("--config", help="a training config (ptk train CONFIG.yaml): N, micro-batch, seq_len, precision")
@@ -292,6 +318,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="scaling_command", metavar="COMMAND", required=True)
     f = scaling.add_parser("fit", help="fit L(N, D) = E + A/N^alpha + B/D^beta to the final losses of runs",
                            description="Hoffmann et al. approach 3: Huber loss on log residuals, L-BFGS from several starts.")
+    numbers_may_be_negative(f)
     f.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="finished runs (config.yaml + metrics.jsonl)")
     f.add_argument("--points", action="append", metavar="FILE.jsonl",
                    help="more points, one {\"params\", \"tokens\", \"loss\"} object per line")

@@ -32,12 +32,24 @@ class LossLaw:
     alpha: float
     beta: float
     name: str = "custom"
+    # What the losses it predicts are losses of: the data and tokenizer of the runs it was fitted on,
+    # and the range of N and D they covered (None: unknown).
+    data: str = "the data and tokenizer of the runs it was fitted on"
+    params_range: tuple[float, float] | None = None
+    tokens_range: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         for key in ("E", "A", "B", "alpha", "beta"):
             value = getattr(self, key)
             if not (math.isfinite(value) and value > 0):
                 raise UserError(f"loss law '{self.name}': {key} must be a positive number, got {value!r}")
+
+    def covers(self, params: float, tokens: float) -> bool:
+        """Whether (params, tokens) lies inside the range of runs the law was fitted on (True if unknown)."""
+        if self.params_range is None or self.tokens_range is None:
+            return True
+        (n_lo, n_hi), (d_lo, d_hi) = self.params_range, self.tokens_range
+        return n_lo <= params <= n_hi and d_lo <= tokens <= d_hi
 
     def loss(self, params: float, tokens: float) -> float:
         return self.E + self.A / params**self.alpha + self.B / tokens**self.beta
@@ -68,9 +80,13 @@ class LossLaw:
 
 # Besiroglu et al. 2024, "Chinchilla Scaling: A replication attempt" (refit of Hoffmann's approach 3).
 # Hoffmann et al. 2022, "Training Compute-Optimal Large Language Models", equation 10.
+# Both fit Hoffmann et al.'s runs: 70M to 16B parameters on 5B to 500B tokens of MassiveText, in
+# nats per token of their 32K SentencePiece tokenizer.
+CHINCHILLA = {"data": "MassiveText with Chinchilla's 32K SentencePiece tokenizer",
+              "params_range": (7e7, 1.6e10), "tokens_range": (5e9, 5e11)}  # fmt: skip
 LAWS: dict[str, LossLaw] = {
-    "besiroglu": LossLaw(E=1.8172, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658, name="besiroglu"),
-    "hoffmann": LossLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28, name="hoffmann"),
+    "besiroglu": LossLaw(E=1.8172, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658, name="besiroglu", **CHINCHILLA),
+    "hoffmann": LossLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28, name="hoffmann", **CHINCHILLA),
 }
 
 
@@ -94,7 +110,16 @@ def load_law(spec: str) -> LossLaw:
         values = {k: float(data[k]) for k in ("E", "A", "B", "alpha", "beta")}
     except (TypeError, ValueError) as e:
         raise UserError(f"{path}: coefficients must be numbers ({e})") from None
-    return LossLaw(**values, name=str(data.get("name", path.stem)))
+    ranges = {}
+    for key in ("params_range", "tokens_range"):
+        if data.get(key) is not None:
+            try:
+                lo, hi = (float(v) for v in data[key])
+            except (TypeError, ValueError) as e:
+                raise UserError(f"{path}: {key} must be two numbers ({e})") from None
+            ranges[key] = (lo, hi)
+    extra = {"data": str(data["data"])} if data.get("data") else {}
+    return LossLaw(**values, name=str(data.get("name", path.stem)), **extra, **ranges)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,40 @@
+"""`ptk report` refuses what it cannot draw truthfully: an output suffix other than .png, and a run
+(or a compared run) that has logged no training step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pretrainkit.cli import main
+
+
+def write_run(run: Path, steps: int) -> Path:
+    run.mkdir(parents=True)
+    rows = [{"step": s, "loss": 5.0 - 0.1 * s, "lr": 1e-3, "grad_norm": 1.0, "tokens": 256 * s, "tokens_per_s": 1e3}
+            for s in range(1, steps + 1)]  # fmt: skip
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def test_report_refuses_a_suffix_it_would_not_write(tmp_path: Path, capsys) -> None:
+    run = write_run(tmp_path / "run", 5)
+    for name in ("r.jpg", "r.svg", "r"):
+        assert main(["report", str(run), "-o", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"ptk: error: -o {tmp_path / name}: ptk report writes PNG") and len(err.splitlines()) == 1
+        assert not (tmp_path / name).exists() and not (tmp_path / "r.txt").exists()
+    assert main(["report", str(run), "-o", str(tmp_path / "r.PNG")]) == 0
+    assert (tmp_path / "r.PNG").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_of_a_run_without_training_steps_is_an_error(tmp_path: Path, capsys) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "metrics.jsonl").write_text('{"step": 0, "val_loss": {"web": 5.5}}\n')
+    assert main(["report", str(empty)]) == 2
+    assert capsys.readouterr().err == f"ptk: error: {empty}/metrics.jsonl: no training steps logged; nothing to report\n"
+    assert not (empty / "report.png").exists()
+    good = write_run(tmp_path / "good", 5)
+    assert main(["report", str(good), "--compare", str(empty)]) == 2
+    assert "empty/metrics.jsonl: no training steps logged" in capsys.readouterr().err
