@@ -52,13 +52,14 @@ def launch_env(nproc: int) -> dict[str, str]:
 
 def precheck(cfg: TrainConfig, where: str, nproc: int) -> None:
     """What torchrun's children would fail on, checked once here before any process starts: the
-    batch split over processes, the run directory and the mixture file."""
+    run directory, the mixture file, and the layout over processes of model and batch."""
     from mixtures import load_mixture
-    from train.loop.run import check_batch_split
+    from train.loop.trainer import model_config
+    from train.parallel.mesh import check_layout
 
-    check_batch_split(cfg, where, nproc)
     check_run_dir(cfg.run_dir, where)
-    load_mixture(cfg.data.mixture, verify=False)
+    mix = load_mixture(cfg.data.mixture, verify=False)
+    check_layout(cfg, model_config(cfg, mix.vocab_size, where), nproc, where)
 
 
 def launch(args: argparse.Namespace) -> int:

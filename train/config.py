@@ -24,7 +24,8 @@ from pretrainkit.errors import UserError
 from pretrainkit.quantities import config_number
 
 SCHEDULES = ("cosine", "wsd")
-PARALLEL_MODES = ("ddp", "zero1", "zero2", "fsdp")
+DATA_PARALLEL_MODES = ("ddp", "zero1", "zero2", "fsdp", "hsdp")
+PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
 PRECISIONS = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 SPIKE_ACTIONS = ("none", "skip", "rollback")
@@ -57,6 +58,25 @@ class ModelSection:
     norm_eps: float | None = None
     rope_scaling: dict | None = None
     family: str | None = None
+
+
+@dataclass
+class ParallelConfig:
+    """The layout: `parallel: fsdp` is `parallel: {data: fsdp}`; the data-parallel size is what tp x pp leave."""
+
+    data: str = "ddp"  # ddp | zero1 | zero2 | fsdp | hsdp (dp_replicate x dp_shard)
+    tp: int = 1
+    pp: int = 1
+    dp_replicate: int = 1  # hsdp: replicas (across nodes); each shards over data-parallel size / dp_replicate
+    pp_schedule: str = "1f1b"
+    pp_microbatches: int | None = None  # None: the accumulation micro-batches
+    stages_per_rank: int | None = None  # None: 2 under interleaved_1f1b, else 1
+
+    @property
+    def stages(self) -> int:
+        if self.stages_per_rank is not None:
+            return self.stages_per_rank
+        return 2 if self.pp_schedule == "interleaved_1f1b" else 1
 
 
 @dataclass
@@ -125,7 +145,7 @@ class TrainConfig:
     model: ModelSection = field(default_factory=ModelSection)
     batch: BatchConfig = field(default_factory=BatchConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
-    parallel: str = "ddp"
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
     precision: str = "fp32"
     activation_checkpointing: bool = False
     compile: bool = False
@@ -149,12 +169,15 @@ def load_config(path: str | os.PathLike, overrides: list[str] = ()) -> TrainConf
     if not isinstance(raw, dict):
         raise UserError(f"{path}: the config must be a mapping of keys to values")
     _resolve_paths(raw, path.parent)
+    _parallel_as_mapping(raw)
     for item in overrides:
         _apply_override(raw, item, path)
     return config_from_dict(raw, str(path))
 
 
 def config_from_dict(raw: dict, where: str) -> TrainConfig:
+    raw = dict(raw)
+    _parallel_as_mapping(raw)
     cfg = _build(TrainConfig, raw, where, "")
     _check_values(cfg, where)
     return cfg
@@ -180,6 +203,12 @@ def _resolve_paths(raw: dict, base: Path) -> None:
             node[keys[-1]] = str((base / node[keys[-1]]).resolve())
 
 
+def _parallel_as_mapping(raw: dict) -> None:
+    """The string form `parallel: fsdp` is the mapping `{data: fsdp}`."""
+    if isinstance(raw.get("parallel"), str):
+        raw["parallel"] = {"data": raw["parallel"]}
+
+
 def _apply_override(raw: dict, item: str, path: Path) -> None:
     key, sep, text = item.partition("=")
     if not sep or not key:
@@ -197,6 +226,7 @@ def _apply_override(raw: dict, item: str, path: Path) -> None:
     if tuple(keys) in PATH_KEYS and isinstance(value, str):
         value = str(Path(value).resolve())
     node[keys[-1]] = value
+    _parallel_as_mapping(raw)
 
 
 def _build(cls: type, raw: Any, where: str, prefix: str) -> Any:
@@ -254,7 +284,9 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     def choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
         require(value in allowed, key, f"must be one of {', '.join(allowed)}, got {value!r}")
 
-    choice("parallel", cfg.parallel, PARALLEL_MODES)
+    p = cfg.parallel
+    choice("parallel.data", p.data, DATA_PARALLEL_MODES)
+    choice("parallel.pp_schedule", p.pp_schedule, PP_SCHEDULES)
     choice("precision", cfg.precision, PRECISIONS)
     choice("device", cfg.device, DEVICES)
     choice("optim.schedule", cfg.optim.schedule, SCHEDULES)
@@ -262,7 +294,7 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     if cfg.logging.wandb is not None:
         choice("logging.wandb.mode", cfg.logging.wandb.mode, WANDB_MODES)
     for key in ("max_steps", "data.seq_len", "batch.global_size", "batch.micro_size", "checkpoint.keep", "eval.batches", "spikes.window",
-                "spikes.skip_batches"):
+                "spikes.skip_batches", "parallel.tp", "parallel.pp", "parallel.dp_replicate"):
         require(_get(cfg, key) >= 1, key, f"must be >= 1, got {_get(cfg, key)}")
     for key in ("optim.warmup_steps", "checkpoint.every", "eval.every", "seed",
                 "optim.weight_decay", "optim.clip", "optim.min_lr", "spikes.min_history", "spikes.loss_sigmas",
@@ -285,6 +317,14 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     require(cfg.init_from is not None or not cfg.init_optimizer, "init_optimizer", "needs init_from")
     require(cfg.batch.global_size % cfg.batch.micro_size == 0, "batch.global_size",
             f"must be a multiple of batch.micro_size ({cfg.batch.micro_size})")
+    require(p.stages >= 1, "parallel.stages_per_rank", f"must be >= 1, got {p.stages}")
+    require(p.pp_microbatches is None or p.pp_microbatches >= 1, "parallel.pp_microbatches",
+            f"must be >= 1, got {p.pp_microbatches}")
+    require(p.dp_replicate == 1 or p.data == "hsdp", "parallel.dp_replicate", f"needs data: hsdp, got {p.data!r}")
+    require(p.stages == 1 or p.pp_schedule == "interleaved_1f1b", "parallel.stages_per_rank",
+            f"more than one stage per rank needs pp_schedule: interleaved_1f1b, got {p.pp_schedule!r}")
+    require(p.stages >= 2 or p.pp_schedule != "interleaved_1f1b", "parallel.stages_per_rank",
+            "interleaved_1f1b needs at least 2 stages per rank")
 
 
 def _get(cfg: TrainConfig, key: str) -> Any:

@@ -37,7 +37,7 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_full_config_loads_with_paths_relative_to_the_file(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, GOOD))
     assert cfg.optim.lr == 3e-4 and cfg.optim.betas == (0.9, 0.95) and cfg.optim.schedule == "wsd"
-    assert cfg.parallel == "fsdp" and cfg.precision == "bf16" and cfg.activation_checkpointing
+    assert cfg.parallel.data == "fsdp" and cfg.precision == "bf16" and cfg.activation_checkpointing
     assert cfg.run_dir == str(tmp_path / "conf" / "runs" / "tiny")
     assert cfg.data.mixture == str(tmp_path / "conf" / "mix.yaml")
     m = model_config(cfg, vocab_size=1000)
@@ -49,7 +49,7 @@ def test_full_config_loads_with_paths_relative_to_the_file(tmp_path: Path) -> No
 def test_overrides_apply_and_paths_given_there_are_relative_to_cwd(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     cfg = load_config(write(tmp_path, GOOD), ["optim.lr=1e-3", "parallel=ddp", "model.n_kv_heads=null", "run_dir=out/r"])
-    assert cfg.optim.lr == 1e-3 and cfg.parallel == "ddp" and cfg.model.n_kv_heads is None
+    assert cfg.optim.lr == 1e-3 and cfg.parallel.data == "ddp" and cfg.model.n_kv_heads is None
     assert cfg.run_dir == str(tmp_path / "out" / "r")
 
 
@@ -58,7 +58,7 @@ def test_overrides_apply_and_paths_given_there_are_relative_to_cwd(tmp_path: Pat
     [
         ("model.d_modle=64", "model.d_modle: unknown key"),
         ("optim.schedule=linear", "optim.schedule: must be one of cosine, wsd"),
-        ("parallel=tp", "parallel: must be one of"),
+        ("parallel=tp", "parallel.data: must be one of"),
         ("batch.micro_size=3", "batch.global_size: must be a multiple of batch.micro_size"),
         ("optim.betas=[0.9]", "optim.betas: expected a list of 2 values"),
         ("max_steps=ten", "max_steps: expected int"),

@@ -1,5 +1,7 @@
 """One process vs DDP(2), ZeRO-1(2), ZeRO-2(2) and FSDP2(2) on the same global batches: same losses and
-grad norms; accumulation, activation checkpointing, clipping on sharded parameters and bf16 too."""
+grad norms; accumulation, activation checkpointing, clipping on sharded parameters and bf16 too.
+Then the other splits: tensor parallel (2), pipeline parallel (2) under each schedule, and on 4
+processes FSDP x TP, FSDP x PP and HSDP, against the same one-process runs."""
 
 from __future__ import annotations
 
@@ -19,18 +21,31 @@ def spec(name: str, micro: int = 2, **config) -> dict:
     return {"name": name, "steps": STEPS, "global_size": 8, "micro_size": micro, "config": config}
 
 
+# Pipeline stages cannot share a tied embedding; 4 layers split into 2 x 2 stages for interleaved 1F1B.
+PIPE_MODEL = {"n_layers": 4, "tie_embeddings": False}
 SINGLE = [
     spec("accum_1x8", micro=8),
     spec("accum_4x2", micro=2),
     spec("ckpt", activation_checkpointing=True),
     spec("clipped", optim={"clip": 0.05}),
     spec("bf16", precision="bf16"),
+    spec("bf16_ckpt", precision="bf16", activation_checkpointing=True),
+    spec("pipe_model", model=PIPE_MODEL),
 ]
 PAIR = [spec(mode, parallel=mode) for mode in ("ddp", "zero1", "zero2", "fsdp")] + [
     spec("fsdp_clipped", parallel="fsdp", optim={"clip": 0.05}),
     spec("fsdp_ckpt", parallel="fsdp", activation_checkpointing=True),
     spec("ddp_bf16", parallel="ddp", precision="bf16"),
     spec("fsdp_bf16", parallel="fsdp", precision="bf16"),
+    spec("tp2", parallel={"tp": 2}),
+    spec("tp2_ckpt", parallel={"tp": 2}, activation_checkpointing=True),
+    spec("tp2_bf16_ckpt", parallel={"tp": 2}, precision="bf16", activation_checkpointing=True),
+    *(spec(f"pp2_{s}", parallel={"pp": 2, "pp_schedule": s}, model=PIPE_MODEL) for s in ("gpipe", "1f1b", "interleaved_1f1b")),
+]
+FOUR = [
+    spec("fsdp2_tp2", parallel={"data": "fsdp", "tp": 2}),
+    spec("fsdp2_pp2", parallel={"data": "fsdp", "pp": 2}, model=PIPE_MODEL),
+    spec("hsdp2x2", parallel={"data": "hsdp", "dp_replicate": 2}),
 ]
 
 
@@ -55,6 +70,11 @@ def single(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory) -> dict:
     return launch(tmp_path_factory.mktemp("pair"), PAIR, 2)
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory) -> dict:
+    return launch(tmp_path_factory.mktemp("four"), FOUR, 4)
 
 
 def assert_same(a: dict, b: dict, rel: float) -> None:
@@ -99,3 +119,40 @@ def test_bf16_runs_close_to_fp32(single: dict, pair: dict) -> None:
 def test_compiled_model_trains_like_eager(single: dict, tmp_path: Path) -> None:
     compiled = launch(tmp_path, [spec("compiled", compile=True)], 1)["compiled"]
     assert_same(compiled, single["accum_4x2"], rel=1e-4)
+
+
+@pytest.mark.distributed
+def test_fsdp_divides_gradients_on_every_fsdp_module(pair: dict) -> None:
+    # Each block is its own FSDP module; a factor set on the root alone does not reach them.
+    factors = pair["fsdp"]["divide_factors"]
+    assert len(factors) == 3 and factors == [2.0] * 3  # two blocks and the root
+
+
+@pytest.mark.distributed
+def test_tensor_parallel_matches_one_process(single: dict, pair: dict) -> None:
+    assert_same(pair["tp2"], single["accum_4x2"], rel=1e-5)
+    assert_same(pair["tp2_ckpt"], single["accum_4x2"], rel=1e-5)
+
+
+@pytest.mark.distributed
+def test_tensor_parallel_bf16_with_checkpointing_matches_one_process_bf16(single: dict, pair: dict) -> None:
+    # bf16 keeps 8 bits of mantissa: the row-wise splits sum partial products in another order than one
+    # process does, so the two agree to bf16's rounding (measured ~5e-5), not to fp32's.
+    assert_same(pair["tp2_bf16_ckpt"], single["bf16_ckpt"], rel=1e-3)
+    assert pair["tp2_bf16_ckpt"]["loss"] != pytest.approx(single["accum_4x2"]["loss"], rel=1e-6)  # bf16 was used
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "interleaved_1f1b"])
+def test_pipeline_schedules_match_one_process(single: dict, pair: dict, schedule: str) -> None:
+    assert_same(pair[f"pp2_{schedule}"], single["pipe_model"], rel=1e-5)
+    assert single["pipe_model"]["loss"][0] != single["pipe_model"]["loss"][2]
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_four_processes_fsdp_with_tp_pp_and_hsdp_match_one_process(single: dict, four: dict) -> None:
+    assert_same(four["fsdp2_tp2"], single["accum_4x2"], rel=1e-5)
+    assert_same(four["fsdp2_pp2"], single["pipe_model"], rel=1e-5)
+    assert_same(four["hsdp2x2"], single["accum_4x2"], rel=1e-5)
+    assert four["hsdp2x2"]["divide_factors"] == [4.0] * 3  # averaged over all 4 data-parallel processes

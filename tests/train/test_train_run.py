@@ -50,7 +50,7 @@ def test_missing_mixture_and_bad_world_split_are_user_errors(kit, tmp_path: Path
     assert "absent.yaml" in capsys.readouterr().err
     config = kit.config(tmp_path / "odd", batch={"global_size": 6, "micro_size": 2})
     proc = kit.ptk(config, nproc=2)
-    assert proc.returncode != 0 and "batch.global_size: 6 is not a multiple of batch.micro_size x processes (2 x 2)" in proc.stderr
+    assert proc.returncode != 0 and "batch.global_size: 6 is not a multiple of batch.micro_size x data-parallel groups (2 x 2)" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

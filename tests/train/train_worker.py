@@ -3,9 +3,10 @@
     python -m torch.distributed.run --standalone --nproc_per_node 2 tests/train/train_worker.py OUT.json SPEC.json
 
 SPEC is a JSON list of runs, each `{"name", "steps", "global_size", "micro_size", "config": {...}}`
-(config: TrainConfig overrides). Rank 0 writes `{name: {"loss": [...], "grad_norm": [...]}}`.
-Global batch k is the same random tokens whatever the world size; process r trains on rows
-[r*G/w, (r+1)*G/w) in micro-batches of `micro_size`.
+(config: TrainConfig overrides). Rank 0 writes `{name: {"loss": [...], "grad_norm": [...],
+"divide_factors": [...]}}` (the gradient divide factor of every FSDP module). Global batch k is the
+same random tokens whatever the world size; data-parallel group g of d trains on rows
+[g*G/d, (g+1)*G/d) in micro-batches of `micro_size` (every process of the group on the same rows).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 import torch
+from torch.distributed.fsdp import FSDPModule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -36,9 +38,10 @@ def global_batch(k: int, size: int) -> torch.Tensor:
     return torch.randint(0, VOCAB, (size, SEQ + 1), generator=g)
 
 
-def micro_batches(k: int, global_size: int, micro_size: int, env: DistEnv) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    rows = global_size // env.world_size
-    mine = global_batch(k, global_size)[env.rank * rows : (env.rank + 1) * rows]
+def micro_batches(k: int, global_size: int, micro_size: int, trainer: Trainer) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    rows = global_size // trainer.mesh.dp_size
+    group = trainer.mesh.dp_rank
+    mine = global_batch(k, global_size)[group * rows : (group + 1) * rows]
     return [(m[:, :-1], m[:, 1:]) for m in mine.split(micro_size)]
 
 
@@ -55,10 +58,12 @@ def run(spec: dict, env: DistEnv) -> dict:
     trainer = Trainer(cfg, model_config(cfg, VOCAB), env)
     losses, norms = [], []
     for k in range(spec["steps"]):
-        r = trainer.train_step(micro_batches(k, spec["global_size"], spec["micro_size"], env))
+        r = trainer.train_step(micro_batches(k, spec["global_size"], spec["micro_size"], trainer))
         losses.append(r.loss)
         norms.append(r.grad_norm)
-    return {"loss": losses, "grad_norm": norms}
+    factors = [g.gradient_divide_factor for m in trainer.model.modules() if isinstance(m, FSDPModule)
+               for g in m._get_fsdp_state()._fsdp_param_groups]  # fmt: skip
+    return {"loss": losses, "grad_norm": norms, "divide_factors": factors}
 
 
 def main(out: str, spec_path: str) -> None:

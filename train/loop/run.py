@@ -35,16 +35,16 @@ CONFIG_FILE = "config.yaml"
 def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: BatchTransform | None = None) -> int:
     env = init_distributed(cfg.device)
     try:
-        check_batch_split(cfg, where, env.world_size)
         check_run_dir(cfg.run_dir, where)
         mix = load_verified_mixture(cfg, env.is_main).with_replays(loader_state_of)
         sampler = MixtureSampler(mix, seq_len=cfg.data.seq_len, global_batch_size=cfg.batch.global_size)
         limit = sampler.limit_batch()
         if limit is not None and limit < cfg.max_steps:
             sampler.check_batch(limit)  # raises, naming the source that runs out before max_steps
-        loader = TrainLoader(sampler, rank=env.rank, world_size=env.world_size, micro_size=cfg.batch.micro_size,
-                             num_workers=0, pin_memory=env.device.type == "cuda")  # fmt: skip
-        trainer = Trainer(cfg, model_config(cfg, mix.vocab_size, where), env)
+        trainer = Trainer(cfg, model_config(cfg, mix.vocab_size, where), env, where)
+        # Every process of a data-parallel group (tensor-parallel peers, pipeline stages) reads its rows.
+        loader = TrainLoader(sampler, rank=trainer.mesh.dp_rank, world_size=trainer.mesh.dp_size,
+                             micro_size=cfg.batch.micro_size, num_workers=0, pin_memory=env.device.type == "cuda")
         loop = TrainingLoop(cfg, trainer, loader, mix, env, validation_rows(cfg, sampler), transform)
         if (loop.resume() if resume else loop.start_over()) is None and cfg.init_from is not None:
             initialize_from(cfg, trainer, mix.tokenizer_sha256, where, env.is_main)
@@ -77,14 +77,6 @@ def load_verified_mixture(cfg: TrainConfig, is_main: bool) -> Mixture:
     if verdict[0] or problem:
         raise UserError(verdict[0] or problem)
     return mix
-
-
-def check_batch_split(cfg: TrainConfig, where: str, world_size: int) -> None:
-    if cfg.batch.global_size % (cfg.batch.micro_size * world_size):
-        raise UserError(
-            f"{where}: batch.global_size: {cfg.batch.global_size} is not a multiple of batch.micro_size x processes "
-            f"({cfg.batch.micro_size} x {world_size})"
-        )
 
 
 def validation_rows(cfg: TrainConfig, sampler: MixtureSampler) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:

@@ -10,10 +10,18 @@ sync on the last one only, see `parallelize`); clipping to the global grad norm;
 sum of token cross-entropies divided by the number of target tokens in the whole global batch (all
 processes, all micro-batches), so accumulation and world size do not change it. Initial weights
 depend only on `seed`, so every process (and every world size) starts from the same model.
+
+Layouts (`cfg.parallel`, see `train/parallel/`): every process of a data-parallel group gets that
+group's micro-batches; the token count and the loss are summed over one process per group
+(`mesh.counts_batch`). Under pipeline parallelism the micro-batches are concatenated and the schedule
+runs them as pipeline micro-batches (`parallel.pp_microbatches`, by default as many as accumulation
+micro-batches), the loss being computed on the last stage; `trainer.model` is then this process's
+stages as one module with the plain model's parameter names.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -28,6 +36,8 @@ from train.model.materialize import init_weights
 from train.model.resolve import model_config  # noqa: F401 - where callers have always found it
 from train.loop.optim import Schedule, lr_at, set_lr
 from train.parallel.data_parallel import autocast_context, build_optimizer, clip_grad_norm, gradient_sync, parallelize
+from train.parallel.mesh import ParallelMesh, check_layout
+from train.parallel.pipeline import Pipeline, rank_stages, split_stages
 
 IGNORE_INDEX = -100  # target value that counts neither in the loss nor in the token count
 
@@ -44,22 +54,32 @@ class StepResult:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, model_cfg: ModelConfig, env: DistEnv) -> None:
+    def __init__(self, cfg: TrainConfig, model_cfg: ModelConfig, env: DistEnv, where: str = "config") -> None:
         self.cfg, self.model_cfg, self.env = cfg, model_cfg, env
         self.bf16 = cfg.precision == "bf16"
+        p = cfg.parallel
+        layout, self.microbatches = check_layout(cfg, model_cfg, env.world_size, where)
+        self.mesh = ParallelMesh(layout, p.data, env.device.type)
         torch.manual_seed(cfg.seed)
         with torch.device("meta"):  # materialized already sharded, then initialized shard by shard
             model = Transformer(model_cfg)
-        self.model = parallelize(
-            model, cfg.parallel, env.world_size, env.device, bf16=self.bf16,
-            activation_checkpointing=cfg.activation_checkpointing, compile=cfg.compile,
-        )
+        split = dict(bf16=self.bf16, activation_checkpointing=cfg.activation_checkpointing, compile=cfg.compile)
+        self.pipeline: Pipeline | None = None
+        if p.pp > 1:
+            num_stages, ids = p.pp * p.stages, rank_stages(self.mesh.pp_rank, p.pp, p.stages)
+            stages = [parallelize(s, p, self.mesh, env.device, **split) for s in split_stages(model, num_stages, ids)]
+            self.pipeline = Pipeline(stages, ids, num_stages, self.mesh, env.device, p.pp_schedule, self.microbatches,
+                                     self._pipeline_loss)  # fmt: skip
+            self.model = self.pipeline.local
+        else:
+            self.model = parallelize(model, p, self.mesh, env.device, **split)
         init_weights(self.model, model_cfg, cfg.seed)
         o = cfg.optim
-        self.optimizer = build_optimizer(self.model, cfg.parallel, o.lr, o.weight_decay, o.betas, o.eps)
+        self.optimizer = build_optimizer(self.model, p.data, o.lr, o.weight_decay, o.betas, o.eps)
         self.schedule = Schedule(o.lr, o.min_lr, o.warmup_steps, cfg.max_steps, o.schedule, o.decay_fraction)
         self.step = 0  # steps taken (an update a spike check vetoed still counts)
         self.tokens = 0  # target tokens trained on so far
+        self._loss_scale = 1.0  # what the pipeline's loss function multiplies each micro-batch's sum by
 
     def _all_reduce(self, values: list[float]) -> list[float]:
         t = torch.tensor(values, dtype=torch.float64, device=self.env.device)
@@ -70,8 +90,22 @@ class Trainer:
     def _loss_sum(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         with autocast_context(self.model, self.env.device, self.bf16):
             logits = self.model(inputs.to(self.env.device, non_blocking=True))
-        targets = targets.to(self.env.device, non_blocking=True)
+        return self._cross_entropy_sum(logits, targets.to(self.env.device, non_blocking=True))
+
+    @staticmethod
+    def _cross_entropy_sum(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="sum", ignore_index=IGNORE_INDEX)
+
+    def _pipeline_loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return self._cross_entropy_sum(logits, targets) * self._loss_scale
+
+    def _run_pipeline(self, inputs: torch.Tensor, targets: torch.Tensor, scale: float) -> float:
+        """Sum of the token losses of these rows (on the last stage; 0 elsewhere); backward unless `scale` is 0."""
+        self._loss_scale = scale or 1.0
+        x, y = inputs.to(self.env.device), targets.to(self.env.device)
+        with autocast_context(self.model, self.env.device, self.bf16):
+            losses = (self.pipeline.step if scale else self.pipeline.eval)(x, y)
+        return math.fsum(float(v) for v in losses) / self._loss_scale
 
     def train_step(self, micro_batches: Sequence[Batch], accept: Callable[[float, float], bool] | None = None) -> StepResult:
         """One update from this process's micro-batches of the next global batch.
@@ -82,20 +116,26 @@ class Trainer:
         lr = lr_at(self.step + 1, self.schedule)
         set_lr(self.optimizer, lr)
         self.model.train()
-        local_tokens = sum(int((t != IGNORE_INDEX).sum()) for _, t in micro_batches)
+        counts = self.mesh.counts_batch
+        local_tokens = sum(int((t != IGNORE_INDEX).sum()) for _, t in micro_batches) if counts else 0
         (total_tokens,) = self._all_reduce([local_tokens])
-        # DDP and FSDP2 average gradients over processes; multiplying by world size turns that average
-        # back into the sum over the global batch, divided once by its token count.
-        scale = self.env.world_size / max(total_tokens, 1.0)
-        loss_sum = torch.zeros((), dtype=torch.float64, device=self.env.device)
-        for i, (inputs, targets) in enumerate(micro_batches):
-            with gradient_sync(self.model, enabled=i == len(micro_batches) - 1):
-                ce = self._loss_sum(inputs, targets)
-                (ce * scale).backward()
-            loss_sum += ce.detach()
-        (global_loss,) = self._all_reduce([loss_sum.item()])
+        # DDP and FSDP2 average gradients over data-parallel groups; multiplying by their number turns
+        # that average back into the sum over the global batch, divided once by its token count.
+        scale = self.mesh.dp_size / max(total_tokens, 1.0)
+        if self.pipeline is not None:
+            inputs, targets = (torch.cat(t) for t in zip(*micro_batches))
+            loss_sum = torch.tensor(self._run_pipeline(inputs, targets, scale), dtype=torch.float64)
+        else:
+            loss_sum = torch.zeros((), dtype=torch.float64, device=self.env.device)
+            for i, (inputs, targets) in enumerate(micro_batches):
+                with gradient_sync(self.model, enabled=i == len(micro_batches) - 1):
+                    ce = self._loss_sum(inputs, targets)
+                    (ce * scale).backward()
+                loss_sum += ce.detach()
+        (global_loss,) = self._all_reduce([loss_sum.item() if counts else 0.0])
         loss = global_loss / max(total_tokens, 1.0)
-        grad_norm = clip_grad_norm(self.model, self.cfg.optim.clip).item()
+        pp_group = self.mesh.pp_group if self.pipeline is not None else None
+        grad_norm = clip_grad_norm(self.model, self.cfg.optim.clip, pp_group).item()
         applied = accept is None or accept(loss, grad_norm)
         if applied:
             self.optimizer.step()
@@ -106,22 +146,27 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate_rows(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:
-        """Mean per-token loss over all rows (every process passes the same rows; each computes a slice).
+        """Mean per-token loss over all rows (every process passes the same rows; each group computes a slice).
 
-        Every process runs the same number of forwards (FSDP2 needs that): a short slice is padded
-        with rows whose targets are all IGNORE_INDEX, which count for nothing.
+        Every process runs the same number of forwards (FSDP2 needs that; a pipeline runs whole steps
+        of the training shape): a short slice is padded with rows whose targets are all IGNORE_INDEX,
+        which count for nothing.
         """
         self.model.eval()
-        per_rank = -(-len(inputs) // self.env.world_size)
-        lo = min(self.env.rank * per_rank, len(inputs))
-        x, y = inputs[lo : lo + per_rank], targets[lo : lo + per_rank]
-        if len(x) < per_rank:
-            pad = per_rank - len(x)
+        dp, chunk = self.mesh.dp_size, self.cfg.batch.micro_size
+        if self.pipeline is not None:
+            chunk = self.cfg.batch.global_size // dp
+        per_group = -(-len(inputs) // (dp * chunk)) * chunk
+        lo = min(self.mesh.dp_rank * per_group, len(inputs))
+        x, y = inputs[lo : lo + per_group], targets[lo : lo + per_group]
+        if len(x) < per_group:
+            pad = per_group - len(x)
             x = torch.cat([x, inputs[:1].expand(pad, -1)])
             y = torch.cat([y, torch.full((pad, y.shape[1]), IGNORE_INDEX, dtype=y.dtype)])
         loss_sum, tokens = 0.0, 0
-        for xs, ys in zip(x.split(self.cfg.batch.micro_size), y.split(self.cfg.batch.micro_size)):
-            loss_sum += self._loss_sum(xs, ys).item()
+        for xs, ys in zip(x.split(chunk), y.split(chunk)):
+            loss_sum += self._run_pipeline(xs, ys, 0.0) if self.pipeline is not None else self._loss_sum(xs, ys).item()
             tokens += int((ys != IGNORE_INDEX).sum())
-        total_loss, total_tokens = self._all_reduce([loss_sum, tokens])
+        counts = self.mesh.counts_batch
+        total_loss, total_tokens = self._all_reduce([loss_sum if counts else 0.0, tokens if counts else 0])
         return total_loss / max(total_tokens, 1.0)

@@ -72,7 +72,7 @@ class TrainingLoop:
     ) -> None:  # fmt: skip
         self.cfg, self.trainer, self.loader, self.mix, self.env = cfg, trainer, loader, mix, env
         self.val_rows, self.transform = val_rows, transform
-        self.accum = cfg.batch.global_size // (cfg.batch.micro_size * env.world_size)
+        self.accum = cfg.batch.global_size // (cfg.batch.micro_size * trainer.mesh.dp_size)
         self.run_dir = Path(cfg.run_dir)
         self.ckpts = Checkpoints(self.run_dir / "checkpoints", cfg.checkpoint.keep)
         self.detector = SpikeDetector(cfg.spikes)

@@ -1,7 +1,6 @@
-"""How a plain model is spread over processes: DDP, ZeRO-1/2, FSDP2, activation checkpointing, compile.
+"""How a plain model is spread over processes: the order of the splits, and DDP, ZeRO-1/2, FSDP2/HSDP.
 
-    model = parallelize(Transformer(cfg), mode="fsdp", world_size=2, device=dev, bf16=True,
-                        activation_checkpointing=True)
+    model = parallelize(Transformer(cfg), cfg.parallel, mesh, device=dev, bf16=True, activation_checkpointing=True)
     opt = build_optimizer(model, mode, lr=..., weight_decay=..., betas=...)
     with gradient_sync(model, enabled=is_last_micro_batch):
         loss.backward()
@@ -12,7 +11,13 @@ Modes (the glossary's ZeRO stages as a setting):
 - `zero2`: FSDP2 `fully_shard` per block then the root with `reshard_after_forward=False`: gradients
   and optimizer state sharded, parameters kept gathered between forward and backward.
 - `fsdp`: the same with `reshard_after_forward=True` (ZeRO-3: parameters sharded too).
-FSDP2 bf16 is `MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`.
+- `hsdp`: FSDP over a 2-D mesh: replicated over `dp_replicate`, sharded within `dp_shard`.
+FSDP2 bf16 is `MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`. FSDP shards over the
+mesh's data-parallel dimensions only; under tensor parallelism its shards are 2-D DTensors.
+
+`parallelize` applies the splits in torchtitan's order: tensor parallel (`train/parallel/tensor.py`),
+activation checkpointing, compile, then the data-parallel mode, to a Transformer or to one pipeline
+stage module (`train/parallel/pipeline.py` cuts the model into stages first).
 
 Gradient accumulation: DDP modes skip the all-reduce on non-final micro-batches (`no_sync`). FSDP2
 modes reduce-scatter after every micro-batch, so gradients stay sharded during accumulation: that is
@@ -27,65 +32,73 @@ import sys
 from typing import ContextManager
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
+from train.config import ParallelConfig
 from train.loop.optim import param_groups
 from train.model.materialize import to_device
-
-FSDP_MODES = ("zero2", "fsdp")
+from train.parallel.mesh import FSDP_MODES, ParallelMesh
+from train.parallel.tensor import apply_tensor_parallel
 
 
 def apply_activation_checkpointing(model: nn.Module) -> None:
     """Recompute each block's activations in backward (non-reentrant); state-dict keys are unchanged."""
-    for i, block in enumerate(model.layers):
-        model.layers[i] = checkpoint_wrapper(block, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+    for name, block in list(model.layers.named_children()):
+        model.layers.register_module(name, checkpoint_wrapper(block, checkpoint_impl=CheckpointImpl.NO_REENTRANT))
 
 
 def apply_compile(model: nn.Module) -> None:
     """Compile block by block (in place, so parameter names stay), as FSDP2 wants it."""
-    for block in model.layers:
+    for block in model.layers.children():
         block.compile()
 
 
-def apply_fsdp(model: nn.Module, reshard_after_forward: bool, bf16: bool, world_size: int) -> None:
+def apply_fsdp(model: nn.Module, mesh: ParallelMesh, reshard_after_forward: bool, bf16: bool) -> None:
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if bf16 else None, reduce_dtype=torch.float32)
-    for block in model.layers:
-        fully_shard(block, mp_policy=mp, reshard_after_forward=reshard_after_forward)
-    fully_shard(model, mp_policy=mp, reshard_after_forward=reshard_after_forward)
-    # Averaging is requested explicitly: on gloo some torch versions summed (pytorch issue 162338).
-    model.set_gradient_divide_factor(float(world_size))
+    for block in model.layers.children():
+        fully_shard(block, mesh=mesh.dp_mesh, mp_policy=mp, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=mesh.dp_mesh, mp_policy=mp, reshard_after_forward=reshard_after_forward)
+    # Averaging over every data-parallel group is requested explicitly, on every FSDP module (the
+    # setting is not inherited): on gloo some torch versions summed (pytorch issue 162338). Sum
+    # reductions then a division, because under HSDP the factor differs from the reduce-scatter
+    # group's size and torch would pick PREMUL_SUM, which gloo lacks.
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.set_gradient_divide_factor(float(mesh.dp_size))
+            module.set_force_sum_reduction_for_comms(True)
 
 
 def parallelize(
     model: nn.Module,
-    mode: str,
-    world_size: int,
+    parallel: ParallelConfig,
+    mesh: ParallelMesh,
     device: torch.device,
     bf16: bool = False,
     activation_checkpointing: bool = False,
     compile: bool = False,
 ) -> nn.Module:
-    """Move `model` to `device` and apply, in order: checkpointing, compile, then the data-parallel mode.
+    """Move `model` to `device` and apply, in order: tensor parallel, checkpointing, compile, the data-parallel mode.
 
-    A model built on the meta device is sharded there and only then given (uninitialized) storage, so
-    FSDP2 allocates each process's shards alone; the caller initializes or loads it (materialize.py).
+    A model built on the meta device is split there and only then given (uninitialized) storage, so
+    each process allocates its own shards alone; the caller initializes or loads it (materialize.py).
     """
-    meta = any(p.is_meta for p in model.parameters())
-    if not meta or mode not in FSDP_MODES:
+    if not any(p.is_meta for p in model.parameters()):
         to_device(model, device)
+    if mesh.layout.tp > 1:
+        apply_tensor_parallel(model, mesh.tp_mesh)
     if activation_checkpointing:
         apply_activation_checkpointing(model)
     if compile:
         apply_compile(model)
-    if mode in FSDP_MODES:
-        apply_fsdp(model, reshard_after_forward=mode == "fsdp", bf16=bf16, world_size=world_size)
-        to_device(model, device)
-        return model
-    if world_size > 1:
+    if parallel.data in FSDP_MODES:
+        apply_fsdp(model, mesh, reshard_after_forward=parallel.data != "zero2", bf16=bf16)
+    to_device(model, device)  # a meta model gets its storage only now: for this process's shards
+    if parallel.data not in FSDP_MODES and mesh.dp_size > 1:
         return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     return model
 
@@ -125,17 +138,25 @@ def gradient_sync(model: nn.Module, enabled: bool) -> ContextManager:
 
 def autocast_context(model: nn.Module, device: torch.device, bf16: bool) -> ContextManager:
     """bf16 autocast, except under FSDP2, whose mixed-precision policy already casts parameters."""
-    if bf16 and not isinstance(model, FSDPModule):
+    if bf16 and not any(isinstance(m, FSDPModule) for m in model.modules()):
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
-def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
-    """Global L2 norm of all gradients (full norm for FSDP2 shards); scale them to `max_norm` if > 0."""
+def clip_grad_norm(model: nn.Module, max_norm: float, pp_group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """Global L2 norm of all gradients; scale them to `max_norm` if > 0.
+
+    DTensor gradients (FSDP shards, tensor-parallel splits) give their full norm; with `pp_group` the
+    squares of every pipeline stage's norm are summed, so every process clips by the same norm.
+    """
     params = [p for p in model.parameters() if p.grad is not None]
     total = torch.nn.utils.get_total_norm([p.grad for p in params], 2.0, error_if_nonfinite=False)
     if isinstance(total, DTensor):
         total = total.full_tensor()
+    if pp_group is not None:
+        total = total**2
+        dist.all_reduce(total, group=pp_group)
+        total = total.sqrt()
     if max_norm > 0:
         torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
     return total

@@ -156,7 +156,7 @@ def run_plan(args: argparse.Namespace) -> int:
         dtype = dtype or cfg.precision
         # The project's trainer keeps fp32 weights and Adam moments, bf16 autocast or not.
         state_bytes = state_bytes or "fp32"
-        chosen, checkpointing = PARALLEL_STRATEGY[cfg.parallel], cfg.activation_checkpointing
+        chosen, checkpointing = PARALLEL_STRATEGY[cfg.parallel.data], cfg.activation_checkpointing
         if tokens is None and args.flops is None:
             tokens = float(cfg.max_steps * cfg.batch.global_size * cfg.data.seq_len)
     budget = resolve_budget(law, args.flops, params, tokens)

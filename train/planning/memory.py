@@ -28,7 +28,7 @@ from dataclasses import dataclass
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3")
 STRATEGY_LABELS = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3/FSDP"}
 # The training config's `parallel` values and the ZeRO stage each one is.
-PARALLEL_STRATEGY = {"ddp": "ddp", "zero1": "zero1", "zero2": "zero2", "fsdp": "zero3"}
+PARALLEL_STRATEGY = {"ddp": "ddp", "zero1": "zero1", "zero2": "zero2", "fsdp": "zero3", "hsdp": "zero3"}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,70 @@
+"""Tensor parallelism (Megatron-LM) with sequence parallelism, as DTensor plans over the plain model.
+
+    apply_tensor_parallel(model, mesh.tp_mesh)   # a Transformer, or one pipeline stage of it
+
+Per block: attention q/k/v and FFN gate/up (w1, w3) are split column-wise (each rank computes
+n_heads/tp heads and ffn_hidden/tp hidden units), attention output and FFN down (w2) row-wise, so a
+block costs one reduce-scatter after each half. Between those the residual stream and the RMSNorms
+are split along the sequence (sequence parallelism): each rank normalizes seq_len/tp positions, and
+the input of attention and of the FFN is all-gathered back to full sequences. The embedding is split
+row-wise (over the vocabulary) and hands on sequence shards; the output head is split column-wise
+and its logits are gathered, so the loss is computed from full logits on every tensor-parallel rank
+(the same value on each). With tied embeddings both sides split the same table over the vocabulary,
+and the tie is restored after the split. Grouped-query attention splits the kv heads the same way
+(`check_model_split` insists that heads, kv heads and the FFN width divide by tp).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    PrepareModuleInput,
+    RowwiseParallel,
+    SequenceParallel,
+    parallelize_module,
+)
+
+
+def block_plan() -> dict:
+    return {
+        "attention_norm": SequenceParallel(),
+        # attention(x, cos, sin, cache): only x is split
+        "attention": PrepareModuleInput(input_layouts=(Shard(1), None, None, None),
+                                        desired_input_layouts=(Replicate(), None, None, None), use_local_output=True),
+        "attention.wq": ColwiseParallel(),
+        "attention.wk": ColwiseParallel(),
+        "attention.wv": ColwiseParallel(),
+        "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+        "ffn_norm": SequenceParallel(),
+        "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),),
+                                           use_local_output=True),  # fmt: skip
+        "feed_forward.w1": ColwiseParallel(),
+        "feed_forward.w3": ColwiseParallel(),
+        "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
+    }
+
+
+def apply_tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh) -> None:
+    """Split `model` (a Transformer or a pipeline stage: embedding, norm and output may be None) over `tp_mesh`."""
+    tp = tp_mesh.size()
+    embeddings, output = getattr(model, "tok_embeddings", None), getattr(model, "output", None)
+    outer = {}
+    if embeddings is not None:
+        outer["tok_embeddings"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
+    if getattr(model, "norm", None) is not None:
+        outer["norm"] = SequenceParallel()
+        outer["output"] = ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())
+    tied = embeddings is not None and output is not None and output.weight is embeddings.weight
+    parallelize_module(model, tp_mesh, outer)
+    if tied:  # each side wrapped the shared table in its own Parameter
+        model.output.weight = model.tok_embeddings.weight
+    if hasattr(model, "sequence_shards"):  # a pipeline stage: what it receives is sequence-sharded
+        model.sequence_shards = tp
+    for block in model.layers.children():
+        parallelize_module(block, tp_mesh, block_plan())
+        # The attention reshapes by its own head counts: each rank now holds 1/tp of them.
+        block.attention.n_heads //= tp
+        block.attention.kv_heads //= tp
