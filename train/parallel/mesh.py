@@ -28,6 +28,7 @@ from train.config import ParallelConfig, TrainConfig
 from train.model.llama import ModelConfig
 
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "tp")
+FSDP_MODES = ("zero2", "fsdp", "hsdp")  # the data modes built on FSDP2
 
 
 @dataclass(frozen=True)
@@ -106,15 +107,25 @@ def pipeline_microbatches(cfg: TrainConfig, layout: Layout, where: str) -> int:
 
 
 class ParallelMesh:
-    """The named DeviceMesh and this process's coordinates on it."""
+    """The named DeviceMesh and this process's coordinates on it.
+
+    Only the dimensions of size > 1 are built (and `dp_shard` whenever FSDP needs a mesh), as
+    torchtitan does: a mesh of one dimension over every process is the default process group
+    itself, while each extra dimension adds a process group per slice, each with its own threads.
+    """
 
     def __init__(self, layout: Layout, data: str, device_type: str) -> None:
         self.layout, self.data = layout, data
-        shape = (layout.pp, layout.dp_replicate, layout.dp_shard, layout.tp)
-        self.mesh: DeviceMesh = init_device_mesh(device_type, shape, mesh_dim_names=MESH_DIMS)
-        self.pp_rank = self.mesh.get_local_rank("pp")
-        self.tp_rank = self.mesh.get_local_rank("tp")
-        self.dp_rank = self.mesh.get_local_rank("dp_replicate") * layout.dp_shard + self.mesh.get_local_rank("dp_shard")
+        sizes = dict(zip(MESH_DIMS, (layout.pp, layout.dp_replicate, layout.dp_shard, layout.tp)))
+        self.dims = tuple(d for d in MESH_DIMS if sizes[d] > 1 or (d == "dp_shard" and data in FSDP_MODES))
+        self.dims = self.dims or ("dp_shard",)
+        self.mesh: DeviceMesh = init_device_mesh(device_type, tuple(sizes[d] for d in self.dims), mesh_dim_names=self.dims)
+        self.pp_rank = self._local_rank("pp")
+        self.tp_rank = self._local_rank("tp")
+        self.dp_rank = self._local_rank("dp_replicate") * layout.dp_shard + self._local_rank("dp_shard")
+
+    def _local_rank(self, dim: str) -> int:
+        return self.mesh.get_local_rank(dim) if dim in self.dims else 0
 
     @property
     def dp_size(self) -> int:
@@ -127,7 +138,7 @@ class ParallelMesh:
     @property
     def dp_mesh(self) -> DeviceMesh:
         """FSDP's mesh: 2-D (replicate, shard) under hsdp, else the shard dimension."""
-        return self.mesh["dp_replicate", "dp_shard"] if self.data == "hsdp" else self.mesh["dp_shard"]
+        return self.mesh["dp_replicate", "dp_shard"] if "dp_replicate" in self.dims else self.mesh["dp_shard"]
 
     @property
     def pp_group(self) -> dist.ProcessGroup:
