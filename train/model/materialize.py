@@ -2,7 +2,7 @@
 
     with torch.device("meta"):
         model = Transformer(cfg)                     # shapes only, no memory
-    model = parallelize(model, "fsdp", ...)          # FSDP2 shards on meta; to_empty allocates local shards
+    model = parallelize(model, cfg.parallel, mesh, device)  # split on meta; to_empty allocates local shards
     init_weights(model, cfg, seed)                   # each local shard gets its part of initial_value
     load_hf_weights(model, cfg, HFWeights("llama/")) # or: each process reads only its shards' bytes
 
