@@ -76,12 +76,12 @@ def main() -> None:
     write_s = interleaved({
         "bare": lambda: tokenizer.encode_batch(texts, add_special_tokens=False),
         "bare_fast": lambda: tokenizer.encode_batch_fast(texts, add_special_tokens=False),
-        "ours": lambda: tokenize_corpus([str(corpus)], work / "arrow", str(tok_path), TokenizeOptions(), args.workers, progress=False),
+        "ours": lambda: tokenize_corpus([str(corpus)], work / "arrow", str(tok_path), TokenizeOptions(), args.workers),
     }, args.repeat)
     bare_s, ours_s = write_s["bare"], write_s["ours"]
     manifest = ShardSet.open(work / "arrow").manifest
     tokens = manifest["totals"]["tokens"]
-    wds = tokenize_corpus([str(corpus)], work / "wds", str(tok_path), TokenizeOptions(format="webdataset"), args.workers, progress=False)
+    wds = tokenize_corpus([str(corpus)], work / "wds", str(tok_path), TokenizeOptions(format="webdataset"), args.workers)
 
     # (b) read
     ss = ShardSet.open(work / "arrow")

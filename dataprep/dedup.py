@@ -31,7 +31,6 @@ contains one of them is represented by it, and the new documents in it are remov
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
@@ -47,12 +46,14 @@ import zstandard
 
 from dataprep.clusters import connected_components
 from dataprep.dedup_index import DedupIndex, IndexPart, ScanJob, part_name, scan_part
-from dataprep.executor import JobRunner
+from dataprep.executors import JobRunner
+from dataprep.executors.local import LocalRunner
 from dataprep.minhash import band_hashes, jaccard, lsh_params
 from dataprep.readers import DEDUP_STATS_NAME, discover_inputs, nothing_usable, plan_read_tasks, reason_kind, refuse_inputs_inside
+from dataprep.workdir import open_work_dir
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
-from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_text_atomic, writing_into
+from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_concatenation_atomic, write_text_atomic, writing_into
 
 PARTITION_BYTES = 64 << 20
 BUCKET_CHUNK_DOCS = 1 << 16
@@ -79,11 +80,15 @@ class DedupOptions:
             raise UserError(f"--ngram must be in [1, 64], got {self.ngram}")
 
 
-def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: int = 1) -> dict:
+def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: int = 1, runner: JobRunner | None = None) -> dict:
     """Deduplicate `inputs` into `out_dir`; returns the stats written to `out_dir/stats.json`
-    (plus `seconds` and `input_bytes` for the summary)."""
-    with writing_into(out_dir), JobRunner(workers) as runner:  # the workers stop before temporaries are swept
-        return _dedup(inputs, Path(out_dir), options, runner)
+    (plus `seconds` and `input_bytes` for the summary). The jobs run on `runner` (an entered
+    `dataprep.executors` runner), else on `workers` local processes."""
+    with writing_into(out_dir):  # outside the local runner: its workers stop before temporaries are swept
+        if runner is not None:
+            return _dedup(inputs, Path(out_dir), options, runner)
+        with LocalRunner(workers) as local:
+            return _dedup(inputs, Path(out_dir), options, local)
 
 
 def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobRunner) -> dict:
@@ -92,6 +97,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     files = discover_inputs(inputs)
     refuse_inputs_inside(files, out_dir)
     output_directory(out_dir)
+    runner.check_paths([f.path for f in files] + ([options.against] if options.against else []), out_dir)
     old = _open_against(options)
     tasks = plan_read_tasks(files)
     bands, rows = lsh_params(options.threshold, options.num_perm) if options.near else (0, 0)
@@ -160,7 +166,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     kinds = np.concatenate([np.zeros(len(removed_exact), np.int8), np.ones(len(members), np.int8)])
     sims = np.concatenate([np.ones(len(removed_exact)), similarity])
     _write_duplicates(out_dir / "duplicates.jsonl", dup_keys, dup_of, kinds, sims, all_parts, offsets)
-    _concat_files([work / f"rejected-{i:05d}.jsonl" for i in range(len(tasks))], out_dir / "rejected.jsonl")
+    write_concatenation_atomic([work / f"rejected-{i:05d}.jsonl" for i in range(len(tasks))], out_dir / "rejected.jsonl")
 
     rejected = sum(s["rejected"] for s in scans)
     docs = sum(s["docs"] for s in scans)
@@ -181,6 +187,8 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         raise RuntimeError(f"dedup accounting does not add up: {stats}")
     write_text_atomic(index_dir / "meta.json", json.dumps(DedupIndex.meta(options.num_perm, options.ngram, [s["docs"] for s in scans]), indent=1) + "\n")
     _remove_stale_parts(out_dir, index_dir, len(tasks))
+    for d in (out_dir, index_dir):
+        remove_temporaries(d)  # of job attempts that died mid-write (a retried Ray task)
     write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
     shutil.rmtree(work)
     if docs == 0:
@@ -208,17 +216,14 @@ def _prepare_work_dir(work: Path, index_dir: Path, files, tasks, options: DedupO
         "options": asdict(options),
         "against": (str(old.directory.resolve()), [p.docs for p in old.parts]) if old else None,
     }
-    fingerprint = hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
-    marker = work / "plan.sha256"
-    if marker.is_file() and marker.read_text() == fingerprint:
-        return
-    shutil.rmtree(work, ignore_errors=True)
-    for p in index_dir.glob("part-*") if index_dir.is_dir() else []:
-        p.unlink()
-    (index_dir / "meta.json").unlink(missing_ok=True)
-    work.mkdir(parents=True)
+
+    def clear_index() -> None:
+        for p in index_dir.glob("part-*") if index_dir.is_dir() else []:
+            p.unlink()
+        (index_dir / "meta.json").unlink(missing_ok=True)
+
+    open_work_dir(work, plan, on_reset=clear_index)
     index_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(marker, fingerprint)
 
 
 def _refuse_repeated_ids(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, id_field: str) -> None:
@@ -446,13 +451,6 @@ def _write_duplicates(path: Path, keys: np.ndarray, dup_of: np.ndarray, kinds: n
 def _rejection_reasons(path: Path) -> Counter:
     with open(path, encoding="utf-8") as f:
         return Counter(reason_kind(json.loads(line)["reason"]) for line in f)
-
-
-def _concat_files(sources: list[Path], target: Path) -> None:
-    with atomic_write(target) as out:
-        for src in sources:
-            with open(src, "rb") as f:
-                shutil.copyfileobj(f, out)
 
 
 def _remove_stale_parts(out_dir: Path, index_dir: Path, n_tasks: int) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from dataprep.dedup import DedupOptions, run_dedup
+from dataprep.executors import EXECUTORS, JobRunner, open_runner
 from pretrainkit.quantities import count
 
 
@@ -40,8 +40,18 @@ def dedup_options_from_args(args: argparse.Namespace) -> DedupOptions:
     )
 
 
-def add_workers_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=count, default=os.cpu_count() or 1, help="worker processes, >= 1 (default: all cores); the output does not depend on it")
+def add_executor_options(p: argparse.ArgumentParser) -> None:
+    """Where the jobs run: --workers, --executor, --ray-address (the output depends on none of them)."""
+    p.add_argument("--workers", type=count, default=None,
+                   help="jobs at a time, >= 1 (default: all cores; with --executor ray, all CPUs of the cluster); the output does not depend on it")
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="local: worker processes on this machine (default); ray: one Ray task per job, on a Ray cluster")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="Ray cluster to run on, e.g. auto or HOST:6379 (default: $RAY_ADDRESS, else a local Ray instance for the run)")
+
+
+def runner_from_args(args: argparse.Namespace) -> JobRunner:
+    return open_runner(args.executor, args.workers, args.ray_address)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,12 +62,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_inputs_and_output(p, "output directory")
     add_dedup_options(p)
-    add_workers_option(p)
+    add_executor_options(p)
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), workers=args.workers)
+    with runner_from_args(args) as runner:
+        stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), runner=runner)
     print(format_summary(stats, args.output))
     return 0
 

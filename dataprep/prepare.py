@@ -3,8 +3,9 @@
     manifest = run_prepare(["corpus/"], Path("out"), "tokenizer.json", DedupOptions(), TokenizeOptions(), workers=4)
 
 The shard manifest's provenance names the raw inputs with their hashes and holds the dedup
-stats, so it describes the whole pipeline. Both stages are crash-safe on their own, so running
-the same command again after a kill completes the job with the same bytes.
+stats, so it describes the whole pipeline. Both stages run on one runner (the same worker
+processes, or the same Ray connection) and are crash-safe on their own, so running the same
+command again after a kill completes the job with the same bytes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from dataprep.dedup import DedupOptions, run_dedup
+from dataprep.executors import JobRunner
+from dataprep.executors.local import LocalRunner
 from dataprep.readers import DEDUP_KEPT_GLOB, discover_inputs
 from dataprep.tokenize import TokenizeOptions, input_hashes, tokenize_corpus
 from dataprep.tokenizer import load_tokenizer
@@ -27,20 +30,23 @@ def run_prepare(
     dedup: DedupOptions,
     tokenize: TokenizeOptions,
     workers: int = 1,
-    progress: bool = True,
+    runner: JobRunner | None = None,
 ) -> tuple[dict, dict]:
-    """Returns (dedup stats, shard manifest)."""
+    """Returns (dedup stats, shard manifest). The jobs run on `runner`, else on `workers` local processes."""
+    if runner is None:
+        with LocalRunner(workers) as local:
+            return run_prepare(inputs, out_dir, tokenizer_path, dedup, tokenize, runner=local)
     load_tokenizer(tokenizer_path, tokenize.eos_token)  # fail before the long dedup, not after it
     output_directory(out_dir)
-    raw_inputs = input_hashes(discover_inputs(inputs))
+    raw_inputs = input_hashes(discover_inputs(inputs), runner)
     dedup_dir, shard_dir = out_dir / "dedup", out_dir / "shards"
-    stats = run_dedup(inputs, dedup_dir, dedup, workers)
+    stats = run_dedup(inputs, dedup_dir, dedup, runner=runner)
     reproducible_stats = json.loads((dedup_dir / "stats.json").read_text(encoding="utf-8"))
     kept = sorted(str(p) for p in dedup_dir.glob(DEDUP_KEPT_GLOB))
     # Kept records keep their original fields, ids included; read them with the same field names.
     tokenize = replace(tokenize, text_field=dedup.text_field, id_field=dedup.id_field)
     manifest = tokenize_corpus(
-        kept, shard_dir, tokenizer_path, tokenize, workers, progress=progress,
+        kept, shard_dir, tokenizer_path, tokenize, runner=runner,
         provenance={"inputs": raw_inputs, "dedup": reproducible_stats},
     )
     return stats, manifest

@@ -1,37 +1,52 @@
-"""Tokenize raw corpora into a shard set: read in input order, encode in parallel, write in order.
+"""Tokenize raw corpora into a shard set, in two stages of independent jobs that resume after a kill.
 
     options = TokenizeOptions(format="arrow", shard_tokens=32 << 20)
     manifest = tokenize_corpus(["corpus/"], Path("shards"), "tokenizer.json", options, workers=4)
+    manifest = tokenize_corpus([...], ..., runner=runner)     # any `dataprep.executors` runner (Ray)
 
     ss = write_text_shards(["first doc", "second doc"], out_dir, "tokenizer.json")   # tests: one call
 
-The main process reads records in input order and sends batches of texts to an encoding thread
-(`--workers 1`) or to `workers` processes (`Tokenizer.encode_batch_fast`); results come back in
-submission order and one `ShardWriter` writes them, so shards and manifest are byte-identical
-for any worker count. Every input record is either in the shards or a row of
-`OUT/rejected.jsonl`; the manifest's `provenance.records` adds up. Killed at any moment, the
-same command run again produces the same bytes.
+1. encode  (per ~4 MB of input, in input order)  read the records, encode their texts, write
+           `OUT/.work/encoded-NNNNN.*`: tokens, token count per document, ids, rejected rows;
+           then `.json` (its counts), which marks the job finished.
+2. shards  (per shard)  the token counts give every batch and shard boundary (`ShardPlan`);
+           each job writes one shard from the encoded files, then `OUT/.work/shard-NNNNN.json`,
+           its manifest entry, which marks the shard finished.
+Then `OUT/rejected.jsonl` (the jobs' rows, in input order) and, last, `OUT/manifest.json`.
+
+Boundaries depend only on the documents, so shards and manifest are byte-identical for any
+executor and worker count. Every input record is either in the shards or a row of
+`rejected.jsonl`; the manifest's `provenance.records` adds up. Killed at any moment, the same
+command run again keeps the finished encode jobs and shards (while inputs, options and tokenizer
+are unchanged), redoes the rest and writes the same bytes. Memory per job: one batch of
+`ENCODE_CHARS` characters and its tokens (encode); the ids of one shard's documents and one
+record batch of tokens (shards).
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import functools
 import itertools
 import json
-import multiprocessing
 import os
-from collections import Counter, deque
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+import shutil
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 from tokenizers import Tokenizer
-from pretrainkit.progress import progress_bar
 
+from dataprep.dedup_index import id_line
+from dataprep.executors import JobRunner
+from dataprep.executors.local import LocalRunner
 from dataprep.readers import (
     Document,
     InputFile,
+    ReadTask,
     Rejected,
     discover_inputs,
     nothing_usable,
@@ -40,16 +55,28 @@ from dataprep.readers import (
     reason_kind,
     refuse_inputs_inside,
 )
-from dataprep.tokenizer import LoadedTokenizer, load_tokenizer, read_tokenizer_file
+from dataprep.tokenizer import load_tokenizer
+from dataprep.workdir import open_work_dir
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
-from pretrainkit.files import atomic_write, output_directory, sha256_file, writing_into
+from pretrainkit.files import (
+    atomic_write,
+    output_directory,
+    remove_temporaries,
+    sha256_file,
+    write_concatenation_atomic,
+    write_text_atomic,
+    writing_into,
+)
 from shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS, FORMATS, token_dtype
-from shards.manifest import build_manifest, write_manifest
-from shards.writer import ShardWriter, write_shards
+from shards.manifest import ShardEntry, build_manifest, write_manifest
+from shards.writer import ShardPlan, prepare_output_dir, remove_stale_shards, write_shard, write_shards
 
 REJECTED_NAME = "rejected.jsonl"
-ENCODE_CHARS = 1 << 20  # text per encode job: large enough to amortize the hand-off to a worker
+WORK_NAME = ".work"
+ENCODE_CHARS = 1 << 20  # text per encode_batch call: large enough for the tokenizer's own threads
+ENCODE_JOB_BYTES = 4 << 20  # input per encode job
+HASH_JOB_BYTES = 64 << 20  # input per hashing job
 
 
 @dataclass(frozen=True)
@@ -79,51 +106,51 @@ def tokenize_corpus(
     options: TokenizeOptions,
     workers: int = 1,
     provenance: dict | None = None,
-    progress: bool = True,
+    runner: JobRunner | None = None,
 ) -> dict:
-    """Write `out_dir` (shards, rejected.jsonl, then manifest.json); return the manifest."""
+    """Write `out_dir` (shards, rejected.jsonl, then manifest.json); return the manifest. The jobs run
+    on `runner` (an entered runner), else on `workers` local processes. `provenance` is merged into
+    the manifest's; with an "inputs" entry, the inputs are not hashed again."""
     out_dir = Path(out_dir)
-    with writing_into(out_dir):
-        return _tokenize(inputs, out_dir, tokenizer_path, options, workers, provenance, progress)
+    with writing_into(out_dir):  # outside the local runner: its workers stop before temporaries are swept
+        if runner is not None:
+            return _tokenize(inputs, out_dir, tokenizer_path, options, provenance, runner)
+        with LocalRunner(workers) as local:
+            return _tokenize(inputs, out_dir, tokenizer_path, options, provenance, local)
 
 
-def _tokenize(inputs: list[str], out_dir: Path, tokenizer_path: str, options: TokenizeOptions, workers: int,
-              provenance: dict | None, progress: bool) -> dict:
+def _tokenize(inputs: list[str], out_dir: Path, tokenizer_path: str, options: TokenizeOptions,
+              provenance: dict | None, runner: JobRunner) -> dict:
     tok = load_tokenizer(tokenizer_path, options.eos_token)
     files = discover_inputs(inputs)
     refuse_inputs_inside(files, out_dir)
     output_directory(out_dir)
+    runner.check_paths([f.path for f in files] + [str(tok.path)], out_dir)
     dtype = token_dtype(tok.vocab_size)
-    inputs_meta = input_hashes(files)
-    writer = ShardWriter(out_dir, options.format, dtype, options.shard_tokens, options.batch_tokens)
-    docs = 0
-    reasons: Counter = Counter()
-    try:
-        with atomic_write(out_dir / REJECTED_NAME, "w", encoding="utf-8") as rej, progress_bar(
-            desc="tokenize", unit="doc", disable=not progress
-        ) as bar:
-            for items, lengths, flat in _encoded(files, options, tok, dtype, workers):
-                offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-                np.cumsum(lengths, out=offsets[1:])
-                k = 0
-                for item in items:
-                    if isinstance(item, Document):
-                        tokens = flat[offsets[k] : offsets[k + 1]]
-                        k += 1
-                        if len(tokens):
-                            writer.add(item.id, tokens)
-                            docs += 1
-                            continue
-                        item = Rejected(item.source, item.line, "text encodes to no tokens", item.id)
-                    rej.write(json.dumps(item.to_json(), ensure_ascii=False) + "\n")
-                    reasons[reason_kind(item.reason)] += 1
-                bar.update(len(items))
-        if docs == 0:  # a shard set of no tokens is no use to anyone: no manifest
-            raise nothing_usable(inputs, reasons, out_dir / REJECTED_NAME)
-        entries = writer.close()
-    except BaseException:
-        writer.abort()
-        raise
+    groups = _consecutive_groups(plan_read_tasks(files, ENCODE_JOB_BYTES), lambda t: t.nbytes, ENCODE_JOB_BYTES)
+    prepare_output_dir(out_dir)
+    work = out_dir / WORK_NAME
+    open_work_dir(work, {
+        "inputs": [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files],
+        "jobs": [[(t.file.path, t.start, t.end) for t in g] for g in groups],
+        "options": asdict(options),
+        "tokenizer": tok.sha256,
+        "version": __version__,
+    })
+    inputs_meta = (provenance or {}).get("inputs") or input_hashes(files, runner)
+
+    encode_jobs = [EncodeJob(i, tuple(g), str(work), str(tok.path), tok.sha256, options.eos_token, dtype.str,
+                             options.text_field, options.id_field) for i, g in enumerate(groups)]
+    encoded = runner.run(encode_part, encode_jobs, "tokenize", weights=[j.nbytes for j in encode_jobs], unit="B")
+    write_concatenation_atomic([work / f"{_encoded_name(i)}.rejected" for i in range(len(encode_jobs))], out_dir / REJECTED_NAME)
+    docs, reasons = sum(e["docs"] for e in encoded), sum((Counter(e["reasons"]) for e in encoded), Counter())
+    if docs == 0:  # a shard set of no tokens is no use to anyone: no manifest
+        raise nothing_usable(inputs, reasons, out_dir / REJECTED_NAME)
+    shard_jobs = _plan_shards(encoded, options, str(out_dir), str(work), dtype)
+    entries = runner.run(write_shard_part, shard_jobs, "write shards", weights=[j.tokens for j in shard_jobs], unit="tok")
+
+    remove_stale_shards(out_dir, entries)
+    remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
     rejected = sum(reasons.values())
     provenance = {
         "pretrainkit_version": __version__,
@@ -134,34 +161,104 @@ def _tokenize(inputs: list[str], out_dir: Path, tokenizer_path: str, options: To
     }
     manifest = build_manifest(options.format, dtype.name, tok.info, entries, provenance)
     write_manifest(out_dir, manifest)
+    shutil.rmtree(work)
     return manifest
 
 
-def input_hashes(files: list[InputFile]) -> list[dict]:
+def input_hashes(files: list[InputFile], runner: JobRunner) -> list[dict]:
     """Provenance of inputs: path relative to its input root, size and sha256 (no absolute paths)."""
-    return [{"path": f.rel, "bytes": f.size, "sha256": sha256_file(f.path)} for f in files]
+    groups = _consecutive_groups(files, lambda f: f.size, HASH_JOB_BYTES)
+    hashes = runner.run(_sha256_files, [tuple(f.path for f in g) for g in groups], "hash inputs",
+                        weights=[sum(f.size for f in g) for g in groups], unit="B")
+    return [{"path": f.rel, "bytes": f.size, "sha256": h} for f, h in zip(files, itertools.chain.from_iterable(hashes))]
 
 
-def _encoded(
-    files: list[InputFile], options: TokenizeOptions, tok: LoadedTokenizer, dtype: np.dtype, workers: int
-) -> Iterator[tuple[list, np.ndarray, np.ndarray]]:
-    """(records, token count per document, flat tokens) per batch of records, in input order."""
-    submitted: deque[list] = deque()
-
-    def texts_in_order() -> Iterator[list[str]]:
-        for items in _record_batches(files, options):
-            submitted.append(items)
-            yield [d.text for d in items if isinstance(d, Document)]
-
-    for lengths, flat in _encode_in_order(texts_in_order(), tok, dtype, workers):
-        yield submitted.popleft(), lengths, flat
+def _sha256_files(paths: tuple[str, ...]) -> list[str]:
+    return [sha256_file(p) for p in paths]
 
 
-def _record_batches(files: list[InputFile], options: TokenizeOptions) -> Iterator[list]:
+def _consecutive_groups(items: Sequence, size: Callable, target: int) -> list[list]:
+    """Consecutive items in groups of at least `target` bytes (the last may be smaller)."""
+    groups: list[list] = []
+    current: list = []
+    total = 0
+    for item in items:
+        current.append(item)
+        total += size(item)
+        if total >= target:
+            groups.append(current)
+            current, total = [], 0
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _encoded_name(index: int) -> str:
+    return f"encoded-{index:05d}"
+
+
+@dataclass(frozen=True)
+class EncodeJob:
+    index: int
+    tasks: tuple[ReadTask, ...]
+    work_dir: str
+    tokenizer_path: str
+    tokenizer_sha256: str
+    eos_token: str | None
+    dtype: str
+    text_field: str
+    id_field: str
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tasks)
+
+
+ENCODED_SUFFIXES = (".tokens", ".lengths", ".ids", ".rejected")
+
+
+def encode_part(job: EncodeJob) -> dict:
+    """Read and encode one job's records into its encoded files; returns its counts."""
+    base = Path(job.work_dir) / _encoded_name(job.index)
+    done = Path(f"{base}.json")
+    if done.exists():  # finished by an earlier, interrupted run
+        return json.loads(done.read_text())
+    encode = _encoder(job.tokenizer_path, job.tokenizer_sha256, job.eos_token, job.dtype)
+    docs = tokens = 0
+    reasons: Counter = Counter()
+    with contextlib.ExitStack() as stack:
+        # Not fsynced: a rerun rewrites any job whose .json (written last) is missing.
+        out = {s: stack.enter_context(atomic_write(f"{base}{s}", "wb", durable=False)) for s in ENCODED_SUFFIXES}
+        for items in _record_batches(job.tasks, job.text_field, job.id_field):
+            lengths, flat = encode([d.text for d in items if isinstance(d, Document)])
+            kept_ids: list[bytes] = []
+            rows: list[bytes] = []
+            k = 0
+            for item in items:
+                if isinstance(item, Document):
+                    k += 1
+                    if lengths[k - 1]:
+                        kept_ids.append(id_line(item.id))
+                        continue
+                    item = Rejected(item.source, item.line, "text encodes to no tokens", item.id)
+                rows.append((json.dumps(item.to_json(), ensure_ascii=False) + "\n").encode("utf-8"))
+                reasons[reason_kind(item.reason)] += 1
+            out[".tokens"].write(flat.tobytes())
+            out[".lengths"].write(lengths[lengths > 0].astype(np.uint32).tobytes())
+            out[".ids"].write(b"".join(kept_ids))
+            out[".rejected"].write(b"".join(rows))
+            docs, tokens = docs + len(kept_ids), tokens + len(flat)
+    meta = {"docs": docs, "tokens": tokens, "reasons": dict(sorted(reasons.items()))}
+    write_text_atomic(done, json.dumps(meta))
+    return meta
+
+
+def _record_batches(tasks: Iterable[ReadTask], text_field: str, id_field: str) -> Iterator[list]:
+    """Records in input order, in lists holding about ENCODE_CHARS characters of text."""
     items: list = []
     chars = 0
-    for task in plan_read_tasks(files):
-        for item in read_task(task, options.text_field, options.id_field):
+    for task in tasks:
+        for item in read_task(task, text_field, id_field):
             items.append(item)
             chars += len(item.text) if isinstance(item, Document) else 0
             if chars >= ENCODE_CHARS:
@@ -172,7 +269,7 @@ def _record_batches(files: list[InputFile], options: TokenizeOptions) -> Iterato
 
 
 class _Encoder:
-    """Texts in, (token count per text, all tokens back to back) out: compact to send between processes."""
+    """Texts in, (token count per text, all tokens back to back) out."""
 
     def __init__(self, tokenizer: Tokenizer, dtype: np.dtype):
         self.encode_batch = _fastest_encode_batch(tokenizer)
@@ -185,45 +282,96 @@ class _Encoder:
         return lengths, flat
 
 
+@functools.lru_cache(maxsize=4)
+def _encoder(path: str, sha256: str, eos_token: str | None, dtype: str) -> _Encoder:
+    """One tokenizer per worker process and tokenizer file (the sha256 keys out a changed file)."""
+    return _Encoder(load_tokenizer(path, eos_token).tokenizer, np.dtype(dtype))
+
+
 def _fastest_encode_batch(tokenizer: Tokenizer) -> Callable:
     """`encode_batch_fast` (tokenizers >= 0.20: same ids, no character offsets), else `encode_batch`."""
     return getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
 
 
-_WORKER_ENCODER: _Encoder | None = None
+@dataclass(frozen=True)
+class ShardJob:
+    index: int
+    pieces: tuple[tuple[int, int, int], ...]  # (encode job, first document, end document) in its files
+    tokens: int
+    out_dir: str
+    work_dir: str
+    fmt: str
+    dtype: str
+    batch_tokens: int
 
 
-def _init_worker(tokenizer_path: str, dtype: np.dtype) -> None:
-    global _WORKER_ENCODER
-    os.environ["RAYON_NUM_THREADS"] = "1"  # the parallelism comes from the processes
-    _WORKER_ENCODER = _Encoder(read_tokenizer_file(tokenizer_path), dtype)
+def _plan_shards(encoded: list[dict], options: TokenizeOptions, out_dir: str, work: str, dtype: np.dtype) -> list[ShardJob]:
+    """One job per shard, naming the pieces of the encode jobs' files its documents are in."""
+    plan = ShardPlan(options.shard_tokens, options.batch_tokens)
+    for i in range(len(encoded)):
+        plan.add(np.fromfile(Path(work) / f"{_encoded_name(i)}.lengths", dtype=np.uint32))
+    starts = np.concatenate(([0], np.cumsum([e["docs"] for e in encoded], dtype=np.int64))).tolist()
+    jobs = []
+    for k, ((first, end), tokens) in enumerate(zip(plan.finish(), plan.tokens)):
+        pieces = []
+        i = bisect.bisect_right(starts, first) - 1
+        while i < len(encoded) and starts[i] < end:
+            if starts[i + 1] > first:
+                pieces.append((i, max(first, starts[i]) - starts[i], min(end, starts[i + 1]) - starts[i]))
+            i += 1
+        jobs.append(ShardJob(k, tuple(pieces), tokens, out_dir, work, options.format, dtype.str, options.batch_tokens))
+    return jobs
 
 
-def _encode_in_worker(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    return _WORKER_ENCODER(texts)
+class _EncodedDocs:
+    """The documents of one shard, read from the encode jobs' files."""
+
+    def __init__(self, job: ShardJob):
+        self._job = job
+        dtype = np.dtype(job.dtype)
+        lengths, self._tokens = [], []
+        for i, first, end in job.pieces:
+            base = Path(job.work_dir) / _encoded_name(i)
+            part = np.fromfile(f"{base}.lengths", dtype=np.uint32)
+            start, stop = int(part[:first].sum(dtype=np.int64)), int(part[:end].sum(dtype=np.int64))
+            self._tokens.append(np.memmap(f"{base}.tokens", dtype=dtype, mode="r", offset=start * dtype.itemsize,
+                                          shape=(stop - start,)) if stop > start else np.empty(0, dtype))
+            lengths.append(part[first:end])
+        self.lengths = np.concatenate(lengths) if lengths else np.empty(0, np.uint32)
+        self._offsets = np.concatenate(([0], np.cumsum(self.lengths, dtype=np.int64)))
+
+    def ids(self) -> list[str]:
+        ids: list[str] = []
+        for i, first, end in self._job.pieces:
+            with open(Path(self._job.work_dir) / f"{_encoded_name(i)}.ids", "rb") as f:
+                ids += [json.loads(line) for line in itertools.islice(f, first, end)]
+        return ids
+
+    def tokens(self, a: int, b: int) -> np.ndarray:
+        """Tokens of documents [a, b) of the shard, back to back."""
+        lo, hi = int(self._offsets[a]), int(self._offsets[b])
+        out, pos = [], 0
+        for piece in self._tokens:
+            if hi > pos and lo < pos + len(piece):
+                out.append(piece[max(lo - pos, 0) : hi - pos])
+            pos += len(piece)
+        return np.concatenate(out) if out else np.empty(0, self._tokens[0].dtype if self._tokens else np.uint16)
 
 
-def _encode_in_order(jobs: Iterable[list[str]], tok: LoadedTokenizer, dtype: np.dtype, workers: int) -> Iterator:
-    """Encoded jobs in job order, at most 2 jobs per worker in flight.
-
-    workers=1: one encoding thread (the tokenizer releases the GIL and uses all cores itself), so
-    reading and writing in this thread overlap with encoding; workers>1: that many processes.
-    """
-    if workers <= 1:
-        executor: Executor = ThreadPoolExecutor(1)
-        encode: Callable = _Encoder(tok.tokenizer, dtype)
-    else:
-        ctx = multiprocessing.get_context("fork")
-        executor = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(tok.path, dtype))
-        encode = _encode_in_worker
-    with executor:
-        pending: deque[Future] = deque()
-        for job in jobs:
-            pending.append(executor.submit(encode, job))
-            if len(pending) >= 2 * max(workers, 1):
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+def write_shard_part(job: ShardJob) -> ShardEntry:
+    """Write one shard and its manifest entry (kept in the work directory until the manifest)."""
+    entry_path = Path(job.work_dir) / f"shard-{job.index:05d}.json"
+    if entry_path.exists():  # finished by an earlier, interrupted run
+        entry = ShardEntry(**json.loads(entry_path.read_text()))
+        shard = Path(job.out_dir) / entry.file
+        if shard.is_file() and shard.stat().st_size == entry.bytes:
+            return entry
+    docs = _EncodedDocs(job)
+    ids = docs.ids()
+    entry = write_shard(job.out_dir, job.index, job.fmt, np.dtype(job.dtype), job.batch_tokens, docs.lengths,
+                        lambda a, b: (ids[a:b], docs.tokens(a, b)))
+    write_text_atomic(entry_path, json.dumps(asdict(entry)))
+    return entry
 
 
 def write_text_shards(texts: Iterable[str], out_dir: str | Path, tokenizer_path: str | Path, **kwargs):

@@ -12,8 +12,9 @@ from dataprep.dedup_cli import (
     add_dedup_options,
     add_field_options,
     add_inputs_and_output,
-    add_workers_option,
+    add_executor_options,
     dedup_options_from_args,
+    runner_from_args,
     format_summary,
 )
 from dataprep.prepare import run_prepare
@@ -49,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_inputs_and_output(tokenize, "shard directory to write")
     add_tokenize_options(tokenize)
     add_field_options(tokenize)
-    add_workers_option(tokenize)
+    add_executor_options(tokenize)
     tokenize.set_defaults(func=run_tokenize)
 
     prepare = sub.add_parser(
@@ -61,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_inputs_and_output(prepare, "output directory (OUT/dedup/, OUT/shards/)")
     add_tokenize_options(prepare)
     add_dedup_options(prepare)
-    add_workers_option(prepare)
+    add_executor_options(prepare)
     prepare.set_defaults(func=run_prepare_command)
 
 
@@ -118,16 +119,18 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_tokenize(args: argparse.Namespace) -> int:
     out = Path(args.output)
-    manifest = tokenize_corpus(args.inputs, out, args.tokenizer, tokenize_options(args), args.workers)
+    with runner_from_args(args) as runner:
+        manifest = tokenize_corpus(args.inputs, out, args.tokenizer, tokenize_options(args), runner=runner)
     print_tokenize_summary(manifest, out)
     return 0
 
 
 def run_prepare_command(args: argparse.Namespace) -> int:
     out = Path(args.output)
-    stats, manifest = run_prepare(
-        args.inputs, out, args.tokenizer, dedup_options_from_args(args), tokenize_options(args), args.workers
-    )
+    with runner_from_args(args) as runner:
+        stats, manifest = run_prepare(
+            args.inputs, out, args.tokenizer, dedup_options_from_args(args), tokenize_options(args), runner=runner
+        )
     print(format_summary(stats, out / "dedup"))
     print_tokenize_summary(manifest, out / "shards")
     return 0

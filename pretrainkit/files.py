@@ -22,6 +22,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import shutil
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -133,3 +134,11 @@ def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
         while chunk := f.read(chunk_size):
             h.update(chunk)
     return h.hexdigest()
+
+
+def write_concatenation_atomic(sources: list[Path], target: str | os.PathLike) -> None:
+    """`target` holds the sources' bytes one after the other (per-job pieces joined in job order)."""
+    with atomic_write(target) as out:
+        for src in sources:
+            with open(src, "rb") as f:
+                shutil.copyfileobj(f, out)

@@ -1,23 +1,26 @@
-"""`ShardWriter`: cuts an ordered stream of tokenized documents into batches and shard files.
+"""Shard files from tokenized documents: where batches and shards end, and writing one shard.
 
-    writer = ShardWriter(out_dir, "arrow", np.uint16)
-    for doc_id, tokens in docs:
-        writer.add(doc_id, tokens)
-    entries = writer.close()          # then write the manifest (last) with `shards.manifest`
+    plan = ShardPlan(shard_tokens=32_000_000, batch_tokens=16384)
+    for lengths in length_chunks:             # token count of every document, in order, in pieces
+        plan.add(lengths)
+    for k, (first, end) in enumerate(plan.finish()):   # documents [first, end) make shard k
+        entries.append(write_shard(out_dir, k, "arrow", np.uint16, 16384, lengths_of_k, read_docs_of_k))
 
     ss = write_shards([[5, 6, 7], [8, 9]], out_dir, vocab_size=512, eos_id=0)   # tests: one call
 
-Batch and shard boundaries depend only on the documents and the two sizes, so the same stream
-gives the same bytes. Each shard is written under a temporary name and renamed when complete;
-opening a writer first deletes the directory's manifest, so an interrupted rewrite never leaves an
-old manifest describing new shards.
+A batch ends with the first document that brings it to `batch_tokens` tokens, a shard with the
+first batch that brings it to `shard_tokens`; the last batch and shard hold what is left. So the
+boundaries depend only on the documents' token counts and the two sizes: the same documents give
+the same bytes, and every shard can be written by its own job, in any order. Each shard is written
+under a temporary name and renamed when complete; `prepare_output_dir` deletes a directory's
+manifest before any shard is rewritten, so an interrupted rewrite never leaves an old manifest
+describing new shards.
 """
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -38,6 +41,9 @@ from shards.formats import (
 from shards.manifest import ShardEntry, TokenizerInfo, build_manifest, write_manifest
 from shards.webdataset_format import WebDatasetShardWriter
 
+# (first, end) -> the ids and the tokens, back to back, of those documents of a shard
+ReadDocs = Callable[[int, int], tuple[list[str], np.ndarray]]
+
 
 def prepare_output_dir(out_dir: Path) -> None:
     """Make `out_dir` and clear what an interrupted run may have left: its manifest and temporaries."""
@@ -46,82 +52,85 @@ def prepare_output_dir(out_dir: Path) -> None:
     remove_temporaries(out_dir)
 
 
-class ShardWriter:
-    def __init__(
-        self,
-        out_dir: str | Path,
-        fmt: str,
-        dtype: np.dtype,
-        shard_tokens: int = DEFAULT_SHARD_TOKENS,
-        batch_tokens: int = DEFAULT_BATCH_TOKENS,
-    ):
-        if fmt not in FORMATS:
-            raise UserError(f"unknown shard format {fmt!r} (expected {', '.join(FORMATS)})")
+def remove_stale_shards(out_dir: Path, entries: Sequence[ShardEntry]) -> None:
+    """Delete shard files of earlier runs that the entries do not name."""
+    written = {e.file for e in entries}
+    for p in out_dir.iterdir():
+        if SHARD_NAME_RE.match(p.name) and p.name not in written:
+            p.unlink()
+
+
+def batch_ends(lengths: np.ndarray, batch_tokens: int) -> list[int]:
+    """End (exclusive) of every batch that reaches `batch_tokens`, for documents starting a batch;
+    the documents after the last end are an unfinished batch."""
+    cum = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
+    ends: list[int] = []
+    start = 0
+    while start < len(lengths):
+        end = int(np.searchsorted(cum, cum[start] + batch_tokens, side="left"))
+        if end > len(lengths):
+            break
+        ends.append(end)
+        start = end
+    return ends
+
+
+class ShardPlan:
+    """The shard boundaries of a stream of documents, from their token counts fed in pieces
+    (memory: the unfinished batch, not the stream)."""
+
+    def __init__(self, shard_tokens: int = DEFAULT_SHARD_TOKENS, batch_tokens: int = DEFAULT_BATCH_TOKENS):
         if shard_tokens < 1 or batch_tokens < 1:
             raise UserError("shard and batch sizes must be at least 1 token")
-        self.out_dir = Path(out_dir)
-        prepare_output_dir(self.out_dir)
-        self.fmt, self.dtype = fmt, np.dtype(dtype)
         self.shard_tokens, self.batch_tokens = shard_tokens, batch_tokens
-        self.entries: list[ShardEntry] = []
-        self._ids: list[str] = []
-        self._tokens: list[np.ndarray] = []
-        self._batch_size = 0
-        self._file: contextlib.AbstractContextManager | None = None
-        self._format_writer: ArrowShardWriter | WebDatasetShardWriter | None = None
-        self._shard_docs = self._shard_size = 0
+        self.shards: list[tuple[int, int]] = []
+        self.tokens: list[int] = []  # per shard
+        self._docs = self._shard_start = self._shard_fill = 0
+        self._open = np.empty(0, np.int64)  # token counts of the unfinished batch
 
-    def add(self, doc_id: str, tokens: np.ndarray) -> None:
-        self._ids.append(doc_id)
-        self._tokens.append(tokens)
-        self._batch_size += len(tokens)
-        if self._batch_size >= self.batch_tokens:
-            self._flush_batch()
-            if self._shard_size >= self.shard_tokens:
-                self._finish_shard()
+    def add(self, lengths: np.ndarray) -> None:
+        run = np.concatenate([self._open, np.asarray(lengths, dtype=np.int64)])
+        first = self._docs - len(self._open)  # stream position of run[0]
+        cum = np.concatenate(([0], np.cumsum(run)))
+        start = 0
+        for end in batch_ends(run, self.batch_tokens):
+            self._shard_fill += int(cum[end] - cum[start])
+            if self._shard_fill >= self.shard_tokens:
+                self.shards.append((self._shard_start, first + end))
+                self.tokens.append(self._shard_fill)
+                self._shard_start, self._shard_fill = first + end, 0
+            start = end
+        self._open = run[start:]
+        self._docs += len(lengths)
 
-    def close(self) -> list[ShardEntry]:
-        """Write what is buffered, and delete shard files of earlier runs that this one did not write."""
-        self._flush_batch()
-        self._finish_shard()
-        written = {e.file for e in self.entries}
-        for p in self.out_dir.iterdir():
-            if SHARD_NAME_RE.match(p.name) and p.name not in written:
-                p.unlink()
-        return self.entries
+    def finish(self) -> list[tuple[int, int]]:
+        """(first document, end document) of every shard."""
+        if self._docs > self._shard_start:
+            self.shards.append((self._shard_start, self._docs))
+            self.tokens.append(self._shard_fill + int(self._open.sum()))
+            self._shard_start, self._shard_fill, self._open = self._docs, 0, np.empty(0, np.int64)
+        return self.shards
 
-    def abort(self) -> None:
-        if self._file is not None:
-            self._file.__exit__(RuntimeError, RuntimeError("aborted"), None)
-            self._file = None
 
-    def _flush_batch(self) -> None:
-        if not self._ids:
-            return
-        lengths = np.fromiter((len(t) for t in self._tokens), dtype=np.uint32, count=len(self._tokens))
-        tokens = np.concatenate(self._tokens).astype(self.dtype, copy=False)
-        if self._format_writer is None:
-            name = shard_file_name(len(self.entries), self.fmt)
-            self._file = atomic_write(self.out_dir / name, "wb")
-            sink = self._file.__enter__()
-            if self.fmt == "arrow":
-                self._format_writer = ArrowShardWriter(sink, self.dtype)
-            else:
-                self._format_writer = WebDatasetShardWriter(sink, len(self.entries))
-        self._format_writer.write(DocBatch(self._ids, lengths, tokens))
-        self._shard_docs += len(self._ids)
-        self._shard_size += len(tokens)
-        self._ids, self._tokens, self._batch_size = [], [], 0
-
-    def _finish_shard(self) -> None:
-        if self._format_writer is None:
-            return
-        self._format_writer.close()
-        self._file.__exit__(None, None, None)
-        path = self.out_dir / shard_file_name(len(self.entries), self.fmt)
-        self.entries.append(ShardEntry(path.name, self._shard_docs, self._shard_size, path.stat().st_size, sha256_file(path)))
-        self._format_writer = self._file = None
-        self._shard_docs = self._shard_size = 0
+def write_shard(out_dir: str | Path, index: int, fmt: str, dtype: np.dtype, batch_tokens: int,
+                lengths: np.ndarray, read_docs: ReadDocs) -> ShardEntry:
+    """Write shard `index` of a set: documents with these token counts, read one batch at a time."""
+    if fmt not in FORMATS:
+        raise UserError(f"unknown shard format {fmt!r} (expected {', '.join(FORMATS)})")
+    dtype = np.dtype(dtype)
+    path = Path(out_dir) / shard_file_name(index, fmt)
+    ends = batch_ends(lengths, batch_tokens)
+    if not ends or ends[-1] < len(lengths):
+        ends.append(len(lengths))
+    with atomic_write(path, "wb") as sink:
+        writer = ArrowShardWriter(sink, dtype) if fmt == "arrow" else WebDatasetShardWriter(sink, index)
+        start = 0
+        for end in ends:
+            ids, tokens = read_docs(start, end)
+            writer.write(DocBatch(ids, np.asarray(lengths[start:end], dtype=np.uint32), tokens.astype(dtype, copy=False)))
+            start = end
+        writer.close()
+    return ShardEntry(path.name, len(lengths), int(np.sum(lengths, dtype=np.int64)), path.stat().st_size, sha256_file(path))
 
 
 def write_shards(
@@ -138,21 +147,31 @@ def write_shards(
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     provenance: dict | None = None,
 ):
-    """Write token arrays as a complete shard set (shards + manifest) in one call; returns its ShardSet."""
+    """Write token arrays (held in memory) as a complete shard set (shards + manifest); returns its ShardSet."""
     from shards.reader import ShardSet
 
+    out_dir = Path(out_dir)
     dtype = token_dtype(vocab_size)
-    writer = ShardWriter(out_dir, fmt, dtype, shard_tokens, batch_tokens)
-    try:
-        for i, tokens in enumerate(docs):
-            tokens = np.asarray(tokens)
-            if len(tokens) and (tokens.min() < 0 or tokens.max() >= vocab_size):
-                raise ValueError(f"document {i}: token ids must lie in [0, {vocab_size})")
-            writer.add(ids[i] if ids is not None else str(i), tokens.astype(dtype))
-        entries = writer.close()
-    except BaseException:
-        writer.abort()
-        raise
+    arrays = []
+    for i, tokens in enumerate(docs):
+        tokens = np.asarray(tokens)
+        if len(tokens) and (tokens.min() < 0 or tokens.max() >= vocab_size):
+            raise ValueError(f"document {i}: token ids must lie in [0, {vocab_size})")
+        arrays.append(tokens.astype(dtype))
+    names = list(ids) if ids is not None else [str(i) for i in range(len(arrays))]
+    lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    flat = np.concatenate(arrays) if arrays else np.empty(0, dtype)
+    plan = ShardPlan(shard_tokens, batch_tokens)
+    plan.add(lengths)
+    prepare_output_dir(out_dir)
+    entries = []
+    for k, (first, end) in enumerate(plan.finish()):
+        def read_docs(a: int, b: int, first: int = first) -> tuple[list[str], np.ndarray]:
+            return names[first + a : first + b], flat[offsets[first + a] : offsets[first + b]]
+
+        entries.append(write_shard(out_dir, k, fmt, dtype, batch_tokens, lengths[first:end], read_docs))
+    remove_stale_shards(out_dir, entries)
     tokenizer = TokenizerInfo(tokenizer_sha256, vocab_size, eos_id, eos_token)
     provenance = {"pretrainkit_version": __version__, **(provenance or {})}
     write_manifest(out_dir, build_manifest(fmt, dtype.name, tokenizer, entries, provenance))

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     add_train_arguments(parser)
     args = parser.parse_args(argv)
     if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun: stop if torchrun is killed
-        from train.parallel.distributed import die_with_parent
+        from pretrainkit.processes import die_with_parent
 
         die_with_parent()
     try:

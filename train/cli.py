@@ -66,7 +66,7 @@ def launch(args: argparse.Namespace) -> int:
     """torchrun in a session of its own, so that Ctrl-C reaches ptk alone: ptk then stops torchrun with
     SIGTERM (it stops its workers) and says how far the run got, instead of every process printing
     its KeyboardInterrupt traceback and torchrun its warnings."""
-    from train.parallel.distributed import die_with_parent
+    from pretrainkit.processes import die_with_parent
 
     # torchrun dies with ptk, and its workers with it (train/__main__.py asks the same).
     proc = subprocess.Popen(torchrun_command(args), preexec_fn=die_with_parent, env=launch_env(args.nproc),

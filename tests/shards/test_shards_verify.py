@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from pretrainkit.errors import UserError
-from shards import ShardSet, ShardWriter, write_shards
+from shards import ShardSet, write_shards
 from shards.verify import verify_shards
+from shards.writer import prepare_output_dir, write_shard
 
 
 @pytest.fixture()
@@ -64,10 +65,19 @@ def test_open_refuses_missing_or_invalid_manifest(shard_dir):
 
 def test_interrupted_write_leaves_nothing_a_reader_accepts(shard_dir, wikitext_docs):
     """A failed rewrite removes the old manifest first and leaves no complete-looking shard."""
-    writer = ShardWriter(shard_dir, "arrow", np.uint16, shard_tokens=100_000)
-    for i, d in enumerate(wikitext_docs[:300]):
-        writer.add(str(i), d)
-    writer.abort()
+    docs = [np.asarray(d, dtype=np.uint16) for d in wikitext_docs[:300]]
+    lengths = np.array([len(d) for d in docs])
+    flat = np.concatenate(docs)
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+
+    def read_docs(a, b):  # the writing process dies after its first batches
+        if a > 100:
+            raise KeyboardInterrupt
+        return [str(i) for i in range(a, b)], flat[offsets[a] : offsets[b]]
+
+    prepare_output_dir(shard_dir)
+    with pytest.raises(KeyboardInterrupt):
+        write_shard(shard_dir, 0, "arrow", np.uint16, 2048, lengths, read_docs)
     assert not (shard_dir / "manifest.json").exists()
     assert not [p for p in shard_dir.iterdir() if ".tmp-" in p.name]
     with pytest.raises(UserError, match="missing"):

@@ -11,19 +11,13 @@ runs the same way with one process or many. CUDA uses NCCL, CPU uses gloo.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
-import sys
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
 from pretrainkit.errors import UserError
-
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
 
 @dataclass(frozen=True)
 class DistEnv:
@@ -57,21 +51,6 @@ def init_distributed(device_preference: str = "auto") -> DistEnv:
         else:
             dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
     return DistEnv(dist.get_rank(), dist.get_world_size(), local_rank, device)
-
-
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere).
-
-    A launcher killed with SIGKILL cannot stop its children; without this, `timeout -s KILL ptk train
-    --nproc 2` would leave torchrun's workers training on, beside the run that resumes the same run dir.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    parent = os.getppid()
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(1)
 
 
 def shutdown() -> None:

@@ -1,0 +1,68 @@
+"""The local executor: a stage's jobs on worker processes of this machine.
+
+    with LocalRunner(workers=4) as runner:
+        scans = runner.run(scan_part, jobs, "scan", weights=[job.nbytes for job in jobs], unit="B")
+        ...  # later stages reuse the same processes
+
+With more than one worker, the processes are forked once, when the runner is entered (before
+any job has started thread pools or grown the parent), and serve every stage. They die with the
+runner's process, even when it is killed with SIGKILL. With one worker, or a stage of one job,
+jobs run in this process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import multiprocessing.pool
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from dataprep.executors import J, R, largest_first, limit_threads, stage_progress
+from pretrainkit.processes import die_with_parent
+
+
+def _call(payload: tuple[Callable, int, object]) -> tuple[int, object]:
+    fn, index, job = payload
+    return index, fn(job)
+
+
+def _start_worker() -> None:
+    die_with_parent()
+    limit_threads(1)
+
+
+class LocalRunner:
+    def __init__(self, workers: int):
+        self.workers = max(1, workers)
+        self._pool: multiprocessing.pool.Pool | None = None
+
+    def __enter__(self) -> "LocalRunner":
+        if self.workers > 1:
+            ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+            self._pool = ctx.Pool(self.workers, initializer=_start_worker)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.terminate() if exc[0] else self._pool.close()
+            self._pool.join()
+            self._pool = None
+
+    def run(self, fn: Callable[[J], R], jobs: Sequence[J], desc: str,
+            weights: Sequence[float] | None = None, unit: str = "job") -> list[R]:
+        weights = list(weights) if weights is not None else [1.0] * len(jobs)
+        results: list = [None] * len(jobs)
+        with stage_progress(desc, weights, unit) as bar:
+            if self._pool is None or len(jobs) <= 1:
+                for i, job in enumerate(jobs):
+                    results[i] = fn(job)
+                    bar.update(weights[i])
+                return results
+            for i, result in self._pool.imap_unordered(_call, [(fn, i, jobs[i]) for i in largest_first(weights)]):
+                results[i] = result
+                bar.update(weights[i])
+        return results
+
+    def check_paths(self, inputs: Sequence[str], out_dir: Path) -> None:
+        """Nothing to check: the workers share this machine's filesystem."""

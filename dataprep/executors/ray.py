@@ -1,0 +1,189 @@
+"""The Ray executor: every job of a stage is one Ray task, on any node of a cluster.
+
+    with RayRunner(workers=None, address="auto") as runner:      # or address=None: a local instance
+        scans = runner.run(scan_part, jobs, "scan", weights=[job.nbytes for job in jobs], unit="B")
+
+The jobs, their files and their resume markers are the local executor's; only where they run
+changes, so the outputs are byte-identical to `--executor local`. Each task declares
+`cpus_per_task` CPUs (1: a job is single-threaded, and its native thread pools are held to that),
+at most `workers` tasks are in flight (default: the cluster's CPUs), and a task runs in the driver's
+working directory, so relative paths mean the same on every node: inputs and outputs must be on a
+filesystem every node mounts at the same path. A task whose worker dies (killed, out of memory, a
+lost node) is run again by Ray, up to `TASK_RETRIES` times; the job rewrites its files from the
+start under new temporary names, so a retried job leaves the same bytes. A job that raises (bad
+input) fails the run with its own one-line message, and the other tasks are cancelled.
+
+Address: `address` (`--ray-address`), else `RAY_ADDRESS`, else a local Ray instance started for
+the run (on the loopback interface) and shut down after it. A driver that is already connected
+(`ray.init()` before) is used as it is and left connected.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from dataprep.executors import J, R, largest_first, limit_threads, stage_progress
+from pretrainkit.errors import UserError
+from pretrainkit.files import write_text_atomic
+
+RAY_MISSING = "--executor ray needs Ray, which is not installed: pip install 'pretrainkit[ray]'"
+TASK_RETRIES = 3
+SHARED_FS = "with --executor ray, inputs and outputs must be on a filesystem every node mounts at the same path (NFS, Lustre, a mounted bucket)"
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise UserError(RAY_MISSING) from None
+    return ray
+
+
+def _node() -> str:
+    import ray
+
+    return f"Ray node {ray.util.get_node_ip_address()}"
+
+
+def _run_job(fn: Callable, job: Any, cwd: str, cpus: int) -> Any:
+    """The body of every task: the driver's working directory, the declared threads, then the job."""
+    limit_threads(cpus)
+    try:
+        os.chdir(cwd)
+    except OSError:
+        raise UserError(f"{_node()} cannot enter the driver's working directory {cwd}: {SHARED_FS}") from None
+    try:
+        return fn(job)
+    except FileNotFoundError as e:
+        raise UserError(f"{e.filename}: not found on {_node()}: {SHARED_FS}") from None
+
+
+def _probe(cwd: str, probe: str, token: str, inputs: Sequence[str]) -> str | None:
+    """On one node: can it see the driver's probe file and the inputs, and write beside the probe?"""
+    try:
+        os.chdir(cwd)
+        seen = Path(probe).read_text()
+    except OSError:
+        seen = None
+    if seen != token:
+        return f"{_node()} does not see the output directory the driver writes ({Path(probe).parent}): {SHARED_FS}"
+    for path in inputs:
+        if not os.path.exists(path):
+            return f"{path}: not found on {_node()}: {SHARED_FS}"
+    try:
+        write_text_atomic(f"{probe}.{uuid.uuid4().hex}", token)
+    except OSError as e:
+        return f"{Path(probe).parent}: {_node()} cannot write there ({e.strerror or e})"
+    return None
+
+
+class RayRunner:
+    def __init__(self, workers: int | None = None, address: str | None = None, cpus_per_task: int = 1):
+        self.workers = workers or 0
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        self.cpus_per_task = cpus_per_task
+        self._ray = None
+        self._owns_connection = False
+
+    def __enter__(self) -> "RayRunner":
+        if self.address is None:
+            # Ray binds the instance it starts to the machine's network address unless told this;
+            # an instance for one run needs no more than the loopback interface.
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        ray = import_ray()
+        if not ray.is_initialized():
+            try:
+                ray.init(address=self.address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+            except ConnectionError as e:
+                raise UserError(f"--ray-address {self.address}: no Ray cluster there ({e})") from None
+            self._owns_connection = True
+        self._ray = ray
+        cpus = int(ray.cluster_resources().get("CPU", 0))
+        if cpus < self.cpus_per_task:
+            raise UserError(f"the Ray cluster has {cpus} CPUs; a task needs {self.cpus_per_task}")
+        if not self.workers:
+            self.workers = cpus // self.cpus_per_task
+        self._task = ray.remote(_run_job).options(num_cpus=self.cpus_per_task, max_retries=TASK_RETRIES)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._owns_connection:
+            self._ray.shutdown()
+            self._owns_connection = False
+
+    def run(self, fn: Callable[[J], R], jobs: Sequence[J], desc: str,
+            weights: Sequence[float] | None = None, unit: str = "job") -> list[R]:
+        ray = self._ray
+        weights = list(weights) if weights is not None else [1.0] * len(jobs)
+        results: list = [None] * len(jobs)
+        task = self._task.options(name=f"ptk {desc}")  # what `ray status` and the dashboard show
+        cwd = os.getcwd()
+        pending: dict = {}
+        with stage_progress(desc, weights, unit) as bar:
+
+            def collect_one() -> None:
+                (ref,), _ = ray.wait(list(pending), num_returns=1)
+                i = pending.pop(ref)
+                results[i] = self._result(ref, desc, i)
+                bar.update(weights[i])
+
+            try:
+                for i in largest_first(weights):
+                    while len(pending) >= self.workers:
+                        collect_one()
+                    pending[task.remote(fn, jobs[i], cwd, self.cpus_per_task)] = i
+                while pending:
+                    collect_one()
+            except BaseException:
+                for ref in pending:
+                    ray.cancel(ref, force=True)
+                raise
+        return results
+
+    def _result(self, ref, desc: str, index: int) -> Any:
+        ray = self._ray
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as e:
+            if isinstance(e.cause, UserError):
+                raise e.cause from None
+            raise e.cause from e  # a bug: the remote traceback is in `e`
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.OutOfMemoryError,
+                ray.exceptions.LocalRayletDiedError) as e:
+            raise UserError(
+                f"{desc}: job {index} failed: its Ray worker died {TASK_RETRIES + 1} times "
+                f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+            ) from None
+
+    def check_paths(self, inputs: Sequence[str], out_dir: Path) -> None:
+        """Every node with CPUs sees the driver's files: a probe file the driver writes into `out_dir`
+        is read on each node, which also checks `inputs` and writes a file the driver then sees."""
+        ray = self._ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        token = uuid.uuid4().hex
+        probe = out_dir / f".ray-probe-{token}"
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(probe, token)
+        except OSError as e:
+            raise UserError(f"{out_dir}: cannot write the output directory ({e.strerror or e})") from None
+        try:
+            nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
+            check = ray.remote(_probe).options(num_cpus=0, max_retries=TASK_RETRIES)
+            refs = [check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+                    .remote(os.getcwd(), str(probe), token, list(inputs)) for n in nodes]
+            for problem in ray.get(refs):
+                if problem:
+                    raise UserError(problem)
+            replies = list(out_dir.glob(f"{probe.name}.*"))
+            if len(replies) < len(nodes):
+                raise UserError(f"{out_dir}: files written there by {len(nodes) - len(replies)} of {len(nodes)} Ray nodes "
+                                f"are not visible to the driver: {SHARED_FS}")
+        finally:
+            for p in out_dir.glob(f"{probe.name}*"):
+                p.unlink()

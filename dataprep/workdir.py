@@ -1,0 +1,37 @@
+"""A run's work directory: intermediate files and finished-job markers that let a killed run resume.
+
+    if not open_work_dir(out / ".work", {"inputs": ..., "options": ...}, on_reset=clear_index):
+        ...  # a fresh start: nothing of an earlier run is reused
+
+A rerun keeps the work directory only when its plan (inputs with sizes and mtimes, the jobs, the
+options) is the same as the interrupted run's, so a finished job's files are reused only for the
+same job. On a different plan the directory is emptied, `on_reset` clears what the run keeps
+elsewhere, and only then is the new plan stamped, so a kill in between never pairs old files with
+the new plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from pretrainkit.files import write_text_atomic
+
+PLAN_MARKER = "plan.sha256"
+
+
+def open_work_dir(work: Path, plan: dict, on_reset: Callable[[], None] | None = None) -> bool:
+    """True when `work` holds an interrupted run of this plan (its finished jobs count as done)."""
+    fingerprint = hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
+    marker = work / PLAN_MARKER
+    if marker.is_file() and marker.read_text() == fingerprint:
+        return True
+    shutil.rmtree(work, ignore_errors=True)
+    if on_reset is not None:
+        on_reset()
+    work.mkdir(parents=True)
+    write_text_atomic(marker, fingerprint)
+    return False
