@@ -35,7 +35,6 @@ import io
 import json
 import math
 import os
-import shutil
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -50,7 +49,7 @@ from dataprep.executors import JobRunner
 from dataprep.executors.local import LocalRunner
 from dataprep.minhash import band_hashes, jaccard, lsh_params
 from dataprep.readers import DEDUP_STATS_NAME, discover_inputs, nothing_usable, plan_read_tasks, reason_kind, refuse_inputs_inside
-from dataprep.workdir import open_work_dir
+from dataprep.workdir import open_work_dir, remove_work_dir
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_concatenation_atomic, write_text_atomic, writing_into
@@ -190,7 +189,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     for d in (out_dir, index_dir):
         remove_temporaries(d)  # of job attempts that died mid-write (a retried Ray task)
     write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
-    shutil.rmtree(work)
+    remove_work_dir(work)
     if docs == 0:
         raise nothing_usable(inputs, _rejection_reasons(out_dir / "rejected.jsonl"), out_dir / "rejected.jsonl")
     return dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))

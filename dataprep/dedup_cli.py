@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
+from typing import Iterator
 
 from dataprep.dedup import DedupOptions, run_dedup
 from dataprep.executors import EXECUTORS, JobRunner, open_runner
+from pretrainkit.files import writing_into
 from pretrainkit.quantities import count
 
 
@@ -50,8 +53,12 @@ def add_executor_options(p: argparse.ArgumentParser) -> None:
                    help="Ray cluster to run on, e.g. auto or HOST:6379 (default: $RAY_ADDRESS, else a local Ray instance for the run)")
 
 
-def runner_from_args(args: argparse.Namespace) -> JobRunner:
-    return open_runner(args.executor, args.workers, args.ray_address)
+@contextlib.contextmanager
+def runner_from_args(args: argparse.Namespace) -> Iterator[JobRunner]:
+    """The runner the options ask for, entered. A failed run's temporaries under OUT are swept after
+    the runner's workers have stopped, so that none is left behind by a worker still writing."""
+    with writing_into(args.output), open_runner(args.executor, args.workers, args.ray_address) as runner:
+        yield runner
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -31,7 +31,6 @@ import functools
 import itertools
 import json
 import os
-import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -56,7 +55,7 @@ from dataprep.readers import (
     refuse_inputs_inside,
 )
 from dataprep.tokenizer import load_tokenizer
-from dataprep.workdir import open_work_dir
+from dataprep.workdir import open_work_dir, remove_work_dir
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import (
@@ -161,7 +160,7 @@ def _tokenize(inputs: list[str], out_dir: Path, tokenizer_path: str, options: To
     }
     manifest = build_manifest(options.format, dtype.name, tok.info, entries, provenance)
     write_manifest(out_dir, manifest)
-    shutil.rmtree(work)
+    remove_work_dir(work)
     return manifest
 
 

@@ -35,3 +35,10 @@ def open_work_dir(work: Path, plan: dict, on_reset: Callable[[], None] | None = 
     work.mkdir(parents=True)
     write_text_atomic(marker, fingerprint)
     return False
+
+
+def remove_work_dir(work: Path) -> None:
+    """Delete a finished run's work directory, its plan stamp first: a run killed while this deletes
+    leaves a directory that no rerun mistakes for an interrupted run whose files are all there."""
+    (work / PLAN_MARKER).unlink(missing_ok=True)
+    shutil.rmtree(work)
