@@ -107,7 +107,7 @@ class RayRunner:
             raise UserError(f"the Ray cluster has {cpus} CPUs; a task needs {self.cpus_per_task}")
         if not self.workers:
             self.workers = cpus // self.cpus_per_task
-        self._task = ray.remote(_run_job).options(num_cpus=self.cpus_per_task, max_retries=TASK_RETRIES)
+        self._task = ray.remote(num_cpus=self.cpus_per_task, max_retries=TASK_RETRIES)(_run_job)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -174,7 +174,7 @@ class RayRunner:
             raise UserError(f"{out_dir}: cannot write the output directory ({e.strerror or e})") from None
         try:
             nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
-            check = ray.remote(_probe).options(num_cpus=0, max_retries=TASK_RETRIES)
+            check = ray.remote(num_cpus=0, max_retries=TASK_RETRIES)(_probe)
             refs = [check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
                     .remote(os.getcwd(), str(probe), token, list(inputs)) for n in nodes]
             for problem in ray.get(refs):

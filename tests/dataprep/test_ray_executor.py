@@ -1,0 +1,195 @@
+"""`--executor ray`: the same jobs as Ray tasks on a local 2-CPU Ray instance (one for the module),
+byte-identical outputs, a killed Ray worker retried, a killed driver resumed, the same one-line errors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+# Ray binds the instance it starts to the machine's network address unless told this; the tests
+# (and the drivers they start) stay on the loopback interface.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+import ray  # noqa: E402  (a dev dependency: these tests fail, not skip, without it)
+
+from dataprep.dedup import DedupOptions, run_dedup  # noqa: E402
+from dataprep.executors.ray import RayRunner  # noqa: E402
+from dataprep.prepare import run_prepare  # noqa: E402
+from dataprep.tokenize import TokenizeOptions, tokenize_corpus  # noqa: E402
+from dataprep.tokenizer import train_tokenizer  # noqa: E402
+from pretrainkit.cli import main  # noqa: E402
+from pretrainkit.errors import UserError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, first word of the command line) of every live process."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                title = f.read().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            found[int(name)] = (int(fields[1]), title)
+    return found
+
+
+def _descendants(root: int) -> set[int]:
+    procs = _processes()
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, (ppid, _) in procs.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """One local Ray instance for the module: 2 CPUs, no dashboard, a small object store."""
+    context = ray.init(num_cpus=2, include_dashboard=False, object_store_memory=96 << 20,
+                       log_to_driver=False, logging_level=logging.ERROR)
+    started = _descendants(os.getpid())
+    yield context.address_info["gcs_address"]
+    ray.shutdown()
+    deadline = time.monotonic() + 120  # Ray's agents exit on their own schedule after the raylet
+    while (left := started & set(_processes())) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"Ray processes left behind: {sorted(left)}"
+
+
+def snapshot(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, reuters_docs) -> Path:
+    """3000 Reuters articles in 6 files, each doubled (exact and near duplicates): 6 jobs per stage for 2 CPUs."""
+    from bench.corpora import write_jsonl
+
+    inputs = tmp_path_factory.mktemp("ray-corpus") / "in"
+    for i in range(6):
+        docs = reuters_docs[:3000][i::6]
+        write_jsonl(docs + [(f"{doc_id}-copy", text) for doc_id, text in docs], inputs / f"part{i}.jsonl")
+    return inputs
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory, reuters_docs) -> str:
+    path = tmp_path_factory.mktemp("ray-tok") / "tok.json"
+    train_tokenizer([text for _, text in reuters_docs[:500]], 1024).save(str(path))
+    return str(path)
+
+
+@pytest.mark.slow
+def test_dedup_tokenize_prepare_byte_identical_to_local(tmp_path, ray_address, corpus, tokenizer):
+    options = TokenizeOptions(shard_tokens=20_000, batch_tokens=2048)
+    run_dedup([str(corpus)], tmp_path / "dedup-local", DedupOptions(), workers=2)
+    tokenize_corpus([str(corpus)], tmp_path / "tok-local", tokenizer, options, workers=2)
+    run_prepare([str(corpus)], tmp_path / "prep-local", tokenizer, DedupOptions(), options, workers=2)
+    assert len(list((tmp_path / "tok-local").glob("shard-*"))) > 4
+    for workers in (1, 3):
+        with RayRunner(workers) as runner:
+            run_dedup([str(corpus)], tmp_path / f"dedup-ray{workers}", DedupOptions(), runner=runner)
+            tokenize_corpus([str(corpus)], tmp_path / f"tok-ray{workers}", tokenizer, options, runner=runner)
+            run_prepare([str(corpus)], tmp_path / f"prep-ray{workers}", tokenizer, DedupOptions(), options, runner=runner)
+        for stage in ("dedup", "tok", "prep"):
+            assert snapshot(tmp_path / f"{stage}-ray{workers}") == snapshot(tmp_path / f"{stage}-local"), (stage, workers)
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pretrainkit.cli", *args]
+
+
+def test_cli_on_a_running_cluster_matches_local(tmp_path, ray_address, corpus, tokenizer):
+    common = ["tokenize", str(corpus), "--tokenizer", tokenizer, "--shard-size", "20K", "--format", "webdataset"]
+    local = subprocess.run(_cli(*common, "-o", str(tmp_path / "local")), capture_output=True, text=True)
+    remote = subprocess.run(_cli(*common, "-o", str(tmp_path / "ray"), "--executor", "ray", "--ray-address", ray_address),
+                            capture_output=True, text=True)
+    assert local.returncode == 0 and remote.returncode == 0, remote.stderr
+    assert remote.stdout.replace("/ray", "/local") == local.stdout  # the same summary
+    assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")
+
+
+def test_a_killed_ray_worker_is_retried_and_the_output_is_identical(tmp_path, ray_address, corpus):
+    run_dedup([str(corpus)], tmp_path / "local", DedupOptions(), workers=1)
+    killed: list[int] = []
+
+    def kill_one_scan_task() -> None:
+        deadline = time.monotonic() + 120
+        while not killed and time.monotonic() < deadline:
+            for pid, (_, title) in _processes().items():
+                if title == "ray::ptk scan":  # a Ray worker while it runs a scan job
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    return
+            time.sleep(0.002)
+
+    killer = threading.Thread(target=kill_one_scan_task)
+    killer.start()
+    with RayRunner(2) as runner:
+        run_dedup([str(corpus)], tmp_path / "ray", DedupOptions(), runner=runner)
+    killer.join()
+    assert killed, "no scan task was seen running"
+    assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")
+
+
+def test_a_killed_driver_resumes_from_the_finished_jobs(tmp_path, ray_address, corpus):
+    run_dedup([str(corpus)], tmp_path / "local", DedupOptions(), workers=1)
+    out = tmp_path / "ray"
+    command = _cli("dedup", str(corpus), "-o", str(out), "--executor", "ray", "--ray-address", ray_address)
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not list((out / "index").glob("part-*.json")) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "stats.json").exists(), "the run finished before the kill"
+    finished = {p.with_suffix(".sig"): p.with_suffix(".sig").stat().st_ino for p in (out / "index").glob("part-*.json")}
+    assert 0 < len(finished) < 6
+    rerun = subprocess.run(command, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert {p: p.stat().st_ino for p in finished} == finished  # finished scans were not redone
+    assert snapshot(out) == snapshot(tmp_path / "local")
+
+
+def test_a_bad_input_is_the_same_one_line_error_as_locally(tmp_path, ray_address, corpus):
+    bad = tmp_path / "in"
+    bad.mkdir()
+    (bad / "a.jsonl").write_bytes((corpus / "part0.jsonl").read_bytes())
+    (bad / "b.parquet").write_bytes(b"PAR1 this is not parquet")  # fails inside its scan job
+    errors = []
+    for extra in ([], ["--executor", "ray", "--ray-address", ray_address]):
+        r = subprocess.run(_cli("dedup", str(bad), "-o", str(tmp_path / "out"), *extra), capture_output=True, text=True)
+        assert r.returncode == 2
+        errors.append(r.stderr.strip())
+    assert errors[0] == errors[1]
+    assert errors[0].startswith("ptk: error: ") and "b.parquet" in errors[0] and "\n" not in errors[0]
+
+
+def test_paths_a_node_cannot_see_are_named(tmp_path, ray_address):
+    with RayRunner(2) as runner:
+        runner.check_paths([str(ROOT / "README.md")], tmp_path / "out")  # all visible: no error
+        with pytest.raises(UserError, match=r"missing\.jsonl: not found on Ray node .*every node mounts"):
+            runner.check_paths([str(tmp_path / "missing.jsonl")], tmp_path / "out")
+    assert not list((tmp_path / "out").iterdir())  # the probe files are gone
+
+
+def test_without_ray_installed_the_error_says_what_to_install(tmp_path, monkeypatch, capsys, corpus):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    assert main(["dedup", str(corpus), "-o", str(tmp_path / "out"), "--executor", "ray"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "ptk: error: --executor ray needs Ray, which is not installed: pip install 'pretrainkit[ray]'"
