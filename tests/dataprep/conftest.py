@@ -1,7 +1,8 @@
-"""Fixtures for dataprep tests: real corpora from ../shared/data written as JSONL inputs."""
+"""Fixtures for dataprep tests: real corpora from ../shared/data written as JSONL inputs; the process table."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -34,3 +35,27 @@ def license_docs() -> list[tuple[str, str]]:
 @pytest.fixture(scope="session")
 def reuters_jsonl(tmp_path_factory, reuters_docs) -> Path:
     return corpora.write_jsonl(reuters_docs, tmp_path_factory.mktemp("reuters") / "reuters.jsonl")
+
+
+def live_processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, first word of its command line) of every process alive (zombies are dead)."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                title = f.read().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            found[int(name)] = (int(fields[1]), title)
+    return found
+
+
+@pytest.fixture(scope="session")
+def process_table():
+    """`live_processes`, for tests about the processes a command leaves."""
+    return live_processes

@@ -30,43 +30,21 @@ from pretrainkit.errors import UserError  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _processes() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, first word of the command line) of every live process."""
-    found = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                title = f.read().split(b"\0")[0].decode(errors="replace")
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            found[int(name)] = (int(fields[1]), title)
-    return found
-
-
-def _descendants(root: int) -> set[int]:
-    procs = _processes()
-    found, frontier = set(), {root}
-    while frontier:
-        frontier = {pid for pid, (ppid, _) in procs.items() if ppid in frontier} - found
-        found |= frontier
-    return found
-
-
 @pytest.fixture(scope="module")
-def ray_address():
-    """One local Ray instance for the module: 2 CPUs, no dashboard, a small object store."""
+def ray_address(process_table):
+    """One local Ray instance for the module: 2 CPUs, no dashboard, a small object store; none of
+    its processes may outlive it."""
     context = ray.init(num_cpus=2, include_dashboard=False, object_store_memory=96 << 20,
                        log_to_driver=False, logging_level=logging.ERROR)
-    started = _descendants(os.getpid())
+    procs = process_table()
+    started, frontier = set(), {os.getpid()}
+    while frontier:  # every descendant of this process: the instance's servers, agents and workers
+        frontier = {pid for pid, (ppid, _) in procs.items() if ppid in frontier} - started
+        started |= frontier
     yield context.address_info["gcs_address"]
     ray.shutdown()
     deadline = time.monotonic() + 120  # Ray's agents exit on their own schedule after the raylet
-    while (left := started & set(_processes())) and time.monotonic() < deadline:
+    while (left := started & set(process_table())) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not left, f"Ray processes left behind: {sorted(left)}"
 
@@ -124,14 +102,14 @@ def test_cli_on_a_running_cluster_matches_local(tmp_path, ray_address, corpus, t
     assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")
 
 
-def test_a_killed_ray_worker_is_retried_and_the_output_is_identical(tmp_path, ray_address, corpus):
+def test_a_killed_ray_worker_is_retried_and_the_output_is_identical(tmp_path, ray_address, corpus, process_table):
     run_dedup([str(corpus)], tmp_path / "local", DedupOptions(), workers=1)
     killed: list[int] = []
 
     def kill_one_scan_task() -> None:
         deadline = time.monotonic() + 120
         while not killed and time.monotonic() < deadline:
-            for pid, (_, title) in _processes().items():
+            for pid, (_, title) in process_table().items():
                 if title == "ray::ptk scan":  # a Ray worker while it runs a scan job
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)

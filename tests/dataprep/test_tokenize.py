@@ -129,5 +129,8 @@ def test_killed_run_then_rerun_is_byte_identical(tmp_path, corpus):
     assert len(list(out.glob("shard-*.arrow"))) < len(list((tmp_path / "ref").glob("shard-*.arrow")))
     with pytest.raises(UserError, match="manifest.json: missing"):
         ShardSet.open(out)
+    finished = {p: p.stat().st_ino for p in out.glob("shard-*.arrow") if (out / ".work" / f"{p.stem}.json").exists()}
+    assert finished
     assert main([*argv, "-o", str(out)]) == 0
     assert _files(out) == _files(tmp_path / "ref")
+    assert {p: p.stat().st_ino for p in finished} == finished  # resumed: the finished shards were not rewritten
