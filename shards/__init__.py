@@ -5,6 +5,6 @@
 """
 
 from shards.reader import ShardSet
-from shards.writer import write_shards
+from shards.writer import ShardWriter, write_shards
 
-__all__ = ["ShardSet", "write_shards"]
+__all__ = ["ShardSet", "ShardWriter", "write_shards"]

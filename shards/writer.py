@@ -6,6 +6,11 @@
     for k, (first, end) in enumerate(plan.finish()):   # documents [first, end) make shard k
         entries.append(write_shard(out_dir, k, "arrow", np.uint16, 16384, lengths_of_k, read_docs_of_k))
 
+    writer = ShardWriter(out_dir, "arrow", np.uint16)    # or stream them: shards are written as they close
+    for doc_id, tokens in docs:
+        writer.add(doc_id, tokens)
+    entries = writer.close()
+
     ss = write_shards([[5, 6, 7], [8, 9]], out_dir, vocab_size=512, eos_id=0)   # tests: one call
 
 A batch ends with the first document that brings it to `batch_tokens` tokens, a shard with the
@@ -133,6 +138,57 @@ def write_shard(out_dir: str | Path, index: int, fmt: str, dtype: np.dtype, batc
     return ShardEntry(path.name, len(lengths), int(np.sum(lengths, dtype=np.int64)), path.stat().st_size, sha256_file(path))
 
 
+class ShardWriter:
+    """A stream of documents in, shard files out as the plan closes them (holding one shard's documents).
+
+        writer = ShardWriter(out_dir, "arrow", np.uint16)
+        for doc_id, tokens in docs:
+            writer.add(doc_id, tokens)
+        entries = writer.close()          # then write the manifest (last) with `shards.manifest`
+    """
+
+    PLAN_EVERY = 4096  # documents fed to the plan at a time
+
+    def __init__(self, out_dir: str | Path, fmt: str, dtype: np.dtype, shard_tokens: int = DEFAULT_SHARD_TOKENS,
+                 batch_tokens: int = DEFAULT_BATCH_TOKENS):
+        if fmt not in FORMATS:
+            raise UserError(f"unknown shard format {fmt!r} (expected {', '.join(FORMATS)})")
+        self.out_dir, self.fmt, self.dtype, self.batch_tokens = Path(out_dir), fmt, np.dtype(dtype), batch_tokens
+        self._plan = ShardPlan(shard_tokens, batch_tokens)
+        prepare_output_dir(self.out_dir)
+        self.entries: list[ShardEntry] = []
+        self._ids: list[str] = []
+        self._tokens: list[np.ndarray] = []
+        self._first = 0  # stream position of the first buffered document
+        self._planned = 0  # buffered documents already fed to the plan
+
+    def add(self, doc_id: str, tokens: np.ndarray) -> None:
+        self._ids.append(doc_id)
+        self._tokens.append(np.asarray(tokens))
+        if len(self._tokens) - self._planned >= self.PLAN_EVERY:
+            self._advance()
+
+    def close(self) -> list[ShardEntry]:
+        """Write what is buffered, and delete shard files of earlier runs that this one did not write."""
+        self._advance(finish=True)
+        remove_stale_shards(self.out_dir, self.entries)
+        return self.entries
+
+    def _advance(self, finish: bool = False) -> None:
+        self._plan.add(np.fromiter(map(len, self._tokens[self._planned :]), dtype=np.int64))
+        self._planned = len(self._tokens)
+        shards = self._plan.finish() if finish else self._plan.shards
+        for first, end in shards[len(self.entries) :]:
+            ids, tokens = self._ids[: end - first], self._tokens[: end - first]
+            lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+            offsets = np.concatenate(([0], np.cumsum(lengths)))
+            flat = np.concatenate(tokens) if tokens else np.empty(0, self.dtype)
+            self.entries.append(write_shard(self.out_dir, len(self.entries), self.fmt, self.dtype, self.batch_tokens,
+                                            lengths, lambda a, b: (ids[a:b], flat[offsets[a] : offsets[b]])))
+            del self._ids[: end - first], self._tokens[: end - first]
+            self._first, self._planned = end, self._planned - (end - first)
+
+
 def write_shards(
     docs: Iterable[Sequence[int] | np.ndarray],
     out_dir: str | Path,
@@ -147,31 +203,18 @@ def write_shards(
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     provenance: dict | None = None,
 ):
-    """Write token arrays (held in memory) as a complete shard set (shards + manifest); returns its ShardSet."""
+    """Write token arrays as a complete shard set (shards + manifest); returns its ShardSet."""
     from shards.reader import ShardSet
 
     out_dir = Path(out_dir)
     dtype = token_dtype(vocab_size)
-    arrays = []
+    writer = ShardWriter(out_dir, fmt, dtype, shard_tokens, batch_tokens)
     for i, tokens in enumerate(docs):
         tokens = np.asarray(tokens)
         if len(tokens) and (tokens.min() < 0 or tokens.max() >= vocab_size):
             raise ValueError(f"document {i}: token ids must lie in [0, {vocab_size})")
-        arrays.append(tokens.astype(dtype))
-    names = list(ids) if ids is not None else [str(i) for i in range(len(arrays))]
-    lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
-    offsets = np.concatenate(([0], np.cumsum(lengths)))
-    flat = np.concatenate(arrays) if arrays else np.empty(0, dtype)
-    plan = ShardPlan(shard_tokens, batch_tokens)
-    plan.add(lengths)
-    prepare_output_dir(out_dir)
-    entries = []
-    for k, (first, end) in enumerate(plan.finish()):
-        def read_docs(a: int, b: int, first: int = first) -> tuple[list[str], np.ndarray]:
-            return names[first + a : first + b], flat[offsets[first + a] : offsets[first + b]]
-
-        entries.append(write_shard(out_dir, k, fmt, dtype, batch_tokens, lengths[first:end], read_docs))
-    remove_stale_shards(out_dir, entries)
+        writer.add(ids[i] if ids is not None else str(i), tokens.astype(dtype))
+    entries = writer.close()
     tokenizer = TokenizerInfo(tokenizer_sha256, vocab_size, eos_id, eos_token)
     provenance = {"pretrainkit_version": __version__, **(provenance or {})}
     write_manifest(out_dir, build_manifest(fmt, dtype.name, tokenizer, entries, provenance))

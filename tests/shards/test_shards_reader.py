@@ -95,3 +95,24 @@ def test_stock_webdataset_pipeline_reads_the_shards(tmp_path, wikitext_docs):
         docs += sample["tokens"]
     assert ids == [f"p{i}" for i in range(len(wikitext_docs))]
     assert all(np.array_equal(a, b) for a, b in zip(docs, wikitext_docs))
+
+
+def test_shard_plan_does_not_depend_on_how_lengths_arrive():
+    """Boundaries from token counts fed in any pieces are the same; every shard but the last reaches
+    shard_tokens at a batch end (so each shard can be written by its own job)."""
+    from shards.writer import ShardPlan, batch_ends
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        lengths = rng.integers(0, 60, size=int(rng.integers(0, 400)))
+        shard_tokens, batch_tokens = int(rng.integers(1, 2000)), int(rng.integers(1, 300))
+        whole = ShardPlan(shard_tokens, batch_tokens)
+        whole.add(lengths)
+        pieces = ShardPlan(shard_tokens, batch_tokens)
+        for chunk in np.array_split(lengths, int(rng.integers(1, 9))):
+            pieces.add(chunk)
+        assert pieces.finish() == whole.finish()
+        assert pieces.tokens == [int(lengths[a:b].sum()) for a, b in whole.shards]
+        assert [b for _, b in whole.shards][-1:] == ([len(lengths)] if len(lengths) else [])
+        for (a, b), tokens in list(zip(whole.shards, whole.tokens))[:-1]:
+            assert tokens >= shard_tokens and b - a in batch_ends(lengths[a:b], batch_tokens)
