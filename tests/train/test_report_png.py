@@ -84,7 +84,7 @@ def test_report_draws_every_panel_and_is_byte_identical(runs, tmp_path, capsys):
     capsys.readouterr()
     assert a.read_bytes()[:8] == PNG_SIGNATURE and a.read_bytes() == b.read_bytes()
     assert imread(a).shape[:2] == (850, 1500)
-    assert f"{len(PANELS)} panels: training loss, validation loss, learning rate, gradient norm, tokens/s, MFU" in out
+    assert "5 panels: training loss, validation loss, learning rate, gradient norm, tokens/s" in out  # no MFU on a CPU
     assert "steps        1..8 (8 logged), 4,096 tokens" in out  # 8 steps x 8 sequences x 64 targets
     assert "val shakespeare" in out and "val peps" in out
     assert "spike events 2" in out and "step 5: loss 9.5 (loss 9.5 > mean + 6 std), action skip" in out

@@ -29,7 +29,7 @@ from safetensors import SafetensorError, safe_open
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
 from pretrainkit.errors import UserError
-from pretrainkit.files import sha256_file
+from pretrainkit.files import sha256_file, write_text_atomic
 from train.checkpoint.checkpoints import Checkpoint, load_weights
 from train.config import TrainConfig
 from train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
@@ -43,6 +43,7 @@ from train.loop.trainer import Trainer
 SHAPE_FIELDS = ("vocab_size", "d_model", "n_layers", "n_heads", "kv_heads", "head_dim", "ffn_hidden_size",
                 "tie_embeddings", "qkv_bias")  # fmt: skip
 HF_TOKENIZER = "tokenizer.json"
+BASE_FILE = "init_from.json"  # in RUN_DIR: the path, step and tokens of what the run started from
 
 
 @dataclass(frozen=True)
@@ -134,5 +135,9 @@ def initialize_from(cfg: TrainConfig, trainer: Trainer, tokenizer_sha256: str, w
     check_compatible(source, trainer.model_cfg, tokenizer_sha256, where)
     initialize(trainer, source, optimizer=cfg.init_optimizer)
     if is_main:
+        # Where this run starts on its base run's axes: `ptk report` draws it from there.
+        tokens = source.checkpoint.meta.get("tokens") if source.checkpoint is not None else None
+        base = {"path": str(source.path), "step": source.step, "tokens": tokens}
+        write_text_atomic(Path(cfg.run_dir) / BASE_FILE, json.dumps(base, indent=2) + "\n")
         what = "weights and optimizer state" if cfg.init_optimizer else "weights; optimizer and schedule start fresh"
         print(f"ptk train: initialized from {source.path} (step {source.step}; {what})", file=sys.stderr)

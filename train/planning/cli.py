@@ -282,7 +282,7 @@ def run_report(args: argparse.Namespace) -> int:
     for run in runs:
         if not run.steps:  # six blank panels are no report
             raise UserError(f"{run.path / METRICS_FILE}: no training steps logged; nothing to report")
-    panels = draw_report(runs, output)
+    panels = draw_report(runs, output, axis=args.x)
     text = "".join(summary_text(r) for r in runs)
     summary = output.with_suffix(".txt")
     write_text_atomic(summary, text)
@@ -337,4 +337,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("run_dir", metavar="RUN_DIR")
     r.add_argument("--compare", nargs="+", metavar="RUN_DIR", help="runs to overlay")
     r.add_argument("-o", "--output", help="PNG path (default RUN_DIR/report.png)")
+    r.add_argument("--x", choices=("step", "tokens"), default="step",
+                   help="x axis: steps or tokens trained on; a continued run starts where its base stopped (default step)")
     r.set_defaults(func=run_report)

@@ -4,9 +4,13 @@
     panels = draw_report(runs, "report.png")      # the first run, the others overlaid
     print(summary_text(runs[0]))
 
-The figure has six panels: training loss, validation loss per source, learning rate, gradient
-norm, tokens/s and MFU; loss-spike events are marked (dashed red lines on the loss and gradient
-norm, and a red cross at the spike's loss). Drawn with matplotlib's Agg canvas and no date or software stamp, so the same
+The figure has six panels: training loss (smoothed, over the faint raw curve), validation loss
+per source (replayed sources drawn with squares and marked, validation-only ones marked), learning
+rate, gradient norm, tokens/s and MFU, the last only when MFU was logged (five panels otherwise,
+the training loss twice as wide); loss-spike events are marked (dashed red lines on the loss and
+gradient norm, and a red cross at the spike's loss). The x axis is the step or, with
+`axis="tokens"`, the tokens trained on; a continued run (`init_from`) starts where its base run
+stopped, with a dotted line there. Drawn with matplotlib's Agg canvas and no date or software stamp, so the same
 logs give a byte-identical PNG.
 """
 
@@ -19,6 +23,7 @@ from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
 
 from pretrainkit.files import write_bytes_atomic
 from train.reports.run_log import RunLog
@@ -30,42 +35,106 @@ RUN_COLORS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", 
 PNG_METADATA = {"Software": None}  # matplotlib would otherwise stamp its version into the file
 
 
-def _finite(xs: list[int], ys: list[float]) -> tuple[list[int], list[float]]:
-    pairs = [(x, y) for x, y in zip(xs, ys) if math.isfinite(y)]
+def _finite(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
+    pairs = [(x, y) for x, y in zip(xs, ys) if math.isfinite(x) and math.isfinite(y)]
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-def draw_report(runs: list[RunLog], path: str | Path) -> list[str]:
-    """Draw the panels for `runs` (the first is the main one) into a PNG at `path`; return the panel titles."""
+def smoothing_span(points: int) -> int:
+    """Steps the smoothed training loss averages over: about a twentieth of the run, at most 100."""
+    return max(1, min(100, points // 20))
+
+
+def smoothed(values: list[float], span: int) -> list[float]:
+    """Exponential moving average over about `span` values, debiased so the first ones are not pulled to 0."""
+    alpha = 2.0 / (span + 1)
+    out, mean, weight = [], 0.0, 0.0
+    for v in values:
+        mean = (1 - alpha) * mean + alpha * v
+        weight = (1 - alpha) * weight + alpha
+        out.append(mean / weight)
+    return out
+
+
+def panels_for(runs: list[RunLog]) -> list[str]:
+    """The panels drawn: MFU only when some run logged it (a CPU run or an unknown GPU has none)."""
+    has_mfu = any(math.isfinite(v) for run in runs for v in run.train.get("mfu", []))
+    return list(PANELS) if has_mfu else [p for p in PANELS if p != "MFU"]
+
+
+def draw_report(runs: list[RunLog], path: str | Path, axis: str = "step") -> list[str]:
+    """Draw the panels for `runs` (the first is the main one) into a PNG at `path`; return the panel titles.
+
+    `axis` is "step" or "tokens". A continued run is drawn from its base run's position on.
+    """
+    fig, panels = build_figure(runs, axis)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata=PNG_METADATA)
+    write_bytes_atomic(path, buffer.getvalue())
+    return panels
+
+
+def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[str]]:
+    """The report's figure (each panel's axes titled with its name) and the panel titles."""
     fig = Figure(figsize=(15, 8.5), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
-    axes = dict(zip(PANELS, fig.subplots(2, 3).flat))
+    panels = panels_for(runs)
+    if "MFU" in panels:
+        layout = [PANELS[:3], PANELS[3:]]
+    else:  # five panels: the training loss gets the room MFU would have had
+        layout = [["training loss", "training loss", "validation loss"], ["learning rate", "gradient norm", "tokens/s"]]
+    axes = fig.subplot_mosaic(layout)
     several = len(runs) > 1
     for i, run in enumerate(runs):
         color = RUN_COLORS[i % len(RUN_COLORS)]
         label = run.name if several else None
-        for panel, key in (("training loss", "loss"), ("learning rate", "lr"), ("gradient norm", "grad_norm"),
-                           ("tokens/s", "tokens_per_s"), ("MFU", "mfu")):
-            xs, ys = _finite(run.steps, run.train[key])
-            if ys:
-                axes[panel].plot(xs, ys, color=color, linewidth=1.2, label=label)
+        x = run.positions(axis, run.steps)
+        xs, raw = _finite(x, run.train["loss"])
+        if raw:
+            span = smoothing_span(len(raw))
+            axes["training loss"].plot(xs, raw, color=color, linewidth=0.8, alpha=0.3)
+            name = f"{run.name}, " if several else ""
+            axes["training loss"].plot(xs, smoothed(raw, span), color=color, linewidth=1.8,
+                                       label=f"{name}smoothed over ~{span} steps (raw faint)")  # fmt: skip
+        for panel, key in (("learning rate", "lr"), ("gradient norm", "grad_norm"), ("tokens/s", "tokens_per_s"),
+                           ("MFU", "mfu")):  # fmt: skip
+            pxs, ys = _finite(x, run.train[key])
+            if ys and panel in axes:
+                axes[panel].plot(pxs, ys, color=color, linewidth=1.2, label=label)
+        if run.base is not None and run.steps:
+            start = run.positions(axis, [0])[0]
+            for panel in ("training loss", "validation loss"):
+                axes[panel].axvline(start, color=color, linestyle=":", linewidth=1.2)
+            base = Path(run.base)
+            base_name = base.parent.parent.name if base.parent.name == "checkpoints" else base.name
+            axes["training loss"].annotate(f"{run.name} continues {base_name} (step {run.base_step})", (start, 1.0),
+                                           xycoords=("data", "axes fraction"), xytext=(3, -12),
+                                           textcoords="offset points", fontsize=8, color=color)  # fmt: skip
         styles = ("-", "--", ":", "-.")
+        vx = run.positions(axis, run.val_steps)
         for j, (source, values) in enumerate(run.val.items()):
-            xs, ys = _finite(run.val_steps, values)
+            note = run.source_notes.get(source)
+            name = f"{source} ({note})" if note else source
+            sxs, ys = _finite(vx, values)
             if ys:
-                axes["validation loss"].plot(xs, ys, color=color, linestyle=styles[j % len(styles)], marker="o",
-                                             markersize=3, label=f"{run.name}: {source}" if several else source)
+                axes["validation loss"].plot(sxs, ys, color=color, linestyle=styles[j % len(styles)],
+                                             marker="s" if note == "replayed" else "o", markersize=4 if note else 3,
+                                             label=f"{run.name}: {name}" if several else name)  # fmt: skip
         # A spike's loss may be infinite or NaN: those get only the dashed line.
         spikes = [e for e in run.events if isinstance(e.get("loss"), (int, float)) and math.isfinite(e["loss"])]
         if spikes:
-            axes["training loss"].scatter([e["step"] for e in spikes], [e["loss"] for e in spikes], marker="x",
-                                          s=60, color=SPIKE_COLOR, zorder=3, label="spike" if i == 0 else None)
-        for e in run.events:
+            axes["training loss"].scatter(run.positions(axis, [e["step"] for e in spikes]), [e["loss"] for e in spikes],
+                                          marker="x", s=60, color=SPIKE_COLOR, zorder=3,
+                                          label="spike" if i == 0 else None)  # fmt: skip
+        for at in run.positions(axis, [e["step"] for e in run.events]):
             for panel in ("training loss", "gradient norm"):
-                axes[panel].axvline(e["step"], color=SPIKE_COLOR, linestyle="--", linewidth=0.8)
+                if math.isfinite(at):
+                    axes[panel].axvline(at, color=SPIKE_COLOR, linestyle="--", linewidth=0.8)
     for title, ax in axes.items():
         ax.set_title(title)
-        ax.set_xlabel("step")
+        ax.set_xlabel(axis)
+        if axis == "tokens":
+            ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 150k, 2.5M
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
@@ -75,10 +144,7 @@ def draw_report(runs: list[RunLog], path: str | Path) -> list[str]:
             ax.set_yticks([])
     axes["learning rate"].ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
     fig.suptitle(" vs ".join(run.name for run in runs))
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata=PNG_METADATA)
-    write_bytes_atomic(path, buffer.getvalue())
-    return list(PANELS)
+    return fig, panels
 
 
 def _fmt(value: float | None, spec: str = ".4g") -> str:
@@ -98,13 +164,17 @@ def summary_text(run: RunLog) -> str:
         return "\n".join(lines + ["  no training steps logged"]) + "\n"
     lines.append(f"  steps        {run.steps[0]}..{run.steps[-1]} ({len(run.steps)} logged), "
                  f"{run.total_tokens():,.0f} tokens")
+    if run.base is not None:
+        tokens = "tokens unknown" if run.base_tokens is None else f"{run.base_tokens:,.0f} tokens"
+        lines.append(f"  continues    {run.base} (step {run.base_step}, {tokens}); drawn from there")
     if losses:
         lines.append(f"  train loss   first {_fmt(losses[0])}, last {_fmt(losses[-1])}, min {_fmt(min(losses))}, "
                      f"mean of last 10 {_fmt(run.final_train_loss())}")
     for source, values in run.val.items():
         finite = [v for v in values if math.isfinite(v)]
+        note = f" ({run.source_notes[source]})" if source in run.source_notes else ""
         if finite:
-            lines.append(f"  val {source:<9} last {_fmt(finite[-1])}, best {_fmt(min(finite))}")
+            lines.append(f"  val {source:<9} last {_fmt(finite[-1])}, best {_fmt(min(finite))}{note}")
     lrs = [v for v in run.train["lr"] if math.isfinite(v)]
     lines.append(f"  lr           last {_fmt(run.train['lr'][-1], '.3g')}, max {_fmt(max(lrs, default=None), '.3g')}")
     norms = [v for v in run.train["grad_norm"] if math.isfinite(v)]
@@ -117,4 +187,5 @@ def summary_text(run: RunLog) -> str:
         lines.append(f"    step {e['step']}: loss {_fmt(e.get('loss'))}{reason}, action {e.get('action', '-')}")
     if len(run.events) > 5:
         lines.append(f"    ... {len(run.events) - 5} more in {run.path / 'events.jsonl'}")
+    lines.extend(f"  note: {note}" for note in run.notes)
     return "\n".join(lines) + "\n"

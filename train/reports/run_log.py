@@ -7,7 +7,9 @@ Training rows carry `step, loss, lr, grad_norm, tokens` (cumulative), `tokens_pe
 peak is known); validation rows carry `{"step", "val_loss": {source: value}}`; events rows (loss
 spikes, written by `train/loop.py`) carry `step`, `loss`, `grad_norm`, window statistics, `reason`
 and `action`; only `step` is required here. A resumed run may log a step twice:
-the last row for a step wins, as it is the one the surviving run produced.
+the last row for a step wins, as it is the one the surviving run produced. A continued run
+(`init_from`) also has `init_from.json` (its base's path, step and tokens), and its `config.yaml`
+names the mixture whose replayed and validation-only sources the report marks.
 """
 
 from __future__ import annotations
@@ -17,10 +19,15 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
+from mixtures.config import read_mixture_config
 from pretrainkit.errors import UserError
 
 METRICS_FILE = "metrics.jsonl"
 EVENTS_FILE = "events.jsonl"
+CONFIG_FILE = "config.yaml"
+BASE_FILE = "init_from.json"  # written by train/checkpoint/init_from.py
 TRAIN_KEYS = ("loss", "lr", "grad_norm", "tokens", "tokens_per_s", "mfu")
 
 
@@ -34,10 +41,25 @@ class RunLog:
     val_steps: list[int] = field(default_factory=list)
     val: dict[str, list[float]] = field(default_factory=dict)  # source -> value per val step (NaN if absent)
     events: list[dict] = field(default_factory=list)
+    # Where the run starts: a run continued from another (`init_from`) begins after the base run's
+    # steps and tokens (RUN_DIR/init_from.json); 0 and 0 for a run from scratch.
+    base: str | None = None
+    base_step: int = 0
+    base_tokens: float | None = 0.0  # None: the base (an export) does not record its tokens
+    source_notes: dict[str, str] = field(default_factory=dict)  # source -> "replayed" / "eval only"
+    notes: list[str] = field(default_factory=list)  # what the report could not tell, for its summary
 
     @property
     def name(self) -> str:
         return self.path.name
+
+    def positions(self, axis: str, steps: list[int]) -> list[float]:
+        """Where `steps` of this run lie on the `axis` ("step" or "tokens"), the base run's included."""
+        if axis == "step":
+            return [self.base_step + s for s in steps]
+        at = {0: 0.0, **dict(zip(self.steps, self.train.get("tokens", [])))}
+        base = self.base_tokens or 0.0
+        return [base + at.get(s, math.nan) for s in steps]
 
     def total_tokens(self) -> float:
         """Tokens trained on: `tokens` is cumulative, so the last logged value."""
@@ -114,6 +136,7 @@ def read_run(run_dir: str | Path) -> RunLog:
     run.val_steps = sorted(val_rows)
     sources = sorted({src for r in val_rows.values() for src in r})
     run.val = {src: [val_rows[s].get(src, math.nan) for s in run.val_steps] for src in sources}
+    _read_lineage(run, run_dir)
     events = run_dir / EVENTS_FILE
     if events.is_file():
         for line_no, row in _read_jsonl(events):
@@ -121,3 +144,31 @@ def read_run(run_dir: str | Path) -> RunLog:
             run.events.append(row)
         run.events.sort(key=lambda e: e["step"])
     return run
+
+
+def _read_lineage(run: RunLog, run_dir: Path) -> None:
+    """The base run (RUN_DIR/init_from.json) and which sources replay or only validate (the mixture
+    named in RUN_DIR/config.yaml), when those files are there."""
+    base = run_dir / BASE_FILE
+    if base.is_file():
+        try:
+            info = json.loads(base.read_text(encoding="utf-8"))
+            run.base, run.base_step, run.base_tokens = str(info["path"]), int(info["step"]), info.get("tokens")
+        except (ValueError, KeyError, TypeError) as e:
+            raise UserError(f"{base}: not a valid record of the base run ({e})") from None
+    config = run_dir / CONFIG_FILE
+    if not config.is_file():
+        return
+    try:
+        mixture = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("data", {}).get("mixture")
+        if mixture is None:
+            return
+        sources = read_mixture_config(mixture).sources
+    except (UserError, OSError, yaml.YAMLError, AttributeError) as e:
+        run.notes.append(f"replayed sources not marked: the run's mixture is unreadable ({e})")
+        return  # a moved or edited mixture costs the marks, not the report
+    for source in sources:
+        if source.replay is not None:
+            run.source_notes[source.name] = "replayed"
+        elif source.eval_only:
+            run.source_notes[source.name] = "eval only"
