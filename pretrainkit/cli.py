@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "shards.cli",
     "mixtures.cli",
     "train.planning.cli",
+    "train.planning.init_cli",
     "train.cli",
     "train.evaluation.cli",
 )
