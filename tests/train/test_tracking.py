@@ -137,3 +137,18 @@ def test_an_unknown_wandb_mode_is_a_one_line_config_error(kit, tmp_path: Path, c
     config = kit.config(tmp_path, logging={"wandb": {"project": "p", "mode": "cloud"}})
     assert main(["train", str(config)]) == 2
     assert "logging.wandb.mode: must be one of offline, online, got 'cloud'" in capsys.readouterr().err
+
+
+def test_wandb_online_without_credentials_is_reported_once_and_never_prompts(kit, tmp_path: Path, capsys,
+                                                                             monkeypatch) -> None:  # fmt: skip
+    for var in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE", "NETRC"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc, no W&B settings
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    config = kit.config(tmp_path, max_steps=4, eval={"every": 0},
+                        logging={"tensorboard": True, "wandb": {"project": "p", "mode": "online"}})  # fmt: skip
+    assert main(["train", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("logging.wandb failed") == 1 and "needs W&B credentials" in err
+    assert "logging.tensorboard failed" not in err  # the other tracker goes on
+    assert [e.step for e in _tensorboard(tmp_path / "run").Scalars("train/loss")] == [1, 2, 3, 4]

@@ -42,6 +42,10 @@ class WandbTracker:
             import wandb
         except ImportError:
             raise UserError("needs the wandb package: pip install 'pretrainkit[tracking]'") from None
+        # Online without credentials would prompt on the terminal from this thread: refuse instead.
+        if self.cfg.mode == "online" and not wandb.login(prompt=False, verify=False):
+            raise UserError("mode online needs W&B credentials: run `wandb login` or set WANDB_API_KEY "
+                            "(or use mode: offline and `wandb sync` later)")  # fmt: skip
         settings = wandb.Settings(silent=True, console="off", x_disable_stats=True, disable_git=True,
                                   save_code=False, x_save_requirements=False)  # fmt: skip
         self.run = wandb.init(
