@@ -25,7 +25,7 @@ def test_init_writes_commented_files_that_train_as_written(kit, tmp_path: Path, 
     run = tmp_path / "first"
     assert main(["init", str(run), "--shards", str(shards / "shakespeare"), str(shards / "wiki"), "--minutes", "5"]) == 0
     out = capsys.readouterr().out
-    assert f"next: ptk train {run / 'train.yaml'}" in out
+    assert f"next: ptk train {run / 'train.yaml'}" in out  # with --nproc N for this machine's cores
     mixture_text, train_text = (run / "mixture.yaml").read_text(), (run / "train.yaml").read_text()
     assert mixture_text.startswith("# Mixture written by `ptk init`") and "# Plan: " in train_text
     mix = load_mixture(run / "mixture.yaml")
@@ -71,8 +71,10 @@ def test_sizes_follow_the_data_and_the_budget() -> None:
         assert plan.minutes == pytest.approx(minutes, rel=0.05)  # the budget is spent
         assert plan.max_steps >= 300 or plan.global_size == 8
         assert plan.tokens == plan.max_steps * plan.global_size * plan.seq_len
+        assert plan.nproc == 2 and plan.global_size % (plan.micro_size * plan.nproc) == 0
     gpu = plan_first_run(big, GPUS, minutes=60, law=LAW)
     assert gpu.precision == "bf16" and gpu.seq_len == 4096 and gpu.params > 100 * long.params
+    assert gpu.nproc == 8 and gpu.global_size % (gpu.micro_size * 8) == 0
     # On the law's own terms the choice is near the optimum for its compute.
     n_opt, _ = LAW.optimal_split(GPUS.flops_per_s * 3600)
     assert abs(math.log(gpu.params / n_opt)) < math.log(2)

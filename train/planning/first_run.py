@@ -70,6 +70,7 @@ class FirstRun:
     seq_len: int
     global_size: int
     micro_size: int
+    nproc: int  # processes for `ptk train --nproc`
     max_steps: int
     warmup_steps: int
     lr: float
@@ -131,11 +132,14 @@ def plan_first_run(corpus: Corpus, machine: Machine, minutes: float, law: LossLa
     # The tokens the budget buys for this shape (its head and attention included), within the cap.
     tokens = min(budget / model.flops_per_token(seq_len), MAX_EPOCHS * corpus.train_tokens)
     global_size = min(MAX_GLOBAL[machine.device], max(8, _pow2_at_most(tokens / (seq_len * MIN_STEPS))))
+    # One process per GPU; on a CPU one per core (threads of one process compete worse), at most 8.
+    nproc = min(global_size, machine.count if machine.device == "cuda" else min(8, _pow2_at_most(machine.count)))
     max_steps = max(1, round(tokens / (global_size * seq_len)))
     trained = max_steps * global_size * seq_len
     seconds = model.flops_per_token(seq_len) * trained / machine.flops_per_s
     return FirstRun(
-        model=model, seq_len=seq_len, global_size=global_size, micro_size=min(global_size, MICRO[machine.device]),
+        model=model, seq_len=seq_len, global_size=global_size, nproc=nproc,
+        micro_size=max(1, min(MICRO[machine.device], global_size // nproc)),
         max_steps=max_steps, warmup_steps=max(1, min(1000, max_steps // 20)), lr=learning_rate(model.d_model),
         precision="bf16" if machine.device == "cuda" else "fp32", tokens=trained,
         epochs=trained / corpus.train_tokens, budget_params=params,

@@ -86,17 +86,17 @@ def mixture_from_yaml(given: str, run: Path) -> str:
 
 def train_yaml(run: Path, plan, machine, corpus, minutes: float, law_name: str) -> str:
     m = plan.model
-    why = ("tokens capped at 4 passes over the data (the optimum for\n"
-           f"# {minutes:g} minutes wants more), the model sized for those tokens: it trains in less time"
-           if plan.data_limited else f"the {law_name} law's compute-optimal split of\n# {minutes:g} minutes here")  # fmt: skip
+    why = (f"the tokens are capped at 4 passes over the data (the optimum for {minutes:g} minutes wants more)\n"
+           "# and the model is sized for those tokens, so it trains in less time than that"
+           if plan.data_limited else f"the {law_name} law's compute-optimal split of {minutes:g} minutes of this machine")  # fmt: skip
     return f"""\
 # First training config for {run.name}, written by `ptk init` for this machine ({machine.name},
 # ~{machine.flops_per_s:.2g} FLOP/s sustained, an estimate) and {corpus.train_tokens:,} training tokens.
 # Edit freely: `ptk plan --config` on this file shows memory per device; `ptk train --set key=value` overrides.
 #
 # Plan: {m.num_params() / 1e6:.3g}M parameters trained on {plan.tokens / 1e6:.3g}M tokens ({plan.epochs:.2f} passes over the data),
-# {plan.tokens_per_param:.1f} tokens per parameter ({plan.optimal_tokens_per_param:.1f} would be compute-optimal for this size);
-# {why}. About {plan.minutes:.0f} minutes here.
+# {plan.tokens_per_param:.1f} tokens per parameter ({plan.optimal_tokens_per_param:.1f} would be compute-optimal for this size): about
+# {plan.minutes:.0f} minutes here{f' with --nproc {plan.nproc}' if plan.nproc > 1 else ''}. Sizes: {why}.
 run_dir: .  # this directory: checkpoints/, metrics.jsonl, config.yaml (the resolved config)
 max_steps: {plan.max_steps}
 data:
@@ -145,9 +145,10 @@ def run_init(args: argparse.Namespace) -> int:
     plan = plan_first_run(corpus, machine, args.minutes, law)
     write_text_atomic(run / TRAIN_FILE, train_yaml(run, plan, machine, corpus, args.minutes, law.name))
     load_config(run / TRAIN_FILE)  # what ptk train will read: a bug here is ours, not the user's
-    print(f"ptk init: wrote {run / MIXTURE_FILE} ({len(mix.sources)} sources) and {run / TRAIN_FILE}: "
+    sources = f"{len(mix.sources)} source{'s' if len(mix.sources) > 1 else ''}"
+    print(f"ptk init: wrote {run / MIXTURE_FILE} ({sources}) and {run / TRAIN_FILE}: "
           f"{plan.params / 1e6:.3g}M parameters, {plan.max_steps} steps of {plan.global_size} x {plan.seq_len} "
           f"tokens ({plan.tokens / 1e6:.3g}M tokens, {plan.epochs:.2f} epochs, {plan.tokens_per_param:.1f} tokens/param), "
           f"about {plan.minutes:.0f} min on {machine.name}")  # fmt: skip
-    print(f"next: ptk train {run / TRAIN_FILE}")
+    print(f"next: ptk train {run / TRAIN_FILE}" + (f" --nproc {plan.nproc}" if plan.nproc > 1 else ""))
     return 0
