@@ -1,4 +1,5 @@
-"""What `ptk train --nproc 2` writes to a log file: whole progress lines, no torchrun banner."""
+"""What `ptk train --nproc 2` writes to a log file: whole progress lines, no torchrun banner; and
+TensorBoard events from rank 0 alone."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 
 @pytest.mark.distributed
 def test_a_logged_two_process_run_reads_as_lines(kit, tmp_path: Path) -> None:
-    config = kit.config(tmp_path, max_steps=6, checkpoint={"every": 0}, eval={"every": 3, "batches": 1})
+    config = kit.config(tmp_path, max_steps=6, checkpoint={"every": 0}, eval={"every": 3, "batches": 1},
+                        logging={"tensorboard": True})  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     env["PTK_PROGRESS_SECONDS"] = "0"
     proc = subprocess.run(kit.ptk_command(config, nproc=2), capture_output=True, text=True, timeout=240,
@@ -23,3 +25,10 @@ def test_a_logged_two_process_run_reads_as_lines(kit, tmp_path: Path) -> None:
     bars = [line for line in proc.stderr.splitlines() if re.match(r"\d+/6 step \(\d+%\)", line)]
     assert [line.split("/")[0] for line in bars] == [str(i) for i in range(1, 7)]
     assert "loss=" in bars[-1] and "ptk train: steps 1-6 of 6" in proc.stderr
+    # Rank 0 alone logs to TensorBoard: one event file, each step once.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    assert len(list((tmp_path / "run" / "tb").iterdir())) == 1
+    acc = EventAccumulator(str(tmp_path / "run" / "tb"), size_guidance={"scalars": 0})
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("train/loss")] == list(range(1, 7))
