@@ -101,12 +101,13 @@ class Pipeline:
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> list[torch.Tensor]:
         """The loss function's value for each micro-batch (on the last stage; [] elsewhere)."""
         losses: list[torch.Tensor] = []
-        self.schedule.step(*self._args(inputs), **self._target(targets, losses))
+        # Not returning the outputs: the last stage would keep every micro-batch's logits until the end.
+        self.schedule.step(*self._args(inputs), **self._target(targets, losses), return_outputs=False)
         return losses
 
     def eval(self, inputs: torch.Tensor, targets: torch.Tensor) -> list[torch.Tensor]:
         losses: list[torch.Tensor] = []
-        self.schedule.eval(*self._args(inputs), **self._target(targets, losses))
+        self.schedule.eval(*self._args(inputs), **self._target(targets, losses), return_outputs=False)
         return losses
 
     def _args(self, inputs: torch.Tensor) -> tuple:

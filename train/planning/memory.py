@@ -12,13 +12,25 @@ precision (fp16/bf16 weights and gradients, fp32 master weights, momentum and va
 shards the optimizer state over the data-parallel devices, stage 2 also the gradients, stage 3
 (FSDP) also the weights.
 
-Activations are the tensors autograd saves for backward in `train/model.py`'s decoder, counted per
+Tensor and pipeline parallelism (`Split`): with tp, every block's matrices, the embedding and the
+output head are divided by tp (the norms are replicated); with pp, a device holds n_layers/pp blocks,
+the first stage the embedding and the last the final norm and head, and the planner reports the
+largest stage. Data parallelism then shards what a device holds as its ZeRO stage says.
+
+Activations are the tensors autograd saves for backward in `train/model/llama.py`'s decoder, counted per
 token, plus the logits and their gradient at the loss (where a step peaks). The coefficients were
 derived by listing the saved tensors of each operation (tests/train/test_memory_model.py checks
 them against `torch.autograd.graph.saved_tensors_hooks` on the real model). With per-block
 activation checkpointing only each block's input is kept, and one block at a time is recomputed
-during backward. Not counted: the unsharded copy of one block that ZeRO-3 gathers for compute,
-communication buckets, and allocator fragmentation.
+during backward. Under tensor parallelism with sequence parallelism every saved tensor of a block is
+split over tp (by heads, hidden units or positions), except the all-gathered full-sequence inputs
+of attention and of the FFN, which their first linear layers keep; the logits are gathered, so the
+loss's tensors are whole on every tp rank. Under pipeline parallelism a stage holds the activations
+of every micro-batch it has run forward and not yet backward: under GPipe all of them, under 1F1B
+at most pp - stage on stage `stage`, under interleaved 1F1B what torch's warm-up runs (several
+chunks of n_layers/(pp x stages_per_rank) blocks). Not counted: the unsharded copy of one block
+that ZeRO-3 gathers for compute, communication buckets, pipeline send/receive buffers, and
+allocator fragmentation.
 """
 
 from __future__ import annotations
@@ -85,6 +97,7 @@ class ActivationShape:
     ffn_hidden: int
     vocab_size: int
     matmul_params: int  # weights that bf16 autocast keeps a cast copy of during forward and backward
+    tie_embeddings: bool = True
 
     @classmethod
     def from_model_config(cls, cfg) -> "ActivationShape":
@@ -97,6 +110,7 @@ class ActivationShape:
             ffn_hidden=cfg.ffn_hidden_size,
             vocab_size=cfg.vocab_size,
             matmul_params=cfg.num_params(embeddings=False),
+            tie_embeddings=cfg.tie_embeddings,
         )
 
 
@@ -141,16 +155,70 @@ def saved_activation_bytes(shape: ActivationShape, micro_batch: int, seq_len: in
 
 
 def activation_bytes(shape: ActivationShape, micro_batch: int, seq_len: int, dtype: str, checkpointing: bool) -> float:
-    """Peak activation memory of one micro-batch's forward and backward, in bytes."""
+    """Peak activation memory of one micro-batch's forward and backward on one device, in bytes."""
+    return stage_activation_bytes(shape, micro_batch, seq_len, dtype, checkpointing, Split(), 0)
+
+
+@dataclass(frozen=True)
+class Split:
+    """The model's split besides data parallelism (train/parallel/): tp, pp and the pipeline schedule."""
+
+    tp: int = 1
+    pp: int = 1
+    stages_per_rank: int = 1
+    schedule: str = "1f1b"  # gpipe | 1f1b | interleaved_1f1b
+    microbatches: int = 1  # pipeline micro-batches per step
+
+
+def stage_params(shape: ActivationShape, split: Split, pp_rank: int) -> float:
+    """Parameters held by one device of pipeline rank `pp_rank` (tensor-parallel shard included)."""
+    d, v, L = shape.d_model, shape.vocab_size, shape.n_layers
+    table = v * d
+    head = d + table  # final norm and output head (the table itself when tied)
+    block = (shape.matmul_params - head) / L
+    norms = 2 * d
+    embedding = 0 if shape.tie_embeddings else table
+    if split.pp > 1:
+        embedding = embedding if pp_rank == 0 else 0
+        head = head if pp_rank == split.pp - 1 else 0
+    blocks = L / split.pp * ((block - norms) / split.tp + norms)
+    return blocks + embedding / split.tp + (head - d) / split.tp + (d if head else 0)
+
+
+def in_flight_chunks(split: Split, pp_rank: int) -> int:
+    """Chunks (n_layers / (pp x stages_per_rank) blocks, one micro-batch) whose activations a rank holds at once."""
+    n, pp, v = split.microbatches, split.pp, split.stages_per_rank
+    if pp == 1:
+        return 1
+    if split.schedule == "gpipe":
+        return n
+    if split.schedule == "1f1b":
+        return min(n, pp - pp_rank)
+    per_round = n // max(1, n // pp)  # torch's ScheduleInterleaved1F1B warm-up, then one forward per backward
+    return min((v - 1) * per_round + 2 * (pp - 1 - pp_rank) + 1, n * v)
+
+
+def stage_activation_bytes(shape: ActivationShape, micro_batch: int, seq_len: int, dtype: str, checkpointing: bool,
+                           split: Split, pp_rank: int) -> float:  # fmt: skip
+    """Peak activation memory of one device of pipeline rank `pp_rank` during a step, in bytes."""
     c = ACTIVATION_COEFFICIENTS[dtype]
     block, head = _per_token(shape, c)
-    # The loss backward is where a step peaks: the logits and their gradients join what is saved.
-    head += c.logit_buffers * shape.vocab_size
+    if split.tp > 1:
+        gathered = 2 * (2 if dtype == "bf16" else 4) * shape.d_model
+        block = (block - gathered) / split.tp + gathered
+    loss = 0.0
+    if pp_rank == split.pp - 1:  # GPipe's last stage keeps every micro-batch's loss inputs until its backwards
+        heads = split.microbatches if split.pp > 1 and split.schedule == "gpipe" else 1
+        # The loss backward is where a step peaks: the logits' gradients join what is saved.
+        loss = heads * head + c.logit_buffers * shape.vocab_size
+    chunk_layers = shape.n_layers / (split.pp * split.stages_per_rank)
+    chunks = in_flight_chunks(split, pp_rank)
     if checkpointing:
-        per_token = shape.n_layers * RESIDUAL_BYTES * shape.d_model + max(head, block)
+        per_token = chunks * chunk_layers * RESIDUAL_BYTES * shape.d_model / split.tp + max(loss, block)
     else:
-        per_token = shape.n_layers * block + head
-    return micro_batch * seq_len * per_token + c.weight_copy * shape.matmul_params
+        per_token = chunks * chunk_layers * block + loss
+    weights = c.weight_copy * shape.matmul_params / (split.tp * split.pp)
+    return micro_batch * seq_len * per_token + weights
 
 
 @dataclass(frozen=True)
@@ -174,10 +242,17 @@ class DeviceMemory:
 
 
 def memory_table(num_params: float, devices: int, state_bytes: str, shape: ActivationShape | None,
-                 micro_batch: int, seq_len: int, dtype: str) -> list[DeviceMemory]:
-    """Memory per device under every strategy; activations only when the model's shape is known."""
+                 micro_batch: int, seq_len: int, dtype: str, split: Split = Split()) -> list[DeviceMemory]:
+    """Memory per device under every strategy over `devices` data-parallel devices (each also split by
+    `split`); activations only when the model's shape is known. Each figure is the largest pipeline stage's."""
+    stages = range(split.pp)
+    params = num_params
+    if split.tp > 1 or split.pp > 1:
+        if shape is None:
+            raise ValueError("tensor or pipeline parallel memory needs the model's shape")
+        params = max(stage_params(shape, split, r) for r in stages)
     acts = ckpt = None
     if shape is not None:
-        acts = activation_bytes(shape, micro_batch, seq_len, dtype, checkpointing=False)
-        ckpt = activation_bytes(shape, micro_batch, seq_len, dtype, checkpointing=True)
-    return [DeviceMemory(s, model_states(num_params, devices, s, state_bytes), acts, ckpt) for s in STRATEGIES]
+        acts = max(stage_activation_bytes(shape, micro_batch, seq_len, dtype, False, split, r) for r in stages)
+        ckpt = max(stage_activation_bytes(shape, micro_batch, seq_len, dtype, True, split, r) for r in stages)
+    return [DeviceMemory(s, model_states(params, devices, s, state_bytes), acts, ckpt) for s in STRATEGIES]
