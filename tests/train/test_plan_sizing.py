@@ -152,3 +152,30 @@ def test_ptk_plan_says_whose_data_the_loss_is_for_and_when_it_extrapolates(capsy
     assert main(["plan", "--params", "1B", "--tokens", "20B"]) == 0
     (loss,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("loss  ")]
     assert "for the law's own data and tokenizer" in loss and "outside" not in loss
+
+
+def test_ptk_plan_splits_memory_over_tp_and_pp(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({
+        "run_dir": "run", "data": {"mixture": "mix.yaml", "seq_len": 1024}, "max_steps": 1000,
+        "model": {"d_model": 512, "n_layers": 8, "n_heads": 8, "n_kv_heads": 4, "tie_embeddings": False},
+        "batch": {"global_size": 64, "micro_size": 8}, "parallel": {"data": "fsdp", "tp": 2, "pp": 2},
+    }))
+    args = ["plan", "--config", str(config), "--vocab-size", "32000", "--flops", "1e19", "--devices", "8"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "on 8 device(s) = dp 2 x tp 2 x pp 2 (1f1b, 4 micro-batches; the largest stage)" in out
+
+    def fsdp_total(text: str) -> float:
+        return float(next(line for line in text.splitlines() if "ZeRO-3/FSDP" in line).split()[8])
+
+    split = fsdp_total(out)
+    assert main([*args, "--tp", "1", "--pp", "1"]) == 0  # the same 8 devices, all data-parallel
+    plain = capsys.readouterr().out
+    assert "on 8 device(s), Adam" in plain
+    # Activations shrink with tp and pp (states are already sharded 8 ways by FSDP alone).
+    assert split < fsdp_total(plain)
+    assert main([*args, "--devices", "6"]) == 2
+    assert "--devices 6 is not a multiple of tp x pp = 2 x 2" in capsys.readouterr().err
+    assert main(["plan", "--params", "1B", "--tokens", "20B", "--tp", "2"]) == 2
+    assert "--tp and --pp need --config" in capsys.readouterr().err

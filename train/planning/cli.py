@@ -2,6 +2,7 @@
 
     ptk plan --flops 1e21 --devices 64 --device-memory 80 --peak-flops 989e12
     ptk plan --config run.yaml --tokens 2B --devices 2
+    ptk plan --config run.yaml --devices 8 --tp 2 --pp 2
     ptk scaling fit runs/s1 runs/s2 runs/s3 runs/s4 runs/s5 --flops 1e20 -o law.json
     ptk report runs/base --compare runs/bigger -o report.png
 
@@ -19,7 +20,7 @@ from pathlib import Path
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
 from pretrainkit.quantities import quantity
-from train.planning.memory import PARALLEL_STRATEGY, STATE_BYTES, STRATEGY_LABELS, ActivationShape, memory_table
+from train.planning.memory import PARALLEL_STRATEGY, STATE_BYTES, STRATEGY_LABELS, ActivationShape, Split, memory_table
 from train.planning.plan import LAWS, LossLaw, load_law, resolve_budget, training_seconds
 
 GB = 1e9
@@ -97,13 +98,36 @@ def model_of_config(cfg, vocab_size: int | None, where: str):
 # ---- ptk plan ---------------------------------------------------------------------------------------
 
 
+def _split(args: argparse.Namespace, cfg, shape: ActivationShape | None) -> tuple[Split, int]:
+    """The tensor/pipeline split (--tp/--pp, else the config's) and the data-parallel size it leaves of --devices."""
+    p = cfg.parallel if cfg is not None else None
+    tp = args.tp or (p.tp if p else 1)
+    pp = args.pp or (p.pp if p else 1)
+    if (tp > 1 or pp > 1) and shape is None:
+        raise UserError("--tp and --pp need --config: the split depends on the model's shape")
+    if args.devices % (tp * pp):
+        raise UserError(f"--devices {args.devices} is not a multiple of tp x pp = {tp} x {pp}")
+    dp = args.devices // (tp * pp)
+    if p is None:
+        return Split(tp=tp, pp=pp, microbatches=pp), dp
+    b = cfg.batch
+    microbatches = p.pp_microbatches or max(1, b.global_size // (b.micro_size * dp))
+    return Split(tp=tp, pp=pp, stages_per_rank=p.stages if pp > 1 else 1, schedule=p.pp_schedule,
+                 microbatches=microbatches), dp  # fmt: skip
+
+
 def _memory_lines(args: argparse.Namespace, params: float, shape: ActivationShape | None, micro_batch: int,
-                  seq_len: int, dtype: str, state_bytes: str, chosen: str | None, checkpointing: bool) -> list[str]:
-    rows = memory_table(params, args.devices, state_bytes, shape, micro_batch, seq_len, dtype)
+                  seq_len: int, dtype: str, state_bytes: str, chosen: str | None, checkpointing: bool,
+                  split: Split, dp: int) -> list[str]:  # fmt: skip
+    rows = memory_table(params, dp, state_bytes, shape, micro_batch, seq_len, dtype, split)
     b = STATE_BYTES[state_bytes]
     biggest = max(r.total or r.states.total for r in rows)
     unit, scale, exponent = ("GB", GB, 9) if biggest >= GB else ("MB", 1e6, 6)  # decimal, as the ZeRO paper
-    lines = [f"memory per device ({unit} = 1e{exponent} bytes) on {args.devices} device(s), Adam with "
+    layout = ""
+    if split.tp > 1 or split.pp > 1:
+        layout = (f" = dp {dp} x tp {split.tp} x pp {split.pp}"
+                  + (f" ({split.schedule}, {split.microbatches} micro-batches; the largest stage)" if split.pp > 1 else ""))
+    lines = [f"memory per device ({unit} = 1e{exponent} bytes) on {args.devices} device(s){layout}, Adam with "
              f"{b.param}+{b.grad}+{b.optimizer} bytes/param ({state_bytes})"]
     if shape is None:
         lines.append("  activations: pass --config to count them (they depend on the model's shape)")
@@ -140,7 +164,7 @@ def _memory_lines(args: argparse.Namespace, params: float, shape: ActivationShap
 
 def run_plan(args: argparse.Namespace) -> int:
     law = load_law(args.law)
-    params, tokens, shape, chosen, checkpointing = args.params, args.tokens, None, None, False
+    params, tokens, shape, chosen, checkpointing, cfg = args.params, args.tokens, None, None, False, None
     micro_batch, seq_len, dtype, state_bytes = args.micro_batch, args.seq_len, args.activation_dtype, args.state_bytes
     if args.config:
         if args.params:
@@ -185,8 +209,9 @@ def run_plan(args: argparse.Namespace) -> int:
                      f"at {args.mfu:.0%} MFU ({seconds * args.devices / 3600:,.0f} device-hours)")
     else:
         lines.append("time          pass --peak-flops (per device) for the wall time")
+    split, dp = _split(args, cfg, shape)
     lines += _memory_lines(args, budget.params, shape, micro_batch or 1, seq_len or 2048, dtype or "bf16",
-                           state_bytes or "mixed", chosen, checkpointing)
+                           state_bytes or "mixed", chosen, checkpointing, split, dp)
     print("\n".join(lines))
     return 0
 
@@ -303,7 +328,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tokens", type=quantity, help="training tokens D, e.g. 300B")
     p.add_argument("--law", default="besiroglu",
                    help=f"loss law: {', '.join(LAWS)} or a JSON file from `ptk scaling fit -o` (default besiroglu)")
-    p.add_argument("--devices", type=positive_int, default=1, help="data-parallel devices (default 1)")
+    p.add_argument("--devices", type=positive_int, default=1,
+                   help="devices in all (default 1); data-parallel over what tp x pp leave")
+    p.add_argument("--tp", type=positive_int, help="tensor-parallel size (default: the config's, else 1)")
+    p.add_argument("--pp", type=positive_int, help="pipeline stages (default: the config's, else 1)")
     p.add_argument("--device-memory", type=lambda t: quantity(t) * GB, help="GB per device, e.g. 80")
     p.add_argument("--peak-flops", type=quantity, help="peak FLOP/s of one device, e.g. 989T")
     p.add_argument("--mfu", type=fraction, default=0.4, help="model FLOPs utilisation for the time (default 0.4)")
