@@ -99,13 +99,14 @@ class Trainer:
     def _pipeline_loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return self._cross_entropy_sum(logits, targets) * self._loss_scale
 
-    def _run_pipeline(self, inputs: torch.Tensor, targets: torch.Tensor, scale: float) -> float:
-        """Sum of the token losses of these rows (on the last stage; 0 elsewhere); backward unless `scale` is 0."""
-        self._loss_scale = scale or 1.0
+    def _run_pipeline(self, inputs: torch.Tensor, targets: torch.Tensor, scale: float | None) -> float:
+        """Sum of the token losses of these rows (on the last stage; 0 elsewhere); with `scale`, the
+        backward of the sum times `scale` too."""
+        self._loss_scale = 1.0 if scale is None else scale
         x, y = inputs.to(self.env.device), targets.to(self.env.device)
         with autocast_context(self.model, self.env.device, self.bf16):
-            losses = (self.pipeline.step if scale else self.pipeline.eval)(x, y)
-        return math.fsum(float(v) for v in losses) / self._loss_scale
+            losses = (self.pipeline.eval if scale is None else self.pipeline.step)(x, y)
+        return math.fsum(v.detach().item() for v in losses) / self._loss_scale
 
     def train_step(self, micro_batches: Sequence[Batch], accept: Callable[[float, float], bool] | None = None) -> StepResult:
         """One update from this process's micro-batches of the next global batch.
@@ -165,7 +166,7 @@ class Trainer:
             y = torch.cat([y, torch.full((pad, y.shape[1]), IGNORE_INDEX, dtype=y.dtype)])
         loss_sum, tokens = 0.0, 0
         for xs, ys in zip(x.split(chunk), y.split(chunk)):
-            loss_sum += self._run_pipeline(xs, ys, 0.0) if self.pipeline is not None else self._loss_sum(xs, ys).item()
+            loss_sum += self._run_pipeline(xs, ys, None) if self.pipeline is not None else self._loss_sum(xs, ys).item()
             tokens += int((ys != IGNORE_INDEX).sum())
         counts = self.mesh.counts_batch
         total_loss, total_tokens = self._all_reduce([loss_sum if counts else 0.0, tokens if counts else 0])
