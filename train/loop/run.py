@@ -4,7 +4,7 @@
 
 Sets up the process group, the mixture loader for this rank and the Trainer, writes the resolved
 config to `RUN_DIR/config.yaml`, resumes from the newest valid checkpoint (unless `resume=False`)
-or, in a fresh run, loads `init_from`'s weights (`train/init_from.py`), runs `TrainingLoop` to
+or, in a fresh run, loads `init_from`'s weights (`train/checkpoint/init_from.py`), runs `TrainingLoop` to
 `max_steps` and prints the summary on rank 0. Every process ends with a barrier before
 `destroy_process_group()`.
 """
