@@ -1,7 +1,8 @@
 """One process vs DDP(2), ZeRO-1(2), ZeRO-2(2) and FSDP2(2) on the same global batches: same losses and
 grad norms; accumulation, activation checkpointing, clipping on sharded parameters and bf16 too.
 Then the other splits: tensor parallel (2), pipeline parallel (2) under each schedule, and on 4
-processes FSDP x TP, FSDP x PP and HSDP, against the same one-process runs."""
+processes FSDP x TP, FSDP x PP and HSDP, against the same one-process runs; each also compares the
+validation loss after its steps (through the pipeline under pp)."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def four(tmp_path_factory) -> dict:
 
 
 def assert_same(a: dict, b: dict, rel: float) -> None:
-    for key in ("loss", "grad_norm"):
+    for key in ("loss", "grad_norm", "val"):
         assert a[key] == pytest.approx(b[key], rel=rel), key
 
 

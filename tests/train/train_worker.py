@@ -3,8 +3,8 @@
     python -m torch.distributed.run --standalone --nproc_per_node 2 tests/train/train_worker.py OUT.json SPEC.json
 
 SPEC is a JSON list of runs, each `{"name", "steps", "global_size", "micro_size", "config": {...}}`
-(config: TrainConfig overrides). Rank 0 writes `{name: {"loss": [...], "grad_norm": [...],
-"divide_factors": [...]}}` (the gradient divide factor of every FSDP module). Global batch k is the
+(config: TrainConfig overrides). Rank 0 writes `{name: {"loss": [...], "grad_norm": [...], "val":
+validation loss after the steps, "divide_factors": [...]}}` (the gradient divide factor of every FSDP module). Global batch k is the
 same random tokens whatever the world size; data-parallel group g of d trains on rows
 [g*G/d, (g+1)*G/d) in micro-batches of `micro_size` (every process of the group on the same rows).
 """
@@ -61,9 +61,12 @@ def run(spec: dict, env: DistEnv) -> dict:
         r = trainer.train_step(micro_batches(k, spec["global_size"], spec["micro_size"], trainer))
         losses.append(r.loss)
         norms.append(r.grad_norm)
+    # Validation after the steps, on 10 rows: not a multiple of any layout's rows per forward (padding).
+    rows = global_batch(10_000, 10)
+    val = trainer.evaluate_rows(rows[:, :-1], rows[:, 1:])
     factors = [g.gradient_divide_factor for m in trainer.model.modules() if isinstance(m, FSDPModule)
                for g in m._get_fsdp_state()._fsdp_param_groups]  # fmt: skip
-    return {"loss": losses, "grad_norm": norms, "divide_factors": factors}
+    return {"loss": losses, "grad_norm": norms, "val": val, "divide_factors": factors}
 
 
 def main(out: str, spec_path: str) -> None:
