@@ -61,6 +61,7 @@ class LoadedTokenizer:
     vocab_size: int  # one past the largest id, added tokens included
     eos_id: int
     eos_token: str
+    bos_token: str | None = None  # what an HF directory's configs name as BOS; None for a bare file
 
     @property
     def info(self) -> TokenizerInfo:
@@ -83,10 +84,11 @@ def load_tokenizer(path: str | Path, eos_token: str | None = None) -> LoadedToke
     except Exception as e:  # tokenizers raises a bare Exception for any parse failure
         raise UserError(f"{path}: not a valid Hugging Face tokenizer.json: {str(e).splitlines()[0]}") from None
     vocab = tok.get_vocab(with_added_tokens=True)
-    eos = eos_token or (directory is not None and _configured_eos(tok, directory)) or _find_eos(tok, path)
+    eos = eos_token or (directory is not None and _configured_token(tok, directory, "eos")) or _find_eos(tok, path)
     if eos not in vocab:
         raise UserError(f"{path}: end-of-text token {eos!r} is not in the vocabulary")
-    return LoadedTokenizer(tok, str(path), sha256_file(path), max(vocab.values()) + 1, vocab[eos], eos)
+    bos = _configured_token(tok, directory, "bos") if directory is not None else None
+    return LoadedTokenizer(tok, str(path), sha256_file(path), max(vocab.values()) + 1, vocab[eos], eos, bos)
 
 
 def read_tokenizer_file(path: str | Path) -> Tokenizer:
@@ -97,9 +99,9 @@ def read_tokenizer_file(path: str | Path) -> Tokenizer:
     return tok
 
 
-def _configured_eos(tok: Tokenizer, directory: Path) -> str | None:
-    """The EOS token that an HF directory's tokenizer_config.json or generation_config.json names."""
-    for name, key in (("tokenizer_config.json", "eos_token"), ("generation_config.json", "eos_token_id")):
+def _configured_token(tok: Tokenizer, directory: Path, kind: str) -> str | None:
+    """The `kind` ("eos", "bos") token an HF directory's tokenizer_config.json or generation_config.json names."""
+    for name, key in (("tokenizer_config.json", f"{kind}_token"), ("generation_config.json", f"{kind}_token_id")):
         file = directory / name
         if not file.is_file():
             continue

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "train.planning.init_cli",
     "train.cli",
     "train.evaluation.cli",
+    "train.generate_cli",
 )
 
 

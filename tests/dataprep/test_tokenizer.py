@@ -81,3 +81,24 @@ def test_workers_must_be_at_least_one(tmp_path, capsys, command, workers):
         main(argv)
     assert e.value.code == 2
     assert "--workers: must be a positive number, got" in capsys.readouterr().err
+
+
+def test_a_hugging_face_directory_is_read_with_its_configured_eos(tmp_path):
+    from tokenizers import AddedToken
+
+    tok = Tokenizer(models.WordLevel({"<unk>": 0, "hello": 1, "world": 2}, unk_token="<unk>"))
+    tok.add_special_tokens([AddedToken("<|end_of_text|>", special=True), AddedToken("<|eot_id|>", special=True),
+                            AddedToken("<|begin_of_text|>", special=True)])  # fmt: skip
+    d = tmp_path / "Llama-like"
+    d.mkdir()
+    tok.save(str(d / "tokenizer.json"))
+    # No config: the first known EOS candidate; the sha256 is the tokenizer.json's either way.
+    bare = load_tokenizer(d)
+    assert (bare.eos_token, bare.bos_token, bare.sha256) == ("<|end_of_text|>", None, load_tokenizer(d / "tokenizer.json").sha256)
+    (d / "generation_config.json").write_text('{"eos_token_id": [4, 3], "bos_token_id": 5}')
+    assert (load_tokenizer(d).eos_id, load_tokenizer(d).bos_token) == (4, "<|begin_of_text|>")
+    (d / "tokenizer_config.json").write_text('{"eos_token": {"content": "<|end_of_text|>"}}')
+    assert load_tokenizer(d).eos_token == "<|end_of_text|>"  # tokenizer_config.json first
+    (d / "tokenizer.json").unlink()
+    with pytest.raises(UserError, match=r"Llama-like: no tokenizer.json in this directory"):
+        load_tokenizer(d)

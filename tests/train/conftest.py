@@ -159,3 +159,40 @@ def hf_model(tmp_path: Path):
         return directory, model
 
     return build
+
+
+@pytest.fixture(scope="session")
+def hf_corpus(tmp_path_factory):
+    """A byte-level BPE tokenizer (HF `tokenizer_config.json` naming its EOS) trained on Tiny
+    Shakespeare, and the text split into documents: what an HF model directory gets as its tokenizer."""
+    from dataprep.tokenizer import train_tokenizer
+
+    root = tmp_path_factory.mktemp("hf_tokenizer")
+    text = _need(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:300_000]
+    speeches = [s for s in text.split("\n\n") if s.strip()]
+    train_tokenizer(speeches, vocab_size=300).save(str(root / "tokenizer.json"))
+    (root / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>"}))  # fmt: skip
+    return root, speeches
+
+
+@pytest.fixture
+def hf_model_with_tokenizer(hf_model, hf_corpus, tmp_path: Path):
+    """An HF model directory of `family` with the hf_corpus tokenizer (vocab padded to 320, as HF models
+    often are) and a mixture of Shakespeare tokenized with `--tokenizer DIR`: (directory, model, mixture)."""
+    import shutil
+
+    from dataprep.tokenize import write_text_shards
+
+    def build(family: str, **kw):
+        directory, model = hf_model(family, vocab_size=320, **kw)
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(hf_corpus[0] / name, directory / name)
+        shards = tmp_path / f"shards-{family}"
+        if not shards.exists():
+            write_text_shards(hf_corpus[1], shards, directory)
+        mix = tmp_path / f"mix-{family}.yaml"
+        mix.write_text(f"seed: 3\nholdout: {{fraction: 0.02, min_tokens: 1024}}\nsources:\n  - {{name: plays, shards: {shards.name}, weight: 1}}\n")
+        return directory, model, mix
+
+    return build

@@ -58,3 +58,16 @@ def test_missing_tensor_names_the_directory_and_tensor(hf_model, tmp_path: Path)
     save_file(tensors, directory / "model.safetensors")
     with pytest.raises(UserError, match="missing model.layers.1.self_attn.k_proj.bias"):
         load_hf_model(directory)
+
+
+def test_any_region_of_a_permuted_tensor_reads_like_the_full_one(hf_model) -> None:
+    """What an FSDP or tensor-parallel shard reads: rows cut inside a head, columns cut anywhere."""
+    from train.model.hf_adapter import HFWeights
+
+    directory, _ = hf_model("mistral")  # head_dim 24
+    model, cfg = load_hf_model(directory)
+    weights = HFWeights(directory)
+    for name in ("layers.1.attention.wq.weight", "layers.0.attention.wk.weight", "layers.0.feed_forward.w2.weight"):
+        full = model.get_parameter(name).detach()
+        for rows, cols in ((slice(5, 37), slice(0, 64)), (slice(0, 1), slice(3, 9)), (slice(30, 48), slice(60, 64))):
+            torch.testing.assert_close(weights.read_native(name, cfg, (rows, cols)), full[rows, cols], rtol=0, atol=0)

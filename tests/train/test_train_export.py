@@ -38,7 +38,7 @@ def test_export_loads_alone_and_reproduces_the_validation_loss(kit, tmp_path: Pa
 
     # A directory target gets model.safetensors + config.json; bf16 halves the size.
     assert main(["export", str(tmp_path / "run" / "checkpoints" / "step-0000006"), "-o", str(tmp_path / "d"), "--dtype", "bf16"]) == 0
-    assert json.loads((tmp_path / "d" / "config.json").read_text())["d_model"] == 32
+    assert json.loads((tmp_path / "d" / "pretrainkit_model.json").read_text())["d_model"] == 32
     assert (tmp_path / "d" / "model.safetensors").stat().st_size < out.stat().st_size * 0.6
     load_exported(tmp_path / "d")
 

@@ -1,0 +1,160 @@
+"""Continued pretraining of a Hugging Face model end to end: `init_from: HF_DIR` (the first loss is
+transformers' loss on the same batch; 2-process FSDP equals 1 process), `ptk export --format hf` (loads
+in AutoModelForCausalLM / AutoTokenizer with no missing or unexpected keys and the same logits), the
+round trip through training, `ptk generate` (greedy equals transformers'), and the one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+import yaml
+
+from mixtures import MixtureSampler, load_mixture
+from pretrainkit.cli import main
+from train.checkpoint.load_model import load_model
+from train.model.generate import generate
+
+SEQ, BATCH = 32, 8
+
+
+def hf_config(kit, tmp: Path, directory: Path, mix: Path, **overrides) -> Path:
+    """conftest's tiny run, initialized from `directory`, with no `model:` section (the shape comes from there)."""
+    path = kit.config(tmp, data={"mixture": str(mix), "seq_len": SEQ}, init_from=str(directory), max_steps=3,
+                      optim={"lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 1}, checkpoint={"every": 0, "keep": 1},
+                      eval={"every": 0}, batch={"global_size": BATCH, "micro_size": 4})  # fmt: skip
+    cfg = yaml.safe_load(path.read_text())
+    del cfg["model"]
+    cfg.update(overrides)
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def first_batch(mix: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    tokens, _ = MixtureSampler(load_mixture(mix), seq_len=SEQ, global_batch_size=BATCH).batch(0)
+    tokens = torch.from_numpy(tokens)
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def assert_logits_close(ours: torch.Tensor, theirs: torch.Tensor) -> None:
+    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4 * theirs.abs().max().item())
+
+
+def load_in_transformers(directory: Path):
+    from transformers import AutoModelForCausalLM
+
+    model, info = AutoModelForCausalLM.from_pretrained(directory, output_loading_info=True, dtype=torch.float32)
+    assert not any(info.values()), info  # missing, unexpected, mismatched keys, errors
+    return model.eval()
+
+
+def test_round_trip_hf_train_export_hf(kit, hf_model_with_tokenizer, tmp_path: Path, capsys) -> None:
+    from transformers import AutoTokenizer
+
+    directory, reference, mix = hf_model_with_tokenizer("llama")
+    config = hf_config(kit, tmp_path, directory, mix)
+    assert main(["train", str(config)]) == 0
+    assert f"initialized from {directory}" in capsys.readouterr().err
+
+    # Step 1's loss is computed with the imported weights: transformers' loss on the same batch.
+    x, y = first_batch(mix)
+    with torch.no_grad():
+        expected = F.cross_entropy(reference(x).logits.flatten(0, 1), y.flatten()).item()
+    assert kit.rows(tmp_path / "run")[0]["loss"] == pytest.approx(expected, rel=1e-4)
+
+    out = tmp_path / "exported"
+    assert main(["export", str(tmp_path / "run"), "--format", "hf", "-o", str(out)]) == 0
+    assert "Hugging Face llama" in capsys.readouterr().out
+    exported = load_in_transformers(out)
+    assert exported.config.model_type == "llama" and exported.config.rope_scaling["rope_type"] == "llama3"
+    trained = load_model(tmp_path / "run")
+    assert trained.tokenizer is not None and trained.step == 3  # found through init_from
+    with torch.no_grad():
+        ours, theirs = trained.model(x), exported(x).logits
+        assert_logits_close(ours, theirs)
+        assert not torch.allclose(theirs, reference(x).logits, atol=1e-3)  # training moved the weights
+
+    tok = AutoTokenizer.from_pretrained(out)
+    text = "ROMEO: But soft, what light through yonder window breaks?"
+    assert tok(text).input_ids == trained.tokenizer.tokenizer.encode(text).ids
+    assert tok.eos_token == "<|endoftext|>" and exported.generation_config.eos_token_id == trained.tokenizer.eos_id
+
+
+@pytest.mark.parametrize("family", ["mistral", "qwen2"])
+def test_hf_directory_exports_back_unchanged(hf_model_with_tokenizer, family: str, tmp_path: Path) -> None:
+    directory, reference, _ = hf_model_with_tokenizer(family)
+    out = tmp_path / "out"
+    assert main(["export", str(directory), "--format", "hf", "-o", str(out), "--max-shard-size", "40K"]) == 0
+    assert (out / "model.safetensors.index.json").is_file()
+    exported = load_in_transformers(out)
+    assert exported.config.model_type == family
+    assert exported.config.tie_word_embeddings == (family == "qwen2")
+    x = torch.randint(0, 300, (2, 40), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        assert_logits_close(exported(x).logits, reference(x).logits)
+
+
+def test_native_export_config_is_not_an_hf_config(kit, tmp_path: Path) -> None:
+    config = kit.config(tmp_path, max_steps=2, checkpoint={"every": 0, "keep": 1}, eval={"every": 0})
+    assert main(["train", str(config)]) == 0
+    assert main(["export", str(tmp_path / "run"), "-o", str(tmp_path / "native")]) == 0
+    assert not (tmp_path / "native" / "config.json").exists()
+    assert json.loads((tmp_path / "native" / "pretrainkit_model.json").read_text())["d_model"] == 32
+    assert load_model(tmp_path / "native").kind == "native export"
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_greedy_generation_equals_transformers(hf_model_with_tokenizer, family: str) -> None:
+    directory, reference, _ = hf_model_with_tokenizer(family)
+    loaded = load_model(directory)
+    prompt = loaded.tokenizer.tokenizer.encode("First Citizen:\nBefore we proceed").ids
+    ours = generate(loaded.model, prompt, max_new_tokens=24)
+    with torch.no_grad():
+        theirs = reference.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=None,
+                                    pad_token_id=0)[0, len(prompt):].tolist()  # fmt: skip
+    assert ours == theirs and len(set(ours)) > 3
+
+
+def test_ptk_generate_prints_the_continuation(hf_model_with_tokenizer, capsys) -> None:
+    directory, _, _ = hf_model_with_tokenizer("llama")
+    loaded = load_model(directory)
+    prompt = "KING HENRY:"
+    expected = loaded.tokenizer.tokenizer.decode(generate(loaded.model, loaded.tokenizer.tokenizer.encode(prompt).ids, 10))
+    assert main(["generate", str(directory), "--prompt", prompt, "--max-new-tokens", "10"]) == 0
+    out, err = capsys.readouterr()
+    assert out == prompt + expected + "\n"
+    assert "10 new tokens" in err and "greedy" in err
+    # Sampling is reproducible for a seed.
+    runs = [main(["generate", str(directory), "--prompt", prompt, "--temperature", "1.0", "--top-p", "0.9",
+                  "--seed", "5"]) or capsys.readouterr().out for _ in range(2)]  # fmt: skip
+    assert runs[0] == runs[1]
+
+
+def test_mismatched_tokenizer_and_disagreeing_model_section_are_one_line(kit, hf_model_with_tokenizer, tmp_path: Path, capsys) -> None:
+    directory, _, mix = hf_model_with_tokenizer("qwen2")
+    capsys.readouterr()
+    wrong = hf_config(kit, tmp_path / "a", directory, kit.mixture)  # byte-level shards: another tokenizer
+    assert main(["train", str(wrong)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ptk: error:") and "\n" not in err
+    assert "tokenizer mismatch" in err and str(directory / "tokenizer.json") in err and "bbbbbbbbbbbb" in err
+    clash = hf_config(kit, tmp_path / "b", directory, mix, model={"d_model": 48, "n_layers": 2})
+    assert main(["train", str(clash)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ptk: error:") and "\n" not in err
+    assert f"model.d_model: 48 disagrees with init_from {directory / 'config.json'} (64)" in err
+
+
+@pytest.mark.distributed
+def test_fsdp_import_on_two_processes_equals_one(kit, hf_model_with_tokenizer, tmp_path: Path) -> None:
+    directory, _, mix = hf_model_with_tokenizer("qwen2")
+    losses = {}
+    for nproc in (1, 2):
+        config = hf_config(kit, tmp_path / f"n{nproc}", directory, mix, parallel="fsdp")
+        proc = kit.ptk(config, nproc=nproc)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        losses[nproc] = [r["loss"] for r in kit.rows(tmp_path / f"n{nproc}" / "run")]
+    assert losses[2] == pytest.approx(losses[1], rel=1e-5)
