@@ -84,3 +84,15 @@ def test_tied_embeddings_share_storage() -> None:
 def test_bad_shapes_are_rejected(bad: dict) -> None:
     with pytest.raises(ValueError):
         tiny(**bad)
+
+
+def test_initial_values_do_not_depend_on_how_rows_are_split() -> None:
+    from train.model.llama import INIT_BLOCK_ROWS, initial_value
+
+    cfg = tiny(vocab_size=3 * INIT_BLOCK_ROWS + 17)
+    whole = Transformer(cfg, seed=7).tok_embeddings.weight.detach()
+    assert torch.equal(initial_value(cfg, "tok_embeddings.weight", whole.shape, 7), whole)
+    cuts = [0, 1, 200, INIT_BLOCK_ROWS, 600, whole.shape[0]]
+    parts = [initial_value(cfg, "tok_embeddings.weight", whole.shape, 7, slice(a, b)) for a, b in zip(cuts, cuts[1:])]
+    assert torch.equal(torch.cat(parts), whole)
+    assert not torch.equal(Transformer(cfg, seed=8).tok_embeddings.weight, whole)

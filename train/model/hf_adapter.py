@@ -21,10 +21,9 @@ import re
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
-
 from pretrainkit.errors import UserError
 from train.model.llama import FAMILIES, ROPE_SCALING_KEYS, ModelConfig
+from train.model.safetensors_rows import SafetensorsFile
 
 CONFIG_FILE = "config.json"
 SINGLE_FILE = "model.safetensors"
@@ -172,50 +171,37 @@ class HFWeights:
         index = self.dir / INDEX_FILE
         if index.is_file():
             try:
-                self.files = {k: self.dir / v for k, v in json.loads(index.read_text(encoding="utf-8"))["weight_map"].items()}
-            except (OSError, ValueError, KeyError, AttributeError) as e:
+                weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+                self.files = {k: self.dir / v for k, v in weight_map.items()}
+            except (OSError, ValueError, KeyError, TypeError) as e:
                 raise UserError(f"{index}: not a safetensors index ({e})") from None
         elif (self.dir / SINGLE_FILE).is_file():
-            self.files = None
+            self.files = dict.fromkeys(SafetensorsFile(self.dir / SINGLE_FILE).names(), self.dir / SINGLE_FILE)
         else:
             raise UserError(f"{self.dir}: no {SINGLE_FILE} or {INDEX_FILE} (only safetensors weights are read)")
-        self._open: dict[Path, object] = {}
+        self._opened: dict[Path, SafetensorsFile] = {}
 
-    def _file(self, hf: str) -> Path:
-        if self.files is None:
-            return self.dir / SINGLE_FILE
-        if hf not in self.files:
-            raise UserError(f"{self.dir / INDEX_FILE}: tensor {hf} is missing")
-        return self.files[hf]
-
-    def _slice(self, hf: str):
-        path = self._file(hf)
-        try:
-            if path not in self._open:
-                self._open[path] = safe_open(str(path), framework="pt")
-            return self._open[path].get_slice(hf)
-        except (OSError, SafetensorError) as e:
-            raise UserError(f"{path}: cannot read tensor {hf}: {e}") from None
+    def _file(self, hf: str) -> SafetensorsFile:
+        path = self.files[hf]
+        if path not in self._opened:
+            self._opened[path] = SafetensorsFile(path)
+        if hf not in self._opened[path].entries:
+            raise UserError(f"{path}: tensor {hf} is missing (the index names this file)")
+        return self._opened[path]
 
     def names(self) -> set[str]:
         """Every tensor name the directory holds."""
-        if self.files is not None:
-            return set(self.files)
-        try:
-            with safe_open(str(self.dir / SINGLE_FILE), framework="pt") as f:
-                return set(f.keys())
-        except (OSError, SafetensorError) as e:
-            raise UserError(f"{self.dir / SINGLE_FILE}: cannot read: {e}") from None
+        return set(self.files)
 
     def shape_of(self, hf: str) -> list[int]:
-        return list(self._slice(hf).get_shape())
+        return self._file(hf).shape(hf)
 
     def read_native(self, name: str, cfg: ModelConfig, region: tuple[slice, ...]) -> torch.Tensor:
         """Native tensor `name`, the part `region` (one slice per dim) of it, in float32."""
-        sl = self._slice(hf_name(name))
+        hf = hf_name(name)
         rows = rope_rows(name, cfg)
         if rows is None:
-            return sl[region].float()
+            return self._file(hf).read(hf, region)
         wanted = rows[region[0]]
         lo, hi = int(wanted.min()), int(wanted.max()) + 1  # whole heads around the native rows asked for
-        return sl[(slice(lo, hi), *region[1:])].float()[wanted - lo]
+        return self._file(hf).read(hf, (slice(lo, hi), *region[1:]))[wanted - lo]

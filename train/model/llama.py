@@ -113,21 +113,43 @@ class ModelConfig:
         return 6.0 * self.num_params(embeddings=False) + 12.0 * self.n_layers * self.n_heads * self.head_dim * t
 
 
-def initial_value(cfg: ModelConfig, name: str, shape: torch.Size, seed: int) -> torch.Tensor:
-    """The initial value of parameter `name`: a pure function of (seed, name, shape).
+INIT_BLOCK_ROWS = 256  # rows drawn from one generator: a shard draws only the blocks it overlaps
+
+
+def initial_value(cfg: ModelConfig, name: str, shape: torch.Size, seed: int, rows: slice | None = None) -> torch.Tensor:
+    """Rows `rows` (default: all) of the initial value of parameter `name` (see `fill_initial`)."""
+    rows = slice(0, shape[0]) if rows is None else rows
+    out = torch.empty(rows.stop - rows.start, *shape[1:])
+    fill_initial(cfg, name, shape, seed, rows, out)
+    return out
+
+
+@torch.no_grad()
+def fill_initial(cfg: ModelConfig, name: str, shape: torch.Size, seed: int, rows: slice, out: torch.Tensor) -> None:
+    """Write rows `rows` of parameter `name`'s initial value into `out` (contiguous, those rows): a
+    pure function of (seed, name, shape), however the rows are split between processes.
 
     GPT-2 initialisation: N(0, init_std), output projections scaled by 1/sqrt(2 n_layers), norms at
-    1, biases at 0. Each parameter has its own generator, so the value does not depend on which other
-    parameters exist on this process or in what order they are initialized.
+    1, biases at 0. Every block of INIT_BLOCK_ROWS rows has its own generator, so a process holding
+    some rows draws only the blocks it overlaps, straight into place, and gets the same numbers.
     """
     if name.endswith(".bias"):
-        return torch.zeros(shape)
+        out.zero_()
+        return
     if len(shape) == 1:
-        return torch.ones(shape)
-    digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
-    gen = torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+        out.fill_(1.0)
+        return
     std = cfg.init_std / math.sqrt(2 * cfg.n_layers) if name.endswith(("wo.weight", "w2.weight")) else cfg.init_std
-    return torch.empty(shape).normal_(0.0, std, generator=gen)
+    for b in range(rows.start // INIT_BLOCK_ROWS, -(-rows.stop // INIT_BLOCK_ROWS)):
+        lo, hi = b * INIT_BLOCK_ROWS, min((b + 1) * INIT_BLOCK_ROWS, shape[0])
+        a, z = max(lo, rows.start), min(hi, rows.stop)
+        digest = hashlib.sha256(f"{seed}:{name}:{b}".encode()).digest()
+        gen = torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+        dest = out[a - rows.start : z - rows.start]
+        if (a, z) == (lo, hi):
+            dest.normal_(0.0, std, generator=gen)
+        else:  # a block this process holds only part of: draw it whole, keep the part
+            dest.copy_(torch.empty(hi - lo, *shape[1:]).normal_(0.0, std, generator=gen)[a - lo : z - lo])
 
 
 class RMSNorm(nn.Module):

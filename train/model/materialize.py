@@ -9,7 +9,8 @@
 Both fill every parameter region by region: a plain tensor is one region, a DTensor (FSDP2, tensor
 parallel) is the part of the full tensor this process holds. Initial values are a function of
 (seed, parameter name) only, so any world size and layout gives the same model as one process.
-No process ever holds the full model, except for the one full tensor being initialized at a time.
+No process ever holds the full model: initialization draws only the rows a process holds, and a
+load reads only the bytes of its regions (whole heads of q/k rows, for the RoPE permutation).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from torch.distributed.tensor._utils import compute_local_shape_and_global_offse
 
 from pretrainkit.errors import UserError
 from train.model.hf_adapter import CONFIG_FILE, HFWeights, hf_name, model_config_from_hf, read_hf_config
-from train.model.llama import ModelConfig, Transformer, initial_value
+from train.model.llama import ModelConfig, Transformer, fill_initial, initial_value
 
 # Wrappers that insert a level into parameter names: DDP, activation checkpointing, torch.compile.
 _WRAPPER_LEVELS = {"module", "_checkpoint_wrapped_module", "_orig_mod"}
@@ -70,9 +71,19 @@ def fill_parameters(model: nn.Module, values: RegionValues) -> None:
             local.copy_(values(plain_name(name), local_region(p), p.shape))
 
 
+@torch.no_grad()
 def init_weights(model: nn.Module, cfg: ModelConfig, seed: int) -> None:
-    """Every parameter (plain or sharded) to its part of `initial_value(cfg, name, shape, seed)`."""
-    fill_parameters(model, lambda name, region, shape: initial_value(cfg, name, shape, seed)[region])
+    """Every parameter (plain or sharded) to its part of the initial value (llama.fill_initial),
+    drawing only the rows it holds, into place when it holds whole rows."""
+    for name, p in model.named_parameters():
+        local = p.to_local() if isinstance(p, DTensor) else p
+        if not local.numel():
+            continue
+        rows, *cols = local_region(p)
+        if local.is_contiguous() and all(c.stop - c.start == n for c, n in zip(cols, p.shape[1:])):
+            fill_initial(cfg, plain_name(name), p.shape, seed, rows, local)
+        else:  # a column shard (tensor parallel): the rows whole, then its columns
+            local.copy_(initial_value(cfg, plain_name(name), p.shape, seed, rows)[(slice(None), *cols)])
 
 
 def load_hf_weights(model: nn.Module, cfg: ModelConfig, weights: HFWeights) -> None:
