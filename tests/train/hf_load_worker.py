@@ -20,11 +20,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from train.config import ParallelConfig  # noqa: E402
 from train.model.hf_adapter import HFWeights, model_config_from_hf, read_hf_config  # noqa: E402
 from train.model.llama import ModelConfig, Transformer  # noqa: E402
 from train.model.materialize import init_weights, load_hf_weights  # noqa: E402
 from train.parallel.data_parallel import parallelize  # noqa: E402
 from train.parallel.distributed import DistEnv, init_distributed, shutdown  # noqa: E402
+from train.parallel.mesh import ParallelMesh, layout_of  # noqa: E402
 
 
 def status_kib(field: str) -> int:
@@ -38,7 +40,9 @@ def build(cfg: ModelConfig, env: DistEnv) -> torch.nn.Module:
     """As the Trainer builds its model: on the meta device, sharded, then initialized shard by shard."""
     with torch.device("meta"):
         model = Transformer(cfg)
-    model = parallelize(model, "fsdp", env.world_size, env.device)
+    parallel = ParallelConfig(data="fsdp")
+    mesh = ParallelMesh(layout_of(parallel, env.world_size, "hf_load_worker"), parallel.data, env.device.type)
+    model = parallelize(model, parallel, mesh, env.device)
     init_weights(model, cfg, seed=0)
     return model
 

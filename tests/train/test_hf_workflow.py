@@ -149,12 +149,15 @@ def test_mismatched_tokenizer_and_disagreeing_model_section_are_one_line(kit, hf
 
 
 @pytest.mark.distributed
-def test_fsdp_import_on_two_processes_equals_one(kit, hf_model_with_tokenizer, tmp_path: Path) -> None:
+def test_fsdp_and_tensor_parallel_imports_on_two_processes_equal_one(kit, hf_model_with_tokenizer, tmp_path: Path) -> None:
+    """Each process reads only its slices: FSDP row shards, and tensor-parallel column shards (wo, w2)
+    and head groups of q/k/v, biases included (Qwen2)."""
     directory, _, mix = hf_model_with_tokenizer("qwen2")
     losses = {}
-    for nproc in (1, 2):
-        config = hf_config(kit, tmp_path / f"n{nproc}", directory, mix, parallel="fsdp")
+    for name, nproc, parallel in (("one", 1, "fsdp"), ("fsdp", 2, "fsdp"), ("tp", 2, {"data": "ddp", "tp": 2})):
+        config = hf_config(kit, tmp_path / name, directory, mix, parallel=parallel)
         proc = kit.ptk(config, nproc=nproc)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        losses[nproc] = [r["loss"] for r in kit.rows(tmp_path / f"n{nproc}" / "run")]
-    assert losses[2] == pytest.approx(losses[1], rel=1e-5)
+        losses[name] = [r["loss"] for r in kit.rows(tmp_path / name / "run")]
+    assert losses["fsdp"] == pytest.approx(losses["one"], rel=1e-5)
+    assert losses["tp"] == pytest.approx(losses["one"], rel=1e-5)

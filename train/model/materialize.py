@@ -88,22 +88,22 @@ def init_weights(model: nn.Module, cfg: ModelConfig, seed: int) -> None:
 
 def load_hf_weights(model: nn.Module, cfg: ModelConfig, weights: HFWeights) -> None:
     """Each process reads the regions it holds from a Hugging Face directory; missing, unexpected or
-    misshapen tensors are a UserError naming the directory and the tensor, before anything is read."""
-    expected = {}
-    for name, p in model.named_parameters():
-        expected[hf_name(plain_name(name))] = list(p.shape)
+    misshapen tensors are a UserError naming the directory and the tensor, before anything is read.
+    `model` may be one pipeline stage: the directory is checked against the whole model."""
+    with torch.device("meta"):
+        everything = {hf_name(n) for n, _ in Transformer(cfg).named_parameters()}
     found = weights.names()
-    missing = sorted(set(expected) - found)
+    missing = sorted(everything - found)
     # A tied head may be saved too (some exporters do); it is the embedding table then.
-    unexpected = sorted(found - set(expected) - ({"lm_head.weight"} if cfg.tie_embeddings else set()))
+    unexpected = sorted(found - everything - ({"lm_head.weight"} if cfg.tie_embeddings else set()))
     if missing or unexpected:
         what = (f"missing {', '.join(missing[:3])}" if missing else "") + ("; " if missing and unexpected else "") + (
             f"unexpected {', '.join(unexpected[:3])}" if unexpected else "")  # fmt: skip
         raise UserError(f"{weights.dir}: weights do not match its config.json: {what}")
-    for hf, shape in expected.items():
-        got = weights.shape_of(hf)
-        if got != shape:
-            raise UserError(f"{weights.dir}: tensor {hf} has shape {got}, config.json implies {shape}")
+    for name, p in model.named_parameters():
+        hf, shape = hf_name(plain_name(name)), list(p.shape)
+        if weights.shape_of(hf) != shape:
+            raise UserError(f"{weights.dir}: tensor {hf} has shape {weights.shape_of(hf)}, config.json implies {shape}")
     fill_parameters(model, lambda name, region, shape: weights.read_native(name, cfg, region))
 
 
