@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
@@ -44,6 +45,7 @@ from pretrainkit.files import atomic_write, write_text_atomic
 INDEX_VERSION = 2  # 2: .idhash, .lines and the source of each part
 BATCH_BYTES = 256 << 10  # small batches keep the vectorized hashing inside the CPU caches
 BATCH_DOCS = 4096
+LARGE_TEXT_CHARS = 1 << 20
 ARRAY_SUFFIXES = (".sig", ".exact", ".counts", ".shingles", ".ids", ".idpos", ".idhash", ".lines")
 
 
@@ -59,13 +61,45 @@ def exact_hash(text: str) -> bytes:
     return hashlib.blake2b(unicodedata.normalize("NFC", text).strip().encode("utf-8"), digest_size=16).digest()
 
 
-def hashes_input(text: str) -> tuple[bytes, bytes]:
+def hashes_input(text: str, large_chars: int = LARGE_TEXT_CHARS) -> tuple[bytes, bytes]:
     """(exact hash, bytes for near-dup hashing) of one document. ASCII text, the common case, is
-    encoded once and needs no normalization (NFC leaves it unchanged)."""
+    encoded once and needs no normalization (NFC leaves it unchanged). Other text longer than
+    `large_chars` is normalized piece by piece, so that its copies stay the size of a piece."""
     if text.isascii():
         raw = text.encode("ascii")
         return hashlib.blake2b(raw.strip(_ASCII_WHITESPACE), digest_size=16).digest(), raw
+    if len(text) > large_chars:
+        return _hashes_input_in_pieces(text, large_chars)
     return exact_hash(text), near_normal_bytes(text)
+
+
+_PIECE_CUT = re.compile("[ \n]")
+
+
+def _hashes_input_in_pieces(text: str, piece_chars: int) -> tuple[bytes, bytes]:
+    """As `hashes_input`, for pieces cut before an ASCII space or newline: a character no NFC/NFKD
+    composition or lowercasing context looks across, so the pieces normalize as the whole does."""
+    exact = hashlib.blake2b(digest_size=16)
+    near: list[bytes] = []
+    pending, started = "", False  # whitespace held back until text follows it (strip() of the whole)
+    start = 0
+    while start < len(text):
+        cut = _PIECE_CUT.search(text, start + piece_chars) if len(text) - start > piece_chars else None
+        piece = text[start : cut.start() if cut else len(text)]
+        start += len(piece)
+        near.append(near_normal_bytes(piece))
+        nfc = unicodedata.normalize("NFC", piece)
+        if not started:
+            nfc = nfc.lstrip()
+            started = bool(nfc)
+        body = nfc.rstrip()
+        if body:
+            exact.update(pending.encode("utf-8"))
+            exact.update(body.encode("utf-8"))
+            pending = nfc[len(body) :]
+        else:
+            pending += nfc
+    return exact.digest(), b"".join(near)
 
 
 def id_line(doc_id: str) -> bytes:
@@ -122,10 +156,14 @@ def scan_part(job: ScanJob) -> dict:
             id_end = int(positions[-1])
             out[".idhash"].write(b"".join(hashlib.blake2b(line, digest_size=16).digest() for line in id_lines))
             out[".lines"].write(np.array([d.line for d in batch], dtype=np.uint64).tobytes())
-            records.write(b"".join(d.record + b"\n" for d in batch))
+            records.write(b"\n".join(d.record for d in batch))  # no copy of a batch of one large document
+            records.write(b"\n")
 
         for item in read_task(job.task, job.text_field, job.id_field):
             if isinstance(item, Document):
+                if len(item.text) >= BATCH_BYTES and batch:  # a large document is hashed alone, in pieces
+                    flush()
+                    batch, batch_bytes = [], 0
                 batch.append(item)
                 batch_bytes += len(item.text)
                 docs += 1

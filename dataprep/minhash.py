@@ -15,6 +15,12 @@ pseudo-random probe sequence shared by all documents. This costs O(shingles) per
 of O(shingles x num_perm), and everything from bytes to signatures is vectorized over the batch:
 per-shingle Python work is what limits textbook MinHash loops.
 
+Memory: a batch is hashed at once (~100 bytes of temporaries per byte of text, so batches are
+kept small). A document over `large_bytes` (256 KB) is hashed alone and in pieces of `piece_bytes`
+cut at ASCII separators, each piece's n-grams taking the last n - 1 words of the one before, then
+bins filled from its sorted unique shingles: the same signature and shingle set, holding ~12 bytes
+per distinct shingle (~2x the text at most) beyond temporaries of the size of a piece.
+
 Text normalization for near-duplicates (`near_normal_bytes`): lowercase, accents removed (NFKD,
 combining marks dropped), punctuation and symbols become separators, every digit becomes `0`.
 Words are maximal runs of non-separator bytes. A document with fewer than `ngram` words has one
@@ -26,6 +32,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Iterator
 
 import numpy as np
 
@@ -223,16 +230,19 @@ class SignatureBatch:
 
 
 class MinHasher:
-    def __init__(self, num_perm: int = 128, ngram: int = 5):
+    def __init__(self, num_perm: int = 128, ngram: int = 5, large_bytes: int = 256 << 10, piece_bytes: int = 256 << 10):
         if num_perm < 1 or ngram < 1:
             raise ValueError("num_perm and ngram must be >= 1")
         self.num_perm = num_perm
         self.ngram = ngram
+        self.large_bytes, self.piece_bytes = large_bytes, piece_bytes
 
     def signatures(self, texts: list[str]) -> SignatureBatch:
         return self.signatures_of_normalized([near_normal_bytes(t) for t in texts])
 
     def signatures_of_normalized(self, normalized: list[bytes]) -> SignatureBatch:
+        if len(normalized) == 1 and len(normalized[0]) > self.large_bytes:
+            return self._large_document(normalized[0])
         n_docs, k = len(normalized), self.num_perm
         words, doc_of_word = _word_hashes(normalized) if n_docs else (np.empty(0, _U64), np.empty(0, np.int64))
         h, doc = _shingle_hashes(words, doc_of_word, self.ngram)
@@ -252,6 +262,58 @@ class MinHasher:
         filled.reshape(-1)[cell[first]] = True
         _densify(sig, filled)
         return SignatureBatch(sig, counts > 0, h, counts)
+
+    def _large_document(self, data: bytes) -> SignatureBatch:
+        """One large document, in pieces (see the module docstring); equal to hashing it whole."""
+        window_shingles = []
+        carry = np.empty(0, _U64)  # the last n - 1 words: the n-grams that cross into the next piece
+        for piece in _pieces_at_separators(data, self.piece_bytes):
+            window = np.concatenate([carry, _word_hashes([piece])[0]])
+            if len(window) >= self.ngram:  # else too few words yet: they all stay in `carry`
+                h, _ = _shingle_hashes(window, np.zeros(len(window), np.int64), self.ngram)
+                window_shingles.append(np.unique(h))
+                if len(window_shingles) == 16:  # merged as they come: repeated text costs nothing
+                    window_shingles = [np.unique(np.concatenate(window_shingles))]
+            carry = window[max(0, len(window) - self.ngram + 1) :] if len(window) >= self.ngram else window
+        if not window_shingles and len(carry):  # fewer words than n in all: one shingle of them all
+            h, _ = _shingle_hashes(carry, np.zeros(len(carry), np.int64), self.ngram)
+            window_shingles.append(h)
+        h = np.unique(np.concatenate(window_shingles)) if window_shingles else np.empty(0, np.uint32)
+        del window_shingles
+        k = self.num_perm
+        sig = np.full((1, k), 0xFFFFFFFF, dtype=np.uint32)
+        filled = np.zeros((1, k), dtype=bool)
+        for lo in range(0, len(h), _BIN_CHUNK):  # ascending: a bin's first value is its minimum
+            chunk = h[lo : lo + _BIN_CHUNK]
+            bins, first = np.unique(((chunk.astype(_U64) * _U64(k)) >> _U64(32)).astype(np.int64), return_index=True)
+            new = ~filled[0, bins]
+            sig[0, bins[new]] = chunk[first[new]]
+            filled[0, bins[new]] = True
+        _densify(sig, filled)
+        counts = np.array([len(h)], dtype=np.uint32)
+        return SignatureBatch(sig, counts > 0, h, counts)
+
+
+_BIN_CHUNK = 1 << 16
+
+
+def _pieces_at_separators(data: bytes, piece_bytes: int) -> Iterator[bytes]:
+    """`data` in pieces of about `piece_bytes`, each cut at an ASCII separator byte (never inside
+    a word or a UTF-8 character; a piece grows past its size until it meets one)."""
+    view = np.frombuffer(data, dtype=np.uint8)
+    start = 0
+    while len(data) - start > piece_bytes:
+        at = start + piece_bytes
+        while at < len(data):
+            ahead = view[at : at + piece_bytes]
+            cuts = np.flatnonzero((_BYTE_TABLE[ahead] == _SPACE) & (ahead < 0x80))
+            if len(cuts):
+                at += int(cuts[0])
+                break
+            at += len(ahead)
+        yield data[start:at]
+        start = at
+    yield data[start:]
 
 
 def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:

@@ -264,7 +264,8 @@ def _read_txt(f: InputFile) -> Iterator[Item]:
 
 
 def _jsonl_lines(task: ReadTask) -> Iterator[bytes]:
-    """Raw lines of the task; a broken compressed stream raises `_Truncated` after the good lines."""
+    """Raw lines of the task without their line feeds; a broken compressed stream raises
+    `_Truncated` after the good lines."""
     fmt = task.file.format
     fh = _open_or_fail(task.file.path)
     try:
@@ -275,11 +276,16 @@ def _jsonl_lines(task: ReadTask) -> Iterator[bytes]:
                 if remaining <= 0:
                     break
                 remaining -= len(line)
-                yield line
+                stripped = line.rstrip(b"\r\n")
+                del line  # a suspended generator would keep it: two copies of a large record
+                yield stripped
             return
         try:
             if fmt == ".jsonl.gz":
-                yield from gzip.GzipFile(fileobj=fh, mode="rb")
+                for line in gzip.GzipFile(fileobj=fh, mode="rb"):
+                    stripped = line.rstrip(b"\r\n")
+                    del line
+                    yield stripped
             else:
                 yield from _split_lines(_zstd_chunks(fh))
         except (EOFError, OSError, zlib.error, zstandard.ZstdError) as e:
@@ -310,13 +316,16 @@ def _zstd_chunks(fh: BinaryIO) -> Iterator[bytes]:
 
 
 def _split_lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    rest = b""
+    """Lines without their line feed; a line longer than a chunk is joined once, not per chunk."""
+    pending: list[bytes] = []
     for chunk in chunks:
-        lines = (rest + chunk).split(b"\n")
-        rest = lines.pop()
-        for line in lines:
-            yield line + b"\n"
-    if rest:
+        lines = chunk.split(b"\n")
+        if len(lines) > 1:
+            lines[0] = b"".join([*pending, lines[0]])
+            pending = []
+            yield from lines[:-1]
+        pending.append(lines[-1])
+    if rest := b"".join(pending):
         yield rest
 
 

@@ -31,6 +31,7 @@ import functools
 import itertools
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -74,6 +75,7 @@ from shards.writer import ShardPlan, prepare_output_dir, remove_stale_shards, wr
 REJECTED_NAME = "rejected.jsonl"
 WORK_NAME = ".work"
 ENCODE_CHARS = 1 << 20  # text per encode_batch call: large enough for the tokenizer's own threads
+PIECE_CHARS = 1 << 18  # a longer document is encoded in pieces of about this size
 ENCODE_JOB_BYTES = 4 << 20  # input per encode job
 HASH_JOB_BYTES = 64 << 20  # input per hashing job
 
@@ -268,17 +270,70 @@ def _record_batches(tasks: Iterable[ReadTask], text_field: str, id_field: str) -
 
 
 class _Encoder:
-    """Texts in, (token count per text, all tokens back to back) out."""
+    """Texts in, (token count per text, all tokens back to back) out.
 
-    def __init__(self, tokenizer: Tokenizer, dtype: np.dtype):
+    A text longer than `piece_chars` is encoded in pieces, a group of pieces of about `ENCODE_CHARS`
+    at a time, so memory follows the piece, not the document (the `tokenizers` library holds ~100
+    bytes per token of a text it encodes). A cut is made only before a space between two word
+    characters where the tokenizer gives the same tokens for the text around it whole and cut; where
+    no such cut is found nearby (e.g. a normalizer that prepends to every input), the rest of the text
+    is encoded whole."""
+
+    def __init__(self, tokenizer: Tokenizer, dtype: np.dtype, piece_chars: int = PIECE_CHARS):
+        self.tokenizer = tokenizer
         self.encode_batch = _fastest_encode_batch(tokenizer)
         self.dtype = dtype
+        self.piece_chars = piece_chars
 
     def __call__(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        ids = [e.ids for e in self.encode_batch(texts, add_special_tokens=False)]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=self.dtype, count=int(lengths.sum()))
-        return lengths, flat
+        lengths = np.zeros(len(texts), dtype=np.int64)
+        flats: list[np.ndarray] = []
+        group: list[str] = []
+        owners: list[int] = []
+
+        def encode_group() -> None:
+            encodings = self.encode_batch(group, add_special_tokens=False)
+            counts = np.fromiter(map(len, encodings), dtype=np.int64, count=len(encodings))
+            np.add.at(lengths, owners, counts)
+            flats.append(np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=self.dtype, count=int(counts.sum())))
+            group.clear()
+            owners.clear()
+
+        chars = 0
+        for i, text in enumerate(texts):
+            for piece in self._pieces(text):  # lazily: one piece of a long text exists at a time, beside it
+                group.append(piece)
+                owners.append(i)
+                chars += len(piece)
+                if chars >= ENCODE_CHARS:
+                    encode_group()
+                    chars = 0
+        if group:
+            encode_group()
+        return lengths, np.concatenate(flats) if flats else np.empty(0, self.dtype)
+
+    def _pieces(self, text: str) -> Iterator[str]:
+        start = 0
+        while len(text) - start > self.piece_chars and (cut := self._safe_cut(text, start + self.piece_chars)) is not None:
+            yield text[start:cut]
+            start = cut
+        yield text[start:] if start else text
+
+    def _safe_cut(self, text: str, at: int) -> int | None:
+        def ids(s: str) -> list[int]:
+            return self.tokenizer.encode(s, add_special_tokens=False).ids
+
+        for tried, m in enumerate(_CUT.finditer(text, at, at + self.piece_chars)):
+            if tried == 8:
+                break
+            c, lo, hi = m.start(), max(0, m.start() - _CUT_CONTEXT), m.start() + _CUT_CONTEXT
+            if ids(text[lo:hi]) == ids(text[lo:c]) + ids(text[c:hi]):
+                return c
+        return None
+
+
+_CUT = re.compile(r"(?<=\w) (?=\w)")
+_CUT_CONTEXT = 256  # characters each side of a cut that must tokenize the same whole and cut
 
 
 @functools.lru_cache(maxsize=4)

@@ -3,7 +3,12 @@ does not depend on its batch; normalization ignores case, punctuation, accents a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
+
+from dataprep import minhash
 
 from dataprep.minhash import MinHasher, jaccard, lsh_params
 
@@ -81,3 +86,35 @@ def test_both_densification_paths_give_the_same_signatures(reuters_docs):
         minhash._densify = original
     assert (default != 0xFFFFFFFF).all()
     assert np.array_equal(default, stepped)
+
+
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_a_large_document_hashed_in_windows_equals_hashing_it_whole(ascii_only):
+    """Documents over `large_bytes` are hashed piece by piece (bounded memory, issue 13 item 7); the
+    signature, shingle set and count are exactly those of the whole-document computation."""
+    text = (Path(__file__).resolve().parents[3] / "shared" / "data" / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
+    text = text[:300_000] + " Ça dépend: ÉTÉ, naïve café. " * 50
+    if ascii_only:
+        text = text.encode("ascii", "ignore").decode()
+    data = minhash.near_normal_bytes(text)
+    whole = MinHasher(ngram=5).signatures_of_normalized([data])
+    windowed = MinHasher(ngram=5, large_bytes=1000, piece_bytes=4096)
+    got = windowed.signatures_of_normalized([data])
+    np.testing.assert_array_equal(got.signatures, whole.signatures)
+    np.testing.assert_array_equal(got.shingles, whole.shingles)
+    np.testing.assert_array_equal(got.shingle_counts, whole.shingle_counts)
+    short = windowed.signatures_of_normalized([b"two words " + b"x" * 2000])  # fewer words than ngram: one shingle
+    np.testing.assert_array_equal(short.shingles, MinHasher(ngram=5).signatures_of_normalized([b"two words " + b"x" * 2000]).shingles)
+
+
+def test_large_non_ascii_text_normalized_in_pieces_hashes_as_whole():
+    from dataprep.dedup_index import exact_hash, hashes_input
+
+    text = (Path(__file__).resolve().parents[3] / "shared" / "data" / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
+    text = "  \n " + text[:200_000] + " Ça dépend: ÉTÉ, naïve café, ΟΔΟΣ Σ. " * 40 + " \n\t  "
+    exact, near = hashes_input(text, large_chars=5000)
+    assert exact == exact_hash(text)
+    hasher = MinHasher()
+    whole, pieces = hasher.signatures_of_normalized([minhash.near_normal_bytes(text)]), hasher.signatures_of_normalized([near])
+    np.testing.assert_array_equal(pieces.signatures, whole.signatures)
+    np.testing.assert_array_equal(pieces.shingles, whole.shingles)

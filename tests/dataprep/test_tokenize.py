@@ -134,3 +134,25 @@ def test_killed_run_then_rerun_is_byte_identical(tmp_path, corpus):
     assert main([*argv, "-o", str(out)]) == 0
     assert _files(out) == _files(tmp_path / "ref")
     assert {p: p.stat().st_ino for p in finished} == finished  # resumed: the finished shards were not rewritten
+
+
+def test_a_long_document_encoded_in_pieces_gives_the_tokens_of_the_whole(corpus):
+    """Documents over `piece_chars` are encoded in pieces (bounded memory, issue 13 item 7), cut only
+    where the tokenizer gives the same tokens either way; a tokenizer whose normalizer prepends to
+    every piece (so no cut is safe) still gets the whole document's tokens."""
+    from tokenizers import Tokenizer, normalizers
+
+    from dataprep.tokenize import _Encoder
+    from dataprep.tokenizer import load_tokenizer
+
+    text = " ".join(corpus["texts"])[:400_000] + " <|endoftext|> ends nothing"
+    tok = load_tokenizer(corpus["tok"]).tokenizer
+    prepending = Tokenizer.from_str(tok.to_str())
+    prepending.normalizer = normalizers.Prepend("_")
+    for tokenizer in (tok, prepending):
+        whole = _Encoder(tokenizer, np.dtype(np.uint16), piece_chars=10**9)(["short one", text, "another"])
+        pieces = _Encoder(tokenizer, np.dtype(np.uint16), piece_chars=5000)(["short one", text, "another"])
+        np.testing.assert_array_equal(pieces[0], whole[0])
+        np.testing.assert_array_equal(pieces[1], whole[1])
+    assert len(list(_Encoder(tok, np.dtype(np.uint16), piece_chars=5000)._pieces(text))) >= 70
+    assert len(list(_Encoder(prepending, np.dtype(np.uint16), piece_chars=5000)._pieces(text))) == 1

@@ -1,0 +1,90 @@
+"""Benchmark: peak memory of `ptk dedup` and `ptk tokenize` on one large document (issue 13 item 7).
+
+    python -m bench.large_document [--mb 48] [--workers 1]
+
+The document is paragraphs of WikiText-2 and Tiny Shakespeare (../shared/data) drawn at random up to
+`--mb` MB of UTF-8 (accents included, so the non-ASCII normalization path runs), plus one small
+document, as JSONL. Each command runs as a child process; the resident memory of its whole process
+tree is sampled every 20 ms. Baseline, in the same run: the document's own size, which the peak is
+divided by (the multiple the README states). Writes bench/results/large_document.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.corpora import shared_data_dir  # noqa: E402
+from bench.results import tree_rss_kb, write_result  # noqa: E402
+
+
+def write_document(path: Path, mb: float) -> str:
+    data = shared_data_dir()
+    paragraphs = []
+    for name in ("wikitext2/valid.txt", "wikitext2/test.txt", "tinyshakespeare/input.txt"):
+        paragraphs += [p for p in (data / name).read_text(encoding="utf-8").split("\n\n") if p.strip()]
+    rng = random.Random(0)
+    chosen, size = [], 0
+    while size < mb * 1e6:
+        p = rng.choice(paragraphs)
+        chosen.append(p)
+        size += len(p.encode("utf-8")) + 2
+    text = "\n\n".join(chosen)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "large", "text": text}, ensure_ascii=False) + "\n")
+        f.write(json.dumps({"id": "small", "text": "and one small document"}) + "\n")
+    return text
+
+
+def peak_of(cmd: list[str]) -> tuple[int, float]:
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, tree_rss_kb(proc.pid))
+        time.sleep(0.02)
+    if proc.returncode:
+        sys.exit(f"{' '.join(cmd[2:5])} failed with status {proc.returncode}")
+    return peak * 1024, time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mb", type=float, default=48)
+    ap.add_argument("--workers", type=int, default=1)
+    args = ap.parse_args()
+    if shared_data_dir() is None:
+        sys.exit("bench/large_document.py needs ../shared/data")
+    ptk = [sys.executable, "-m", "pretrainkit.cli"]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        text = write_document(tmp / "doc.jsonl", args.mb)
+        doc_bytes = len(text.encode("utf-8"))
+        from dataprep.tokenizer import train_tokenizer
+
+        train_tokenizer([text[:2_000_000]], 4096).save(str(tmp / "tok.json"))
+        workers = ["--workers", str(args.workers)]
+        runs = {
+            "dedup": ptk + ["dedup", str(tmp / "doc.jsonl"), "-o", str(tmp / "dedup"), *workers],
+            "tokenize": ptk + ["tokenize", str(tmp / "doc.jsonl"), "--tokenizer", str(tmp / "tok.json"), "-o", str(tmp / "shards"), *workers],
+        }
+        result = {"document_mb": round(doc_bytes / 1e6, 1), "workers": args.workers}
+        for name, cmd in runs.items():
+            peak, seconds = peak_of(cmd)
+            result[name] = {"peak_rss_mb_process_tree": round(peak / 1e6), "multiple_of_document": round(peak / doc_bytes, 1),
+                            "seconds": round(seconds, 1)}
+            print(f"{name:9s} one {doc_bytes / 1e6:.0f} MB document: peak RSS of the process tree {peak / 1e6:.0f} MB "
+                  f"= {peak / doc_bytes:.1f}x the document ({seconds:.0f} s)")
+    write_result("large_document", result)
+
+
+if __name__ == "__main__":
+    main()
