@@ -1,12 +1,14 @@
 """Benchmark: `ptk dedup` vs the textbook datasketch loop, on the same real corpus in the same run.
 
-    python -m bench.dedup [--workers 2]
+    python -m bench.dedup [--workers 2] [--executor ray]
 
 Corpus: every text corpus in ../shared/data (Reuters-21578 bodies, Wikitext-2, PEPs, license
 texts) as one JSONL file. Baseline: per document, a set of word 5-gram strings (regex words),
 `MinHash(num_perm=128).update_batch`, then `MinHashLSH.query` and `insert` at the same threshold,
 single process, reading the same JSONL. Prints docs/s, MB/s, peak RSS and the speed ratio, and
-writes bench/results/dedup.json.
+writes bench/results/dedup.json. `--executor ray` also runs the same dedup as Ray tasks on a local
+Ray instance (started before the clock starts) and prints its time as a ratio to the local executor's:
+the Ray overhead on one machine.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.corpora import license_documents, pep_documents, reuters_documents, shared_data_dir, wikitext_documents, write_jsonl  # noqa: E402
 from bench.results import peak_rss_mb, write_result  # noqa: E402
 from dataprep.dedup import DedupOptions, run_dedup  # noqa: E402
+from dataprep.executors.ray import RayRunner  # noqa: E402
 
 _WORD = re.compile(r"\w+")
 
@@ -51,6 +54,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threshold", type=float, default=0.8)
+    ap.add_argument("--executor", choices=["local", "ray"], default="local", help="ray: also time the Ray executor beside local")
     args = ap.parse_args()
     if shared_data_dir() is None:
         sys.exit("bench/dedup.py needs ../shared/data")
@@ -68,6 +72,16 @@ def main() -> None:
         base_kept, base_dups = datasketch_loop(corpus, args.threshold, 128, 5)
         base = time.perf_counter() - t0
 
+        ray_seconds = None
+        if args.executor == "ray":
+            with RayRunner(args.workers) as runner:  # the instance starts here, outside the timing
+                t0 = time.perf_counter()
+                ray_stats = run_dedup([str(corpus)], Path(tmp) / "out-ray", DedupOptions(threshold=args.threshold), runner=runner)
+                ray_seconds = time.perf_counter() - t0
+            same = all((Path(tmp) / "out" / n).read_bytes() == (Path(tmp) / "out-ray" / n).read_bytes()
+                       for n in ("duplicates.jsonl", "stats.json"))
+            assert same and ray_stats["kept_docs"] == stats["kept_docs"], "the Ray executor's output differs"
+
     result = {
         "corpus_mb": round(mb, 2),
         "docs": len(docs),
@@ -78,12 +92,19 @@ def main() -> None:
                             "removed": base_dups},
         "speedup": round(base / ours, 2),
     }
+    if ray_seconds is not None:
+        result["ray"] = {"seconds": round(ray_seconds, 3), "mb_per_s": round(mb / ray_seconds, 2),
+                         "time_vs_local": round(ray_seconds / ours, 2)}
     print(f"corpus: {len(docs):,} docs, {mb:.1f} MB")
     for name in ("pretrainkit", "datasketch_loop"):
         r = result[name]
         print(f"  {name:<16} {r['seconds']:7.2f} s  {r['docs_per_s']:>8,} docs/s  {r['mb_per_s']:6.2f} MB/s  removed {r['removed']:,}")
     print(f"  peak RSS (pretrainkit main + largest worker): {ours_rss} MB")
     print(f"speedup vs datasketch loop: {result['speedup']}x (pretrainkit --workers {args.workers}, baseline 1 process)")
+    if ray_seconds is not None:
+        r = result["ray"]
+        print(f"  --executor ray   {r['seconds']:7.2f} s  {r['mb_per_s']:6.2f} MB/s  (same output; "
+              f"{r['time_vs_local']}x the time of --executor local, {args.workers} workers each)")
     write_result("dedup", result)
 
 

@@ -104,6 +104,7 @@ class RayRunner:
         self._ray = ray
         cpus = int(ray.cluster_resources().get("CPU", 0))
         if cpus < self.cpus_per_task:
+            self.__exit__(None, None, None)
             raise UserError(f"the Ray cluster has {cpus} CPUs; a task needs {self.cpus_per_task}")
         if not self.workers:
             self.workers = cpus // self.cpus_per_task
