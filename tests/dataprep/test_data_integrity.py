@@ -91,3 +91,16 @@ def test_a_literal_special_token_in_a_document_is_text_not_a_boundary(tmp_path, 
     assert stream.count(eos.eos_id) == 2  # only the pipeline's document ends
     assert main(["tokenize", str(src), "--tokenizer", tok, "-o", str(tmp_path / "s2"), "--workers", "2"]) == 0
     assert ShardSet.open(tmp_path / "s2").document(0).tolist() == first
+
+
+def test_generated_ids_are_the_shard_ids_after_prepare(tmp_path, tok):
+    """A record without an id is `<file>:<line>` in dedup's output and in the shards (issue 13 item 1)."""
+    for sub in ("x", "y"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "data.jsonl").write_text(json.dumps({"text": f"{sub}: {TEXTS[0 if sub == 'x' else 5]}"}) + "\n"
+                                                   + json.dumps({"id": None, "text": TEXTS[9 if sub == 'x' else 12]}) + "\n")
+    argv = ["prepare", str(tmp_path / "x" / "data.jsonl"), str(tmp_path / "y" / "data.jsonl"), "--tokenizer", tok,
+            "-o", str(tmp_path / "p"), "--workers", "1"]
+    assert main(argv) == 0
+    ss = ShardSet.open(tmp_path / "p" / "shards")
+    assert [ss.document_id(i) for i in range(ss.num_docs)] == ["x/data.jsonl:1", "x/data.jsonl:2", "y/data.jsonl:1", "y/data.jsonl:2"]
