@@ -113,6 +113,14 @@ def test_text_and_its_shards_and_the_export_give_the_same_numbers(trained, capsy
     capsys.readouterr()
     exported = _eval_json(capsys, str(tmp_path / "model.safetensors"), "--shards", str(root / "shards" / "wiki"), *tok)
     assert exported["sources"] == from_shards["sources"]
+    # A Hugging Face export (what lm-eval reads) scores the same, with its own tokenizer.json.
+    assert main(["export", str(root / "run"), "--format", "hf", "-o", str(tmp_path / "hf"), *tok]) == 0
+    capsys.readouterr()
+    hf = _eval_json(capsys, str(tmp_path / "hf"), "--shards", str(root / "shards" / "wiki"))
+    for key in ("documents", "tokens", "bytes"):
+        assert hf["sources"]["wiki"][key] == from_shards["sources"]["wiki"][key]
+    for key in ("loss", "bits_per_byte"):
+        assert hf["sources"]["wiki"][key] == pytest.approx(from_shards["sources"]["wiki"][key], rel=1e-5)
     no_tokenizer = _eval_json(capsys, str(root / "run"), "--shards", str(root / "shards" / "wiki"), "--seq-len", "32")
     row = no_tokenizer["sources"]["wiki"]
     assert row["bits_per_byte"] is None and row["tokens"] == from_shards["sources"]["wiki"]["tokens"]

@@ -4,7 +4,8 @@
     ptk eval model.safetensors --shards shards/web shards/code --seq-len 512 --json
     ptk eval runs/base --text notes.txt more.jsonl.zst --tokenizer tokenizer.json
 
-MODEL is a run dir (its newest valid checkpoint), a checkpoint dir or a `ptk export` file. Each
+MODEL is a run dir (its newest valid checkpoint), a checkpoint dir, a `ptk export` (native or
+`--format hf`) or a Hugging Face model directory, loaded by `train.checkpoint.load_model`. Each
 shard set, text input or mixture source is one row; with more than one, an `all` row sums them.
 The table goes to stdout (with `--json`, one JSON object instead), the progress bar to stderr.
 """
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="loss, perplexity and bits per byte of a model on shards, text or a mixture",
                        description="Score every token of every document once (windows of --seq-len tokens) and "
                        "report loss (nats/token), perplexity and bits per byte per source.")  # fmt: skip
-    p.add_argument("model", help="a run dir, a checkpoint dir or a ptk export (.safetensors or its directory)")
+    p.add_argument("model", help="a run dir, a checkpoint dir, a ptk export (native or HF) or a Hugging Face model directory")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--shards", nargs="+", metavar="DIR", help="shard sets: every document")
     what.add_argument("--text", nargs="+", metavar="FILE", help=".txt / .jsonl(.gz/.zst) / .parquet files or directories")
@@ -45,20 +46,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     import torch
 
+    from train.checkpoint.load_model import describe, load_model
     from train.evaluation import eval_sets
-    from train.evaluation.model_source import load_for_eval
     from train.evaluation.scoring import score_documents
     from train.parallel.distributed import select_device
 
     if args.batch_size < 1:
         raise UserError(f"--batch-size must be >= 1, got {args.batch_size}")
     device = select_device(args.device, 0)
-    loaded = load_for_eval(args.model, args.tokenizer)
+    loaded = load_model(args.model, args.tokenizer, device=str(device))
     cfg = loaded.config
     seq_len = args.seq_len or cfg.max_seq_len
     if not 1 <= seq_len <= cfg.max_seq_len:
         raise UserError(f"--seq-len must lie in [1, {cfg.max_seq_len}] (the model's max_seq_len), got {seq_len}")
-    tok, model_sha = loaded.tokenizer, loaded.tokenizer_sha256
+    tok, model_sha = loaded.tokenizer, recorded_tokenizer(loaded)
     if args.shards:
         sets = eval_sets.shard_sets(args.shards, cfg.vocab_size, tok, model_sha)
     elif args.mixture:
@@ -66,13 +67,12 @@ def run_eval(args: argparse.Namespace) -> int:
     else:
         sets = eval_sets.text_sets(args.text, tok, args.text_field, args.id_field)
     eos_id = tok.eos_id if tok is not None else sets_eos(args)
-    model = loaded.model.to(device)
     rows = []
     for s in sets:
-        score = score_documents(model, s.documents(), s.lengths, eos_id, seq_len, args.batch_size, device,
+        score = score_documents(loaded.model, s.documents(), s.lengths, eos_id, seq_len, args.batch_size, device,
                                 desc=f"eval {s.name}")  # fmt: skip
         rows.append((s, score))
-    report = build_report(loaded.description, seq_len, rows)
+    report = build_report(describe(loaded), seq_len, rows)
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     for s, _ in rows:
         if s.rejected:
@@ -81,6 +81,17 @@ def run_eval(args: argparse.Namespace) -> int:
     if any(s.text_bytes is None for s, _ in rows):
         print("ptk eval: bits per byte need the tokenizer to decode the shards: pass --tokenizer", file=sys.stderr)
     return 0
+
+
+def recorded_tokenizer(loaded) -> str | None:
+    """The sha256 of the tokenizer the model was trained with, when known (load_model checked a given one)."""
+    if loaded.tokenizer is not None:
+        return loaded.tokenizer.sha256
+    if loaded.kind == "hf":
+        return None
+    from train.checkpoint.init_from import find_init_source
+
+    return find_init_source(loaded.path).tokenizer_sha256
 
 
 def sets_eos(args: argparse.Namespace) -> int:
