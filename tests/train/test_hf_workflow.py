@@ -77,6 +77,12 @@ def test_round_trip_hf_train_export_hf(kit, hf_model_with_tokenizer, tmp_path: P
         assert_logits_close(ours, theirs)
         assert not torch.allclose(theirs, reference(x).logits, atol=1e-3)  # training moved the weights
 
+    prompt = trained.tokenizer.tokenizer.encode("MENENIUS:").ids
+    with torch.no_grad():
+        greedy = exported.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False, eos_token_id=None,
+                                   pad_token_id=0)[0, len(prompt):].tolist()  # fmt: skip
+    assert generate(trained.model, prompt, 12) == greedy  # from the checkpoint, as `ptk generate RUN_DIR` does
+
     tok = AutoTokenizer.from_pretrained(out)
     text = "ROMEO: But soft, what light through yonder window breaks?"
     assert tok(text).input_ids == trained.tokenizer.tokenizer.encode(text).ids
@@ -161,3 +167,14 @@ def test_fsdp_and_tensor_parallel_imports_on_two_processes_equal_one(kit, hf_mod
         losses[name] = [r["loss"] for r in kit.rows(tmp_path / name / "run")]
     assert losses["fsdp"] == pytest.approx(losses["one"], rel=1e-5)
     assert losses["tp"] == pytest.approx(losses["one"], rel=1e-5)
+
+
+def test_ptk_eval_scores_an_hf_directory_like_its_export(hf_model_with_tokenizer, tmp_path: Path, capsys) -> None:
+    directory, _, mix = hf_model_with_tokenizer("mistral")
+    assert main(["export", str(directory), "--format", "hf", "-o", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    reports = []
+    for model in (directory, tmp_path / "out"):
+        assert main(["eval", str(model), "--mixture", str(mix), "--seq-len", "64", "--json"]) == 0
+        reports.append(json.loads(capsys.readouterr().out)["sources"])
+    assert reports[0] == reports[1] and 2 < reports[0]["plays"]["loss"] < 20 and reports[0]["plays"]["bits_per_byte"]

@@ -41,6 +41,7 @@ class LoadedModel:
     kind: str  # one of KINDS
     path: Path  # the checkpoint directory, exported file or HF directory read
     step: int  # training steps behind the weights (0 for an HF directory)
+    tokenizer_sha256: str | None  # the tokenizer the model records (an HF directory: its tokenizer.json's)
 
 
 def load_model(path: str | Path, tokenizer: str | Path | None = None, device: str = "cpu") -> LoadedModel:
@@ -50,22 +51,24 @@ def load_model(path: str | Path, tokenizer: str | Path | None = None, device: st
     if is_hf_model_dir(path):
         model, cfg = load_hf_model(path, device)
         own = path / "tokenizer.json"
-        tok = load_tokenizer(tokenizer or path) if tokenizer or own.is_file() else None
-        return LoadedModel(model, cfg, tok, "hf", path, 0)
+        recorded = sha256_file(own) if own.is_file() else None
+        tok = _checked_tokenizer(tokenizer or (path if own.is_file() else None), recorded, path)
+        return LoadedModel(model, cfg, tok, "hf", path, 0, recorded)
     exported = path if path.suffix == ".safetensors" else path / WEIGHTS_FILE
     if exported.is_file() and not (path / "checkpoints").is_dir() and not (path / META_FILE).is_file():
         model, cfg = load_exported(exported)
         with safe_open(str(exported), framework="pt") as f:
             meta = f.metadata()
-        tok = _checked_tokenizer(tokenizer, meta.get(TOKENIZER_KEY), exported)
-        return LoadedModel(model.to(device), cfg, tok, "native export", exported, int(meta.get("step", 0)))
+        recorded = meta.get(TOKENIZER_KEY)
+        tok = _checked_tokenizer(tokenizer, recorded, exported)
+        return LoadedModel(model.to(device), cfg, tok, "native export", exported, int(meta.get("step", 0)), recorded)
     ckpt = find_checkpoint(path)
     model, cfg = checkpoint_model(ckpt)
     recorded = ckpt.meta.get("extra", {}).get("tokenizer")
     if tokenizer is None:
         tokenizer = _init_from_tokenizer(ckpt.meta.get("config", {}).get("init_from"), recorded)
     tok = _checked_tokenizer(tokenizer, recorded, ckpt.path)
-    return LoadedModel(model.to(device), cfg, tok, "checkpoint", ckpt.path, ckpt.step)
+    return LoadedModel(model.to(device), cfg, tok, "checkpoint", ckpt.path, ckpt.step, recorded)
 
 
 def _checked_tokenizer(tokenizer: str | Path | None, recorded: str | None, where: Path) -> LoadedTokenizer | None:
