@@ -95,3 +95,19 @@ def test_pp2_resumes_on_one_process_and_exports(kit, tmp_path: Path, reference) 
     want = exported_val_loss(ref_dir, tmp_path / "ref.safetensors", kit.mixture)
     got = exported_val_loss(tmp_path / "pp" / "run", tmp_path / "pp.safetensors", kit.mixture)
     assert got == pytest.approx(want, rel=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_pp2_starts_from_an_exported_model_like_one_process(kit, tmp_path: Path, reference) -> None:
+    ref_dir, _ = reference
+    exported = tmp_path / "base.safetensors"
+    assert main(["export", str(ref_dir), "-o", str(exported)]) == 0
+    start = {**RUN, "max_steps": 4, "init_from": str(exported)}
+    runs = {}
+    for name, nproc, parallel in (("one", 1, "ddp"), ("pp", 2, {"pp": 2, "pp_schedule": "gpipe"})):
+        proc = kit.ptk(kit.config(tmp_path / name, **{**start, "parallel": parallel}), nproc=nproc)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[name] = kit.rows(tmp_path / name / "run")
+    assert_close(runs["pp"], runs["one"])  # each stage took its own tensors of the exported file
+    assert runs["one"][0]["loss"] < reference[1][-1]["loss"] + 0.5  # it started from the trained model

@@ -7,6 +7,7 @@ validation loss after its steps (through the pipeline under pp)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -157,3 +158,19 @@ def test_four_processes_fsdp_with_tp_pp_and_hsdp_match_one_process(single: dict,
     assert_same(four["fsdp2_pp2"], single["pipe_model"], rel=1e-5)
     assert_same(four["hsdp2x2"], single["accum_4x2"], rel=1e-5)
     assert four["hsdp2x2"]["divide_factors"] == [4.0] * 3  # averaged over all 4 data-parallel processes
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_hugging_face_weights_load_into_tp_and_pipeline_stages(hf_model, tmp_path: Path) -> None:
+    # Each stage or shard reads only its part of the safetensors files; all of them checked against the whole model.
+    directory, _ = hf_model("llama", num_attention_heads=4, num_key_value_heads=2)
+    (directory / "tokenizer.json").write_text("{}")  # only hashed: the worker's batches are not tokenized
+    hf = {"init_from": str(directory), "model": None}  # the shape comes from config.json
+    one = launch(tmp_path, [spec("hf", **hf)], 1)["hf"]
+    two = launch(tmp_path, [spec("hf_tp2", parallel={"tp": 2}, **hf),
+                            spec("hf_pp2", parallel={"pp": 2, "pp_schedule": "gpipe"}, **hf)], 2)  # fmt: skip
+    # The fixture's weights (N(0, 0.1)) give far from the ln(97) = 4.57 of this project's small init: loaded.
+    assert abs(one["loss"][0] - math.log(97)) > 0.5
+    assert_same(two["hf_tp2"], one, rel=1e-5)
+    assert_same(two["hf_pp2"], one, rel=1e-5)

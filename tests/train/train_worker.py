@@ -3,7 +3,7 @@
     python -m torch.distributed.run --standalone --nproc_per_node 2 tests/train/train_worker.py OUT.json SPEC.json
 
 SPEC is a JSON list of runs, each `{"name", "steps", "global_size", "micro_size", "config": {...}}`
-(config: TrainConfig overrides). Rank 0 writes `{name: {"loss": [...], "grad_norm": [...], "val":
+(config: TrainConfig overrides; `init_from` loads its weights as `ptk train` does). Rank 0 writes `{name: {"loss": [...], "grad_norm": [...], "val":
 validation loss after the steps, "divide_factors": [...]}}` (the gradient divide factor of every FSDP module). Global batch k is the
 same random tokens whatever the world size; data-parallel group g of d trains on rows
 [g*G/d, (g+1)*G/d) in micro-batches of `micro_size` (every process of the group on the same rows).
@@ -21,6 +21,7 @@ from torch.distributed.fsdp import FSDPModule
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pretrainkit.files import write_text_atomic  # noqa: E402
+from train.checkpoint.init_from import find_init_source, initialize  # noqa: E402
 from train.config import config_from_dict  # noqa: E402
 from train.parallel.distributed import DistEnv, init_distributed, shutdown  # noqa: E402
 from train.loop.trainer import Trainer, model_config  # noqa: E402
@@ -54,8 +55,11 @@ def merged(base: dict, extra: dict) -> dict:
 
 def run(spec: dict, env: DistEnv) -> dict:
     raw = merged(BASE, {"batch": {"global_size": spec["global_size"], "micro_size": spec["micro_size"]}})
-    cfg = config_from_dict(merged(raw, spec.get("config", {})), "spec")
+    raw = {k: v for k, v in merged(raw, spec.get("config", {})).items() if v is not None}  # None: drop a section
+    cfg = config_from_dict(raw, "spec")
     trainer = Trainer(cfg, model_config(cfg, VOCAB), env)
+    if cfg.init_from is not None:  # as a fresh `ptk train` run does
+        initialize(trainer, find_init_source(cfg.init_from), optimizer=False)
     losses, norms = [], []
     for k in range(spec["steps"]):
         r = trainer.train_step(micro_batches(k, spec["global_size"], spec["micro_size"], trainer))

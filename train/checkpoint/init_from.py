@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from safetensors import SafetensorError, safe_open
-from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_text_atomic
@@ -120,7 +120,10 @@ def initialize(trainer: Trainer, source: InitSource, optimizer: bool) -> None:
         if optimizer:
             raise UserError(f"init_optimizer: {source.path} is an exported model and holds no optimizer state")
         full, _ = load_exported(source.path)
-        set_model_state_dict(trainer.model, full.state_dict(), options=StateDictOptions(full_state_dict=True))
+        # Under pipeline parallelism this process holds some stages: it takes their tensors.
+        own = get_model_state_dict(trainer.model).keys()
+        weights = {k: v for k, v in full.state_dict().items() if k in own}
+        set_model_state_dict(trainer.model, weights, options=StateDictOptions(full_state_dict=True))
         return
     # Loading the optimizer state would also bring back the base run's hyperparameters.
     groups = [{k: v for k, v in g.items() if k != "params"} for g in trainer.optimizer.param_groups]
