@@ -3,14 +3,16 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+TORCH_INDEX ?=
 
 .PHONY: setup test test-fast demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# torch is pinned and installed first so that pip never resolves a CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
+	# torch is pinned and installed first, from TORCH_INDEX when given: the pin fixes the version,
+	# the index the build (README: Install).
+	$(PY) -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
@@ -26,7 +28,7 @@ demo: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash demo/run.sh
 
 bench: setup
-	for b in dedup dedup_memory tokenize loader train_step replay; do $(PY) -m bench.$$b || exit 1; done
+	for b in dedup dedup_memory tokenize loader train_step checkpoint_hash replay; do $(PY) -m bench.$$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) demo_out bench/results

@@ -4,21 +4,39 @@
     write_jsonl(docs, path)             # one {"id", "text"} record per line
 
 Never copies the data into the repository; `shared_data_dir()` is None when the folder is absent.
+Tests ask for a file or folder with `need_data(path)`: a missing one fails the test (never a
+silent skip), unless PTK_ALLOW_MISSING_DATA=1 asks to skip such tests knowingly outside CI.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+ALLOW_MISSING_ENV = "PTK_ALLOW_MISSING_DATA"
 
 
 def shared_data_dir() -> Path | None:
     d = ROOT.parent / "shared" / "data"
     return d if d.is_dir() else None
+
+
+def need_data(path: Path) -> Path:
+    """`path` (under ../shared/data) for a test. Missing, it fails the test saying what is needed; with
+    PTK_ALLOW_MISSING_DATA=1 it skips it instead, except under CI (the `CI` variable set), where data
+    that is not there means the suite did not test what it claims."""
+    import pytest
+
+    if path.exists():
+        return path
+    if os.environ.get(ALLOW_MISSING_ENV) == "1" and not os.environ.get("CI"):
+        pytest.skip(f"{path} is absent ({ALLOW_MISSING_ENV}=1)")
+    pytest.fail(f"{path} is absent: the tests read real corpora from ../shared/data beside the repository "
+                f"(README: Tests); {ALLOW_MISSING_ENV}=1 skips these tests knowingly (not under CI)", pytrace=False)
 
 
 def _data(name: str) -> Path:

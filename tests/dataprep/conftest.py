@@ -16,8 +16,7 @@ from bench import corpora  # noqa: E402
 
 
 def need_shared_data() -> None:
-    if corpora.shared_data_dir() is None:
-        pytest.skip("../shared/data is absent: the real corpora these tests use live there")
+    corpora.need_data(corpora.ROOT.parent / "shared" / "data")
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.corpora import need_data
 from dataprep.dedup import DedupOptions, run_dedup
 
 NGRAM = 5
@@ -95,10 +96,9 @@ def check_quality(tmp_path: Path, docs: list[tuple[str, str]]) -> tuple[int, int
 
 @pytest.mark.slow
 def test_reuters_near_duplicates_match_brute_force(tmp_path):
-    from bench.corpora import reuters_documents, shared_data_dir
+    from bench.corpora import ROOT, reuters_documents
 
-    if shared_data_dir() is None:
-        pytest.skip("../shared/data is absent")
+    need_data(ROOT.parent / "shared" / "data")
     truth, near = check_quality(tmp_path, reuters_documents())
     assert truth > 100 and near > 100  # the corpus really has natural near duplicates
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from bench.corpora import need_data
 from dataprep.tokenizer import train_tokenizer
 from pretrainkit.cli import main
 from shards import ShardSet
@@ -18,8 +19,7 @@ CLOUGH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "cloug
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory) -> str:
-    if not CLOUGH.is_dir():
-        pytest.skip(f"{CLOUGH} is absent (real corpora live in ../shared/data)")
+    need_data(CLOUGH)
     path = tmp_path_factory.mktemp("tok") / "tok.json"
     texts = [p.read_bytes().decode("utf-8", errors="replace") for p in sorted(CLOUGH.iterdir())]
     train_tokenizer(texts, 1000).save(str(path))
@@ -55,8 +55,7 @@ def test_prepare_keeps_what_dedup_kept_and_is_worker_independent(tmp_path, token
 
 
 def test_prepare_checks_the_tokenizer_before_deduplicating(tmp_path, capsys):
-    if not CLOUGH.is_dir():
-        pytest.skip(f"{CLOUGH} is absent")
+    need_data(CLOUGH)
     assert main(["prepare", str(CLOUGH), "--tokenizer", str(tmp_path / "none.json"), "-o", str(tmp_path / "o")]) == 2
     assert "none.json: tokenizer file not found" in capsys.readouterr().err
     assert not (tmp_path / "o" / "dedup").exists()

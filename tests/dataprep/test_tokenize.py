@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.corpora import need_data
 from dataprep.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.cli import main
 from shards import ShardSet
@@ -23,9 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _paragraphs(name: str) -> list[str]:
-    path = DATA / "wikitext2" / name
-    if not path.is_file():
-        pytest.skip(f"{path} is absent (real corpora live in ../shared/data)")
+    path = need_data(DATA / "wikitext2" / name)
     return [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
 
 
@@ -39,9 +38,7 @@ def corpus(tmp_path_factory) -> dict:
             f.write(json.dumps({"id": f"w{i}", "text": t}) + "\n")
         f.write("{not json\n")
         f.write('{"id": "no-text"}\n')
-    clough = DATA / "clough_stevenson_plagiarism" / "texts"
-    if not clough.is_dir():
-        pytest.skip(f"{clough} is absent")
+    clough = need_data(DATA / "clough_stevenson_plagiarism" / "texts")
     train_tokenizer(texts, 2048).save(str(root / "tok.json"))
     return {"root": root, "texts": texts, "inputs": [str(root / "wiki.jsonl"), str(clough)], "tok": str(root / "tok.json")}
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models
 
+from bench.corpora import need_data
 from dataprep.tokenizer import load_tokenizer
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
@@ -16,9 +17,7 @@ WIKI = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "wikitex
 
 @pytest.fixture(scope="module")
 def wiki_dir():
-    if not WIKI.is_dir():
-        pytest.skip(f"{WIKI} is absent (real corpora live in ../shared/data)")
-    return WIKI
+    return need_data(WIKI)
 
 
 def test_training_is_deterministic_and_round_trips_text(tmp_path, wiki_dir, capsys):

@@ -12,17 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.corpora import need_data
 from shards import write_shards
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 BYTE_EOS = 256
 BYTE_TOKENIZER = "b" * 64
-
-
-def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path} is absent (real corpora live in ../shared/data)")
-    return path
 
 
 def _tokens(text: str) -> np.ndarray:
@@ -31,13 +26,13 @@ def _tokens(text: str) -> np.ndarray:
 
 def corpus_documents(name: str) -> list[str]:
     if name == "wiki":  # the first 30 articles of WikiText-2 valid, split at their " = Title = " lines
-        text = _need(DATA / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
+        text = need_data(DATA / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
         return [a for a in re.split(r"\n(?= = [^=].* = \n)", text) if a.strip()][:30]
     if name == "peps":  # 40 PEPs, one document each
-        files = sorted(_need(DATA / "python_peps" / "peps").glob("pep-*.rst"))[:40]
+        files = sorted(need_data(DATA / "python_peps" / "peps").glob("pep-*.rst"))[:40]
         return [f.read_text(encoding="utf-8") for f in files]
     if name == "shakespeare":  # the speeches of the first 200 kB of Tiny Shakespeare
-        text = _need(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:200_000]
+        text = need_data(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:200_000]
         return [s for s in text.split("\n\n") if s.strip()]
     if name == "tiny":  # the first 30 of those speeches
         return corpus_documents("shakespeare")[:30]

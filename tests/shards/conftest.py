@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.corpora import need_data
+
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 BYTE_EOS = 256  # byte-level "tokenizer": token = UTF-8 byte, EOS = 256, vocab 257
 
@@ -15,8 +17,7 @@ BYTE_EOS = 256  # byte-level "tokenizer": token = UTF-8 byte, EOS = 256, vocab 2
 def wikitext_docs() -> list[np.ndarray]:
     """The non-empty paragraphs of WikiText-2 valid (about 2,400), each as its UTF-8 bytes."""
     path = DATA / "wikitext2" / "valid.txt"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent (real corpora live in ../shared/data)")
+    need_data(path)
     lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
     return [np.frombuffer(ln.encode("utf-8"), dtype=np.uint8).astype(np.uint16) for ln in lines]
 

@@ -18,14 +18,10 @@ import pytest
 import torch
 import yaml
 
+from bench.corpora import need_data
+
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path} is absent (real corpora live in ../shared/data)")
-    return path
 
 
 def _bytes(text: str) -> np.ndarray:
@@ -38,9 +34,9 @@ def byte_mixture(tmp_path_factory) -> Path:
     from shards import write_shards
 
     root = tmp_path_factory.mktemp("train_shards")
-    text = _need(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:200_000]
+    text = need_data(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:200_000]
     speeches = [s for s in text.split("\n\n") if s.strip()]
-    wiki = _need(DATA / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
+    wiki = need_data(DATA / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
     articles = [a for a in re.split(r"\n(?= = [^=].* = \n)", wiki) if a.strip()][:30]
     for name, docs in (("shakespeare", speeches), ("wiki", articles)):
         write_shards([_bytes(d) for d in docs], root / name, vocab_size=257, eos_id=256, tokenizer_sha256="b" * 64)

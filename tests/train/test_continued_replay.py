@@ -14,6 +14,7 @@ import pytest
 import torch
 import yaml
 
+from bench.corpora import need_data
 from mixtures import MixtureSampler, load_mixture
 from pretrainkit.errors import UserError
 from train.checkpoint.checkpoints import loader_state_of
@@ -29,9 +30,7 @@ SEQ, BATCH, BASE_STEPS = 32, 8, 8  # conftest's tiny config: seq_len 32, global 
 def _peps_shards(root: Path, tokenizer_sha256: str) -> Path:
     from shards import write_shards
 
-    peps = DATA / "python_peps" / "peps"
-    if not peps.is_dir():
-        pytest.skip(f"{peps} is absent (real corpora live in ../shared/data)")
+    peps = need_data(DATA / "python_peps" / "peps")
     texts = [p.read_bytes()[:20_000] for p in sorted(peps.glob("pep-*.rst"))[:40]]
     docs = [np.frombuffer(t, dtype=np.uint8).astype(np.uint16) for t in texts]
     out = root / f"peps-{tokenizer_sha256[0]}"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
+from bench.corpora import need_data
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
 from shards import write_shards
@@ -104,9 +105,7 @@ def test_ptk_plan_with_a_training_config_counts_activations(tmp_path, capsys):
 
 
 def test_ptk_plan_reads_the_vocabulary_from_the_mixture(tmp_path, capsys):
-    text = DATA / "tinyshakespeare" / "input.txt"
-    if not text.exists():
-        pytest.skip(f"{text} is absent (real corpora live in ../shared/data)")
+    text = need_data(DATA / "tinyshakespeare" / "input.txt")
     speeches = [s for s in text.read_text(encoding="utf-8")[:20_000].split("\n\n") if s.strip()]
     write_shards([np.frombuffer(s.encode("utf-8"), dtype=np.uint8).astype(np.uint16) for s in speeches],
                  tmp_path / "bytes", vocab_size=257, eos_id=256)

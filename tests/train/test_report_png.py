@@ -18,6 +18,7 @@ import pytest
 import yaml
 from matplotlib.image import imread
 
+from bench.corpora import need_data
 from pretrainkit.cli import main
 from shards import write_shards
 from train.reports.report import PANELS, SPIKE_COLOR
@@ -34,9 +35,7 @@ def _byte_shards(texts: list[str], out: Path) -> None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> tuple[Path, Path]:
-    shakespeare, peps = DATA / "tinyshakespeare" / "input.txt", DATA / "python_peps" / "peps"
-    if not (shakespeare.exists() and peps.exists()):
-        pytest.skip(f"real corpora are absent from {DATA}")
+    shakespeare, peps = need_data(DATA / "tinyshakespeare" / "input.txt"), need_data(DATA / "python_peps" / "peps")
     root = tmp_path_factory.mktemp("report_runs")
     _byte_shards([s for s in shakespeare.read_text(encoding="utf-8")[:150_000].split("\n\n") if s.strip()],
                  root / "shakespeare")
