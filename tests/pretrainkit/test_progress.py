@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _ptk(*args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pretrainkit.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **env}, timeout=120)  # fmt: skip
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **env}, timeout=900)  # fmt: skip; a hang bound
 
 
 def test_off_a_terminal_a_bar_is_whole_lines(tmp_path: Path) -> None:

@@ -6,11 +6,14 @@ and the model has something real to learn (loss falls from ln 257 = 5.55 towards
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +25,9 @@ from bench.corpora import need_data
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 ROOT = Path(__file__).resolve().parents[2]
+# How long a subprocess may take before a test calls it hung. A bound for a hang, never for speed:
+# with other engineers' suites on the same 2 cores, one 2-process `ptk train` took over 180 s.
+HANG_SECONDS = 900
 
 
 def _bytes(text: str) -> np.ndarray:
@@ -77,11 +83,42 @@ class TrainKit:
     def ptk_command(config: Path, *args: str, nproc: int = 1) -> list[str]:
         return [sys.executable, "-m", "pretrainkit.cli", "train", str(config), "--nproc", str(nproc), *args]
 
-    def ptk(self, config: Path, *args: str, nproc: int = 1, timeout: float = 180) -> subprocess.CompletedProcess:
+    hang_seconds = HANG_SECONDS
+
+    def ptk(self, config: Path, *args: str, nproc: int = 1, timeout: float = HANG_SECONDS) -> subprocess.CompletedProcess:
         """`ptk train CONFIG` in a subprocess (through torchrun for nproc > 1)."""
         cmd = self.ptk_command(config, *args, nproc=nproc)
         env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as torchrun sets it; see one_thread
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+
+    @staticmethod
+    def processes(marker: str) -> list[int]:
+        """Pids of the processes whose command line mentions `marker` (a config path unique to a test):
+        ptk, torchrun and its workers, whatever session or process group each runs in."""
+        pids = []
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit() and int(proc.name) != os.getpid():
+                try:
+                    if marker in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                        pids.append(int(proc.name))
+                except OSError:
+                    continue
+        return pids
+
+    @classmethod
+    def processes_end(cls, marker: str, timeout: float = HANG_SECONDS) -> bool:
+        """Whether every process of `marker` has ended within `timeout` seconds (a bound for a hang,
+        not a speed expectation: a loaded machine only makes it take longer)."""
+        deadline = time.monotonic() + timeout
+        while cls.processes(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return not cls.processes(marker)
+
+    @classmethod
+    def kill_processes(cls, marker: str) -> None:
+        for pid in cls.processes(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     @staticmethod
     def rows(run_dir: Path) -> list[dict]:

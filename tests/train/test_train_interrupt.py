@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import time
@@ -26,19 +25,6 @@ def rows_logged(metrics: Path) -> int:
     return sum(1 for line in metrics.read_text().splitlines() if line.endswith("}"))
 
 
-def processes_running(marker: str) -> list[int]:
-    """Pids of processes whose command line mentions `marker` (a config path unique to one test)."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if marker in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                    pids.append(int(proc.name))
-            except OSError:
-                continue
-    return pids
-
-
 @pytest.mark.distributed
 @pytest.mark.parametrize("nproc", [2, 1])
 def test_ctrl_c_is_one_line_exit_130_with_the_steps_to_redo(kit, tmp_path: Path, nproc: int) -> None:
@@ -51,24 +37,22 @@ def test_ctrl_c_is_one_line_exit_130_with_the_steps_to_redo(kit, tmp_path: Path,
         while rows_logged(metrics) < 6 and victim.poll() is None:  # past the step-4 checkpoint
             time.sleep(0.05)
         os.killpg(victim.pid, signal.SIGINT)
-        _, err = victim.communicate(timeout=300)
+        _, err = victim.communicate(timeout=600)
     finally:
-        if victim.poll() is None:
-            os.killpg(victim.pid, signal.SIGKILL)
+        kit.kill_processes(str(config))
     assert victim.returncode == 130, err[-3000:]
     assert not any(noise in err for noise in TORCHRUN_NOISE), err[-3000:]
     last = err.strip().splitlines()[-1]
-    found = re.fullmatch(r"ptk train: interrupted at step (\d+); (\d+) steps? since the last checkpoint "
-                         r"\(step-(\d+)\) will be redone when the same command resumes the run", last)  # fmt: skip
-    assert found, last
-    at, redo, saved = map(int, found.groups())
     steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines() if line.endswith("}")]
     newest = max(int(p.name.split("-")[1]) for p in (tmp_path / "run" / "checkpoints").glob("step-*"))
-    assert (at, saved, redo) == (steps[-1], newest, steps[-1] - newest) and saved >= 4
-    deadline = time.monotonic() + 60
-    while processes_running(str(config)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not processes_running(str(config)), "a training process outlived the interrupted ptk"
+    assert newest >= 4
+    if steps[-1] == newest:  # stopped right after a checkpoint (on a loaded machine that happens)
+        assert last == f"ptk train: interrupted at step {newest}; no step is lost: the same command resumes the run"
+    else:
+        redo = steps[-1] - newest
+        assert last == (f"ptk train: interrupted at step {steps[-1]}; {redo} step{'s' if redo > 1 else ''} since the "
+                        f"last checkpoint (step-{newest:07d}) will be redone when the same command resumes the run")
+    assert kit.processes_end(str(config)), "a training process outlived the interrupted ptk"
 
 
 @pytest.mark.distributed

@@ -17,7 +17,7 @@ def test_a_logged_two_process_run_reads_as_lines(kit, tmp_path: Path) -> None:
                         logging={"tensorboard": True})  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     env["PTK_PROGRESS_SECONDS"] = "0"
-    proc = subprocess.run(kit.ptk_command(config, nproc=2), capture_output=True, text=True, timeout=240,
+    proc = subprocess.run(kit.ptk_command(config, nproc=2), capture_output=True, text=True, timeout=kit.hang_seconds,
                           cwd=kit.root, env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "\r" not in proc.stderr

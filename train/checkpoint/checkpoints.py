@@ -93,9 +93,14 @@ def failure_message(e: BaseException, where: Path) -> str:
     return f"{where}: {type(e).__name__}: {lines[-1] if lines else ''}"
 
 
+class AgreedError(UserError):
+    """A UserError that every process of the run raises together, after exchanging outcomes: they can
+    still meet for a clean shutdown (gloo processes that exit without one intermittently abort)."""
+
+
 def together(work: Callable[[], Any], where: Path, main_only: bool = False) -> list[Any]:
     """Run `work` on every process (or on rank 0 only) and gather the results. If it failed anywhere,
-    every process raises the same UserError (the lowest failing rank's), so none waits for a peer
+    every process raises the same AgreedError (the lowest failing rank's), so none waits for a peer
     that has left."""
     try:
         outcome = (None, work() if _rank() == 0 or not main_only else None)
@@ -107,7 +112,7 @@ def together(work: Callable[[], Any], where: Path, main_only: bool = False) -> l
         dist.all_gather_object(outcomes, outcome)
     for problem, _ in outcomes:
         if problem:
-            raise UserError(problem)
+            raise AgreedError(problem)
     return [value for _, value in outcomes]
 
 
@@ -210,8 +215,8 @@ class Checkpoints:
                 problems.append(f"{path.name} ({e})")
                 if _rank() == 0:
                     print(f"ptk train: skipping corrupt checkpoint {path.name}: {e}", file=sys.stderr)
-        if refuse_all_corrupt and problems:
-            raise UserError(
+        if refuse_all_corrupt and problems:  # every process found the same (each check was agreed)
+            raise AgreedError(
                 f"{self.dir}: every checkpoint is corrupt: {'; '.join(problems)}; not starting over unasked (that "
                 f"would overwrite the run's logs): pass --no-resume to start the run over, or use another run_dir"
             )
@@ -253,7 +258,7 @@ class Checkpoints:
 
     def restore(self, trainer: Trainer, ckpt: Checkpoint) -> None:
         """Load model, optimizer, step and RNG from `ckpt` into `trainer` (collective)."""
-        check_model(ckpt, trainer.model_cfg)
+        together(lambda: check_model(ckpt, trainer.model_cfg), ckpt.path)
         load_weights(trainer, ckpt, optimizer=True)
         trainer.step, trainer.tokens = ckpt.step, int(ckpt.meta["tokens"])
         rng_file = ckpt.path / f"rng-rank{_rank()}.pt"

@@ -21,7 +21,7 @@ import yaml
 from mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import write_text_atomic
-from train.checkpoint.checkpoints import loader_state_of
+from train.checkpoint.checkpoints import AgreedError, loader_state_of
 from train.config import TrainConfig, to_dict
 from train.parallel.distributed import init_distributed, shutdown
 from train.checkpoint.init_from import initialize_from
@@ -51,6 +51,9 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
         if env.is_main:
             write_text_atomic(Path(cfg.run_dir) / CONFIG_FILE, yaml.safe_dump(to_dict(cfg), sort_keys=False))
         summary = loop.run() if trainer.step < cfg.max_steps else None
+    except AgreedError:
+        shutdown()  # every process raised it together, so all of them reach the barrier
+        raise
     except BaseException as e:
         # No barrier: the other processes may be stuck in a collective this one will never join.
         dist.destroy_process_group()
@@ -74,8 +77,10 @@ def load_verified_mixture(cfg: TrainConfig, is_main: bool) -> Mixture:
         mix, problem = None, str(e)
     verdict = [problem]
     dist.broadcast_object_list(verdict, src=0)
-    if verdict[0] or problem:
-        raise UserError(verdict[0] or problem)
+    if verdict[0]:
+        raise AgreedError(verdict[0])
+    if problem:
+        raise UserError(problem)
     return mix
 
 

@@ -37,7 +37,7 @@ import torch.distributed as dist
 from mixtures import Mixture, TrainLoader
 from pretrainkit.errors import UserError
 from pretrainkit.progress import progress_bar, progress_write
-from train.checkpoint.checkpoints import Checkpoint, Checkpoints
+from train.checkpoint.checkpoints import AgreedError, Checkpoint, Checkpoints
 from train.config import TrainConfig, to_dict
 from train.parallel.distributed import DistEnv
 from train.loop.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
@@ -99,8 +99,8 @@ class TrainingLoop:
             ("mixture fingerprint", str(extra.get("mixture"))[:12], self.mix.fingerprint[:12]),
             ("data.seq_len", saved["seq_len"], self.cfg.data.seq_len),
             ("batch.global_size", saved["global_batch_size"], self.cfg.batch.global_size)) if a != b]  # fmt: skip
-        if changes and not self.mix.allow_fingerprint_change:
-            raise UserError(
+        if changes and not self.mix.allow_fingerprint_change:  # every process reads the same meta.json
+            raise AgreedError(
                 f"{ckpt.path}: saved for another data order ({', '.join(changes)}); set data.allow_mixture_change=true "
                 f"to continue with the change, or use a new run_dir or --no-resume"
             )
