@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("pretrainkit", "dataprep", "shards", "mixtures", "train", "bench")
 
@@ -20,6 +22,7 @@ def run_suite_part(clone: Path, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=clone, capture_output=True, text=True, env={**base, "PYTHONPATH": str(clone), **env})
 
 
+@pytest.mark.slow
 def test_a_clone_without_the_shared_data_fails_loudly(tmp_path: Path) -> None:
     clone = tmp_path / "clone"  # its ../shared/data is tmp_path/shared/data: absent
     ignore = shutil.ignore_patterns("__pycache__", "results")

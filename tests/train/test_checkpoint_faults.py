@@ -108,6 +108,7 @@ def dir_bytes(path: Path) -> int:
 
 @pytest.mark.skipif(shutil.which("unshare") is None or not mount_namespace_available(),
                     reason="needs `unshare --mount` (Linux mount namespaces) for a size-limited tmpfs")  # fmt: skip
+@pytest.mark.slow
 @pytest.mark.parametrize("nproc", [1, 2])
 def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_checkpoint_resumes(kit, tmp_path: Path, nproc: int) -> None:
     ref = kit.config(tmp_path / "ref", **RUN)
@@ -143,6 +144,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_checkpoint_res
 
 @pytest.mark.skipif(shutil.which("unshare") is None or not mount_namespace_available(),
                     reason="needs `unshare --mount` (Linux mount namespaces) for a read-only mount")  # fmt: skip
+@pytest.mark.slow
 def test_a_read_only_run_dir_is_one_line_naming_it(kit, tmp_path: Path) -> None:
     disk = tmp_path / "ro"
     disk.mkdir()

@@ -25,6 +25,7 @@ def rows_logged(metrics: Path) -> int:
     return sum(1 for line in metrics.read_text().splitlines() if line.endswith("}"))
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.parametrize("nproc", [2, 1])
 def test_ctrl_c_is_one_line_exit_130_with_the_steps_to_redo(kit, tmp_path: Path, nproc: int) -> None:
@@ -55,6 +56,7 @@ def test_ctrl_c_is_one_line_exit_130_with_the_steps_to_redo(kit, tmp_path: Path,
     assert kit.processes_end(str(config)), "a training process outlived the interrupted ptk"
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_a_worker_error_under_two_processes_is_one_line_without_torchrun_report(kit, tmp_path: Path) -> None:
     config = kit.config(tmp_path, max_steps=8)
