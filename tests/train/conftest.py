@@ -201,7 +201,7 @@ def hf_corpus(tmp_path_factory):
     from dataprep.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("hf_tokenizer")
-    text = _need(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:300_000]
+    text = need_data(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:300_000]
     speeches = [s for s in text.split("\n\n") if s.strip()]
     train_tokenizer(speeches, vocab_size=300).save(str(root / "tokenizer.json"))
     (root / "tokenizer_config.json").write_text(json.dumps(
