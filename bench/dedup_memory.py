@@ -1,12 +1,14 @@
-"""Benchmark: peak memory of `ptk dedup` on 1M short documents (bounded-memory claim).
+"""Benchmark: peak memory and throughput of `ptk dedup` on 1M, 3M, 6M short documents (bounded memory).
 
-    python -m bench.dedup_memory [--docs 1000000] [--workers 2]
+    python -m bench.dedup_memory [--docs 1000000 3000000 6000000] [--workers 2] [--memory-limit 1G]
 
 Documents are 1-3 consecutive real sentences (Reuters-21578, Wikitext-2, PEPs from
-../shared/data), with 5% exact and 5% lightly edited copies mixed in. `ptk dedup` runs as a child
-process; the resident memory of its whole process tree (main + workers) is sampled every 20 ms.
-Baseline, in the same run: the bytes of the text itself, which the peak must not track.
-Writes bench/results/dedup_memory.json.
+../shared/data), with 5% exact and 5% lightly edited copies mixed in (about a third of them are
+duplicates); each corpus is written once into `--cache-dir` (default ../bench-cache). `ptk dedup`
+runs as a child process; the resident memory of its whole process tree (main + workers) is
+sampled every 20 ms. Baseline, in the same run: the bytes of the text itself, which the peak must
+not track. With several sizes it prints the growth of the peak per extra document, and for each
+the size of `OUT/index/` against the input. Writes bench/results/dedup_memory.json.
 """
 
 from __future__ import annotations
@@ -49,37 +51,60 @@ def write_corpus(path: Path, n_docs: int) -> int:
     return path.stat().st_size
 
 
+def measure(corpus: Path, out: Path, workers: int, memory_limit: str | None) -> dict:
+    """Run `ptk dedup` on one corpus in a child process; its peak tree RSS, time and output sizes."""
+    cmd = [sys.executable, "-m", "pretrainkit.cli", "dedup", str(corpus), "-o", str(out), "--workers", str(workers)]
+    cmd += ["--memory-limit", memory_limit] if memory_limit else []
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, tree_rss_kb(proc.pid))
+        time.sleep(0.02)
+    seconds = time.perf_counter() - start
+    summary = proc.stdout.read()
+    if proc.returncode:
+        sys.exit(f"ptk dedup failed with status {proc.returncode}")
+    stats = json.loads((out / "stats.json").read_text())
+    size = corpus.stat().st_size
+    index_bytes = sum(f.stat().st_size for f in (out / "index").iterdir())
+    return {
+        "docs": stats["input_docs"], "input_mb": round(size / 1e6, 1), "workers": workers, "memory_limit": memory_limit,
+        "seconds": round(seconds, 2), "mb_per_s": round(size / 1e6 / seconds, 1),
+        "peak_rss_mb_process_tree": round(peak / 1024), "rss_bytes_per_doc": round(peak * 1024 / stats["input_docs"], 1),
+        "index_mb": round(index_bytes / 1e6, 1), "index_over_input": round(index_bytes / size, 2),
+        "exact_duplicates": stats["exact_duplicates"], "near_duplicates": stats["near_duplicates"], "summary": summary,
+    }  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--docs", type=int, default=1_000_000)
+    ap.add_argument("--docs", type=int, nargs="+", default=[1_000_000])
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--memory-limit", help="passed to ptk dedup (default: its own default)")
+    ap.add_argument("--cache-dir", default=str(Path(__file__).resolve().parents[2] / "bench-cache"), help="where corpora are written once")
     args = ap.parse_args()
     if shared_data_dir() is None:
         sys.exit("bench/dedup_memory.py needs ../shared/data")
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = Path(tmp) / "short.jsonl"
-        size = write_corpus(corpus, args.docs)
-        cmd = [sys.executable, "-m", "pretrainkit.cli", "dedup", str(corpus), "-o", str(Path(tmp) / "out"), "--workers", str(args.workers)]
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        peak = 0
-        while proc.poll() is None:
-            peak = max(peak, tree_rss_kb(proc.pid))
-            time.sleep(0.02)
-        seconds = time.perf_counter() - start
-        summary = proc.stdout.read()
-        if proc.returncode:
-            sys.exit(f"ptk dedup failed with status {proc.returncode}")
-        stats = json.loads((Path(tmp) / "out" / "stats.json").read_text())
-    result = {
-        "docs": args.docs, "input_mb": round(size / 1e6, 1), "workers": args.workers, "seconds": round(seconds, 2),
-        "peak_rss_mb_process_tree": round(peak / 1024), "rss_bytes_per_doc": round(peak * 1024 / args.docs, 1),
-        "exact_duplicates": stats["exact_duplicates"], "near_duplicates": stats["near_duplicates"],
-    }
-    print(summary)
-    print(f"{args.docs:,} docs ({size / 1e6:.0f} MB of JSONL): peak RSS of the process tree {peak / 1024:.0f} MB "
-          f"({result['rss_bytes_per_doc']} bytes/doc) in {seconds:.1f} s; input text / peak RSS = {size / (peak * 1024):.2f}")
-    write_result("dedup_memory", result)
+    results = []
+    for n in args.docs:
+        corpus = Path(args.cache_dir) / f"dedup-short-{n}.jsonl"
+        if not corpus.exists():
+            write_corpus(corpus.with_suffix(".tmp"), n)
+            corpus.with_suffix(".tmp").rename(corpus)
+        with tempfile.TemporaryDirectory(dir=args.cache_dir) as tmp:
+            r = measure(corpus, Path(tmp) / "out", args.workers, args.memory_limit)
+        print(r.pop("summary"))
+        print(f"{n:,} docs ({r['input_mb']:.0f} MB of JSONL): peak RSS of the process tree {r['peak_rss_mb_process_tree']} MB "
+              f"({r['rss_bytes_per_doc']} bytes/doc) in {r['seconds']:.1f} s ({r['mb_per_s']} MB/s); input text / peak RSS = "
+              f"{r['input_mb'] / r['peak_rss_mb_process_tree']:.2f}; index on disk {r['index_mb']} MB = {r['index_over_input']}x the input")
+        results.append(r)
+    for a, b in zip(results, results[1:]):
+        growth = (b["peak_rss_mb_process_tree"] - a["peak_rss_mb_process_tree"]) * 2**20 / (b["docs"] - a["docs"])
+        print(f"{a['docs']:,} -> {b['docs']:,} docs: the peak grows {growth:.0f} bytes per extra document")
+    write_result("dedup_memory", {"runs": results})
+
+
 
 
 if __name__ == "__main__":

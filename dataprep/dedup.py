@@ -19,10 +19,13 @@ stopped, and the output is the same for any number of workers):
                             cluster the first document in input order is kept.
 5. write   (per read task)  copy the kept records, unchanged, from the scan's record file.
 
-Memory: the main process holds 2 bytes per document (exact-duplicate and removed flags) plus the
-pairs found; a worker holds one 256 KB text batch while scanning, and one partition while
-matching (24 bytes per hash entry; partitions are sized to `PARTITION_BYTES`, so their number
-grows with the corpus and their size does not). At most 2^32 - 1 documents per run.
+Memory (`--memory-limit`, `dataprep.dedup_budget`): a worker holds one 256 KB text batch while
+scanning, one partition while matching (24 bytes per hash entry; partitions are sized from the
+limit, so their number grows with the corpus and their size does not), and two shingle sets at
+a time while verifying (read by positioned reads, never memory-mapped); the main process writes
+`duplicates.jsonl` a chunk of rows at a time. Outside the budget: the main process holds 2 bytes
+per document (exact-duplicate and removed flags) and the pairs found (16 bytes per candidate or
+duplicate pair; the clustering works on the verified ones). At most 2^32 - 1 documents per run.
 
 `--against INDEX`: the old index's kept documents take the first keys, so every cluster that
 contains one of them is represented by it, and the new documents in it are removed with
@@ -31,6 +34,7 @@ contains one of them is represented by it, and the new documents in it are remov
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -44,19 +48,19 @@ import numpy as np
 import zstandard
 
 from dataprep.clusters import connected_components
-from dataprep.dedup_index import DedupIndex, IndexPart, ScanJob, part_name, scan_part
+from dataprep.dedup_budget import DedupBudget, default_memory_limit
+from dataprep.dedup_index import DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, read_shingles, scan_part
 from dataprep.executors import JobRunner
 from dataprep.executors.local import LocalRunner
-from dataprep.minhash import band_hashes, jaccard, lsh_params
+from dataprep.minhash import jaccard, lsh_params
 from dataprep.readers import DEDUP_STATS_NAME, discover_inputs, nothing_usable, plan_read_tasks, reason_kind, refuse_inputs_inside
 from dataprep.workdir import open_work_dir, remove_work_dir
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_concatenation_atomic, write_text_atomic, writing_into
 
-PARTITION_BYTES = 64 << 20
 BUCKET_CHUNK_DOCS = 1 << 16
-VERIFY_CHUNK_PAIRS = 1 << 16
+WRITE_BATCH_RECORDS = 4096
 ENTRY = np.dtype([("h1", "<u8"), ("h2", "<u8"), ("key", "<u8")])
 
 
@@ -79,18 +83,21 @@ class DedupOptions:
             raise UserError(f"--ngram must be in [1, 64], got {self.ngram}")
 
 
-def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: int = 1, runner: JobRunner | None = None) -> dict:
+def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: int = 1, runner: JobRunner | None = None,
+              budget: DedupBudget | None = None) -> dict:
     """Deduplicate `inputs` into `out_dir`; returns the stats written to `out_dir/stats.json`
     (plus `seconds` and `input_bytes` for the summary). The jobs run on `runner` (an entered
-    `dataprep.executors` runner), else on `workers` local processes."""
+    `dataprep.executors` runner), else on `workers` local processes. `budget` (default: from
+    `default_memory_limit()`) sizes the pieces the work is cut into; it never changes the output."""
+    budget = budget or DedupBudget.for_limit(default_memory_limit(), runner.workers if runner is not None else workers)
     with writing_into(out_dir):  # outside the local runner: its workers stop before temporaries are swept
         if runner is not None:
-            return _dedup(inputs, Path(out_dir), options, runner)
+            return _dedup(inputs, Path(out_dir), options, runner, budget)
         with LocalRunner(workers) as local:
-            return _dedup(inputs, Path(out_dir), options, local)
+            return _dedup(inputs, Path(out_dir), options, local, budget)
 
 
-def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobRunner) -> dict:
+def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobRunner, budget: DedupBudget) -> dict:
     options.validate()
     started = time.monotonic()
     files = discover_inputs(inputs)
@@ -111,13 +118,13 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     scans = runner.run(
         scan_part,
         [
-            ScanJob(i, t, str(index_dir), str(work / f"rejected-{i:05d}.jsonl"), str(work / f"records-{i:05d}.zst"),
+            ScanJob(i, t, str(work / "parts"), str(work / f"rejected-{i:05d}.jsonl"), str(work / f"records-{i:05d}.zst"),
                     options.num_perm, options.ngram, options.text_field, options.id_field)
             for i, t in enumerate(tasks)
         ],
         "scan", weights=[t.nbytes for t in tasks], unit="B",
     )
-    new = DedupIndex.from_parts(index_dir, options.num_perm, options.ngram, [s["docs"] for s in scans])
+    new = DedupIndex.from_parts(work / "parts", options.num_perm, options.ngram, [s["docs"] for s in scans])
     old_parts = old.parts if old else []
     all_parts = old_parts + new.parts
     offsets = np.concatenate(([0], np.cumsum([p.docs for p in all_parts], dtype=np.int64)))
@@ -126,7 +133,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
 
     if total >= 1 << 32:
         raise UserError(f"{total:,} documents in one run; at most {(1 << 32) - 1:,}: split the corpus and chain runs with --against")
-    round_args = (all_parts, offsets, len(old_parts), work, runner)
+    round_args = (all_parts, offsets, len(old_parts), work, runner, budget)
     _refuse_repeated_ids(_match_round("ids", *round_args), all_parts, offsets, options.id_field)
     exact_pairs = _match_round("exact", *round_args)
     removed_exact = exact_pairs[exact_pairs[:, 0] >= first_new_key]
@@ -140,11 +147,11 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         del exact_dups
         candidates = _match_round("bands", *round_args, bands=bands, rows=rows, skip_path=str(work / "exact_duplicates.u8"))
         pairs = np.stack([candidates >> np.uint64(32), candidates & np.uint64(0xFFFFFFFF)], axis=1).astype(np.int64)
-        links = pairs[_jaccard_pairs(pairs, all_parts, offsets, runner, "verify") >= options.threshold]
+        links = pairs[_jaccard_pairs(pairs, all_parts, offsets, runner, budget, "verify") >= options.threshold]
         members, roots = connected_components(links)
         near_rows = members >= first_new_key
         members, roots = members[near_rows], roots[near_rows]
-        similarity = _jaccard_pairs(np.stack([members, roots], axis=1), all_parts, offsets, runner, "similarity")
+        similarity = _jaccard_pairs(np.stack([members, roots], axis=1), all_parts, offsets, runner, budget, "similarity")
 
     removed = np.zeros(total - first_new_key, dtype=bool)
     removed[removed_exact[:, 0] - first_new_key] = True
@@ -164,7 +171,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     dup_of = np.concatenate([removed_exact[:, 1], roots])
     kinds = np.concatenate([np.zeros(len(removed_exact), np.int8), np.ones(len(members), np.int8)])
     sims = np.concatenate([np.ones(len(removed_exact)), similarity])
-    _write_duplicates(out_dir / "duplicates.jsonl", dup_keys, dup_of, kinds, sims, all_parts, offsets)
+    _write_duplicates(out_dir / "duplicates.jsonl", dup_keys, dup_of, kinds, sims, all_parts, offsets, budget.describe_rows)
     write_concatenation_atomic([work / f"rejected-{i:05d}.jsonl" for i in range(len(tasks))], out_dir / "rejected.jsonl")
 
     rejected = sum(s["rejected"] for s in scans)
@@ -184,7 +191,13 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     }
     if stats["input_docs"] != stats["kept_docs"] + stats["exact_duplicates"] + stats["near_duplicates"] + rejected:
         raise RuntimeError(f"dedup accounting does not add up: {stats}")
-    write_text_atomic(index_dir / "meta.json", json.dumps(DedupIndex.meta(options.num_perm, options.ngram, [s["docs"] for s in scans]), indent=1) + "\n")
+    index_docs = runner.run(
+        finish_part,
+        [FinishJob(str(p.base), str(index_dir / part_name(i)), p.docs, p.num_perm, bands, rows) for i, p in enumerate(new.parts)],
+        "index", weights=[p.docs for p in new.parts], unit="doc",
+    )
+    meta = DedupIndex.meta(options.num_perm, options.ngram, index_docs, (bands, rows))
+    write_text_atomic(index_dir / "meta.json", json.dumps(meta, indent=1) + "\n")
     _remove_stale_parts(out_dir, index_dir, len(tasks))
     for d in (out_dir, index_dir):
         remove_temporaries(d)  # of job attempts that died mid-write (a retried Ray task)
@@ -204,6 +217,13 @@ def _open_against(options: DedupOptions) -> DedupIndex | None:
             f"{options.against}: index was built with --num-perm {old.num_perm} --ngram {old.ngram}, "
             f"this run uses --num-perm {options.num_perm} --ngram {options.ngram}"
         )
+    lsh = lsh_params(options.threshold, options.num_perm)
+    if options.near and old.lsh != lsh:
+        built = "--no-near" if old.lsh == (0, 0) else f"LSH bands {old.lsh[0]} x {old.lsh[1]} rows"
+        raise UserError(
+            f"{options.against}: index was built with {built}; this run (--threshold {options.threshold}) needs "
+            f"{lsh[0]} x {lsh[1]}: use the --threshold of the run that built it, or --no-near"
+        )
     return old
 
 
@@ -222,6 +242,7 @@ def _prepare_work_dir(work: Path, index_dir: Path, files, tasks, options: DedupO
         (index_dir / "meta.json").unlink(missing_ok=True)
 
     open_work_dir(work, plan, on_reset=clear_index)
+    (work / "parts").mkdir(exist_ok=True)
     index_dir.mkdir(parents=True, exist_ok=True)
 
 
@@ -254,14 +275,14 @@ def _describe(parts: list[IndexPart], offsets: np.ndarray, keys: np.ndarray) -> 
 
 
 def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_parts: int, work: Path, runner: JobRunner,
-                 bands: int = 0, rows: int = 0, skip_path: str | None = None) -> np.ndarray:
+                 budget: DedupBudget, bands: int = 0, rows: int = 0, skip_path: str | None = None) -> np.ndarray:
     """Bucket then match one kind of hash. "exact" (content) and "ids" (new documents only):
     (later, first occurrence) key pairs. "bands": candidate pairs packed as `low_key << 32 | high_key`,
     unique and sorted."""
     total = int(offsets[-1])
     per_doc = bands if kind == "bands" else 1
-    partitions = max(1, math.ceil(total * ENTRY.itemsize * per_doc / PARTITION_BYTES))
-    bucket_dir = work / f"buckets-{kind}"
+    partitions = max(1, math.ceil(total * ENTRY.itemsize * per_doc / budget.partition_bytes))
+    bucket_dir = work / f"buckets-{kind}-{partitions}"  # a rerun with another --memory-limit cuts its own
     runner.run(
         _bucket_part,
         [_BucketJob(kind, str(p.base), p.docs, p.num_perm, int(offsets[i]), i, i < n_old_parts, bands, rows,
@@ -302,7 +323,7 @@ def _bucket_part(job: _BucketJob) -> None:
     if job.kind == "ids":  # ids must be unique among this run's documents; an old corpus may share them
         eligible = np.full(job.docs, not job.is_old)
     else:
-        eligible = part.kept() if job.is_old else np.ones(job.docs, dtype=bool)
+        eligible = np.ones(job.docs, dtype=bool)  # a finished index holds its run's kept documents only
     if job.skip_path:
         eligible &= np.fromfile(job.skip_path, dtype=np.uint8, count=job.docs, offset=job.offset) == 0
     if job.kind == "bands":
@@ -312,12 +333,14 @@ def _bucket_part(job: _BucketJob) -> None:
     for lo in range(0, job.docs, BUCKET_CHUNK_DOCS):
         hi = min(lo + BUCKET_CHUNK_DOCS, job.docs)
         ok = eligible[lo:hi]
+        if not ok.any():  # e.g. an old index's part in the ids round: it keeps no id hashes
+            continue
         keys = np.arange(lo, hi, dtype=np.uint64)[ok] + np.uint64(job.offset)
         if job.kind != "bands":
             hashes = np.asarray((part.exact if job.kind == "exact" else part.id_hashes)[lo:hi])[ok]
             e = _entries(hashes[:, 0], hashes[:, 1], keys)
         else:
-            bh = band_hashes(np.asarray(part.signatures[lo:hi])[ok], job.bands, job.rows)
+            bh = part.band_hashes(lo, hi, job.bands, job.rows)[ok]
             band_ids = np.broadcast_to(np.arange(job.bands, dtype=np.uint64), bh.shape)
             e = _entries(bh.ravel(), band_ids.ravel(), np.repeat(keys, job.bands))
         target = (e["h1"] % np.uint64(job.partitions)).astype(target_type)
@@ -385,22 +408,33 @@ class _JaccardJob:
 
 
 def _jaccard_chunk(job: _JaccardJob) -> np.ndarray:
+    """Exact Jaccard of each pair, reading the two shingle sets by positioned reads (memory: two sets)."""
     parts = [IndexPart(Path(b), n, k) for b, n, k in job.parts]
     where = np.searchsorted(job.offsets, job.pairs, side="right") - 1
     local = job.pairs - job.offsets[where]
-    return np.array(
-        [jaccard(parts[pa].shingle_set(a), parts[pb].shingle_set(b))
-         for (pa, pb), (a, b) in zip(where.tolist(), local.tolist())],
-        dtype=np.float64,
-    )
+    starts, counts = np.empty_like(local), np.empty_like(local)
+    with contextlib.ExitStack() as stack:
+        files = {}
+        for p in np.unique(where).tolist():
+            sel = where == p
+            docs, inverse = np.unique(local[sel], return_inverse=True)
+            s, c = parts[p].shingle_extents(docs)
+            starts[sel], counts[sel] = s[inverse], c[inverse]
+            files[p] = stack.enter_context(parts[p].open_shingles())
+        return np.array(
+            [jaccard(read_shingles(files[pa], sa, ca), read_shingles(files[pb], sb, cb))
+             for (pa, pb), (sa, sb), (ca, cb) in zip(where.tolist(), starts.tolist(), counts.tolist())],
+            dtype=np.float64,
+        )
 
 
-def _jaccard_pairs(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, runner: JobRunner, desc: str) -> np.ndarray:
+def _jaccard_pairs(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, runner: JobRunner, budget: DedupBudget,
+                   desc: str) -> np.ndarray:
     if len(pairs) == 0:
         return np.empty(0, np.float64)
     described = tuple((str(p.base), p.docs, p.num_perm) for p in parts)
-    jobs = [_JaccardJob(pairs[i : i + VERIFY_CHUNK_PAIRS], described, offsets)
-            for i in range(0, len(pairs), VERIFY_CHUNK_PAIRS)]
+    jobs = [_JaccardJob(pairs[i : i + budget.verify_pairs], described, offsets)
+            for i in range(0, len(pairs), budget.verify_pairs)]
     return np.concatenate(runner.run(_jaccard_chunk, jobs, desc, weights=[len(j.pairs) for j in jobs], unit="pair"))
 
 
@@ -423,28 +457,37 @@ def _write_kept(job: _WriteJob) -> int:
         records = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(src))
         with atomic_write(Path(job.out_dir) / f"{part_name(job.index)}.jsonl.zst") as raw:
             with zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False) as out:
+                pending: list[bytes] = []  # one write per ~1 MB: a write call costs more than its bytes
                 for is_removed, record in zip(removed.tolist(), records):
                     if not is_removed:
-                        out.write(record)
+                        pending.append(record)
                         kept += 1
+                        if len(pending) == WRITE_BATCH_RECORDS:
+                            out.write(b"".join(pending))
+                            pending = []
+                out.write(b"".join(pending))
     with atomic_write(f"{job.index_base}.kept", durable=False) as f:
         f.write((~removed).astype(np.uint8).tobytes())
     return kept
 
 
 def _write_duplicates(path: Path, keys: np.ndarray, dup_of: np.ndarray, kinds: np.ndarray, sims: np.ndarray,
-                      parts: list[IndexPart], offsets: np.ndarray) -> None:
+                      parts: list[IndexPart], offsets: np.ndarray, chunk_rows: int) -> None:
+    """One row per removed document, by key; the ids are read a chunk of rows at a time, so memory
+    holds one chunk's descriptions, not every duplicate's."""
     order = np.argsort(keys, kind="stable")
     keys, dup_of, kinds, sims = keys[order], dup_of[order], kinds[order], sims[order]
-    needed = np.unique(np.concatenate([keys, dup_of]))
-    described = dict(zip(needed.tolist(), _describe(parts, offsets, needed)))
     kind_names = ("exact", "near")
     with atomic_write(path, "w", encoding="utf-8") as f:
-        for k, d, kind, s in zip(keys.tolist(), dup_of.tolist(), kinds.tolist(), sims.tolist()):
-            (doc_id, source, line), (of_id, of_source, of_line) = described[k], described[d]
-            row = {"id": doc_id, "source": source, "line": line, "duplicate_of": of_id, "duplicate_of_source": of_source,
-                   "duplicate_of_line": of_line, "kind": kind_names[kind], "similarity": round(s, 4)}
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        for lo in range(0, len(keys), chunk_rows):
+            chunk = slice(lo, lo + chunk_rows)
+            needed = np.unique(np.concatenate([keys[chunk], dup_of[chunk]]))
+            described = dict(zip(needed.tolist(), _describe(parts, offsets, needed)))
+            for k, d, kind, s in zip(keys[chunk].tolist(), dup_of[chunk].tolist(), kinds[chunk].tolist(), sims[chunk].tolist()):
+                (doc_id, source, line), (of_id, of_source, of_line) = described[k], described[d]
+                row = {"id": doc_id, "source": source, "line": line, "duplicate_of": of_id, "duplicate_of_source": of_source,
+                       "duplicate_of_line": of_line, "kind": kind_names[kind], "similarity": round(s, 4)}
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def _rejection_reasons(path: Path) -> Counter:

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Iterator
 
 from dataprep.dedup import DedupOptions, run_dedup
+from dataprep.dedup_budget import DedupBudget, default_memory_limit
 from dataprep.executors import EXECUTORS, JobRunner, open_runner
 from pretrainkit.files import writing_into
-from pretrainkit.quantities import count
+from pretrainkit.quantities import count, quantity
 
 
 def add_dedup_options(p: argparse.ArgumentParser) -> None:
@@ -70,12 +71,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_inputs_and_output(p, "output directory")
     add_dedup_options(p)
     add_executor_options(p)
+    p.add_argument("--memory-limit", type=quantity, metavar="BYTES",
+                   help="memory for the whole run, main process and workers (e.g. 2G; default: a quarter of this machine's); "
+                        "sets how the work is cut, never the output")  # fmt: skip
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     with runner_from_args(args) as runner:
-        stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), runner=runner)
+        budget = DedupBudget.for_limit(int(args.memory_limit or default_memory_limit()), runner.workers)
+        stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), runner=runner, budget=budget)
     print(format_summary(stats, args.output))
     return 0
 

@@ -1,24 +1,27 @@
 """The dedup index: per-document hashes that later runs can deduplicate against.
 
-    part = scan_part(ScanJob(...))          # read one input task, write index/part-00003.*
+    part = scan_part(ScanJob(...))          # read one input task, write OUT/.work/parts/part-00003.*
+    finish_part(FinishJob(...))            # its kept documents into OUT/index/part-00003.*
     idx = DedupIndex.open("OUT/index")     # a finished index (meta.json present)
-    idx.part(3).signatures                 # uint32 [docs, num_perm], memory-mapped
 
 One part per read task, in input order; document `i` of part `p` has the global key
-`offset(p) + i`. Files of a part (`index/part-NNNNN.*`, raw little-endian arrays):
+`offset(p) + i`. Files of a part (raw little-endian arrays). While a run works, its parts (in
+`OUT/.work/parts/`) describe every document read; the finished index (`OUT/index/`) keeps only
+what `--against` needs, for the documents the run kept, so it costs less disk than the input:
 
-| suffix      | content                                                       |
-|-------------|---------------------------------------------------------------|
-| `.sig`      | uint32 [docs, num_perm] MinHash signature                     |
-| `.exact`    | uint64 [docs, 2] BLAKE2b-128 of the NFC-normalized, trimmed text |
-| `.counts`   | uint32 [docs] number of distinct shingles (0: no words)       |
-| `.shingles` | uint32, every document's sorted unique shingle hashes         |
-| `.ids`      | one JSON string (the document id) per line                    |
-| `.idpos`    | uint64 [docs + 1] byte offset of each line of `.ids`          |
-| `.idhash`   | uint64 [docs, 2] BLAKE2b-128 of the id (finds repeated ids)   |
-| `.lines`    | uint64 [docs] line (row) of each document in its input file   |
-| `.kept`     | uint8 [docs], 1 where the run kept the document (written last) |
-| `.json`     | the part's counts and its input file (`source`, relative to the run's input root); written after the arrays: marks the part whole |
+| suffix      | content                                                       | in |
+|-------------|---------------------------------------------------------------|----|
+| `.sig`      | uint32 [docs, num_perm] MinHash signature                     | run |
+| `.bands`    | uint64 [docs, bands] LSH band hashes of the signature         | index |
+| `.exact`    | uint64 [docs, 2] BLAKE2b-128 of the NFC-normalized, trimmed text | both |
+| `.counts`   | uint32 [docs] number of distinct shingles (0: no words)       | both |
+| `.shingles` | uint32, every document's sorted unique shingle hashes         | both |
+| `.ids`      | one JSON string (the document id) per line                    | both |
+| `.idpos`    | uint64 [docs + 1] byte offset of each line of `.ids`          | both |
+| `.idhash`   | uint64 [docs, 2] BLAKE2b-128 of the id (finds repeated ids)   | run |
+| `.lines`    | uint64 [docs] line (row) of each document in its input file   | both |
+| `.kept`     | uint8 [docs], 1 where the run kept the document               | run |
+| `.json`     | the part's counts and its input file (`source`, relative to the run's input root); written after the arrays: marks the part whole | both |
 
 Memory while scanning is one batch (~256 KB of text), whatever the size of the input.
 """
@@ -28,24 +31,27 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import zstandard
 
-from dataprep.minhash import HASH_SCHEME, MinHasher, near_normal_bytes
+from dataprep.minhash import HASH_SCHEME, MinHasher, band_hashes, near_normal_bytes
 from dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, write_text_atomic
 
-INDEX_VERSION = 2  # 2: .idhash, .lines and the source of each part
+INDEX_VERSION = 3  # 2: .idhash, .lines and the source of each part; 3: kept documents only, .bands for .sig
 BATCH_BYTES = 256 << 10  # small batches keep the vectorized hashing inside the CPU caches
 BATCH_DOCS = 4096
 LARGE_TEXT_CHARS = 1 << 20
+READ_CHUNK_DOCS = 1 << 18
 ARRAY_SUFFIXES = (".sig", ".exact", ".counts", ".shingles", ".ids", ".idpos", ".idhash", ".lines")
 
 
@@ -190,6 +196,25 @@ def _array(path: Path, dtype, shape: tuple[int, ...]) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r", shape=shape)
 
 
+def _read_bytes(f: BinaryIO, offset: int, size: int) -> bytes:
+    data = os.pread(f.fileno(), size, offset)
+    if len(data) != size:
+        raise UserError(f"{f.name}: index file is shorter than its counts say; rerun the dedup that wrote it")
+    return data
+
+
+def _read_at(f: BinaryIO, dtype, first: int, count: int) -> np.ndarray:
+    """Elements first .. first + count - 1 of a raw array file, by one positioned read (no memory map:
+    a process's resident memory holds what it read, not every page of the file it touched)."""
+    size = np.dtype(dtype).itemsize
+    return np.frombuffer(_read_bytes(f, first * size, count * size), dtype=dtype)
+
+
+def read_shingles(f: BinaryIO, start: int, count: int) -> np.ndarray:
+    """One document's sorted shingle hashes, from its `shingle_extents`."""
+    return _read_at(f, np.uint32, start, count)
+
+
 class IndexPart:
     """Read access to one part of an index."""
 
@@ -212,31 +237,58 @@ class IndexPart:
     def counts(self) -> np.ndarray:
         return _array(Path(f"{self.base}.counts"), np.uint32, (self.docs,))
 
-    @cached_property
-    def shingle_offsets(self) -> np.ndarray:
-        return np.concatenate(([0], np.cumsum(self.counts, dtype=np.int64)))
+    def shingle_extents(self, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first shingle, shingle count) of each given document (sorted, unique), from prefix sums
+        over `.counts` computed a chunk at a time: nothing per document of the part is kept."""
+        starts, counts = np.empty(len(local), np.int64), np.empty(len(local), np.int64)
+        running, done = 0, 0
+        with open(f"{self.base}.counts", "rb") as f:
+            for lo in range(0, self.docs, READ_CHUNK_DOCS):
+                if done == len(local):
+                    break
+                c = _read_at(f, np.uint32, lo, min(READ_CHUNK_DOCS, self.docs - lo)).astype(np.int64)
+                end = done + int(np.searchsorted(local[done:], lo + len(c)))
+                at = local[done:end] - lo
+                ends = np.cumsum(c)
+                starts[done:end], counts[done:end] = running + ends[at] - c[at], c[at]
+                running += int(ends[-1])
+                done = end
+        return starts, counts
 
-    @cached_property
-    def shingles(self) -> np.ndarray:
-        return _array(Path(f"{self.base}.shingles"), np.uint32, (int(self.shingle_offsets[-1]),))
-
-    def shingle_set(self, i: int) -> np.ndarray:
-        return self.shingles[self.shingle_offsets[i] : self.shingle_offsets[i + 1]]
+    def open_shingles(self) -> BinaryIO:
+        return open(f"{self.base}.shingles", "rb")
 
     def kept(self) -> np.ndarray:
         return _array(Path(f"{self.base}.kept"), np.uint8, (self.docs,)).astype(bool)
 
+    def band_hashes(self, lo: int, hi: int, bands: int, rows: int) -> np.ndarray:
+        """uint64 [hi - lo, bands] of documents lo .. hi - 1: from the signatures while the run is under
+        way, from `.bands` in a finished index (which keeps no signatures)."""
+        if Path(f"{self.base}.sig").exists():
+            return band_hashes(np.asarray(self.signatures[lo:hi]), bands, rows)
+        return np.array(_array(Path(f"{self.base}.bands"), np.uint64, (self.docs, bands))[lo:hi])
+
     def ids_of(self, local: list[int]) -> list[str]:
-        """The ids of the given documents of this part (read directly, not the whole list)."""
-        pos = _array(Path(f"{self.base}.idpos"), np.uint64, (self.docs + 1,))
-        text = _array(Path(f"{self.base}.ids"), np.uint8, (int(pos[-1]),))
-        return [json.loads(bytes(text[pos[i] : pos[i + 1]])) for i in local]
+        """The ids of the given documents of this part: one read of the span of `.idpos` and `.ids`
+        they lie in (at most the part's, whose size the read tasks bound)."""
+        if not local:
+            return []
+        lo, hi = min(local), max(local) + 1
+        with open(f"{self.base}.idpos", "rb") as pos_file, open(f"{self.base}.ids", "rb") as text_file:
+            pos = _read_at(pos_file, np.uint64, lo, hi - lo + 1).astype(np.int64)
+            text = _read_bytes(text_file, int(pos[0]), int(pos[-1] - pos[0]))
+        pos -= pos[0]
+        return [json.loads(text[pos[i - lo] : pos[i - lo + 1]]) for i in local]
 
     def locations_of(self, local: list[int]) -> list[tuple[str, int]]:
         """(input file relative to its run's input root, line) of the given documents."""
+        if not local:
+            return []
         source = json.loads(Path(f"{self.base}.json").read_text())["source"]
-        lines = _array(Path(f"{self.base}.lines"), np.uint64, (self.docs,))
-        return [(source, int(lines[i])) for i in local]
+        lo, hi = min(local), max(local) + 1
+        with open(f"{self.base}.lines", "rb") as f:
+            lines = _read_at(f, np.uint64, lo, hi - lo).tolist()
+        return [(source, lines[i - lo]) for i in local]
 
 
 @dataclass
@@ -247,6 +299,7 @@ class DedupIndex:
     num_perm: int
     ngram: int
     parts: list[IndexPart]
+    lsh: tuple[int, int] = (0, 0)  # (bands, rows) of `.bands`; (0, 0): built with --no-near
 
     @cached_property
     def offsets(self) -> np.ndarray:
@@ -261,19 +314,20 @@ class DedupIndex:
         return np.searchsorted(self.offsets, keys, side="right") - 1
 
     @staticmethod
-    def meta(num_perm: int, ngram: int, part_docs: list[int]) -> dict:
+    def meta(num_perm: int, ngram: int, part_docs: list[int], lsh: tuple[int, int]) -> dict:
         return {
             "version": INDEX_VERSION,
             "hash_scheme": HASH_SCHEME,
             "num_perm": num_perm,
             "ngram": ngram,
+            "lsh": {"bands": lsh[0], "rows": lsh[1]},
             "parts": part_docs,
         }
 
     @classmethod
-    def from_parts(cls, directory: Path, num_perm: int, ngram: int, part_docs: list[int]) -> "DedupIndex":
+    def from_parts(cls, directory: Path, num_perm: int, ngram: int, part_docs: list[int], lsh: tuple[int, int] = (0, 0)) -> "DedupIndex":
         parts = [IndexPart(directory / part_name(i), n, num_perm) for i, n in enumerate(part_docs)]
-        return cls(directory, num_perm, ngram, parts)
+        return cls(directory, num_perm, ngram, parts, lsh)
 
     @classmethod
     def open(cls, directory: str | Path) -> "DedupIndex":
@@ -283,9 +337,64 @@ class DedupIndex:
             raise UserError(f"{directory}: not a finished dedup index (no meta.json); point --against at OUT/index of a completed `ptk dedup`")
         try:
             meta = json.loads(meta_path.read_text())
+            if meta.get("version") != INDEX_VERSION or meta.get("hash_scheme") != HASH_SCHEME:
+                raise UserError(f"{meta_path}: index version {meta.get('version')}/{meta.get('hash_scheme')} is not {INDEX_VERSION}/{HASH_SCHEME}; rebuild it")
             num_perm, ngram, part_docs = int(meta["num_perm"]), int(meta["ngram"]), [int(n) for n in meta["parts"]]
+            lsh = (int(meta["lsh"]["bands"]), int(meta["lsh"]["rows"]))
         except (ValueError, KeyError, TypeError) as e:
             raise UserError(f"{meta_path}: unreadable index metadata ({e})") from None
-        if meta.get("version") != INDEX_VERSION or meta.get("hash_scheme") != HASH_SCHEME:
-            raise UserError(f"{meta_path}: index version {meta.get('version')}/{meta.get('hash_scheme')} is not {INDEX_VERSION}/{HASH_SCHEME}; rebuild it")
-        return cls.from_parts(directory, num_perm, ngram, part_docs)
+        return cls.from_parts(directory, num_perm, ngram, part_docs, lsh)
+
+
+@dataclass(frozen=True)
+class FinishJob:
+    work_base: str  # the run's part, every document read
+    index_base: str  # the finished index's part
+    docs: int
+    num_perm: int
+    bands: int
+    rows: int
+
+
+_FINISHED_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".lines", ".bands")
+
+
+def finish_part(job: FinishJob) -> int:
+    """Write the index part a later `--against` reads: the kept documents only, with their band
+    hashes instead of signatures, a chunk of documents at a time; returns its document count."""
+    meta_path = Path(f"{job.index_base}.json")
+    if meta_path.exists():  # finished by an earlier, interrupted run
+        return json.loads(meta_path.read_text())["docs"]
+    src = IndexPart(Path(job.work_base), job.docs, job.num_perm)
+    kept = src.kept()
+    id_end = 0
+    with contextlib.ExitStack() as stack:
+        out = {s: stack.enter_context(atomic_write(f"{job.index_base}{s}", "wb")) for s in _FINISHED_SUFFIXES if s != ".bands" or job.bands}
+        shingles = stack.enter_context(open(f"{job.work_base}.shingles", "rb"))
+        ids = stack.enter_context(open(f"{job.work_base}.ids", "rb"))
+        lines = stack.enter_context(open(f"{job.work_base}.lines", "rb"))
+        idpos = stack.enter_context(open(f"{job.work_base}.idpos", "rb"))
+        out[".idpos"].write(np.zeros(1, np.uint64).tobytes())
+        first_shingle = 0
+        for lo in range(0, job.docs, READ_CHUNK_DOCS):
+            hi = min(lo + READ_CHUNK_DOCS, job.docs)
+            keep = kept[lo:hi]
+            counts = np.asarray(src.counts[lo:hi])
+            out[".exact"].write(np.asarray(src.exact[lo:hi])[keep].tobytes())
+            out[".counts"].write(counts[keep].tobytes())
+            chunk_shingles = _read_at(shingles, np.uint32, first_shingle, int(counts.sum(dtype=np.int64)))
+            out[".shingles"].write(chunk_shingles[np.repeat(keep, counts)].tobytes())
+            first_shingle += len(chunk_shingles)
+            pos = _read_at(idpos, np.uint64, lo, hi - lo + 1).astype(np.int64)
+            text = np.frombuffer(_read_bytes(ids, int(pos[0]), int(pos[-1] - pos[0])), dtype=np.uint8)
+            line_lengths = np.diff(pos)
+            out[".ids"].write(text[np.repeat(keep, line_lengths)].tobytes())
+            out[".idpos"].write((id_end + np.cumsum(line_lengths[keep])).astype(np.uint64).tobytes())
+            id_end += int(line_lengths[keep].sum())
+            out[".lines"].write(_read_at(lines, np.uint64, lo, hi - lo)[keep].tobytes())
+            if job.bands:
+                out[".bands"].write(src.band_hashes(lo, hi, job.bands, job.rows)[keep].tobytes())
+    docs = int(kept.sum())
+    source = json.loads(Path(f"{job.work_base}.json").read_text())["source"]
+    write_text_atomic(meta_path, json.dumps({"docs": docs, "source": source}))
+    return docs

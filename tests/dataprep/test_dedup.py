@@ -13,6 +13,8 @@ import pytest
 import zstandard
 
 from dataprep.dedup import DedupOptions, run_dedup
+from dataprep.dedup_budget import DedupBudget
+from dataprep.dedup_index import DedupIndex
 from pretrainkit.errors import UserError
 
 
@@ -76,6 +78,21 @@ def test_output_is_byte_identical_for_any_worker_count(tmp_path, reuters_docs):
     assert one == two
     run_dedup([str(inputs)], tmp_path / "w2", DedupOptions(), workers=2)  # rerun over a finished output
     assert output_bytes(tmp_path / "w2") == one
+
+
+def test_output_is_byte_identical_for_any_memory_budget(tmp_path, reuters_docs):
+    """A budget small enough that every stage is cut into many pieces (partitions, verification
+    jobs, chunks of duplicates rows) gives the bytes of the default one."""
+    from bench.corpora import write_jsonl
+
+    inputs = write_jsonl(reuters_docs, tmp_path / "in" / "reuters.jsonl")
+    run_dedup([str(inputs)], tmp_path / "default", DedupOptions(), workers=2)
+    tiny = DedupBudget(partition_bytes=4096, verify_pairs=7, describe_rows=5)
+    stats = run_dedup([str(inputs)], tmp_path / "tiny", DedupOptions(), workers=2, budget=tiny)
+    assert stats["near_duplicates"] > 5 and stats["exact_duplicates"] > 5  # so that the chunks are many
+    assert output_bytes(tmp_path / "tiny") == output_bytes(tmp_path / "default")
+    with pytest.raises(UserError, match="--memory-limit .* too small"):
+        DedupBudget.for_limit(10 << 20, workers=2)
 
 
 def test_against_removes_documents_already_in_the_old_corpus(tmp_path, reuters_docs):
@@ -209,3 +226,22 @@ def test_duplicate_ids_in_the_input_are_reported_never_merged(tmp_path):
     assert "'7' at b.jsonl:1 (first at a.jsonl:2)" in message and "'k' at b.jsonl:2 (first at a.jsonl:1)" in message
     assert "--id-field" in message
     assert not (tmp_path / "out" / "stats.json").exists()
+
+
+def test_index_keeps_only_what_against_needs_and_costs_less_than_the_input(tmp_path, reuters_docs):
+    from bench.corpora import write_jsonl
+
+    copies = [(f"copy-{doc_id}", text) for doc_id, text in reuters_docs[:50]]
+    corpus = write_jsonl(reuters_docs + copies, tmp_path / "in" / "reuters.jsonl")
+    stats = run_dedup([str(corpus)], tmp_path / "out", DedupOptions(), workers=2)
+    index_dir = tmp_path / "out" / "index"
+    idx = DedupIndex.open(index_dir)
+    assert idx.docs == stats["kept_docs"] < stats["input_docs"]
+    assert {p.suffix for p in index_dir.iterdir()} == {".exact", ".counts", ".shingles", ".ids", ".idpos", ".lines", ".bands", ".json"}
+    assert sum(p.stat().st_size for p in index_dir.iterdir()) < corpus.stat().st_size
+    kept_ids = [json.loads(r)["id"] for r in kept_records(tmp_path / "out")]
+    assert [i for p in idx.parts for i in p.ids_of(list(range(p.docs)))] == kept_ids
+    again = run_dedup([str(corpus)], tmp_path / "again", DedupOptions(against=str(index_dir)), workers=2)
+    assert again["kept_docs"] == 0  # every document is in the old corpus, or a duplicate of one
+    with pytest.raises(UserError, match=r"index was built with LSH bands 16 x 8 rows; this run \(--threshold 0.5\) needs 26 x 3"):
+        run_dedup([str(corpus)], tmp_path / "other", DedupOptions(threshold=0.5, against=str(index_dir)))

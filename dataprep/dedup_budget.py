@@ -1,0 +1,48 @@
+"""How `ptk dedup --memory-limit` is shared among a run's processes: the sizes its work is cut into.
+
+    budget = DedupBudget.for_limit(2_000_000_000, workers=2)
+    budget.partition_bytes, budget.verify_pairs, budget.describe_rows
+
+The main process and each worker get an equal share of the limit. A stage holds a few times its
+chunk while it works (a match partition is sorted with about four copies of its entries; a
+verification job keeps ~100 bytes per pair; describing a duplicates row takes ~1 KB), so chunks
+are a quarter of a share, within fixed bounds: small chunks only cost more jobs. The sizes never
+change the output, only how the work is cut. What stays outside the budget is said in
+`dataprep.dedup` (the pairs that clustering joins, a few bytes per document).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from pretrainkit.errors import UserError
+
+DEFAULT_FRACTION = 0.25  # of the machine's physical memory
+MIN_LIMIT = 256 << 20  # Python, numpy and the workers' own code need about this much
+
+
+def default_memory_limit() -> int:
+    return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * DEFAULT_FRACTION)
+
+
+def _clamp(value: int, low: int, high: int) -> int:
+    return max(low, min(high, value))
+
+
+@dataclass(frozen=True)
+class DedupBudget:
+    partition_bytes: int  # hash entries per match partition file, in bytes
+    verify_pairs: int  # candidate pairs per verification job
+    describe_rows: int  # duplicates.jsonl rows described at a time
+
+    @classmethod
+    def for_limit(cls, limit: int, workers: int) -> "DedupBudget":
+        if limit < MIN_LIMIT:
+            raise UserError(f"--memory-limit {limit:,} bytes is too small: dedup needs at least {MIN_LIMIT >> 20} MB")
+        chunk = limit // (max(1, workers) + 1) // 4
+        return cls(
+            partition_bytes=_clamp(chunk, 1 << 20, 64 << 20),
+            verify_pairs=_clamp(chunk // 128, 1 << 10, 1 << 16),
+            describe_rows=_clamp(chunk // 1024, 1 << 10, 1 << 16),
+        )
