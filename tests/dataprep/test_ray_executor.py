@@ -3,6 +3,7 @@ byte-identical outputs, a killed Ray worker retried, a killed driver resumed, th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -131,16 +132,22 @@ def test_a_killed_driver_resumes_from_the_finished_jobs(tmp_path, ray_address, c
     command = _cli("dedup", str(corpus), "-o", str(out), "--executor", "ray", "--ray-address", ray_address)
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while not list((out / "index").glob("part-*.json")) and time.monotonic() < deadline:
+    scans = out / ".work" / "parts"  # a run's scan parts; the finished index is written from them at the end
+    while not list(scans.glob("part-*.json")) and time.monotonic() < deadline:
         time.sleep(0.005)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (out / "stats.json").exists(), "the run finished before the kill"
-    finished = {p.with_suffix(".sig"): p.with_suffix(".sig").stat().st_ino for p in (out / "index").glob("part-*.json")}
+    finished = {p.with_suffix(".sig"): p.with_suffix(".sig").stat().st_ino for p in scans.glob("part-*.json")}
     assert 0 < len(finished) < 6
-    rerun = subprocess.run(command, capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stderr
-    assert {p: p.stat().st_ino for p in finished} == finished  # finished scans were not redone
+    rerun = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = []  # the finished scans' files while the rerun works (they go with its work directory at the end)
+    while rerun.poll() is None:
+        with contextlib.suppress(FileNotFoundError):
+            seen.append({p: p.stat().st_ino for p in finished})
+        time.sleep(0.005)
+    assert rerun.returncode == 0, rerun.stderr.read()
+    assert seen and all(s == finished for s in seen)  # finished scans were not redone
     assert snapshot(out) == snapshot(tmp_path / "local")
 
 
