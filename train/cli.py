@@ -13,6 +13,7 @@ CONFIG.yaml` themselves. Ctrl-C stops every process and says how many steps a re
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
@@ -69,7 +70,7 @@ def launch(args: argparse.Namespace) -> int:
     from pretrainkit.processes import die_with_parent
 
     # torchrun dies with ptk, and its workers with it (train/__main__.py asks the same).
-    proc = subprocess.Popen(torchrun_command(args), preexec_fn=die_with_parent, env=launch_env(args.nproc),
+    proc = subprocess.Popen(torchrun_command(args), preexec_fn=functools.partial(die_with_parent, os.getpid()), env=launch_env(args.nproc),
                             start_new_session=True)  # fmt: skip
     try:
         return proc.wait()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import multiprocessing.pool
+import os
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -27,8 +28,8 @@ def _call(payload: tuple[Callable, int, object]) -> tuple[int, object]:
     return index, fn(job)
 
 
-def _start_worker() -> None:
-    die_with_parent()
+def _start_worker(parent: int) -> None:
+    die_with_parent(parent)
     limit_threads(1)
 
 
@@ -40,7 +41,7 @@ class LocalRunner:
     def __enter__(self) -> "LocalRunner":
         if self.workers > 1:
             ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-            self._pool = ctx.Pool(self.workers, initializer=_start_worker)
+            self._pool = ctx.Pool(self.workers, initializer=_start_worker, initargs=(os.getpid(),))
         return self
 
     def __exit__(self, *exc) -> None:
