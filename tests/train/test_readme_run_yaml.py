@@ -1,0 +1,21 @@
+"""The README's minimal annotated run.yaml is a valid training config with the values it explains."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from train.config import load_config
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_the_readme_run_yaml_loads(tmp_path: Path) -> None:
+    section = README.read_text(encoding="utf-8").split("## A minimal run.yaml", 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "run.yaml").write_text(block)
+    cfg = load_config(tmp_path / "run.yaml")
+    assert cfg.run_dir == str((tmp_path / "runs" / "first").resolve())
+    assert cfg.data.mixture == str((tmp_path / "mixture.yaml").resolve())
+    assert (cfg.max_steps, cfg.data.seq_len, cfg.model.d_model, cfg.batch.global_size) == (1000, 512, 256, 32)
+    assert cfg.eval.every == 100 and cfg.checkpoint.every == 200 and cfg.optim.lr == 1e-3
