@@ -433,5 +433,6 @@ def write_text_shards(texts: Iterable[str], out_dir: str | Path, tokenizer_path:
     tok = load_tokenizer(tokenizer_path)
     docs = [e.ids for e in _fastest_encode_batch(tok.tokenizer)(list(texts), add_special_tokens=False)]
     return write_shards(
-        docs, out_dir, vocab_size=tok.vocab_size, eos_id=tok.eos_id, tokenizer_sha256=tok.sha256, eos_token=tok.eos_token, **kwargs
+        docs, out_dir, vocab_size=tok.vocab_size, eos_id=tok.eos_id, tokenizer_sha256=tok.sha256, eos_token=tok.eos_token,
+        vocab_fingerprint=tok.vocab_fingerprint, **kwargs
     )

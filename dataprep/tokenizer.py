@@ -4,12 +4,14 @@
     tok.save("tokenizer.json")
     loaded = load_tokenizer("tokenizer.json")               # finds the EOS token, hashes the file
     loaded = load_tokenizer("Llama-3.2-1B/")                # an HF model or tokenizer directory
-    loaded.eos_id, loaded.vocab_size, loaded.sha256
+    loaded.eos_id, loaded.vocab_size, loaded.sha256, loaded.vocab_fingerprint
 
 A directory is read as Hugging Face lays it out: its `tokenizer.json`, with the EOS token named by
 `tokenizer_config.json` (`eos_token`) or else `generation_config.json` (`eos_token_id`, the first if
 several) when present; otherwise, and for a bare file, the first special token among EOS_CANDIDATES.
 `sha256` is always that of the `tokenizer.json` bytes, so a directory and its file are one tokenizer.
+`vocab_fingerprint` hashes what the token ids mean (vocabulary, BPE merges, added tokens) and not
+how the file is laid out: a re-serialized `tokenizer.json` keeps it, one changed token does not.
 
 Training is deterministic: the same texts in the same order give the same `tokenizer.json`
 bytes. The end-of-text token is a special token with id 0; it is what separates documents in
@@ -19,6 +21,8 @@ document (a literal `<|endoftext|>`) as plain text, so EOS appears only where th
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,9 +67,29 @@ class LoadedTokenizer:
     eos_token: str
     bos_token: str | None = None  # what an HF directory's configs name as BOS; None for a bare file
 
+    @functools.cached_property
+    def vocab_fingerprint(self) -> str:
+        return vocabulary_fingerprint(self.tokenizer)
+
     @property
     def info(self) -> TokenizerInfo:
-        return TokenizerInfo(self.sha256, self.vocab_size, self.eos_id, self.eos_token)
+        return TokenizerInfo(self.sha256, self.vocab_size, self.eos_id, self.eos_token, self.vocab_fingerprint)
+
+
+def vocabulary_fingerprint(tok: Tokenizer) -> str:
+    """sha256 of what the ids mean: the model type, its token -> id map (sorted), the BPE merges in
+    order (they decide which ids a text gets) and the added tokens with their ids and specialness.
+    Whitespace, key order and the merges' spelling ("a b" or ["a", "b"]) in the file do not count."""
+    model = json.loads(tok.to_str())["model"]
+    merges = [m.split(" ") if isinstance(m, str) else list(m) for m in model.get("merges", [])]
+    added = sorted([i, t.content, t.special] for i, t in tok.get_added_tokens_decoder().items())
+    canonical = {
+        "type": model.get("type"),
+        "vocab": sorted(tok.get_vocab(with_added_tokens=False).items(), key=lambda kv: (kv[1], kv[0])),
+        "merges": merges,
+        "added": added,
+    }
+    return hashlib.sha256(json.dumps(canonical, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
 
 
 def load_tokenizer(path: str | Path, eos_token: str | None = None) -> LoadedTokenizer:

@@ -27,6 +27,7 @@ from mixtures.holdout import HeldoutSplit, split_heldout
 from mixtures.schedule import quotas_from_weights
 from pretrainkit.errors import UserError
 from shards import ShardSet
+from shards.manifest import TokenizerInfo, tokenizer_difference
 from shards.verify import verify_shards
 
 
@@ -112,6 +113,11 @@ class Mixture:
     @property
     def tokenizer_sha256(self) -> str:
         return self.sources[0].shard_set.tokenizer_sha256
+
+    @property
+    def tokenizer(self) -> TokenizerInfo:
+        """The tokenizer every source shares (sources[0]'s manifest)."""
+        return self.sources[0].shard_set.tokenizer
 
     @property
     def fingerprint(self) -> str:
@@ -246,10 +252,9 @@ def _check_distinct_shard_sets(path: Path, sources: list[Source]) -> None:
 def _check_same_tokenizer(path: Path, sources: list[Source]) -> None:
     first = sources[0]
     for s in sources[1:]:
-        for what in ("tokenizer_sha256", "vocab_size", "eos_id"):
-            a, b = getattr(first.shard_set, what), getattr(s.shard_set, what)
-            if a != b:
-                raise UserError(
-                    f"{path}: sources[{s.index}].shards: tokenizer differs from sources[0] ({first.name}): "
-                    f"{what} {b} in {s.shard_set.path} vs {a} in {first.shard_set.path}; all sources must share one tokenizer"
-                )
+        diff = tokenizer_difference(s.shard_set.tokenizer, first.shard_set.tokenizer)
+        if diff is not None:
+            raise UserError(
+                f"{path}: sources[{s.index}].shards: tokenizer differs from sources[0] ({first.name}): "
+                f"{s.shard_set.path} vs {first.shard_set.path}: {diff}; all sources must share one tokenizer"
+            )

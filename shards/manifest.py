@@ -1,7 +1,8 @@
 """`manifest.json`: what a shard set holds, how to check it, and where it came from.
 
     {"format": "arrow", "version": 1, "dtype": "uint16",
-     "tokenizer": {"sha256": ..., "vocab_size": 8192, "eos_id": 0, "eos_token": "<|endoftext|>"},
+     "tokenizer": {"sha256": ..., "vocab_size": 8192, "eos_id": 0, "eos_token": "<|endoftext|>",
+                   "vocab_fingerprint": ...},
      "shards": [{"file": "shard-00000.arrow", "docs": 120, "tokens": 51234, "bytes": 70311, "sha256": ...}],
      "totals": {"shards": 1, "docs": 120, "tokens": 51234, "bytes": 70311},
      "provenance": {...}}
@@ -9,6 +10,10 @@
 Provenance holds only what determines the content (inputs with their hashes, dedup stats, content
 options, package version), never output paths, worker counts or times, so the same inputs give a
 byte-identical manifest. It is written last: a directory without one is not a shard set.
+
+Two shard sets share a tokenizer when `tokenizer_difference` finds nothing: the same vocabulary
+fingerprint (dataprep/tokenizer.py), or for manifests written before it was recorded, the same
+`tokenizer.json` sha256.
 """
 
 from __future__ import annotations
@@ -38,6 +43,28 @@ class TokenizerInfo:
     vocab_size: int
     eos_id: int
     eos_token: str
+    vocab_fingerprint: str | None = None  # None in manifests written before it was recorded
+
+
+def tokenizer_difference(a: TokenizerInfo, b: TokenizerInfo) -> str | None:
+    """What differs between two tokenizers, as "A vs B" (None when they give the same ids)."""
+    if a.vocab_size != b.vocab_size:
+        return f"vocab size {a.vocab_size} vs {b.vocab_size}"
+    if a.vocab_fingerprint is not None and b.vocab_fingerprint is not None:
+        if a.vocab_fingerprint != b.vocab_fingerprint:
+            return (f"same vocab size {a.vocab_size} but other tokens, merges or special tokens (vocabulary "
+                    f"fingerprint {a.vocab_fingerprint[:12]} vs {b.vocab_fingerprint[:12]})")  # fmt: skip
+    elif a.sha256 != b.sha256:
+        return (f"tokenizer.json sha256 {a.sha256[:12]} vs {b.sha256[:12]} (a manifest without a vocabulary "
+                "fingerprint compares file bytes only; tokenize again to compare vocabularies)")  # fmt: skip
+    if a.eos_id != b.eos_id:
+        return f"EOS id {a.eos_id} vs {b.eos_id}"
+    return None
+
+
+def tokenizer_info(manifest: dict) -> TokenizerInfo:
+    t = manifest["tokenizer"]
+    return TokenizerInfo(t["sha256"], t["vocab_size"], t["eos_id"], t.get("eos_token", ""), t.get("vocab_fingerprint"))
 
 
 def build_manifest(fmt: str, dtype: str, tokenizer: TokenizerInfo, shards: list[ShardEntry], provenance: dict) -> dict:
@@ -45,7 +72,7 @@ def build_manifest(fmt: str, dtype: str, tokenizer: TokenizerInfo, shards: list[
         "format": fmt,
         "version": FORMAT_VERSION,
         "dtype": dtype,
-        "tokenizer": asdict(tokenizer),
+        "tokenizer": {k: v for k, v in asdict(tokenizer).items() if v is not None},
         "shards": [asdict(s) for s in shards],
         "totals": {
             "shards": len(shards),
@@ -103,6 +130,8 @@ def _check(m: object, path: Path) -> None:
     for key, kind in (("sha256", str), ("vocab_size", int), ("eos_id", int)):
         if not isinstance(m["tokenizer"].get(key), kind):
             fail(f"key 'tokenizer.{key}' missing or not a {kind.__name__}")
+    if not isinstance(m["tokenizer"].get("vocab_fingerprint", ""), str):
+        fail("key 'tokenizer.vocab_fingerprint' is not a str")
     for i, s in enumerate(m["shards"]):
         if not isinstance(s, dict) or not all(isinstance(s.get(k), t) for k, t in _SHARD_KEYS):
             fail(f"shards[{i}]: needs " + ", ".join(f"'{k}' ({t.__name__})" for k, t in _SHARD_KEYS))

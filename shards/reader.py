@@ -27,7 +27,7 @@ import numpy as np
 from pretrainkit.cache import cached_arrays
 from pretrainkit.errors import UserError
 from shards.arrow_format import ArrowShardReader
-from shards.manifest import fingerprint, load_manifest
+from shards.manifest import TokenizerInfo, fingerprint, load_manifest, tokenizer_info
 from shards.verify import verify_shards
 from shards.webdataset_format import WebDatasetShardReader
 
@@ -98,6 +98,10 @@ class ShardSet:
     @property
     def tokenizer_sha256(self) -> str:
         return self.manifest["tokenizer"]["sha256"]
+
+    @property
+    def tokenizer(self) -> TokenizerInfo:
+        return tokenizer_info(self.manifest)
 
     @property
     def fingerprint(self) -> str:

@@ -197,6 +197,7 @@ def write_shards(
     eos_id: int,
     tokenizer_sha256: str = "0" * 64,
     eos_token: str = "<|endoftext|>",
+    vocab_fingerprint: str | None = None,
     ids: Sequence[str] | None = None,
     fmt: str = "arrow",
     shard_tokens: int = DEFAULT_SHARD_TOKENS,
@@ -215,7 +216,7 @@ def write_shards(
             raise ValueError(f"document {i}: token ids must lie in [0, {vocab_size})")
         writer.add(ids[i] if ids is not None else str(i), tokens.astype(dtype))
     entries = writer.close()
-    tokenizer = TokenizerInfo(tokenizer_sha256, vocab_size, eos_id, eos_token)
+    tokenizer = TokenizerInfo(tokenizer_sha256, vocab_size, eos_id, eos_token, vocab_fingerprint)
     provenance = {"pretrainkit_version": __version__, **(provenance or {})}
     write_manifest(out_dir, build_manifest(fmt, dtype.name, tokenizer, entries, provenance))
     return ShardSet.open(out_dir)

@@ -1,8 +1,11 @@
-"""Session-wide test settings: the loader-index cache lives in the session's temporary folder."""
+"""Session-wide test settings: the loader-index cache lives in the session's temporary folder; copies
+of a tokenizer.json that keep or change its vocabulary."""
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -18,3 +21,30 @@ def index_cache_dir(tmp_path_factory):
         os.environ.pop("PTK_CACHE_DIR", None)
     else:
         os.environ["PTK_CACHE_DIR"] = old
+
+
+@pytest.fixture
+def tokenizer_variant():
+    """Write a copy of a BPE tokenizer.json: "reserialized" is the same tokenizer in other bytes (other
+    indentation, sorted keys, each merge as a pair); "swapped" exchanges the ids of two ordinary tokens
+    (the same vocab size and merges, other ids)."""
+
+    def write(source: Path, out: Path, how: str) -> Path:
+        data = json.loads(Path(source).read_text(encoding="utf-8"))
+        model = data["model"]
+        if how == "reserialized":
+            model["merges"] = [m.split(" ") if isinstance(m, str) else m for m in model["merges"]]
+            text = json.dumps(data, indent=4, sort_keys=True, ensure_ascii=True)
+        elif how == "swapped":
+            added = {t["id"] for t in data["added_tokens"]}
+            a, b = [token for token, i in sorted(model["vocab"].items(), key=lambda kv: kv[1]) if i not in added][-2:]
+            model["vocab"][a], model["vocab"][b] = model["vocab"][b], model["vocab"][a]
+            text = json.dumps(data, ensure_ascii=False)
+        else:
+            raise ValueError(how)
+        assert text != Path(source).read_text(encoding="utf-8")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        return out
+
+    return write

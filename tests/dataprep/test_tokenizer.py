@@ -101,3 +101,19 @@ def test_a_hugging_face_directory_is_read_with_its_configured_eos(tmp_path):
     (d / "tokenizer.json").unlink()
     with pytest.raises(UserError, match=r"Llama-like: no tokenizer.json in this directory"):
         load_tokenizer(d)
+
+
+def test_vocabulary_fingerprint_ignores_file_layout_not_token_ids(tmp_path, tokenizer_variant):
+    from dataprep.tokenizer import train_tokenizer
+
+    texts = [f"the {w} of the {w}s and the other {w}" for w in ("cat", "dog", "bird", "fish", "horse")] * 5
+    train_tokenizer(texts, vocab_size=300, min_frequency=1).save(str(tmp_path / "tokenizer.json"))
+    original = load_tokenizer(tmp_path / "tokenizer.json")
+    same = load_tokenizer(tokenizer_variant(tmp_path / "tokenizer.json", tmp_path / "re" / "tokenizer.json", "reserialized"))
+    other = load_tokenizer(tokenizer_variant(tmp_path / "tokenizer.json", tmp_path / "sw" / "tokenizer.json", "swapped"))
+    assert same.sha256 != original.sha256 and other.sha256 != original.sha256
+    assert same.vocab_fingerprint == original.vocab_fingerprint
+    assert other.vocab_fingerprint != original.vocab_fingerprint and other.vocab_size == original.vocab_size
+    text = " ".join(texts)
+    assert same.tokenizer.encode(text).ids == original.tokenizer.encode(text).ids
+    assert other.tokenizer.encode(text).ids != original.tokenizer.encode(text).ids

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +112,40 @@ def test_the_same_shard_set_under_two_names_is_refused(write_yaml, shard_root, t
         with pytest.raises(UserError) as e:
             load_mixture(path)
         assert str(e.value).startswith(f"{path}: sources[2].shards: the same shard set as sources[0] (wiki)")
+
+
+def test_one_tokenizer_means_one_vocabulary_not_one_file(tmp_path, tokenizer_variant):
+    """Sources tokenized with a tokenizer.json and with that file written again in other bytes mix;
+    with two token ids exchanged they do not, and the error names both shard sets and what differs."""
+    from dataprep.tokenize import write_text_shards
+    from dataprep.tokenizer import train_tokenizer
+
+    plays = [f"the {w} of the {w}s and the other {w}" for w in ("cat", "dog", "bird", "fish", "horse")] * 5
+    train_tokenizer(plays, vocab_size=300, min_frequency=1).save(str(tmp_path / "tokenizer.json"))
+    paths = {"a": tmp_path / "tokenizer.json"}
+    for how in ("reserialized", "swapped"):
+        paths[how] = tokenizer_variant(tmp_path / "tokenizer.json", tmp_path / how / "tokenizer.json", how)
+    sets = {name: write_text_shards(plays if name == "a" else plays[::-1], tmp_path / f"shards-{name}", path)
+            for name, path in paths.items()}  # fmt: skip
+    assert sets["a"].tokenizer_sha256 != sets["reserialized"].tokenizer_sha256
+
+    def mixture(second: str) -> Path:
+        path = tmp_path / f"mix-{second}.yaml"
+        path.write_text(f"seed: 1\nsources:\n  - {{name: a, shards: shards-a, weight: 1}}\n"
+                        f"  - {{name: b, shards: shards-{second}, weight: 1}}\n")  # fmt: skip
+        return path
+
+    assert load_mixture(mixture("reserialized")).tokenizer.vocab_fingerprint == sets["a"].tokenizer.vocab_fingerprint
+    with pytest.raises(UserError) as e:
+        load_mixture(mixture("swapped"))
+    message, (ours, theirs) = str(e.value), (sets["swapped"].tokenizer, sets["a"].tokenizer)
+    assert "\n" not in message and "sources[1].shards: tokenizer differs from sources[0] (a)" in message
+    assert f"{tmp_path / 'shards-swapped'} vs {tmp_path / 'shards-a'}" in message
+    assert (f"same vocab size {ours.vocab_size} but other tokens, merges or special tokens (vocabulary fingerprint "
+            f"{ours.vocab_fingerprint[:12]} vs {theirs.vocab_fingerprint[:12]})") in message  # fmt: skip
+
+
+def test_manifests_without_a_vocabulary_fingerprint_compare_by_sha256(write_yaml):
+    """othertok/ (written before fingerprints, as old manifests are) differs from shakespeare/ by sha256 only."""
+    with pytest.raises(UserError, match=r"tokenizer.json sha256 cccccccccccc vs bbbbbbbbbbbb \(a manifest without"):
+        load_mixture(write_yaml(THREE.replace("shards: shakespeare", "shards: othertok")))

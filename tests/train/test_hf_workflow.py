@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 import yaml
 
+from dataprep.tokenizer import load_tokenizer
 from mixtures import MixtureSampler, load_mixture
 from pretrainkit.cli import main
 from train.checkpoint.load_model import load_model
@@ -152,6 +153,26 @@ def test_mismatched_tokenizer_and_disagreeing_model_section_are_one_line(kit, hf
     err = capsys.readouterr().err.strip()
     assert err.startswith("ptk: error:") and "\n" not in err
     assert f"model.d_model: 48 disagrees with init_from {directory / 'config.json'} (64)" in err
+
+
+def test_init_from_compares_vocabularies_not_file_bytes(kit, hf_model_with_tokenizer, tokenizer_variant, tmp_path: Path,
+                                                       capsys) -> None:  # fmt: skip
+    """The model's tokenizer.json written again in other bytes is the mixture's tokenizer; one with two
+    token ids exchanged is refused in one line naming both tokenizers and what differs."""
+    directory, _, mix = hf_model_with_tokenizer("llama")
+    original = tmp_path / "original-tokenizer.json"
+    original.write_bytes((directory / "tokenizer.json").read_bytes())
+    tokenizer_variant(original, directory / "tokenizer.json", "reserialized")
+    assert main(["train", str(hf_config(kit, tmp_path / "same", directory, mix))]) == 0
+    assert f"initialized from {directory}" in capsys.readouterr().err
+    tokenizer_variant(original, directory / "tokenizer.json", "swapped")
+    assert main(["train", str(hf_config(kit, tmp_path / "other", directory, mix))]) == 2
+    err = capsys.readouterr().err.strip()
+    ours, theirs = load_mixture(mix).tokenizer, load_tokenizer(directory)
+    assert err.startswith("ptk: error:") and "\n" not in err and "tokenizer mismatch" in err
+    assert str(directory / "tokenizer.json") in err and theirs.sha256[:12] in err and ours.sha256[:12] in err
+    assert (f"same vocab size {ours.vocab_size} but other tokens, merges or special tokens (vocabulary fingerprint "
+            f"{theirs.vocab_fingerprint[:12]} vs {ours.vocab_fingerprint[:12]})") in err  # fmt: skip
 
 
 @pytest.mark.distributed

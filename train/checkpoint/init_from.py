@@ -1,9 +1,9 @@
 """`init_from`: a fresh run that starts from another run's weights (continued pretraining).
 
-    initialize_from(cfg, trainer, mix.tokenizer_sha256, where="run.yaml", is_main=True)  # as ptk train does
+    initialize_from(cfg, trainer, mix.tokenizer, where="run.yaml", is_main=True)  # as ptk train does
     # which is:
     source = find_init_source("runs/base")       # a run dir, a checkpoint dir, a `ptk export` file or an HF model dir
-    check_compatible(source, trainer.model_cfg, mix.tokenizer_sha256, where="run.yaml")
+    check_compatible(source, trainer.model_cfg, mix.tokenizer, where="run.yaml")
     initialize(trainer, source, optimizer=cfg.init_optimizer)
 
 Only the model's weights are loaded: the new run's step, learning-rate schedule (its own warmup and
@@ -15,7 +15,9 @@ naming both sides. A run that resumes from its own checkpoint never reads `init_
 
 A Hugging Face model directory (a `config.json` with a `model_type`) gives the model its shape
 (train/model/resolve.py) and its weights: each process reads only the slices of the safetensors
-files that it holds (train/model/materialize.py). Its `tokenizer.json` must be the mixture's.
+files that it holds (train/model/materialize.py). Its `tokenizer.json` must give the mixture's ids:
+the same vocabulary fingerprint (a re-serialized file is the same tokenizer), or the same sha256
+when the mixture's manifests predate the fingerprint (shards/manifest.py `tokenizer_difference`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_text_atomic
+from dataprep.tokenizer import load_tokenizer
+from shards.manifest import TokenizerInfo, tokenizer_difference
 from train.checkpoint.checkpoints import Checkpoint, load_weights
 from train.config import TrainConfig
 from train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
@@ -54,6 +58,10 @@ class InitSource:
     checkpoint: Checkpoint | None  # None for an exported model file or an HF directory
     step: int
     hf: bool = False  # a Hugging Face model directory
+
+    def hf_tokenizer(self, eos_token: str) -> TokenizerInfo:
+        """The HF directory's tokenizer, its EOS read as the mixture's `eos_token` (which it must hold)."""
+        return load_tokenizer(self.path / HF_TOKENIZER, eos_token).info
 
 
 def find_init_source(path: str | Path) -> InitSource:
@@ -89,15 +97,23 @@ def find_init_source(path: str | Path) -> InitSource:
     return InitSource(ckpt.path, model, ckpt.meta.get("extra", {}).get("tokenizer"), ckpt, ckpt.step)
 
 
-def check_compatible(source: InitSource, model: ModelConfig, tokenizer_sha256: str, where: str) -> None:
+def check_compatible(source: InitSource, model: ModelConfig, tokenizer: TokenizerInfo, where: str) -> None:
     """UserError naming both sides when the source's model shape or tokenizer differs from this run's."""
-    if source.hf and source.tokenizer_sha256 != tokenizer_sha256:
-        raise UserError(
-            f"{where}: init_from: tokenizer mismatch: {source.path / HF_TOKENIZER} (sha256 "
-            f"{source.tokenizer_sha256[:12]}) is not the tokenizer of this run's mixture (sha256 "
-            f"{tokenizer_sha256[:12]}); tokenize the data with --tokenizer {source.path}"
-        )
-    if source.tokenizer_sha256 is not None and source.tokenizer_sha256 != tokenizer_sha256:
+    tokenizer_sha256 = tokenizer.sha256
+    if source.hf:
+        try:
+            theirs = source.hf_tokenizer(tokenizer.eos_token)
+        except UserError as e:  # the mixture's EOS is not in it, or the file does not load
+            raise UserError(f"{where}: init_from: tokenizer mismatch with this run's mixture (sha256 "
+                            f"{tokenizer_sha256[:12]}): {e}") from None  # fmt: skip
+        diff = tokenizer_difference(theirs, tokenizer)
+        if diff is not None:
+            raise UserError(
+                f"{where}: init_from: tokenizer mismatch: {source.path / HF_TOKENIZER} (sha256 "
+                f"{source.tokenizer_sha256[:12]}) is not the tokenizer of this run's mixture (sha256 "
+                f"{tokenizer_sha256[:12]}): {diff}; tokenize the data with --tokenizer {source.path}"
+            )
+    elif source.tokenizer_sha256 is not None and source.tokenizer_sha256 != tokenizer_sha256:
         raise UserError(
             f"{where}: init_from: tokenizer mismatch: {source.path} was trained with tokenizer sha256 "
             f"{source.tokenizer_sha256[:12]} (vocab {source.model.vocab_size}), this run's mixture uses "
@@ -132,10 +148,10 @@ def initialize(trainer: Trainer, source: InitSource, optimizer: bool) -> None:
         group.update(own)
 
 
-def initialize_from(cfg: TrainConfig, trainer: Trainer, tokenizer_sha256: str, where: str, is_main: bool) -> None:
+def initialize_from(cfg: TrainConfig, trainer: Trainer, tokenizer: TokenizerInfo, where: str, is_main: bool) -> None:
     """A fresh run with `init_from`: the base weights (optimizer too with `init_optimizer`), checked first."""
     source = find_init_source(cfg.init_from)
-    check_compatible(source, trainer.model_cfg, tokenizer_sha256, where)
+    check_compatible(source, trainer.model_cfg, tokenizer, where)
     initialize(trainer, source, optimizer=cfg.init_optimizer)
     if is_main:
         # Where this run starts on its base run's axes: `ptk report` draws it from there.
