@@ -155,3 +155,17 @@ def test_a_read_only_run_dir_is_one_line_naming_it(kit, tmp_path: Path) -> None:
                               text=True, cwd=kit.root)  # fmt: skip
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
         assert error_lines(proc.stderr) == [f"ptk: error: {config}: run_dir: {disk}/run: read-only file system"]
+
+
+def test_ctrl_c_inside_a_checkpoint_save_is_an_interrupt_not_a_failure(tmp_path: Path) -> None:
+    """DCP wraps a KeyboardInterrupt raised while it writes in a CheckpointException; it must reach the
+    launcher as the interrupt (one line, exit 130), not as a failed save."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from train.checkpoint.checkpoints import together
+
+    def save() -> None:
+        raise CheckpointException("save failed", {0: (KeyboardInterrupt(), None)})
+
+    with pytest.raises(KeyboardInterrupt):
+        together(save, tmp_path)

@@ -105,6 +105,8 @@ def together(work: Callable[[], Any], where: Path, main_only: bool = False) -> l
     try:
         outcome = (None, work() if _rank() == 0 or not main_only else None)
     except (Exception, CheckpointException) as e:  # noqa: BLE001 - reported as one line, on every process
+        if any(isinstance(err, KeyboardInterrupt) for err in _chain(e)):
+            raise KeyboardInterrupt from e  # Ctrl-C inside DCP's save or load is an interrupt, not a failure
         outcome = (failure_message(e, where), None)
     outcomes = [outcome]
     if _world() > 1:
