@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -126,6 +127,18 @@ def writing_into(out: str | os.PathLike) -> Iterator[None]:
         if isinstance(e, OSError) and (e.filename is not None or e.errno in WRITE_ERRNOS):
             raise os_error(e, out) from None
         raise
+
+
+def read_json_object(path: str | os.PathLike, what: str) -> dict:
+    """The JSON object in `path`, or a one-line UserError naming the file as not being `what`."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: cannot read {what}: {e}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not {what} (expected a JSON object)")
+    return data
 
 
 def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:

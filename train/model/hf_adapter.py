@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 from pretrainkit.errors import UserError
+from pretrainkit.files import read_json_object
 from train.model.llama import FAMILIES, ROPE_SCALING_KEYS, ModelConfig
 from train.model.safetensors_rows import SafetensorsFile
 
@@ -52,14 +53,7 @@ def is_hf_model_dir(path: str | Path) -> bool:
 
 
 def read_hf_config(path: str | Path) -> dict:
-    config = Path(path) / CONFIG_FILE
-    try:
-        raw = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise UserError(f"{config}: cannot read the model config: {e}") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"{config}: not a Hugging Face model config (expected a JSON object)")
-    return raw
+    return read_json_object(Path(path) / CONFIG_FILE, "a Hugging Face model config")
 
 
 def model_config_from_hf(hf: dict, where: str) -> ModelConfig:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pretrainkit.errors import UserError
+from pretrainkit.files import read_json_object
 
 FLOPS_PER_PARAM_TOKEN = 6.0
 
@@ -97,12 +98,7 @@ def load_law(spec: str) -> LossLaw:
     path = Path(spec)
     if not path.is_file():
         raise UserError(f"--law {spec}: neither a known law ({', '.join(LAWS)}) nor a JSON file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise UserError(f"{path}: not a loss-law JSON file ({e})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object with keys E, A, B, alpha, beta")
+    data = read_json_object(path, "a loss-law JSON file (keys E, A, B, alpha, beta)")
     missing = [k for k in ("E", "A", "B", "alpha", "beta") if k not in data]
     if missing:
         raise UserError(f"{path}: missing key(s) {', '.join(missing)}")
