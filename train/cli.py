@@ -101,7 +101,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a model on a mixture (DDP / ZeRO / FSDP2, CPU or GPU)",
+    p = sub.add_parser("train", help="train a model on a mixture (DDP / ZeRO / FSDP2 / HSDP, tensor and pipeline parallel; CPU or GPU)",
                        description="Train from a YAML config on one process, or launch torchrun for --nproc N > 1; "
                        "resumes from RUN_DIR/checkpoints unless --no-resume.")  # fmt: skip
     add_train_arguments(p)
