@@ -108,7 +108,8 @@ def test_wandb_offline_run_dir_holds_the_rows_and_a_resume_continues_the_run(kit
     assert "failed" not in capsys.readouterr().err
     run = tmp_path / "run"
     run_id = (run / "wandb-run-id").read_text().strip()
-    offline = sorted((run / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb"))
+    # W&B names the directory by the start second, adding "-1" when a resumption starts in the same second
+    offline = sorted((run / "wandb").glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb"))
     assert len(offline) == 2  # the first run and its resumption, under one W&B run id
     history = [row for f in offline for row in _history(_wandb_records(f))]
     train, val = _metrics(run)
