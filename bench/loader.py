@@ -44,8 +44,8 @@ import torch  # noqa: E402
 
 from bench.corpora import pep_documents, reuters_documents, sentences, shared_data_dir, wikitext_documents  # noqa: E402
 from bench.results import child_pids, rss_kb, write_result  # noqa: E402
-from dataprep.tokenize import write_text_shards  # noqa: E402
-from dataprep.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
+from dataprep.tokenize.corpus import write_text_shards  # noqa: E402
+from dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
 from mixtures import MixtureSampler, TrainLoader, load_mixture  # noqa: E402
 from shards import ShardSet, ShardWriter  # noqa: E402
 from shards.manifest import build_manifest, write_manifest  # noqa: E402

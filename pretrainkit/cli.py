@@ -16,8 +16,8 @@ from pretrainkit.progress import end_bars
 
 # Modules that own a group of subcommands; each defines `register(subparsers)`.
 COMMAND_MODULES = (
-    "dataprep.dedup_cli",
-    "dataprep.tokenize_cli",
+    "dataprep.dedup.cli",
+    "dataprep.tokenize.cli",
     "shards.cli",
     "mixtures.cli",
     "train.planning.cli",

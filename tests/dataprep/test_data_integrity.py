@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dataprep.tokenizer import load_tokenizer, train_tokenizer
+from dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.cli import main
 from shards import ShardSet
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from dataprep.dedup import DedupOptions, run_dedup
-from dataprep.dedup_budget import DedupBudget
-from dataprep.dedup_index import DedupIndex
+from dataprep.dedup.pipeline import DedupOptions, run_dedup
+from dataprep.dedup.budget import DedupBudget
+from dataprep.dedup.index import DedupIndex
 from pretrainkit.errors import UserError
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataprep import minhash
+from dataprep.dedup import minhash
 
-from dataprep.minhash import MinHasher, jaccard, lsh_params
+from dataprep.dedup.minhash import MinHasher, jaccard, lsh_params
 
 
 def test_agreement_estimates_jaccard_without_bias(reuters_docs):
@@ -73,7 +73,7 @@ def test_lsh_parameters_favour_recall_above_the_threshold():
 
 def test_both_densification_paths_give_the_same_signatures(reuters_docs):
     """Sparse rows use a lookup, dense rows step along probe sequences: same definition."""
-    from dataprep import minhash
+    from dataprep.dedup import minhash
 
     texts = [" ".join(t.split()[:n]) for (_, t), n in zip(reuters_docs[:300], range(1, 301))]
     hasher = minhash.MinHasher()
@@ -108,7 +108,7 @@ def test_a_large_document_hashed_in_windows_equals_hashing_it_whole(ascii_only):
 
 
 def test_large_non_ascii_text_normalized_in_pieces_hashes_as_whole():
-    from dataprep.dedup_index import exact_hash, hashes_input
+    from dataprep.dedup.index import exact_hash, hashes_input
 
     text = (Path(__file__).resolve().parents[3] / "shared" / "data" / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
     text = "  \n " + text[:200_000] + " Ça dépend: ÉTÉ, naïve café, ΟΔΟΣ Σ. " * 40 + " \n\t  "

@@ -10,7 +10,7 @@ import pytest
 import zstandard
 
 from bench.corpora import need_data
-from dataprep.tokenizer import train_tokenizer
+from dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.cli import main
 from shards import ShardSet
 

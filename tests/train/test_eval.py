@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from dataprep.tokenizer import load_tokenizer, train_tokenizer
+from dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.cli import main
 from train.evaluation.scoring import score_documents, stream_windows
 from train.model.llama import ModelConfig, Transformer

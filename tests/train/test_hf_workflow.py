@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from dataprep.tokenizer import load_tokenizer
+from dataprep.tokenize.tokenizer import load_tokenizer
 from mixtures import MixtureSampler, load_mixture
 from pretrainkit.cli import main
 from train.checkpoint.load_model import load_model

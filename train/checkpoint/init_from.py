@@ -32,7 +32,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_text_atomic
-from dataprep.tokenizer import load_tokenizer
+from dataprep.tokenize.tokenizer import load_tokenizer
 from shards.manifest import TokenizerInfo, tokenizer_difference
 from train.checkpoint.checkpoints import Checkpoint, load_weights
 from train.config import TrainConfig

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from dataprep.tokenizer import LoadedTokenizer, load_tokenizer
+from dataprep.tokenize.tokenizer import LoadedTokenizer, load_tokenizer
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
 from train.checkpoint.checkpoints import META_FILE

@@ -24,7 +24,7 @@ DIGITS = 6
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from dataprep.dedup_cli import add_field_options
+    from dataprep.cli_options import add_field_options
 
     p = sub.add_parser("eval", help="loss, perplexity and bits per byte of a model on shards, text or a mixture",
                        description="Score every token of every document once (windows of --seq-len tokens) and "

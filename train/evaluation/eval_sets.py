@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
-from dataprep.tokenizer import LoadedTokenizer
+from dataprep.tokenize.tokenizer import LoadedTokenizer
 from pretrainkit.errors import UserError
 from shards import ShardSet
 

@@ -8,19 +8,12 @@ from pathlib import Path
 
 from pretrainkit.progress import progress_bar
 
-from dataprep.dedup_cli import (
-    add_dedup_options,
-    add_field_options,
-    add_inputs_and_output,
-    add_executor_options,
-    dedup_options_from_args,
-    runner_from_args,
-    format_summary,
-)
+from dataprep.cli_options import add_executor_options, add_field_options, add_inputs_and_output, runner_from_args
+from dataprep.dedup.cli import add_dedup_options, dedup_options_from_args, format_summary
 from dataprep.prepare import run_prepare
 from dataprep.readers import Document, discover_inputs, nothing_usable, plan_read_tasks, read_task, reason_kind
-from dataprep.tokenize import REJECTED_NAME, TokenizeOptions, tokenize_corpus
-from dataprep.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
+from dataprep.tokenize.corpus import REJECTED_NAME, TokenizeOptions, tokenize_corpus
+from dataprep.tokenize.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
 from pretrainkit.quantities import count
 from pretrainkit.files import output_file, write_text_atomic, writing_into
 from shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS

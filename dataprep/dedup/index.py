@@ -42,7 +42,7 @@ from typing import BinaryIO
 import numpy as np
 import zstandard
 
-from dataprep.minhash import HASH_SCHEME, MinHasher, band_hashes, near_normal_bytes
+from dataprep.dedup.minhash import HASH_SCHEME, MinHasher, band_hashes, near_normal_bytes
 from dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, write_text_atomic

@@ -40,7 +40,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 from tokenizers import Tokenizer
 
-from dataprep.dedup_index import id_line
+from dataprep.dedup.index import id_line
 from dataprep.executors import JobRunner
 from dataprep.executors.local import LocalRunner
 from dataprep.readers import (
@@ -55,7 +55,7 @@ from dataprep.readers import (
     reason_kind,
     refuse_inputs_inside,
 )
-from dataprep.tokenizer import load_tokenizer
+from dataprep.tokenize.tokenizer import load_tokenizer
 from dataprep.workdir import open_work_dir, remove_work_dir
 from pretrainkit import __version__
 from pretrainkit.errors import UserError

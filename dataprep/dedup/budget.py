@@ -8,7 +8,7 @@ chunk while it works (a match partition is sorted with about four copies of its 
 verification job keeps ~100 bytes per pair; describing a duplicates row takes ~1 KB), so chunks
 are a quarter of a share, within fixed bounds: small chunks only cost more jobs. The sizes never
 change the output, only how the work is cut. What stays outside the budget is said in
-`dataprep.dedup` (the pairs that clustering joins, a few bytes per document).
+`dataprep.dedup.pipeline` (the pairs that clustering joins, a few bytes per document).
 """
 
 from __future__ import annotations

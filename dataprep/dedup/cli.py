@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 from pathlib import Path
-from typing import Iterator
 
-from dataprep.dedup import DedupOptions, run_dedup
-from dataprep.dedup_budget import DedupBudget, default_memory_limit
-from dataprep.executors import EXECUTORS, JobRunner, open_runner
-from pretrainkit.files import writing_into
-from pretrainkit.quantities import count, quantity
+from dataprep.dedup.pipeline import DedupOptions, run_dedup
+from dataprep.dedup.budget import DedupBudget, default_memory_limit
+from dataprep.cli_options import add_executor_options, add_field_options, add_inputs_and_output, runner_from_args
+from pretrainkit.quantities import quantity
 
 
 def add_dedup_options(p: argparse.ArgumentParser) -> None:
@@ -25,41 +22,11 @@ def add_dedup_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--against", metavar="INDEX_DIR", help="also drop documents duplicating an earlier corpus (its OUT/index)")
 
 
-def add_inputs_and_output(p: argparse.ArgumentParser, output_help: str) -> None:
-    """INPUT... and -o OUT, as every command over raw corpora takes them."""
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help=".jsonl, .jsonl.gz, .jsonl.zst, .parquet, .txt files or directories")
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help=output_help)
-
-
-def add_field_options(p: argparse.ArgumentParser) -> None:
-    d = DedupOptions()
-    p.add_argument("--text-field", default=d.text_field, help="JSON/Parquet field holding the text (default %(default)s)")
-    p.add_argument("--id-field", default=d.id_field, help="JSON/Parquet field holding the document id (default %(default)s)")
-
-
 def dedup_options_from_args(args: argparse.Namespace) -> DedupOptions:
     return DedupOptions(
         threshold=args.threshold, num_perm=args.num_perm, ngram=args.ngram, text_field=args.text_field,
         id_field=args.id_field, near=not args.no_near, against=args.against,
     )
-
-
-def add_executor_options(p: argparse.ArgumentParser) -> None:
-    """Where the jobs run: --workers, --executor, --ray-address (the output depends on none of them)."""
-    p.add_argument("--workers", type=count, default=None,
-                   help="jobs at a time, >= 1 (default: all cores; with --executor ray, all CPUs of the cluster); the output does not depend on it")
-    p.add_argument("--executor", choices=EXECUTORS, default="local",
-                   help="local: worker processes on this machine (default); ray: one Ray task per job, on a Ray cluster")
-    p.add_argument("--ray-address", default=None, metavar="ADDR",
-                   help="Ray cluster to run on, e.g. auto or HOST:6379 (default: $RAY_ADDRESS, else a local Ray instance for the run)")
-
-
-@contextlib.contextmanager
-def runner_from_args(args: argparse.Namespace) -> Iterator[JobRunner]:
-    """The runner the options ask for, entered. A failed run's temporaries under OUT are swept after
-    the runner's workers have stopped, so that none is left behind by a worker still writing."""
-    with writing_into(args.output), open_runner(args.executor, args.workers, args.ray_address) as runner:
-        yield runner
 
 
 def register(sub: argparse._SubParsersAction) -> None:

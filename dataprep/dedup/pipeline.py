@@ -19,7 +19,7 @@ stopped, and the output is the same for any number of workers):
                             cluster the first document in input order is kept.
 5. write   (per read task)  copy the kept records, unchanged, from the scan's record file.
 
-Memory (`--memory-limit`, `dataprep.dedup_budget`): a worker holds one 256 KB text batch while
+Memory (`--memory-limit`, `dataprep.dedup.budget`): a worker holds one 256 KB text batch while
 scanning, one partition while matching (24 bytes per hash entry; partitions are sized from the
 limit, so their number grows with the corpus and their size does not), and two shingle sets at
 a time while verifying (read by positioned reads, never memory-mapped); the main process writes
@@ -47,12 +47,12 @@ from pathlib import Path
 import numpy as np
 import zstandard
 
-from dataprep.clusters import connected_components
-from dataprep.dedup_budget import DedupBudget, default_memory_limit
-from dataprep.dedup_index import DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, read_shingles, scan_part
+from dataprep.dedup.clusters import connected_components
+from dataprep.dedup.budget import DedupBudget, default_memory_limit
+from dataprep.dedup.index import DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, read_shingles, scan_part
 from dataprep.executors import JobRunner
 from dataprep.executors.local import LocalRunner
-from dataprep.minhash import jaccard, lsh_params
+from dataprep.dedup.minhash import jaccard, lsh_params
 from dataprep.readers import DEDUP_STATS_NAME, discover_inputs, nothing_usable, plan_read_tasks, reason_kind, refuse_inputs_inside
 from dataprep.workdir import open_work_dir, remove_work_dir
 from pretrainkit import __version__
