@@ -2,12 +2,14 @@
 
 Every handler is `func(args) -> int` (the exit status). A `UserError` anywhere below becomes one
 line on stderr and exit status 2, never a traceback; a progress bar still on screen ends its line first.
+A closed stdout (`| head`) ends the command quietly with status 141.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from pretrainkit import __version__
@@ -50,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         end_bars()
         print("ptk: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of stdout has gone (`ptk plan ... | head`): stop quietly, as other command-line
+        # tools do, and keep the interpreter's final flush from raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
     except BaseException:
         end_bars()  # a traceback, too, starts on a line of its own
         raise

@@ -143,14 +143,31 @@ def test_ptk_plan_refuses_non_positive_budgets_naming_the_option(args, capsys):
     assert f"argument {args[0]}: must be a positive number, got '{args[1]}'" in err and "expected one argument" not in err
 
 
+def _plan_lines(capsys, *args: str) -> tuple[str, str]:
+    assert main(["plan", *args]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (loss,) = [line for line in lines if line.startswith("loss  ")]
+    (optimum,) = [line for line in lines if line.startswith("optimum  ")]
+    return loss, optimum
+
+
 def test_ptk_plan_says_whose_data_the_loss_is_for_and_when_it_extrapolates(capsys):
-    assert main(["plan", "--params", "1", "--tokens", "1"]) == 0
-    (loss,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("loss  ")]
-    assert "for the law's own data and tokenizer" in loss
-    assert "N = 1 and D = 1 lie outside the range the law was fitted on" in loss and "extrapolation" in loss
-    assert main(["plan", "--params", "1B", "--tokens", "20B"]) == 0
-    (loss,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("loss  ")]
-    assert "for the law's own data and tokenizer" in loss and "outside" not in loss
+    loss, optimum = _plan_lines(capsys, "--params", "1B", "--tokens", "20B")
+    assert "predicted for the law's own data and tokenizer" in loss and "outside" not in loss
+    assert "predicted" in optimum and "extrapolation" not in optimum
+    loss, optimum = _plan_lines(capsys, "--params", "30M", "--tokens", "1B")  # within 10x of N 70M, D 5B
+    assert "predicted for the law's own data and tokenizer" in loss
+    assert "N = 30M and D = 1B lie outside the range the law was fitted on" in loss and "extrapolation" in loss
+    assert "(an extrapolation)" in optimum
+
+
+def test_ptk_plan_prints_no_loss_far_outside_the_laws_range(capsys):
+    loss, optimum = _plan_lines(capsys, "--params", "1", "--tokens", "1")
+    assert loss.split(None, 1)[1].startswith("not predicted: N = 1 and D = 1 lie outside the range")
+    assert "2569" not in loss and "by 5e+09x" in loss
+    assert optimum.endswith("loss not predicted (outside the law's range by 5.98e+08x)")
+    loss, _ = _plan_lines(capsys, "--params", "1B", "--tokens", "1T")  # D 2x above 500B: still read
+    assert "an extrapolation" in loss and "not predicted" not in loss
 
 
 def test_ptk_plan_splits_memory_over_tp_and_pp(tmp_path, capsys):

@@ -60,15 +60,34 @@ def duration(seconds: float) -> str:
     return f"{seconds:.3g} s"
 
 
-def loss_caveat(law: LossLaw, params: float, tokens: float) -> str:
-    """Whose loss the law predicts (it is not comparable across data or tokenizers) and whether
-    (params, tokens) is an extrapolation. The sizes still follow from C = 6ND, so none is refused."""
-    text = f"for the law's own data and tokenizer ({law.data}), not for another corpus or tokenizer"
-    if not law.covers(params, tokens):
-        (n_lo, n_hi), (d_lo, d_hi) = law.params_range, law.tokens_range
-        text += (f"; N = {human(params)} and D = {human(tokens)} lie outside the range the law was fitted on "
-                 f"(N {human(n_lo)}-{human(n_hi)}, D {human(d_lo)}-{human(d_hi)}): an extrapolation")
-    return text
+# How far outside the fitted range a law is still read (flagged as an extrapolation); further out,
+# its power terms dominate and the number means nothing (N = 1 would "predict" a loss of 2569).
+EXTRAPOLATION_FACTOR = 10.0
+
+
+def _outside(value: float, lo: float, hi: float) -> float:
+    """By what factor `value` lies outside [lo, hi] (1 inside)."""
+    return max(lo / value, value / hi, 1.0)
+
+
+def loss_line(law: LossLaw, params: float, tokens: float, loss: float, brief: bool = False) -> str:
+    """The predicted loss, whose loss it is (not comparable across data or tokenizers) and whether
+    (params, tokens) is an extrapolation; no number at all far outside the law's range. The sizes
+    still follow from C = 6ND, so the plan itself is never refused. `brief`: without the reasons."""
+    text = f"{loss:.4f} predicted"
+    if not brief:
+        text += f" for the law's own data and tokenizer ({law.data}), not for another corpus or tokenizer"
+    if law.covers(params, tokens):
+        return text
+    (n_lo, n_hi), (d_lo, d_hi) = law.params_range, law.tokens_range
+    factor = max(_outside(params, n_lo, n_hi), _outside(tokens, d_lo, d_hi))
+    if brief:
+        return f"not predicted (outside the law's range by {factor:.3g}x)" if factor > EXTRAPOLATION_FACTOR else f"{text} (an extrapolation)"
+    where = (f"N = {human(params)} and D = {human(tokens)} lie outside the range the law was fitted on "
+             f"(N {human(n_lo)}-{human(n_hi)}, D {human(d_lo)}-{human(d_hi)})")
+    if factor > EXTRAPOLATION_FACTOR:
+        return f"not predicted: {where}, by {factor:.3g}x (the law is read up to {EXTRAPOLATION_FACTOR:g}x outside it)"
+    return f"{text}; {where}: an extrapolation"
 
 
 def numbers_may_be_negative(parser: argparse.ArgumentParser) -> None:
@@ -199,9 +218,9 @@ def run_plan(args: argparse.Namespace) -> int:
         f"parameters    N = {human(budget.params)} ({origin('params')}" + (f", {args.config})" if args.config else ")"),
         f"tokens        D = {human(budget.tokens)} ({origin('tokens')})",
         f"tokens/param  {budget.tokens_per_param:.3g}",
-        f"loss          {budget.loss:.4f} predicted {loss_caveat(law, budget.params, budget.tokens)}",
+        f"loss          {loss_line(law, budget.params, budget.tokens, budget.loss)}",
         f"optimum       for this C: N = {human(opt_n)}, D = {human(opt_d)} ({opt_d / opt_n:.3g} tokens/param), "
-        f"loss {budget.optimal_loss:.4f}",
+        f"loss {loss_line(law, opt_n, opt_d, budget.optimal_loss, brief=True)}",
     ]
     if args.peak_flops:
         seconds = training_seconds(budget.flops, args.devices, args.peak_flops, args.mfu)
