@@ -2,9 +2,10 @@
 
     python -m bench.dedup_memory [--docs 1000000 3000000 6000000] [--workers 2] [--memory-limit 1G]
 
-Documents are 1-3 consecutive real sentences (Reuters-21578, Wikitext-2, PEPs from
-../shared/data), with 5% exact and 5% lightly edited copies mixed in (about a third of them are
-duplicates); each corpus is written once into `--cache-dir` (default ../bench-cache). `ptk dedup`
+Documents are two real sentences (Reuters-21578, Wikitext-2, PEPs from ../shared/data), with 18%
+exact and 17% lightly edited copies mixed in (about a third are duplicates at every size; the rate
+each corpus really has is printed and written); each corpus is written once into `--cache-dir`
+(default ../bench-cache). `ptk dedup`
 runs as a child process; the resident memory of its whole process tree (main + workers) is
 sampled every 20 ms. Baseline, in the same run: the bytes of the text itself, which the peak must
 not track. With several sizes it prints the growth of the peak per extra document, and for each
@@ -29,24 +30,32 @@ from bench.corpora import sentences, shared_data_dir  # noqa: E402
 from bench.results import tree_rss_kb, write_result  # noqa: E402
 
 
+COPY_RATE, EDIT_RATE = 0.18, 0.17  # of the documents: exact copies, lightly edited copies
+RECENT = 200_000  # copies are of one of the last RECENT documents written
+
+
 def write_corpus(path: Path, n_docs: int) -> int:
+    """Documents of two real sentences drawn independently from the pool (~190k distinct sentences,
+    so two documents rarely share both by chance), with COPY_RATE exact copies and EDIT_RATE copies
+    whose last word is replaced (one 5-gram differs: Jaccard ~0.95) of recent documents: about a
+    third are duplicates at every size; the benchmark prints the rate each corpus really has."""
     rng = np.random.default_rng(0)
     pool = sentences()
-    docs: list[str] = []
+    recent: list[str] = []
     with open(path, "w", encoding="utf-8") as f:
         for i in range(n_docs):
             r = rng.random()
-            if r < 0.05 and docs:
-                text = docs[int(rng.integers(len(docs)))]
-            elif r < 0.10 and docs:
-                words = docs[int(rng.integers(len(docs)))].split()
-                words[int(rng.integers(len(words)))] = "edited"
-                text = " ".join(words)
+            if r < COPY_RATE + EDIT_RATE and recent:
+                text = recent[int(rng.integers(len(recent)))]
+                if r >= COPY_RATE:
+                    text = text.rsplit(" ", 1)[0] + " edited"
             else:
-                start = int(rng.integers(len(pool) - 3))
-                text = " ".join(pool[start : start + int(rng.integers(1, 4))])
-            if len(docs) < 100_000:
-                docs.append(text)
+                first, second = rng.integers(len(pool), size=2)
+                text = f"{pool[first]} {pool[second]}"
+            if len(recent) < RECENT:
+                recent.append(text)
+            else:
+                recent[i % RECENT] = text
             f.write(json.dumps({"id": f"d{i}", "text": text}) + "\n")
     return path.stat().st_size
 
@@ -73,7 +82,8 @@ def measure(corpus: Path, out: Path, workers: int, memory_limit: str | None) -> 
         "seconds": round(seconds, 2), "mb_per_s": round(size / 1e6 / seconds, 1),
         "peak_rss_mb_process_tree": round(peak / 1024), "rss_bytes_per_doc": round(peak * 1024 / stats["input_docs"], 1),
         "index_mb": round(index_bytes / 1e6, 1), "index_over_input": round(index_bytes / size, 2),
-        "exact_duplicates": stats["exact_duplicates"], "near_duplicates": stats["near_duplicates"], "summary": summary,
+        "exact_duplicates": stats["exact_duplicates"], "near_duplicates": stats["near_duplicates"],
+        "duplicate_rate": round((stats["exact_duplicates"] + stats["near_duplicates"]) / stats["input_docs"], 3), "summary": summary,
     }  # fmt: skip
 
 
@@ -88,7 +98,7 @@ def main() -> None:
         sys.exit("bench/dedup_memory.py needs ../shared/data")
     results = []
     for n in args.docs:
-        corpus = Path(args.cache_dir) / f"dedup-short-{n}.jsonl"
+        corpus = Path(args.cache_dir) / f"dedup-short2-{n}.jsonl"  # short2: the generator of about a third duplicates
         if not corpus.exists():
             write_corpus(corpus.with_suffix(".tmp"), n)
             corpus.with_suffix(".tmp").rename(corpus)
@@ -96,7 +106,8 @@ def main() -> None:
             r = measure(corpus, Path(tmp) / "out", args.workers, args.memory_limit)
         print(r.pop("summary"))
         print(f"{n:,} docs ({r['input_mb']:.0f} MB of JSONL): peak RSS of the process tree {r['peak_rss_mb_process_tree']} MB "
-              f"({r['rss_bytes_per_doc']} bytes/doc) in {r['seconds']:.1f} s ({r['mb_per_s']} MB/s); input text / peak RSS = "
+              f"({r['rss_bytes_per_doc']} bytes/doc; {r['duplicate_rate']:.1%} duplicates: {r['exact_duplicates']:,} exact, "
+              f"{r['near_duplicates']:,} near) in {r['seconds']:.1f} s ({r['mb_per_s']} MB/s); input text / peak RSS = "
               f"{r['input_mb'] / r['peak_rss_mb_process_tree']:.2f}; index on disk {r['index_mb']} MB = {r['index_over_input']}x the input")
         results.append(r)
     for a, b in zip(results, results[1:]):

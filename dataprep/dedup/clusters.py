@@ -1,34 +1,59 @@
-"""Connected components of a duplicate graph, each represented by its smallest key.
+"""Connected components of a duplicate graph, each labelled by its smallest key, in a label array
+that may be a memory-mapped file.
 
-    members, roots = connected_components(np.array([[5, 2], [9, 5], [7, 8]]))
-    # members [5, 8, 9], roots [2, 7, 2]: every non-root node with the first key of its cluster
+    label = np.arange(n_keys, dtype=np.uint32)       # or np.memmap(...) of the same, in a work dir
+    label_components(label, lambda: iter(edge_chunks), chunk_keys=1 << 20)
+    # label[k] is now the smallest key of k's component (k itself when k is alone)
 
 Keys are input positions, so the smallest key of a cluster is its first document in input order,
-the one dedup keeps. Vectorized min-label propagation with pointer jumping (hooking labels onto
-smaller labels), so it runs in numpy time even for millions of edges.
+the one dedup keeps. Edges are read again on every pass, a chunk at a time, so memory holds one
+chunk of edges and what numpy touches of `label` (4 bytes per key); nothing else grows with the
+graph. Each pass hooks every edge's endpoints and their current labels onto the smaller label
+(min-label propagation with root hooking), then shortcuts every label to its root (pointer
+jumping); it stops after a pass that changed no label. A label never exceeds its key and always
+names a key of the same component, so the fixpoint is the component's minimum.
 """
 
 from __future__ import annotations
 
+from typing import Callable, Iterable
+
 import numpy as np
 
 
-def connected_components(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(members, roots) for every node that is not the smallest of its component, by member."""
-    if len(edges) == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    nodes, inverse = np.unique(edges, return_inverse=True)
-    a, b = inverse.reshape(-1, 2).T
-    label = np.arange(len(nodes))
+def label_components(label: np.ndarray, edge_chunks: Callable[[], Iterable[np.ndarray]], chunk_keys: int) -> int:
+    """Turn `label` (the identity over all keys on entry) into each key's component minimum, given
+    `edge_chunks()`: a fresh iterable of int [n, 2] key pairs on each call. Returns the passes made."""
+    passes = 0
     while True:
-        low = np.minimum(label[a], label[b])
-        new = label.copy()
-        for targets in (a, b, label[a], label[b]):
-            np.minimum.at(new, targets, low)
-        while not np.array_equal(jumped := new[new], new):
-            new = jumped
-        if np.array_equal(new, label):
-            break
-        label = new
-    is_member = label != np.arange(len(nodes))
-    return nodes[is_member].astype(np.int64), nodes[label[is_member]].astype(np.int64)
+        passes += 1
+        changed = False
+        for edges in edge_chunks():
+            if len(edges) == 0:
+                continue
+            a, b = edges[:, 0], edges[:, 1]
+            la, lb = label[a], label[b]
+            differ = la != lb
+            if not differ.any():
+                continue
+            changed = True
+            a, b, la, lb = a[differ], b[differ], la[differ], lb[differ]
+            low = np.minimum(la, lb)
+            for targets in (a, b, la, lb):
+                np.minimum.at(label, targets, low)
+        if not changed:
+            return passes
+        _shortcut(label, chunk_keys)
+
+
+def _shortcut(label: np.ndarray, chunk_keys: int) -> None:
+    """label[k] = its root, for every k, a chunk of keys at a time in key order: a label is never
+    above its key, so every key below the chunk already points at a root when the chunk is done."""
+    for lo in range(0, len(label), chunk_keys):
+        seg = np.array(label[lo : lo + chunk_keys])
+        while True:
+            jumped = label[seg]
+            if np.array_equal(jumped, seg):
+                break
+            seg = jumped
+            label[lo : lo + len(seg)] = seg

@@ -47,12 +47,13 @@ from pathlib import Path
 import numpy as np
 import zstandard
 
-from dataprep.dedup.clusters import connected_components
 from dataprep.dedup.budget import DedupBudget, default_memory_limit
-from dataprep.dedup.index import DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, read_shingles, scan_part
+from dataprep.dedup.index import DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, scan_part
+from dataprep.dedup.pairs import by_hash, by_range, partition_pairs, read_partition, write_fanout
+from dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, describe, resolve_range, verify_partition
 from dataprep.executors import JobRunner
 from dataprep.executors.local import LocalRunner
-from dataprep.dedup.minhash import jaccard, lsh_params
+from dataprep.dedup.minhash import lsh_params
 from dataprep.readers import DEDUP_STATS_NAME, discover_inputs, nothing_usable, plan_read_tasks, reason_kind, refuse_inputs_inside
 from dataprep.workdir import open_work_dir, remove_work_dir
 from pretrainkit import __version__
@@ -134,31 +135,33 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     if total >= 1 << 32:
         raise UserError(f"{total:,} documents in one run; at most {(1 << 32) - 1:,}: split the corpus and chain runs with --against")
     round_args = (all_parts, offsets, len(old_parts), work, runner, budget)
-    _refuse_repeated_ids(_match_round("ids", *round_args), all_parts, offsets, options.id_field)
-    exact_pairs = _match_round("exact", *round_args)
-    removed_exact = exact_pairs[exact_pairs[:, 0] >= first_new_key]
-    members = roots = np.empty(0, np.int64)
-    similarity = np.empty(0, np.float64)
+    ranges = math.ceil(total / budget.range_docs)
+    _refuse_repeated_ids(_match_round("ids", *round_args), ranges, all_parts, offsets, options.id_field)
+    exact_dir = _match_round("exact", *round_args)
+    parts = Parts.of(all_parts, offsets)
+    labels_path = None
     if options.near:
-        exact_dups = np.zeros(total, dtype=np.uint8)
-        exact_dups[exact_pairs[:, 0]] = 1
-        with atomic_write(work / "exact_duplicates.u8", durable=False) as f:
-            f.write(exact_dups.tobytes())
-        del exact_dups
-        candidates = _match_round("bands", *round_args, bands=bands, rows=rows, skip_path=str(work / "exact_duplicates.u8"))
-        pairs = np.stack([candidates >> np.uint64(32), candidates & np.uint64(0xFFFFFFFF)], axis=1).astype(np.int64)
-        links = pairs[_jaccard_pairs(pairs, all_parts, offsets, runner, budget, "verify") >= options.threshold]
-        members, roots = connected_components(links)
-        near_rows = members >= first_new_key
-        members, roots = members[near_rows], roots[near_rows]
-        similarity = _jaccard_pairs(np.stack([members, roots], axis=1), all_parts, offsets, runner, budget, "similarity")
+        _write_exact_flags(exact_dir, ranges, total, budget.range_docs, work / "exact_duplicates.u8")
+        candidates_dir, fanout = _match_round("bands", *round_args, bands=bands, rows=rows, skip_path=str(work / "exact_duplicates.u8"))
+        links_dir = work / f"links-{candidates_dir.name}"
+        links = [links_dir / f"{q:05d}.bin" for q in range(fanout)]
+        runner.run(verify_partition,
+                   [VerifyJob(str(candidates_dir), q, str(links[q]), parts, options.threshold, budget.verify_pairs) for q in range(fanout)],
+                   "verify", weights=[partition_pairs(candidates_dir, q) for q in range(fanout)], unit="pair")
+        if any(f.stat().st_size for f in links):
+            labels_path = work / "labels.u32"
+            cluster(links, labels_path, total, budget)
 
-    removed = np.zeros(total - first_new_key, dtype=bool)
-    removed[removed_exact[:, 0] - first_new_key] = True
-    removed[members - first_new_key] = True
+    resolve_dir = work / f"resolve-{budget.range_docs}"
+    resolve_jobs = [
+        ResolveJob(lo, hi, str(exact_dir[0]), r, str(labels_path) if labels_path else None, str(resolve_dir / f"{r:05d}.removed"),
+                   str(resolve_dir / f"{r:05d}.jsonl"), str(resolve_dir / f"{r:05d}.json"), parts, budget.verify_pairs, budget.describe_rows)
+        for r in range(first_new_key // budget.range_docs, ranges)
+        for lo, hi in [(max(r * budget.range_docs, first_new_key), min((r + 1) * budget.range_docs, total))] if lo < hi
+    ]
+    found = runner.run(resolve_range, resolve_jobs, "resolve", weights=[j.hi - j.lo for j in resolve_jobs], unit="doc")
     removed_path = work / "removed.u8"
-    with atomic_write(removed_path, durable=False) as f:
-        f.write(removed.astype(np.uint8).tobytes())
+    write_concatenation_atomic([Path(j.removed_path) for j in resolve_jobs], removed_path)
     written = runner.run(
         _write_kept,
         [_WriteJob(i, str(work / f"records-{i:05d}.zst"), str(out_dir), str(removed_path),
@@ -166,12 +169,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
          for i in range(len(tasks))],
         "write", weights=[t.nbytes for t in tasks], unit="B",
     )
-
-    dup_keys = np.concatenate([removed_exact[:, 0], members])
-    dup_of = np.concatenate([removed_exact[:, 1], roots])
-    kinds = np.concatenate([np.zeros(len(removed_exact), np.int8), np.ones(len(members), np.int8)])
-    sims = np.concatenate([np.ones(len(removed_exact)), similarity])
-    _write_duplicates(out_dir / "duplicates.jsonl", dup_keys, dup_of, kinds, sims, all_parts, offsets, budget.describe_rows)
+    write_concatenation_atomic([Path(j.rows_path) for j in resolve_jobs], out_dir / "duplicates.jsonl")
     write_concatenation_atomic([work / f"rejected-{i:05d}.jsonl" for i in range(len(tasks))], out_dir / "rejected.jsonl")
 
     rejected = sum(s["rejected"] for s in scans)
@@ -180,8 +178,8 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     stats = {
         "input_docs": docs + rejected,
         "kept_docs": sum(written),
-        "exact_duplicates": int(len(removed_exact)),
-        "near_duplicates": int(len(members)),
+        "exact_duplicates": sum(e for e, _ in found),
+        "near_duplicates": sum(n for _, n in found),
         "rejected": rejected,
         "docs_without_words": no_words,
         "against_docs": first_new_key,
@@ -246,39 +244,47 @@ def _prepare_work_dir(work: Path, index_dir: Path, files, tasks, options: DedupO
     index_dir.mkdir(parents=True, exist_ok=True)
 
 
-def _refuse_repeated_ids(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, id_field: str) -> None:
-    """`pairs`: (record, earlier record with the same id) keys. Any at all is an error naming the first few."""
-    if len(pairs) == 0:
+def _refuse_repeated_ids(found: tuple[Path, int], ranges: int, parts: list[IndexPart], offsets: np.ndarray, id_field: str) -> None:
+    """`found`: pair files of (record, earlier record with the same id) keys, by range of the first.
+    Any at all is an error naming the first few; one range's pairs are read at a time."""
+    ids_dir, _ = found
+    count = sum(partition_pairs(ids_dir, r) for r in range(ranges))
+    if count == 0:
         return
-    first_three = pairs[np.argsort(pairs[:, 0], kind="stable")[:3]]
-    later, first = _describe(parts, offsets, first_three[:, 0]), _describe(parts, offsets, first_three[:, 1])
+    first_three = np.empty((0, 2), np.int64)
+    for r in range(ranges):
+        pairs = read_partition(ids_dir, r).astype(np.int64)
+        first_three = np.concatenate([first_three, pairs[np.argsort(pairs[:, 0], kind="stable")]])[:3]
+        if len(first_three) == 3:
+            break
+    later, first = describe(parts, offsets, first_three[:, 0]), describe(parts, offsets, first_three[:, 1])
     examples = "; ".join(f"{doc_id!r} at {src}:{line} (first at {src0}:{line0})"
                          for (doc_id, src, line), (_, src0, line0) in zip(later, first))
     raise UserError(
-        f"{len(pairs):,} record{'s have' if len(pairs) > 1 else ' has'} the id of an earlier record, e.g. {examples}: "
+        f"{count:,} record{'s have' if count > 1 else ' has'} the id of an earlier record, e.g. {examples}: "
         f"ids must be unique within a run; fix them, or give --id-field a field no record has to use generated "
         f"<file>:<line> ids (this run: --id-field {id_field})"
     )
 
 
-def _describe(parts: list[IndexPart], offsets: np.ndarray, keys: np.ndarray) -> list[tuple[str, str, int]]:
-    """(id, input file, line) of each global key, in the order given; reads only those entries."""
-    keys = np.asarray(keys, dtype=np.int64)
-    where = np.searchsorted(offsets, keys, side="right") - 1
-    out: list = [None] * len(keys)
-    for p in np.unique(where).tolist():
-        at = np.flatnonzero(where == p)
-        local = (keys[at] - int(offsets[p])).tolist()
-        for i, doc_id, (source, line) in zip(at.tolist(), parts[p].ids_of(local), parts[p].locations_of(local)):
-            out[i] = (doc_id, source, line)
-    return out
+def _write_exact_flags(found: tuple[Path, int], ranges: int, total: int, range_docs: int, path: Path) -> None:
+    """uint8 per key, 1 for an exact duplicate (left out of the band round), one range at a time."""
+    exact_dir, _ = found
+    with atomic_write(path, durable=False) as f:
+        for r in range(ranges):
+            lo = r * range_docs
+            flags = np.zeros(min(range_docs, total - lo), dtype=np.uint8)
+            flags[read_partition(exact_dir, r)[:, 0].astype(np.int64) - lo] = 1
+            f.write(flags.tobytes())
 
 
 def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_parts: int, work: Path, runner: JobRunner,
-                 budget: DedupBudget, bands: int = 0, rows: int = 0, skip_path: str | None = None) -> np.ndarray:
-    """Bucket then match one kind of hash. "exact" (content) and "ids" (new documents only):
-    (later, first occurrence) key pairs. "bands": candidate pairs packed as `low_key << 32 | high_key`,
-    unique and sorted."""
+                 budget: DedupBudget, bands: int = 0, rows: int = 0, skip_path: str | None = None) -> tuple[Path, int]:
+    """Bucket then match one kind of hash; returns the pair files the match jobs wrote (`dataprep.dedup.pairs`)
+    and their number of partitions. "exact" (content) and "ids" (new documents only): (later, first
+    occurrence) key pairs, by range of `budget.range_docs` keys of the later. "bands": (low, high)
+    candidate pairs, by hash of the pair, distinct within a match partition (not across: the same
+    pair may come from several bands)."""
     total = int(offsets[-1])
     per_doc = bands if kind == "bands" else 1
     partitions = max(1, math.ceil(total * ENTRY.itemsize * per_doc / budget.partition_bytes))
@@ -290,12 +296,14 @@ def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_p
          for i, p in enumerate(parts)],
         f"bucket {kind}", weights=[p.docs for p in parts], unit="doc",
     )
+    # A match partition finds at most two candidates per entry: as many pair partitions keep each
+    # verification job within a match job's memory; at least two per worker keep them all busy.
+    fanout = max(partitions, 2 * runner.workers) if kind == "bands" else math.ceil(total / budget.range_docs)
+    pairs_dir = work / (f"pairs-{kind}-{partitions}-hash-{fanout}" if kind == "bands" else f"pairs-{kind}-{partitions}-range-{budget.range_docs}")
     first_new_key = int(offsets[n_old_parts])
-    found = runner.run(_match_partition, [_MatchJob(kind, str(bucket_dir), p, first_new_key) for p in range(partitions)],
-                       f"match {kind}")
-    if kind != "bands":
-        return np.concatenate(found).astype(np.int64)
-    return np.unique(np.concatenate(found))
+    runner.run(_match_partition, [_MatchJob(kind, str(bucket_dir), p, first_new_key, str(pairs_dir), fanout, budget.range_docs)
+                                  for p in range(partitions)], f"match {kind}")
+    return pairs_dir, fanout
 
 
 @dataclass(frozen=True)
@@ -368,16 +376,22 @@ class _MatchJob:
     bucket_dir: str
     partition: int
     first_new_key: int
+    pairs_dir: str
+    fanout: int
+    range_docs: int
 
 
-def _match_partition(job: _MatchJob) -> np.ndarray:
-    """Groups of equal (h1, h2) in one partition, as pairs (see `_match_round`).
+def _match_partition(job: _MatchJob) -> None:
+    """Groups of equal (h1, h2) in one partition, as pairs written to pair files (see `_match_round`).
 
     Most entries are alone in their group: one fast sort of a 64-bit digest of (h1, h2) finds
     those that are not, and only they are sorted exactly. Within a band group each member is
     paired with the group's first member and with its predecessor: enough to connect the group
     through verified pairs in the common case, and linear in the group size even for boilerplate
     shared by thousands of documents."""
+    done = Path(job.pairs_dir) / f"done-{job.partition:05d}"
+    if done.exists():  # finished by an earlier, interrupted run
+        return
     d = Path(job.bucket_dir) / f"p{job.partition:05d}"
     files = sorted(d.glob("part-*.bin")) if d.is_dir() else []
     e = np.concatenate([np.fromfile(f, dtype=ENTRY) for f in files]) if files else np.empty(0, ENTRY)
@@ -391,51 +405,18 @@ def _match_partition(job: _MatchJob) -> np.ndarray:
     member = np.flatnonzero(same)
     keys = e["key"]
     if job.kind != "bands":
-        return np.stack([keys[member], keys[group_start[member]]], axis=1)
-    prev = member[group_start[member] != member - 1]
-    a = np.concatenate([keys[member], keys[prev]])
-    b = np.concatenate([keys[group_start[member]], keys[prev - 1]])
-    new = (a >= job.first_new_key) | (b >= job.first_new_key)  # old-old pairs were settled by the old run
-    low, high = np.minimum(a, b)[new], np.maximum(a, b)[new]
-    return np.unique((low << np.uint64(32)) | high)
-
-
-@dataclass(frozen=True)
-class _JaccardJob:
-    pairs: np.ndarray
-    parts: tuple[tuple[str, int, int], ...]  # (base, docs, num_perm)
-    offsets: np.ndarray
-
-
-def _jaccard_chunk(job: _JaccardJob) -> np.ndarray:
-    """Exact Jaccard of each pair, reading the two shingle sets by positioned reads (memory: two sets)."""
-    parts = [IndexPart(Path(b), n, k) for b, n, k in job.parts]
-    where = np.searchsorted(job.offsets, job.pairs, side="right") - 1
-    local = job.pairs - job.offsets[where]
-    starts, counts = np.empty_like(local), np.empty_like(local)
-    with contextlib.ExitStack() as stack:
-        files = {}
-        for p in np.unique(where).tolist():
-            sel = where == p
-            docs, inverse = np.unique(local[sel], return_inverse=True)
-            s, c = parts[p].shingle_extents(docs)
-            starts[sel], counts[sel] = s[inverse], c[inverse]
-            files[p] = stack.enter_context(parts[p].open_shingles())
-        return np.array(
-            [jaccard(read_shingles(files[pa], sa, ca), read_shingles(files[pb], sb, cb))
-             for (pa, pb), (sa, sb), (ca, cb) in zip(where.tolist(), starts.tolist(), counts.tolist())],
-            dtype=np.float64,
-        )
-
-
-def _jaccard_pairs(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, runner: JobRunner, budget: DedupBudget,
-                   desc: str) -> np.ndarray:
-    if len(pairs) == 0:
-        return np.empty(0, np.float64)
-    described = tuple((str(p.base), p.docs, p.num_perm) for p in parts)
-    jobs = [_JaccardJob(pairs[i : i + budget.verify_pairs], described, offsets)
-            for i in range(0, len(pairs), budget.verify_pairs)]
-    return np.concatenate(runner.run(_jaccard_chunk, jobs, desc, weights=[len(j.pairs) for j in jobs], unit="pair"))
+        pairs = np.stack([keys[member], keys[group_start[member]]], axis=1).astype(np.uint32)
+        write_fanout(Path(job.pairs_dir), job.partition, pairs, by_range(pairs, job.range_docs), job.fanout)
+    else:
+        prev = member[group_start[member] != member - 1]
+        a = np.concatenate([keys[member], keys[prev]])
+        b = np.concatenate([keys[group_start[member]], keys[prev - 1]])
+        new = (a >= job.first_new_key) | (b >= job.first_new_key)  # old-old pairs were settled by the old run
+        packed = np.unique((np.minimum(a, b)[new] << np.uint64(32)) | np.maximum(a, b)[new])
+        pairs = np.stack([packed >> np.uint64(32), packed & np.uint64(0xFFFFFFFF)], axis=1).astype(np.uint32)
+        write_fanout(Path(job.pairs_dir), job.partition, pairs, by_hash(pairs, job.fanout), job.fanout)
+    done.parent.mkdir(parents=True, exist_ok=True)  # no partition may have pairs
+    done.touch()
 
 
 @dataclass(frozen=True)
@@ -469,25 +450,6 @@ def _write_kept(job: _WriteJob) -> int:
     with atomic_write(f"{job.index_base}.kept", durable=False) as f:
         f.write((~removed).astype(np.uint8).tobytes())
     return kept
-
-
-def _write_duplicates(path: Path, keys: np.ndarray, dup_of: np.ndarray, kinds: np.ndarray, sims: np.ndarray,
-                      parts: list[IndexPart], offsets: np.ndarray, chunk_rows: int) -> None:
-    """One row per removed document, by key; the ids are read a chunk of rows at a time, so memory
-    holds one chunk's descriptions, not every duplicate's."""
-    order = np.argsort(keys, kind="stable")
-    keys, dup_of, kinds, sims = keys[order], dup_of[order], kinds[order], sims[order]
-    kind_names = ("exact", "near")
-    with atomic_write(path, "w", encoding="utf-8") as f:
-        for lo in range(0, len(keys), chunk_rows):
-            chunk = slice(lo, lo + chunk_rows)
-            needed = np.unique(np.concatenate([keys[chunk], dup_of[chunk]]))
-            described = dict(zip(needed.tolist(), _describe(parts, offsets, needed)))
-            for k, d, kind, s in zip(keys[chunk].tolist(), dup_of[chunk].tolist(), kinds[chunk].tolist(), sims[chunk].tolist()):
-                (doc_id, source, line), (of_id, of_source, of_line) = described[k], described[d]
-                row = {"id": doc_id, "source": source, "line": line, "duplicate_of": of_id, "duplicate_of_source": of_source,
-                       "duplicate_of_line": of_line, "kind": kind_names[kind], "similarity": round(s, 4)}
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def _rejection_reasons(path: Path) -> Counter:

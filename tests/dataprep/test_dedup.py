@@ -87,7 +87,7 @@ def test_output_is_byte_identical_for_any_memory_budget(tmp_path, reuters_docs):
 
     inputs = write_jsonl(reuters_docs, tmp_path / "in" / "reuters.jsonl")
     run_dedup([str(inputs)], tmp_path / "default", DedupOptions(), workers=2)
-    tiny = DedupBudget(partition_bytes=4096, verify_pairs=7, describe_rows=5)
+    tiny = DedupBudget(partition_bytes=4096, verify_pairs=7, describe_rows=5, range_docs=100)
     stats = run_dedup([str(inputs)], tmp_path / "tiny", DedupOptions(), workers=2, budget=tiny)
     assert stats["near_duplicates"] > 5 and stats["exact_duplicates"] > 5  # so that the chunks are many
     assert output_bytes(tmp_path / "tiny") == output_bytes(tmp_path / "default")

@@ -1,0 +1,189 @@
+"""Dedup's resolve stage: candidates verified, clusters found, and what each range of keys removes.
+
+    verify_partition(VerifyJob(...))     # a worker: one pair partition's candidates -> its links file
+    cluster(link_files, labels_path, total, budget)   # the main process: component labels, a file
+    resolve_range(ResolveJob(...))       # a worker: removed flags and duplicates rows of a key range
+
+Nothing here holds a stage's pairs or a flag per document in memory: candidates and exact pairs
+come from pair files (`dataprep.dedup.pairs`) a partition at a time; the verified pairs (links)
+go to one file per partition; the clustering keeps its labels (4 bytes per key) in a
+memory-mapped file of the work directory and reads the links a chunk at a time; and each range
+job writes its piece of `removed.u8` and `duplicates.jsonl`, which the pipeline concatenates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dataprep.dedup.budget import DedupBudget
+from dataprep.dedup.clusters import label_components
+from dataprep.dedup.index import IndexPart, read_shingles
+from dataprep.dedup.minhash import jaccard
+from dataprep.dedup.pairs import pair_chunks, read_partition
+from pretrainkit.files import atomic_write, write_text_atomic
+
+LABEL = np.dtype("<u4")
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What a job needs to read the index parts: (base, docs, num_perm) of each, and the offsets."""
+
+    described: tuple[tuple[str, int, int], ...]
+    offsets: np.ndarray
+
+    @classmethod
+    def of(cls, parts: list[IndexPart], offsets: np.ndarray) -> "Parts":
+        return cls(tuple((str(p.base), p.docs, p.num_perm) for p in parts), offsets)
+
+    def open(self) -> list[IndexPart]:
+        return [IndexPart(Path(b), n, k) for b, n, k in self.described]
+
+
+def describe(parts: list[IndexPart], offsets: np.ndarray, keys: np.ndarray) -> list[tuple[str, str, int]]:
+    """(id, input file, line) of each global key, in the order given; reads only those entries."""
+    keys = np.asarray(keys, dtype=np.int64)
+    where = np.searchsorted(offsets, keys, side="right") - 1
+    out: list = [None] * len(keys)
+    for p in np.unique(where).tolist():
+        at = np.flatnonzero(where == p)
+        local = (keys[at] - int(offsets[p])).tolist()
+        for i, doc_id, (source, line) in zip(at.tolist(), parts[p].ids_of(local), parts[p].locations_of(local)):
+            out[i] = (doc_id, source, line)
+    return out
+
+
+def jaccard_pairs(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, chunk_pairs: int) -> np.ndarray:
+    """Exact Jaccard of each (key, key) pair, `chunk_pairs` at a time."""
+    return np.concatenate([np.empty(0, np.float64)] + [_jaccard_chunk(pairs[lo : lo + chunk_pairs], parts, offsets)
+                                                         for lo in range(0, len(pairs), chunk_pairs)])
+
+
+def _jaccard_chunk(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray) -> np.ndarray:
+    """Reads the two shingle sets of each pair by positioned reads (memory: two sets)."""
+    where = np.searchsorted(offsets, pairs, side="right") - 1
+    local = pairs - offsets[where]
+    starts, counts = np.empty_like(local), np.empty_like(local)
+    with contextlib.ExitStack() as stack:
+        files = {}
+        for p in np.unique(where).tolist():
+            sel = where == p
+            docs, inverse = np.unique(local[sel], return_inverse=True)
+            s, c = parts[p].shingle_extents(docs)
+            starts[sel], counts[sel] = s[inverse], c[inverse]
+            files[p] = stack.enter_context(parts[p].open_shingles())
+        return np.array(
+            [jaccard(read_shingles(files[pa], sa, ca), read_shingles(files[pb], sb, cb))
+             for (pa, pb), (sa, sb), (ca, cb) in zip(where.tolist(), starts.tolist(), counts.tolist())],
+            dtype=np.float64,
+        )
+
+
+@dataclass(frozen=True)
+class VerifyJob:
+    candidates_dir: str  # pair partitions of (low, high) candidate keys
+    partition: int
+    links_path: str
+    parts: Parts
+    threshold: float
+    chunk_pairs: int
+
+
+def verify_partition(job: VerifyJob) -> None:
+    """Write the partition's distinct candidates whose shingle sets' Jaccard reaches the threshold."""
+    if Path(job.links_path).exists():  # finished by an earlier, interrupted run
+        return
+    found = read_partition(Path(job.candidates_dir), job.partition)
+    packed = np.unique((found[:, 0].astype(np.uint64) << np.uint64(32)) | found[:, 1])  # the same pair from other bands
+    del found
+    parts = job.parts.open()
+    with atomic_write(job.links_path, durable=False) as f:
+        for lo in range(0, len(packed), job.chunk_pairs):
+            chunk = packed[lo : lo + job.chunk_pairs]
+            pairs = np.stack([chunk >> np.uint64(32), chunk & np.uint64(0xFFFFFFFF)], axis=1).astype(np.int64)
+            linked = pairs[_jaccard_chunk(pairs, parts, job.parts.offsets) >= job.threshold]
+            f.write(linked.astype(np.uint32).tobytes())
+
+
+def cluster(link_files: list[Path], labels_path: Path, total: int, budget: DedupBudget) -> None:
+    """Write `labels_path`: uint32 [total], the smallest key of each key's component over the links
+    (the key itself when it has none), built in place in a memory-mapped temporary, then renamed."""
+    if labels_path.exists():  # finished by an earlier, interrupted run
+        return
+    with atomic_write(labels_path, durable=False) as f:
+        for lo in range(0, total, budget.range_docs):
+            f.write(np.arange(lo, min(lo + budget.range_docs, total), dtype=LABEL).tobytes())
+        f.flush()
+        label = np.memmap(f.name, dtype=LABEL, mode="r+", shape=(total,))
+        label_components(label, lambda: (c for p in link_files for c in pair_chunks(p, budget.range_docs)), budget.range_docs)
+        label.flush()
+        del label
+
+
+@dataclass(frozen=True)
+class ResolveJob:
+    lo: int  # keys lo .. hi - 1, new documents all, within one range of the exact pair files
+    hi: int
+    exact_dir: str
+    exact_partition: int
+    labels_path: str | None  # None: no near-duplicate links (or --no-near)
+    removed_path: str
+    rows_path: str
+    done_path: str
+    parts: Parts
+    verify_pairs: int
+    describe_rows: int
+
+
+def resolve_range(job: ResolveJob) -> tuple[int, int]:
+    """Removed flags (uint8 per key) and duplicates.jsonl rows of keys lo .. hi - 1; returns the
+    (exact, near) duplicates among them. An exact duplicate names its first occurrence; a near one
+    its component's smallest key, with the Jaccard of the two."""
+    done = Path(job.done_path)
+    if done.exists():  # finished by an earlier, interrupted run
+        return tuple(json.loads(done.read_text()))
+    exact = read_partition(Path(job.exact_dir), job.exact_partition).astype(np.int64)
+    exact = exact[exact[:, 0] >= job.lo]  # the range's keys below lo are old documents
+    members = roots = np.empty(0, np.int64)
+    if job.labels_path is not None:
+        keys = np.arange(job.lo, job.hi, dtype=np.int64)
+        label = np.fromfile(job.labels_path, dtype=LABEL, count=job.hi - job.lo, offset=job.lo * LABEL.itemsize)
+        linked = label != keys
+        members, roots = keys[linked], label[linked].astype(np.int64)
+    removed = np.zeros(job.hi - job.lo, dtype=np.uint8)
+    removed[exact[:, 0] - job.lo] = 1
+    removed[members - job.lo] = 1
+    parts = job.parts.open()
+    similarity = jaccard_pairs(np.stack([members, roots], axis=1), parts, job.parts.offsets, job.verify_pairs)
+    with atomic_write(job.removed_path, durable=False) as f:
+        f.write(removed.tobytes())
+    write_duplicates(Path(job.rows_path), np.concatenate([exact[:, 0], members]), np.concatenate([exact[:, 1], roots]),
+                     np.concatenate([np.zeros(len(exact), np.int8), np.ones(len(members), np.int8)]),
+                     np.concatenate([np.ones(len(exact)), similarity]), parts, job.parts.offsets, job.describe_rows)
+    counts = (len(exact), len(members))
+    write_text_atomic(done, json.dumps(counts))
+    return counts
+
+
+def write_duplicates(path: Path, keys: np.ndarray, dup_of: np.ndarray, kinds: np.ndarray, sims: np.ndarray,
+                     parts: list[IndexPart], offsets: np.ndarray, chunk_rows: int) -> None:
+    """One row per removed document, by key; the ids are read a chunk of rows at a time, so memory
+    holds one chunk's descriptions, not every duplicate's."""
+    order = np.argsort(keys, kind="stable")
+    keys, dup_of, kinds, sims = keys[order], dup_of[order], kinds[order], sims[order]
+    kind_names = ("exact", "near")
+    with atomic_write(path, "w", durable=False, encoding="utf-8") as f:
+        for lo in range(0, len(keys), chunk_rows):
+            chunk = slice(lo, lo + chunk_rows)
+            needed = np.unique(np.concatenate([keys[chunk], dup_of[chunk]]))
+            described = dict(zip(needed.tolist(), describe(parts, offsets, needed)))
+            for k, d, kind, s in zip(keys[chunk].tolist(), dup_of[chunk].tolist(), kinds[chunk].tolist(), sims[chunk].tolist()):
+                (doc_id, source, line), (of_id, of_source, of_line) = described[k], described[d]
+                row = {"id": doc_id, "source": source, "line": line, "duplicate_of": of_id, "duplicate_of_source": of_source,
+                       "duplicate_of_line": of_line, "kind": kind_names[kind], "similarity": round(s, 4)}
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
