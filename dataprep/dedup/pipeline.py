@@ -11,21 +11,28 @@ stopped, and the output is the same for any number of workers):
    ids     (as exact, below, over id hashes)  an id that repeats an earlier record's stops the run
                             with the count and the first examples: ids must be unique within a run.
 2. exact   (per part, then per partition)  exact hashes scattered by hash into partitions, then
-                            sorted: equal hashes give (duplicate, first occurrence) pairs.
+                            sorted: equal hashes give (duplicate, first occurrence) pairs, written
+                            by each match job to pair files by range of the duplicate's key.
 3. bands   (same, for band hashes of the documents that are not exact duplicates)  equal band
-                            hashes give candidate pairs.
-4. resolve (main process, verification in parallel)  candidates verified by the exact Jaccard of
-                            their shingle sets; connected components over verified pairs; per
-                            cluster the first document in input order is kept.
+                            hashes give candidate pairs, written to pair files by hash of the pair.
+4. resolve (per pair partition, main process, per range of keys)  each partition's distinct
+                            candidates verified by the exact Jaccard of their shingle sets (the
+                            verified ones: links files); connected components over the links
+                            (`dataprep.dedup.clusters`, in the main process); per range of keys,
+                            the removed flags and `duplicates.jsonl` rows (per cluster the first
+                            document in input order is kept), concatenated in key order.
 5. write   (per read task)  copy the kept records, unchanged, from the scan's record file.
 
 Memory (`--memory-limit`, `dataprep.dedup.budget`): a worker holds one 256 KB text batch while
 scanning, one partition while matching (24 bytes per hash entry; partitions are sized from the
-limit, so their number grows with the corpus and their size does not), and two shingle sets at
-a time while verifying (read by positioned reads, never memory-mapped); the main process writes
-`duplicates.jsonl` a chunk of rows at a time. Outside the budget: the main process holds 2 bytes
-per document (exact-duplicate and removed flags) and the pairs found (16 bytes per candidate or
-duplicate pair; the clustering works on the verified ones). At most 2^32 - 1 documents per run.
+limit, so their number grows with the corpus and their size does not), one pair partition while
+verifying (as many as the match partitions: at most two candidates per entry) with two shingle
+sets at a time (read by positioned reads, never memory-mapped), and one range of keys while
+resolving (`range_docs`, ~64 bytes per key). No pairs or flags of the whole run are ever in one
+process: they are files. The main process's only state that grows with the corpus is the
+clustering's label per document (4 bytes, a memory-mapped file in the work directory whose pages
+the kernel can write back), and it reads the links a range's worth of pairs at a time. At most
+2^32 - 1 documents per run.
 
 `--against INDEX`: the old index's kept documents take the first keys, so every cluster that
 contains one of them is represented by it, and the new documents in it are removed with
@@ -48,7 +55,7 @@ import numpy as np
 import zstandard
 
 from dataprep.dedup.budget import DedupBudget, default_memory_limit
-from dataprep.dedup.index import DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, scan_part
+from dataprep.dedup.index import READ_CHUNK_DOCS, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, scan_part
 from dataprep.dedup.pairs import by_hash, by_range, partition_pairs, read_partition, write_fanout
 from dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, describe, resolve_range, verify_partition
 from dataprep.executors import JobRunner
@@ -174,7 +181,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
 
     rejected = sum(s["rejected"] for s in scans)
     docs = sum(s["docs"] for s in scans)
-    no_words = int(sum(int((p.counts == 0).sum()) for p in new.parts))
+    no_words = sum(_without_words(p) for p in new.parts)
     stats = {
         "input_docs": docs + rejected,
         "kept_docs": sum(written),
@@ -450,6 +457,13 @@ def _write_kept(job: _WriteJob) -> int:
     with atomic_write(f"{job.index_base}.kept", durable=False) as f:
         f.write((~removed).astype(np.uint8).tobytes())
     return kept
+
+
+def _without_words(part: IndexPart) -> int:
+    """Documents of the part with no shingles, reading `.counts` a chunk at a time (a memory map of
+    every part would keep 4 bytes per document resident in this process)."""
+    return sum(int((np.fromfile(f"{part.base}.counts", np.uint32, count=min(READ_CHUNK_DOCS, part.docs - lo), offset=4 * lo) == 0).sum())
+               for lo in range(0, part.docs, READ_CHUNK_DOCS))
 
 
 def _rejection_reasons(path: Path) -> Counter:

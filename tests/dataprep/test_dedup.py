@@ -15,6 +15,8 @@ import zstandard
 from dataprep.dedup.pipeline import DedupOptions, run_dedup
 from dataprep.dedup.budget import DedupBudget
 from dataprep.dedup.index import DedupIndex
+from dataprep.dedup.pairs import partition_pairs
+from dataprep.executors.local import LocalRunner
 from pretrainkit.errors import UserError
 
 
@@ -80,19 +82,72 @@ def test_output_is_byte_identical_for_any_worker_count(tmp_path, reuters_docs):
     assert output_bytes(tmp_path / "w2") == one
 
 
+class RecordingRunner(LocalRunner):
+    """A local runner that notes, per stage, how much each job had to hold: the candidate pairs of a
+    verification job's partition, the keys of a resolve job's range."""
+
+    def __init__(self, workers: int):
+        super().__init__(workers)
+        self.held: dict[str, list[int]] = {}
+
+    def run(self, fn, jobs, desc, weights=None, unit="job"):
+        if desc == "verify":
+            self.held[desc] = [partition_pairs(Path(j.candidates_dir), j.partition) for j in jobs]
+        elif desc == "resolve":
+            self.held[desc] = [j.hi - j.lo for j in jobs]
+        return super().run(fn, jobs, desc, weights, unit)
+
+
 def test_output_is_byte_identical_for_any_memory_budget(tmp_path, reuters_docs):
-    """A budget small enough that every stage is cut into many pieces (partitions, verification
-    jobs, chunks of duplicates rows) gives the bytes of the default one."""
+    """A budget smaller than the run's pair state, so that every stage is cut into many pieces
+    (partitions, pair files, verification and resolve jobs, chunks of duplicates rows), gives the
+    bytes of the default one, and no job held more than its piece."""
     from bench.corpora import write_jsonl
 
     inputs = write_jsonl(reuters_docs, tmp_path / "in" / "reuters.jsonl")
     run_dedup([str(inputs)], tmp_path / "default", DedupOptions(), workers=2)
     tiny = DedupBudget(partition_bytes=4096, verify_pairs=7, describe_rows=5, range_docs=100)
-    stats = run_dedup([str(inputs)], tmp_path / "tiny", DedupOptions(), workers=2, budget=tiny)
+    with RecordingRunner(2) as runner:
+        stats = run_dedup([str(inputs)], tmp_path / "tiny", DedupOptions(), runner=runner, budget=tiny)
     assert stats["near_duplicates"] > 5 and stats["exact_duplicates"] > 5  # so that the chunks are many
     assert output_bytes(tmp_path / "tiny") == output_bytes(tmp_path / "default")
+    candidates = sum(runner.held["verify"])
+    assert candidates * 8 > 2 * tiny.partition_bytes  # the pair state is larger than the budget's pieces
+    assert len(runner.held["verify"]) > 2 and max(runner.held["verify"]) < candidates / 2  # spread over pair files
+    assert len(runner.held["resolve"]) == -(-stats["input_docs"] // tiny.range_docs)
+    assert max(runner.held["resolve"]) <= tiny.range_docs
     with pytest.raises(UserError, match="--memory-limit .* too small"):
         DedupBudget.for_limit(10 << 20, workers=2)
+
+
+class InterruptingRunner(LocalRunner):
+    """Runs half the jobs of stage `stop_at`, then stops the run as Ctrl-C would."""
+
+    def __init__(self, workers: int, stop_at: str):
+        super().__init__(workers)
+        self.stop_at = stop_at
+
+    def run(self, fn, jobs, desc, weights=None, unit="job"):
+        if desc == self.stop_at:
+            super().run(fn, jobs[: len(jobs) // 2], desc)
+            raise KeyboardInterrupt
+        return super().run(fn, jobs, desc, weights, unit)
+
+
+@pytest.mark.parametrize("stage", ["match exact", "match bands", "verify", "resolve", "write"])
+def test_a_run_interrupted_in_a_stage_resumes_to_the_same_bytes(tmp_path, reuters_docs, stage):
+    """The pair files, links, labels and resolve pieces an interrupted run left are reused or redone
+    so that the rerun's output is the uninterrupted one's."""
+    from bench.corpora import write_jsonl
+
+    inputs = write_jsonl(reuters_docs[:1500] + [(f"{i}-again", t) for i, t in reuters_docs[:300]], tmp_path / "in" / "r.jsonl")
+    budget = DedupBudget(partition_bytes=8192, verify_pairs=16, describe_rows=8, range_docs=256)
+    run_dedup([str(inputs)], tmp_path / "whole", DedupOptions(), workers=2, budget=budget)
+    with pytest.raises(KeyboardInterrupt), InterruptingRunner(2, stage) as runner:
+        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner=runner, budget=budget)
+    assert (tmp_path / "resumed" / ".work").is_dir() and not (tmp_path / "resumed" / "stats.json").exists()
+    run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), workers=2, budget=budget)
+    assert output_bytes(tmp_path / "resumed") == output_bytes(tmp_path / "whole")
 
 
 def test_against_removes_documents_already_in_the_old_corpus(tmp_path, reuters_docs):
