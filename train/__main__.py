@@ -39,9 +39,10 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     code = main()
-    # The process group is already shut down and every file closed; skipping the interpreter's teardown
+    # Every process has passed the final barrier (or failed) and every file is closed; the process groups
+    # are left alive (train.parallel.distributed.end_process_groups). Skipping the interpreter's teardown
     # avoids gloo's and DTensor's C++ threads intermittently aborting the process at exit (SIGABRT,
-    # "terminate called without an active exception") after a run that succeeded.
+    # "terminate called without an active exception") or deadlocking in a group's destructor.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

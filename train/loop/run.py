@@ -5,8 +5,8 @@
 Sets up the process group, the mixture loader for this rank and the Trainer, writes the resolved
 config to `RUN_DIR/config.yaml`, resumes from the newest valid checkpoint (unless `resume=False`)
 or, in a fresh run, loads `init_from`'s weights (`train/checkpoint/init_from.py`), runs `TrainingLoop` to
-`max_steps` and prints the summary on rank 0. Every process ends with a barrier before
-`destroy_process_group()`.
+`max_steps` and prints the summary on rank 0. Every process ends with a barrier and then
+`end_process_groups()` (destroyed in one process; left to the process's end under a launcher).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import write_text_atomic
 from train.checkpoint.checkpoints import AgreedError, loader_state_of
 from train.config import TrainConfig, to_dict
-from train.parallel.distributed import init_distributed, shutdown
+from train.parallel.distributed import end_process_groups, init_distributed, shutdown
 from train.checkpoint.init_from import initialize_from
 from train.loop.run_dir import check_run_dir
 from train.loop.training_loop import BatchTransform, TrainingLoop, format_summary
@@ -56,7 +56,7 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
         raise
     except BaseException as e:
         # No barrier: the other processes may be stuck in a collective this one will never join.
-        dist.destroy_process_group()
+        end_process_groups()
         if isinstance(e, OSError):  # a log the disk cannot take, a directory made read-only mid-run
             raise os_error(e) from None
         raise

@@ -2,7 +2,7 @@
 
     env = init_distributed("auto")     # torchrun's RANK/WORLD_SIZE/... or a single local process
     ...
-    shutdown()                         # barrier, then destroy_process_group()
+    shutdown()                         # barrier, then end_process_groups()
 
 Under torchrun (or any launcher setting MASTER_ADDR) the group is created from the environment; a
 plain single process gets a world of one on an in-process store, so every code path (FSDP2 included)
@@ -57,4 +57,15 @@ def shutdown() -> None:
     """Barrier before destroy: without it gloo processes intermittently abort at exit."""
     if dist.is_initialized():
         dist.barrier()
+        end_process_groups()
+
+
+def end_process_groups() -> None:
+    """`destroy_process_group()`, except in a process a launcher started (`python -m train` under
+    torchrun, which ends with os._exit): there the groups stay alive until the process ends. Destroying
+    a gloo group joins its worker threads while holding the GIL, and a worker still releasing the
+    tensors of the last collective waits for the GIL: both processes of a finished or failed run then
+    hang at exit (seen under load, a worker in ~AsyncAllgatherWork, the main thread in
+    ~ProcessGroupGloo). Never destroyed, the groups cannot deadlock; the process's end frees them."""
+    if dist.is_initialized() and "MASTER_ADDR" not in os.environ:
         dist.destroy_process_group()
