@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator, Union
 
+import orjson
 import zstandard
 
 from pretrainkit.errors import UserError
@@ -343,7 +344,26 @@ def _read_jsonl(task: ReadTask, text_field: str, id_field: str) -> Iterator[Item
 
 
 def _parse_json_line(raw: bytes, source: str, line_no: int, text_field: str, id_field: str) -> Item:
+    """orjson parses the common record (a string text and a string, integer or absent id) several
+    times faster than json, into the same object; every other line is json's to accept, reject
+    and word (orjson differs on NaN, lone surrogates, and integers over 64 bits, which it reads
+    as floats)."""
     raw = raw.rstrip(b"\r\n")
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        obj = None
+    if type(obj) is dict and type(obj.get(text_field)) is str:
+        doc_id = obj.get(id_field, _ABSENT)
+        if type(doc_id) is str and doc_id or type(doc_id) is int or doc_id is _ABSENT:
+            return _document_from_object(obj, raw, source, line_no, text_field, id_field)
+    return _parse_json_line_with_json(raw, source, line_no, text_field, id_field)
+
+
+_ABSENT = object()
+
+
+def _parse_json_line_with_json(raw: bytes, source: str, line_no: int, text_field: str, id_field: str) -> Item:
     if not raw or raw.isspace():
         return Rejected(source, line_no, "blank line")
     try:

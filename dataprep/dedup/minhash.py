@@ -166,56 +166,78 @@ def _shingle_hashes(words: np.ndarray, doc_of_word: np.ndarray, ngram: int) -> t
     return (mix64(gram[keep]) >> _U64(32)).astype(np.uint32), doc_of_word[keep]
 
 
-@lru_cache(maxsize=32)
-def _probe_table(num_perm: int, attempts: int) -> np.ndarray:
-    """Bin probed on attempt t for empty bin j: the same sequence for every document."""
-    t = np.arange(attempts, dtype=_U64)[:, None]
+def _probe_table_rows(num_perm: int, lo: int, hi: int) -> np.ndarray:
+    """[t - lo, j]: the bin probed on attempt t (lo <= t < hi) for empty bin j, the same sequence for
+    every document."""
+    t = np.arange(lo, hi, dtype=_U64)[:, None]
     j = np.arange(num_perm, dtype=_U64)[None, :]
     return (mix64(j * _U64(0x9E3779B97F4A7C15) + t * _U64(0xD1B54A32D192ED03) + _U64(1)) % _U64(num_perm)).astype(np.int64)
 
 
 @lru_cache(maxsize=8)
-def _first_probe(num_perm: int) -> np.ndarray:
-    """[c, j] = t * num_perm + c, where t is the first attempt on which empty bin j probes bin c
-    (searched 64 x num_perm attempts deep: a miss has probability e^-64). Packing c in keeps it
-    through a min over c: for one j, distinct bins are first probed at distinct attempts."""
+def _probe_orders(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
+    """The probe sequences reduced to the distinct bins they reach, in order of first reach
+    (searched 64 x num_perm attempts deep, a chunk at a time; a bin missed, with probability
+    e^-64, comes after the reached ones, by number).
+
+    Returns (order [j, i]: the i-th distinct bin empty bin j probes, as intp;
+             rank [c, j]: (i + 1) * num_perm + c where order[j, i] == c, and j on the diagonal, uint16
+             while it fits, else uint32). Packing c into the rank keeps it through a min over c, and
+             the diagonal, below every other rank, lets a filled bin pick itself.)"""
     attempts = 64 * num_perm
-    table = _probe_table(num_perm, attempts)
-    first = np.full(num_perm * num_perm, attempts, dtype=np.int64)
-    t = np.broadcast_to(np.arange(attempts)[:, None], table.shape)
-    np.minimum.at(first, (table * num_perm + np.arange(num_perm)[None, :]).ravel(), t.ravel())
-    return first.reshape(num_perm, num_perm) * num_perm + np.arange(num_perm)[:, None]
+    first = np.full((num_perm, num_perm), attempts, dtype=np.int64)  # [c, j]: first attempt j probes c
+    cols = np.arange(num_perm)
+    step = max(1, (1 << 20) // num_perm)
+    for lo in range(0, attempts, step):
+        table = _probe_table_rows(num_perm, lo, min(lo + step, attempts))
+        t = np.broadcast_to(np.arange(lo, lo + len(table))[:, None], table.shape)
+        np.minimum.at(first, (table.ravel(), np.broadcast_to(cols, table.shape).ravel()), t.ravel())
+        if (first < attempts).all():
+            break
+    order = np.argsort(first * num_perm + cols[:, None], axis=0).T.copy()  # [j, i]
+    rank = np.empty((num_perm, num_perm), dtype=np.int64)
+    rank[order, cols[:, None]] = (np.arange(num_perm)[None, :] + 1) * num_perm + order
+    rank[cols, cols] = cols
+    dtype = np.uint16 if (num_perm + 1) * num_perm <= 1 << 16 else np.uint32
+    return order.astype(np.intp), rank.astype(dtype)
 
 
-def _densify(sig: np.ndarray, filled: np.ndarray, sparse_below: int = 32) -> None:
+def _densify(sig: np.ndarray, filled: np.ndarray, sparse_below: int = 64) -> None:
     """Fill every empty bin of rows that have at least one filled bin (in place).
 
     Empty bin j takes the value of the first filled bin on its probe sequence. Rows with many
-    filled bins find it by stepping all their empty bins along their sequences at once (few steps);
-    rows with few filled bins would need many steps, so they look up, for each of their filled
-    bins, when each sequence reaches it, and take the earliest (cost: filled bins x num_perm)."""
+    filled bins find it by stepping all their empty bins along their sequences of distinct bins
+    at once (few steps); rows with few filled bins would need many steps, so they take, over their
+    filled bins c, the minimum of rank[c, j] (cost: filled bins x num_perm small integers)."""
     num_perm = sig.shape[1]
-    m = filled.sum(axis=1)
+    order, rank = _probe_orders(num_perm)
+    m = np.count_nonzero(filled, axis=1)
     sparse = np.flatnonzero((m > 0) & (m < sparse_below))
     if len(sparse):
+        sparse = sparse[np.argsort(-m[sparse], kind="stable")]  # rows with more than i filled bins: a prefix
         rows, bins = np.nonzero(filled[sparse])
-        first = np.minimum.reduceat(_first_probe(num_perm)[bins], np.searchsorted(rows, np.arange(len(sparse))), axis=0)
-        rows_sig = sig[sparse]
-        sig[sparse] = np.where(filled[sparse], rows_sig, np.take_along_axis(rows_sig, first % num_perm, axis=1))
+        counts = m[sparse]
+        nth = np.arange(len(bins)) - np.repeat(np.cumsum(counts) - counts, counts)
+        by_nth = np.zeros((counts[0], len(sparse)), dtype=np.intp)
+        by_nth[nth, rows] = bins
+        first = rank[by_nth[0]]
+        for i in range(1, counts[0]):  # the running minimum over each row's i-th filled bin
+            n = int(np.searchsorted(-counts, -i, side="left"))
+            np.minimum(first[:n], rank[by_nth[i, :n]], out=first[:n])
+        source = sparse[:, None] * num_perm + first % np.array(num_perm, first.dtype)
+        sig[sparse] = sig.reshape(-1)[source]
 
     flat_sig, flat_filled = sig.reshape(-1), filled.reshape(-1)
     rows, cols = np.nonzero(~filled & (m >= sparse_below)[:, None])
     row_base = rows * num_perm
-    table = _probe_table(num_perm, 64)
-    t = 0
+    i = 0
     while len(cols):
-        if t == len(table):
-            table = _probe_table(num_perm, 2 * len(table))
-        source = row_base + table[t, cols]
+        source = row_base + order[cols, i]
         hit = flat_filled[source]
         flat_sig[row_base[hit] + cols[hit]] = flat_sig[source[hit]]
-        row_base, cols = row_base[~hit], cols[~hit]
-        t += 1
+        miss = ~hit
+        row_base, cols = row_base[miss], cols[miss]
+        i += 1
 
 
 @dataclass

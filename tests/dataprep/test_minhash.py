@@ -73,19 +73,38 @@ def test_lsh_parameters_favour_recall_above_the_threshold():
 
 def test_both_densification_paths_give_the_same_signatures(reuters_docs):
     """Sparse rows use a lookup, dense rows step along probe sequences: same definition."""
-    from dataprep.dedup import minhash
-
     texts = [" ".join(t.split()[:n]) for (_, t), n in zip(reuters_docs[:300], range(1, 301))]
     hasher = minhash.MinHasher()
     default = hasher.signatures(texts).signatures
     original = minhash._densify
+    by_path = {}
     try:
-        minhash._densify = lambda sig, filled: original(sig, filled, sparse_below=0)
-        stepped = hasher.signatures(texts).signatures
+        for sparse_below in (0, 129):  # every row stepped; every row looked up
+            minhash._densify = lambda sig, filled: original(sig, filled, sparse_below=sparse_below)
+            by_path[sparse_below] = hasher.signatures(texts).signatures
     finally:
         minhash._densify = original
     assert (default != 0xFFFFFFFF).all()
-    assert np.array_equal(default, stepped)
+    assert np.array_equal(default, by_path[0]) and np.array_equal(default, by_path[129])
+
+
+@pytest.mark.parametrize("num_perm", [8, 128, 300])
+def test_densification_follows_each_empty_bins_probe_sequence(num_perm):
+    """The definition, one bin at a time: empty bin j takes the value of the first filled bin on
+    its probe sequence `_probe_table_rows(num_perm, t, t + 1)[0, j]`, t = 0, 1, ..."""
+    rng = np.random.default_rng(num_perm)
+    filled = np.zeros((60, num_perm), dtype=bool)
+    for row, m in enumerate(np.linspace(1, num_perm, 60).astype(int)):
+        filled[row, rng.choice(num_perm, size=m, replace=False)] = True
+    sig = np.where(filled, rng.integers(0, 2**32 - 1, size=filled.shape), 0xFFFFFFFF).astype(np.uint32)
+    table = minhash._probe_table_rows(num_perm, 0, 64 * num_perm)
+    expected = sig.copy()
+    for row in range(len(sig)):
+        for j in np.flatnonzero(~filled[row]):
+            t = next(t for t in range(len(table)) if filled[row, table[t, j]])
+            expected[row, j] = sig[row, table[t, j]]
+    minhash._densify(sig, filled)
+    np.testing.assert_array_equal(sig, expected)
 
 
 @pytest.mark.parametrize("ascii_only", [True, False])

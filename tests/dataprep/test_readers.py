@@ -187,3 +187,36 @@ def test_directory_scan_skips_hidden_accepts_upper_case_and_says_what_it_ignored
     assert err.count("\n") == 2  # one line per scan (read_all scanned again)
     line = err.splitlines()[0]
     assert f"{d}: ignored 3 files" in line and "notes.csv" in line and ".cache/old.jsonl" in line and ".hidden.jsonl" in line
+
+
+def test_fast_json_path_reads_every_line_as_json_does(tmp_path, monkeypatch):
+    """Lines orjson reads differently from json (integers over 64 bits, NaN, lone surrogates) or
+    rejects with other words give exactly the Document or Rejected row json gives."""
+    from dataprep import readers
+
+    lines = [
+        b'{"id": 123456789012345678901234567890, "text": "big integer id"}',
+        b'{"id": 5, "text": "x", "n": 123456789012345678901234567890}',
+        b'{"id": null, "text": "re-serialized", "big": 123456789012345678901234567890}',
+        b'{"id": "nan", "text": "not a number", "v": NaN}',
+        b'{"id": "sur", "text": "lone \\ud800 surrogate"}',
+        b'{"text": 123456789012345678901234567890}',
+        b'{"id": true, "text": "bool id"}',
+        b'{"id": "", "text": "empty id"}',
+        b'{"id": "crlf", "text": "windows line"}\r',
+        b'{"id": "dup", "text": "first", "text": "last wins"}',
+        b'[1, 2]',
+        b'{"id": "bad", "text": "unterminated',
+        b'\xff{"id": "u"}',
+        b'   ',
+        b'{"id": "ok", "text": "caf\xc3\xa9 \\u00e9\\ud83d\\ude00"}',
+    ]
+    path = tmp_path / "tricky.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    fast = read_all([path])
+    monkeypatch.setattr(readers.orjson, "loads", lambda raw: (_ for _ in ()).throw(readers.orjson.JSONDecodeError("off", "", 0)))
+    with_json = read_all([path])
+    assert fast == with_json
+    assert len(fast) == len(lines)
+    assert fast[0].id == "123456789012345678901234567890" and fast[2].record.endswith(b"123456789012345678901234567890}")
+    assert isinstance(fast[3], Document) and fast[8].record == lines[8][:-1] and fast[9].text == "last wins"
