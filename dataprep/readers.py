@@ -79,7 +79,7 @@ class Document:
     text: str
     source: str
     line: int
-    record: bytes  # the record as one JSON line (original bytes where the record had an id)
+    record: bytes  # the record as one JSON line (original bytes where the record had an id); b"" if not asked for
 
 
 @dataclass
@@ -235,18 +235,20 @@ def _open_or_fail(path: str) -> BinaryIO:
         raise UserError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
-def read_task(task: ReadTask, text_field: str = "text", id_field: str = "id") -> Iterator[Item]:
-    """Yield every record of the task in order, as a Document or a Rejected row."""
+def read_task(task: ReadTask, text_field: str = "text", id_field: str = "id", records: bool = True) -> Iterator[Item]:
+    """Yield every record of the task in order, as a Document or a Rejected row. `records=False`:
+    every `Document.record` is b"" (for readers that need the text only: a large document's line
+    is then freed once its text is parsed)."""
     fmt = task.file.format
     if fmt == ".txt":
-        yield from _read_txt(task.file)
+        yield from _read_txt(task.file, records)
     elif fmt == ".parquet":
-        yield from _read_parquet(task.file, text_field, id_field)
+        yield from _read_parquet(task.file, text_field, id_field, records)
     else:
-        yield from _read_jsonl(task, text_field, id_field)
+        yield from _read_jsonl(task, text_field, id_field, records)
 
 
-def _read_txt(f: InputFile) -> Iterator[Item]:
+def _read_txt(f: InputFile, records: bool) -> Iterator[Item]:
     with _open_or_fail(f.path) as fh:
         data = fh.read()
     if data.startswith(BOM):
@@ -260,13 +262,14 @@ def _read_txt(f: InputFile) -> Iterator[Item]:
         yield Rejected(f.rel, 1, "empty text")
         return
     doc_id = f"{f.rel}:1"
-    record = json.dumps({"id": doc_id, "text": text}, ensure_ascii=False).encode("utf-8")
+    record = json.dumps({"id": doc_id, "text": text}, ensure_ascii=False).encode("utf-8") if records else b""
     yield Document(doc_id, text, f.rel, 1, record)
 
 
 def _jsonl_lines(task: ReadTask) -> Iterator[bytes]:
     """Raw lines of the task without their line feeds; a broken compressed stream raises
-    `_Truncated` after the good lines."""
+    `_Truncated` after the good lines. While suspended, no generator here keeps a line it yielded
+    (`held.pop()`): the consumer alone decides how long a large record lives."""
     fmt = task.file.format
     fh = _open_or_fail(task.file.path)
     try:
@@ -277,16 +280,16 @@ def _jsonl_lines(task: ReadTask) -> Iterator[bytes]:
                 if remaining <= 0:
                     break
                 remaining -= len(line)
-                stripped = line.rstrip(b"\r\n")
-                del line  # a suspended generator would keep it: two copies of a large record
-                yield stripped
+                held = [line.rstrip(b"\r\n")]
+                del line
+                yield held.pop()
             return
         try:
             if fmt == ".jsonl.gz":
                 for line in gzip.GzipFile(fileobj=fh, mode="rb"):
-                    stripped = line.rstrip(b"\r\n")
+                    held = [line.rstrip(b"\r\n")]
                     del line
-                    yield stripped
+                    yield held.pop()
             else:
                 yield from _split_lines(_zstd_chunks(fh))
         except (EOFError, OSError, zlib.error, zstandard.ZstdError) as e:
@@ -321,16 +324,20 @@ def _split_lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
     pending: list[bytes] = []
     for chunk in chunks:
         lines = chunk.split(b"\n")
+        del chunk
         if len(lines) > 1:
             lines[0] = b"".join([*pending, lines[0]])
             pending = []
-            yield from lines[:-1]
-        pending.append(lines[-1])
+        tail = lines.pop()
+        lines.reverse()
+        while lines:
+            yield lines.pop()
+        pending.append(tail)
     if rest := b"".join(pending):
         yield rest
 
 
-def _read_jsonl(task: ReadTask, text_field: str, id_field: str) -> Iterator[Item]:
+def _read_jsonl(task: ReadTask, text_field: str, id_field: str, records: bool) -> Iterator[Item]:
     source = task.file.rel
     line_no = task.first_line - 1
     try:
@@ -338,12 +345,14 @@ def _read_jsonl(task: ReadTask, text_field: str, id_field: str) -> Iterator[Item
             line_no += 1
             if line_no == 1 and raw.startswith(BOM):
                 raw = raw[len(BOM):]
-            yield _parse_json_line(raw, source, line_no, text_field, id_field)
+            item = _parse_json_line(raw, source, line_no, text_field, id_field, records)
+            del raw  # not kept while suspended (see _jsonl_lines)
+            yield item
     except _Truncated as e:
         yield Rejected(source, line_no + 1, f"truncated or corrupt compressed stream ({e}); rest of file unreadable")
 
 
-def _parse_json_line(raw: bytes, source: str, line_no: int, text_field: str, id_field: str) -> Item:
+def _parse_json_line(raw: bytes, source: str, line_no: int, text_field: str, id_field: str, records: bool) -> Item:
     """orjson parses the common record (a string text and a string, integer or absent id) several
     times faster than json, into the same object; every other line is json's to accept, reject
     and word (orjson differs on NaN, lone surrogates, and integers over 64 bits, which it reads
@@ -356,14 +365,14 @@ def _parse_json_line(raw: bytes, source: str, line_no: int, text_field: str, id_
     if type(obj) is dict and type(obj.get(text_field)) is str:
         doc_id = obj.get(id_field, _ABSENT)
         if type(doc_id) is str and doc_id or type(doc_id) is int or doc_id is _ABSENT:
-            return _document_from_object(obj, raw, source, line_no, text_field, id_field)
-    return _parse_json_line_with_json(raw, source, line_no, text_field, id_field)
+            return _document_from_object(obj, raw, source, line_no, text_field, id_field, records)
+    return _parse_json_line_with_json(raw, source, line_no, text_field, id_field, records)
 
 
 _ABSENT = object()
 
 
-def _parse_json_line_with_json(raw: bytes, source: str, line_no: int, text_field: str, id_field: str) -> Item:
+def _parse_json_line_with_json(raw: bytes, source: str, line_no: int, text_field: str, id_field: str, records: bool) -> Item:
     if not raw or raw.isspace():
         return Rejected(source, line_no, "blank line")
     try:
@@ -376,11 +385,11 @@ def _parse_json_line_with_json(raw: bytes, source: str, line_no: int, text_field
         return Rejected(source, line_no, f"malformed JSON: {e.msg} at column {e.colno}")
     if not isinstance(obj, dict):
         return Rejected(source, line_no, f"record is a JSON {type(obj).__name__}, not an object")
-    return _document_from_object(obj, raw, source, line_no, text_field, id_field)
+    return _document_from_object(obj, raw, source, line_no, text_field, id_field, records)
 
 
 def _document_from_object(
-    obj: dict, raw: bytes | None, source: str, line_no: int, text_field: str, id_field: str
+    obj: dict, raw: bytes | None, source: str, line_no: int, text_field: str, id_field: str, records: bool
 ) -> Item:
     text = obj.get(text_field)
     if text is None:
@@ -393,7 +402,9 @@ def _document_from_object(
     doc_id = obj.get(id_field)
     if doc_id is None or doc_id == "":
         doc_id = f"{source}:{line_no}"
-        if raw is not None and id_field not in obj:  # insert the id, every other byte unchanged
+        if not records:
+            pass
+        elif raw is not None and id_field not in obj:  # insert the id, every other byte unchanged
             brace = raw.index(b"{") + 1  # the line parsed as an object: only whitespace comes before it
             field = json.dumps({id_field: doc_id}, ensure_ascii=False)[1:-1].encode("utf-8")
             raw = raw[:brace] + field + b", " + raw[brace:]
@@ -404,12 +415,14 @@ def _document_from_object(
         doc_id = str(doc_id)
     else:
         return Rejected(source, line_no, f"id field '{id_field}' is a {type(doc_id).__name__}, not a string or integer")
-    if raw is None:
+    if not records:
+        raw = b""
+    elif raw is None:
         raw = json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8")
     return Document(doc_id, text, source, line_no, raw)
 
 
-def _read_parquet(f: InputFile, text_field: str, id_field: str) -> Iterator[Item]:
+def _read_parquet(f: InputFile, text_field: str, id_field: str, records: bool) -> Iterator[Item]:
     import pyarrow.parquet as pq
 
     try:
@@ -422,4 +435,4 @@ def _read_parquet(f: InputFile, text_field: str, id_field: str) -> Iterator[Item
     for batch in pf.iter_batches(batch_size=4096):
         for obj in batch.to_pylist():
             row += 1
-            yield _document_from_object(obj, None, f.rel, row, text_field, id_field)
+            yield _document_from_object(obj, None, f.rel, row, text_field, id_field, records)

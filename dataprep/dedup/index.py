@@ -23,7 +23,10 @@ what `--against` needs, for the documents the run kept, so it costs less disk th
 | `.kept`     | uint8 [docs], 1 where the run kept the document               | run |
 | `.json`     | the part's counts and its input file (`source`, relative to the run's input root); written after the arrays: marks the part whole | both |
 
-Memory while scanning is one batch (~256 KB of text), whatever the size of the input.
+Memory while scanning is one batch (~256 KB of text), whatever the size of the input. A
+document over `LARGE_TEXT_CHARS` is a batch of its own: its record is written (and freed) first,
+then its text is normalized and hashed a piece at a time (`normalized_pieces`), so beyond the
+text itself a worker holds the shingle set (twice, while merging) and one piece.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Iterator
 
 import numpy as np
 import zstandard
@@ -67,33 +70,31 @@ def exact_hash(text: str) -> bytes:
     return hashlib.blake2b(unicodedata.normalize("NFC", text).strip().encode("utf-8"), digest_size=16).digest()
 
 
-def hashes_input(text: str, large_chars: int = LARGE_TEXT_CHARS) -> tuple[bytes, bytes]:
+def hashes_input(text: str) -> tuple[bytes, bytes]:
     """(exact hash, bytes for near-dup hashing) of one document. ASCII text, the common case, is
-    encoded once and needs no normalization (NFC leaves it unchanged). Other text longer than
-    `large_chars` is normalized piece by piece, so that its copies stay the size of a piece."""
+    encoded once and needs no normalization (NFC leaves it unchanged)."""
     if text.isascii():
         raw = text.encode("ascii")
         return hashlib.blake2b(raw.strip(_ASCII_WHITESPACE), digest_size=16).digest(), raw
-    if len(text) > large_chars:
-        return _hashes_input_in_pieces(text, large_chars)
     return exact_hash(text), near_normal_bytes(text)
 
 
 _PIECE_CUT = re.compile("[ \n]")
 
 
-def _hashes_input_in_pieces(text: str, piece_chars: int) -> tuple[bytes, bytes]:
-    """As `hashes_input`, for pieces cut before an ASCII space or newline: a character no NFC/NFKD
-    composition or lowercasing context looks across, so the pieces normalize as the whole does."""
-    exact = hashlib.blake2b(digest_size=16)
-    near: list[bytes] = []
+def normalized_pieces(text: str, piece_chars: int, exact) -> Iterator[bytes]:
+    """As `hashes_input`, a piece at a time: the near-dup bytes of pieces of about `piece_chars`
+    cut before an ASCII space or newline (a character no NFC/NFKD composition or lowercasing context
+    looks across, so the pieces normalize as the whole does, and no word spans two), while `exact`
+    (a BLAKE2b-128) takes in the exact hash's input; its digest is the exact hash once every piece
+    has been taken."""
     pending, started = "", False  # whitespace held back until text follows it (strip() of the whole)
     start = 0
     while start < len(text):
         cut = _PIECE_CUT.search(text, start + piece_chars) if len(text) - start > piece_chars else None
         piece = text[start : cut.start() if cut else len(text)]
         start += len(piece)
-        near.append(near_normal_bytes(piece))
+        yield near_normal_bytes(piece)
         nfc = unicodedata.normalize("NFC", piece)
         if not started:
             nfc = nfc.lstrip()
@@ -105,7 +106,6 @@ def _hashes_input_in_pieces(text: str, piece_chars: int) -> tuple[bytes, bytes]:
             pending = nfc[len(body) :]
         else:
             pending += nfc
-    return exact.digest(), b"".join(near)
 
 
 def id_line(doc_id: str) -> bytes:
@@ -149,11 +149,20 @@ def scan_part(job: ScanJob) -> dict:
 
         def flush() -> None:
             nonlocal id_end
-            exact, normalized = zip(*[hashes_input(d.text) for d in batch])
-            sb = hasher.signatures_of_normalized(list(normalized))
-            out[".sig"].write(sb.signatures.tobytes())
-            out[".counts"].write(sb.shingle_counts.tobytes())
-            out[".shingles"].write(sb.shingles.tobytes())
+            records.write(b"\n".join(d.record for d in batch))  # no copy of a batch of one large document
+            records.write(b"\n")
+            for d in batch:  # written: a large document's line is freed before its text is hashed
+                d.record = b""
+            if len(batch) == 1 and len(batch[0].text) > LARGE_TEXT_CHARS:
+                digest = hashlib.blake2b(digest_size=16)
+                sb = hasher.large_document(normalized_pieces(batch[0].text, LARGE_TEXT_CHARS, digest))
+                exact = [digest.digest()]
+            else:
+                exact, normalized = zip(*[hashes_input(d.text) for d in batch])
+                sb = hasher.signatures_of_normalized(list(normalized))
+            out[".sig"].write(sb.signatures)  # arrays are written as they lie in memory: no copies
+            out[".counts"].write(sb.shingle_counts)
+            out[".shingles"].write(sb.shingles)
             out[".exact"].write(b"".join(exact))
             id_lines = [id_line(d.id) for d in batch]
             out[".ids"].write(b"".join(id_lines))
@@ -162,8 +171,6 @@ def scan_part(job: ScanJob) -> dict:
             id_end = int(positions[-1])
             out[".idhash"].write(b"".join(hashlib.blake2b(line, digest_size=16).digest() for line in id_lines))
             out[".lines"].write(np.array([d.line for d in batch], dtype=np.uint64).tobytes())
-            records.write(b"\n".join(d.record for d in batch))  # no copy of a batch of one large document
-            records.write(b"\n")
 
         for item in read_task(job.task, job.text_field, job.id_field):
             if isinstance(item, Document):

@@ -16,10 +16,17 @@ of O(shingles x num_perm), and everything from bytes to signatures is vectorized
 per-shingle Python work is what limits textbook MinHash loops.
 
 Memory: a batch is hashed at once (~100 bytes of temporaries per byte of text, so batches are
-kept small). A document over `large_bytes` (256 KB) is hashed alone and in pieces of `piece_bytes`
-cut at ASCII separators, each piece's n-grams taking the last n - 1 words of the one before, then
-bins filled from its sorted unique shingles: the same signature and shingle set, holding ~12 bytes
-per distinct shingle (~2x the text at most) beyond temporaries of the size of a piece.
+kept small). A large document is hashed alone (`large_document`), from consecutive pieces of its
+normalized bytes (the scan never joins them), each cut again into pieces of `piece_bytes` (64 KB)
+at ASCII separators, each piece's n-grams taking the last n - 1 words of the one before; its
+shingles are merged into one sorted set by binary search, then bins filled from it: the same
+signature and shingle set as whole, holding the set (4 bytes per distinct shingle) twice over
+while merging, beyond temporaries of the size of a piece.
+
+Densification cost: rows with few filled bins take, for each empty bin, the minimum over their
+filled bins of a precomputed rank (uint16 for num_perm <= 255); rows with many step along each
+empty bin's sequence of distinct bins. Both are vectorized over the batch, with no Python loop
+over documents or bins.
 
 Text normalization for near-duplicates (`near_normal_bytes`): lowercase, accents removed (NFKD,
 combining marks dropped), punctuation and symbols become separators, every digit becomes `0`.
@@ -32,7 +39,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -252,7 +259,7 @@ class SignatureBatch:
 
 
 class MinHasher:
-    def __init__(self, num_perm: int = 128, ngram: int = 5, large_bytes: int = 256 << 10, piece_bytes: int = 256 << 10):
+    def __init__(self, num_perm: int = 128, ngram: int = 5, large_bytes: int = 256 << 10, piece_bytes: int = 64 << 10):
         if num_perm < 1 or ngram < 1:
             raise ValueError("num_perm and ngram must be >= 1")
         self.num_perm = num_perm
@@ -264,7 +271,7 @@ class MinHasher:
 
     def signatures_of_normalized(self, normalized: list[bytes]) -> SignatureBatch:
         if len(normalized) == 1 and len(normalized[0]) > self.large_bytes:
-            return self._large_document(normalized[0])
+            return self.large_document(normalized)
         n_docs, k = len(normalized), self.num_perm
         words, doc_of_word = _word_hashes(normalized) if n_docs else (np.empty(0, _U64), np.empty(0, np.int64))
         h, doc = _shingle_hashes(words, doc_of_word, self.ngram)
@@ -285,38 +292,56 @@ class MinHasher:
         _densify(sig, filled)
         return SignatureBatch(sig, counts > 0, h, counts)
 
-    def _large_document(self, data: bytes) -> SignatureBatch:
-        """One large document, in pieces (see the module docstring); equal to hashing it whole."""
-        window_shingles = []
+    def large_document(self, pieces: Iterable[bytes]) -> SignatureBatch:
+        """One large document given as consecutive pieces of its normalized bytes, each cut between
+        words (at a separator byte); equal to hashing their concatenation whole. Memory: the sorted
+        shingle set twice over while a batch of new shingles is merged in, and one piece."""
+        merged = np.empty(0, np.uint32)
+        new: list[np.ndarray] = []
         carry = np.empty(0, _U64)  # the last n - 1 words: the n-grams that cross into the next piece
-        for piece in _pieces_at_separators(data, self.piece_bytes):
-            window = np.concatenate([carry, _word_hashes([piece])[0]])
-            if len(window) >= self.ngram:  # else too few words yet: they all stay in `carry`
-                h, _ = _shingle_hashes(window, np.zeros(len(window), np.int64), self.ngram)
-                window_shingles.append(np.unique(h))
-                if len(window_shingles) == 16:  # merged as they come: repeated text costs nothing
-                    window_shingles = [np.unique(np.concatenate(window_shingles))]
-            carry = window[max(0, len(window) - self.ngram + 1) :] if len(window) >= self.ngram else window
-        if not window_shingles and len(carry):  # fewer words than n in all: one shingle of them all
+        for part in pieces:
+            for piece in _pieces_at_separators(part, self.piece_bytes):
+                window = np.concatenate([carry, _word_hashes([piece])[0]])
+                if len(window) >= self.ngram:  # else too few words yet: they all stay in `carry`
+                    h, _ = _shingle_hashes(window, np.zeros(len(window), np.int64), self.ngram)
+                    new.append(np.unique(h))
+                    if len(new) == 16:
+                        merged = _merge_sorted(merged, new)
+                carry = window[max(0, len(window) - self.ngram + 1) :] if len(window) >= self.ngram else window
+        if not len(merged) and not new and len(carry):  # fewer words than n in all: one shingle of them all
             h, _ = _shingle_hashes(carry, np.zeros(len(carry), np.int64), self.ngram)
-            window_shingles.append(h)
-        h = np.unique(np.concatenate(window_shingles)) if window_shingles else np.empty(0, np.uint32)
-        del window_shingles
+            new.append(h)
+        h = _merge_sorted(merged, new)
+        del merged
         k = self.num_perm
         sig = np.full((1, k), 0xFFFFFFFF, dtype=np.uint32)
         filled = np.zeros((1, k), dtype=bool)
         for lo in range(0, len(h), _BIN_CHUNK):  # ascending: a bin's first value is its minimum
             chunk = h[lo : lo + _BIN_CHUNK]
             bins, first = np.unique(((chunk.astype(_U64) * _U64(k)) >> _U64(32)).astype(np.int64), return_index=True)
-            new = ~filled[0, bins]
-            sig[0, bins[new]] = chunk[first[new]]
-            filled[0, bins[new]] = True
+            new_bins = ~filled[0, bins]
+            sig[0, bins[new_bins]] = chunk[first[new_bins]]
+            filled[0, bins[new_bins]] = True
         _densify(sig, filled)
         counts = np.array([len(h)], dtype=np.uint32)
         return SignatureBatch(sig, counts > 0, h, counts)
 
 
 _BIN_CHUNK = 1 << 16
+
+
+def _merge_sorted(merged: np.ndarray, new: list[np.ndarray]) -> np.ndarray:
+    """The sorted unique union of `merged` (sorted, unique) and the arrays in `new` (emptied):
+    the new values are placed by binary search, so the cost is one copy of `merged`, not a sort."""
+    values = np.unique(np.concatenate(new)) if new else np.empty(0, np.uint32)
+    new.clear()
+    if not len(values):
+        return merged
+    at = np.searchsorted(merged, values)
+    if len(merged):
+        fresh = merged[np.minimum(at, len(merged) - 1)] != values
+        values, at = values[fresh], at[fresh]
+    return np.insert(merged, at, values)
 
 
 def _pieces_at_separators(data: bytes, piece_bytes: int) -> Iterator[bytes]:

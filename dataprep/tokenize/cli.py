@@ -84,7 +84,7 @@ def run_train(args: argparse.Namespace) -> int:
     def texts():
         with progress_bar(desc="read", unit="doc") as bar:
             for task in plan_read_tasks(files):
-                for item in read_task(task, args.text_field, args.id_field):
+                for item in read_task(task, args.text_field, args.id_field, records=False):
                     bar.update()
                     if isinstance(item, Document):
                         counts["docs"] += 1

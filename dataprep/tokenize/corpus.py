@@ -19,8 +19,9 @@ executor and worker count. Every input record is either in the shards or a row o
 `rejected.jsonl`; the manifest's `provenance.records` adds up. Killed at any moment, the same
 command run again keeps the finished encode jobs and shards (while inputs, options and tokenizer
 are unchanged), redoes the rest and writes the same bytes. Memory per job: one batch of
-`ENCODE_CHARS` characters and its tokens (encode); the ids of one shard's documents and one
-record batch of tokens (shards).
+`ENCODE_CHARS` characters and the tokenizer's working set for it (encode: texts only, records
+are not kept; a longer text is encoded a group of pieces at a time, its tokens written as they
+come); the ids of one shard's documents and one record batch of tokens (shards).
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ from shards.writer import ShardPlan, prepare_output_dir, remove_stale_shards, wr
 
 REJECTED_NAME = "rejected.jsonl"
 WORK_NAME = ".work"
-ENCODE_CHARS = 1 << 20  # text per encode_batch call: large enough for the tokenizer's own threads
-PIECE_CHARS = 1 << 18  # a longer document is encoded in pieces of about this size
+ENCODE_CHARS = 1 << 18  # text per encode_batch call: its working set (~100 bytes per token) is per call
+PIECE_CHARS = 1 << 16  # a longer document is encoded in pieces of about this size
 ENCODE_JOB_BYTES = 4 << 20  # input per encode job
 HASH_JOB_BYTES = 64 << 20  # input per hashing job
 
@@ -231,7 +232,7 @@ def encode_part(job: EncodeJob) -> dict:
         # Not fsynced: a rerun rewrites any job whose .json (written last) is missing.
         out = {s: stack.enter_context(atomic_write(f"{base}{s}", "wb", durable=False)) for s in ENCODED_SUFFIXES}
         for items in _record_batches(job.tasks, job.text_field, job.id_field):
-            lengths, flat = encode([d.text for d in items if isinstance(d, Document)])
+            lengths = encode([d.text for d in items if isinstance(d, Document)], out[".tokens"].write)
             kept_ids: list[bytes] = []
             rows: list[bytes] = []
             k = 0
@@ -244,11 +245,10 @@ def encode_part(job: EncodeJob) -> dict:
                     item = Rejected(item.source, item.line, "text encodes to no tokens", item.id)
                 rows.append((json.dumps(item.to_json(), ensure_ascii=False) + "\n").encode("utf-8"))
                 reasons[reason_kind(item.reason)] += 1
-            out[".tokens"].write(flat.tobytes())
             out[".lengths"].write(lengths[lengths > 0].astype(np.uint32).tobytes())
             out[".ids"].write(b"".join(kept_ids))
             out[".rejected"].write(b"".join(rows))
-            docs, tokens = docs + len(kept_ids), tokens + len(flat)
+            docs, tokens = docs + len(kept_ids), tokens + int(lengths.sum())
     meta = {"docs": docs, "tokens": tokens, "reasons": dict(sorted(reasons.items()))}
     write_text_atomic(done, json.dumps(meta))
     return meta
@@ -259,7 +259,7 @@ def _record_batches(tasks: Iterable[ReadTask], text_field: str, id_field: str) -
     items: list = []
     chars = 0
     for task in tasks:
-        for item in read_task(task, text_field, id_field):
+        for item in read_task(task, text_field, id_field, records=False):
             items.append(item)
             chars += len(item.text) if isinstance(item, Document) else 0
             if chars >= ENCODE_CHARS:
@@ -270,7 +270,8 @@ def _record_batches(tasks: Iterable[ReadTask], text_field: str, id_field: str) -
 
 
 class _Encoder:
-    """Texts in, (token count per text, all tokens back to back) out.
+    """Texts in, token count per text out; the tokens, back to back, go to `write` a group of
+    pieces at a time (never the whole of a long text's tokens at once).
 
     A text longer than `piece_chars` is encoded in pieces, a group of pieces of about `ENCODE_CHARS`
     at a time, so memory follows the piece, not the document (the `tokenizers` library holds ~100
@@ -285,9 +286,8 @@ class _Encoder:
         self.dtype = dtype
         self.piece_chars = piece_chars
 
-    def __call__(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, texts: list[str], write: Callable[[np.ndarray], object]) -> np.ndarray:
         lengths = np.zeros(len(texts), dtype=np.int64)
-        flats: list[np.ndarray] = []
         group: list[str] = []
         owners: list[int] = []
 
@@ -295,7 +295,7 @@ class _Encoder:
             encodings = self.encode_batch(group, add_special_tokens=False)
             counts = np.fromiter(map(len, encodings), dtype=np.int64, count=len(encodings))
             np.add.at(lengths, owners, counts)
-            flats.append(np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=self.dtype, count=int(counts.sum())))
+            write(np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=self.dtype, count=int(counts.sum())))
             group.clear()
             owners.clear()
 
@@ -310,7 +310,7 @@ class _Encoder:
                     chars = 0
         if group:
             encode_group()
-        return lengths, np.concatenate(flats) if flats else np.empty(0, self.dtype)
+        return lengths
 
     def _pieces(self, text: str) -> Iterator[str]:
         start = 0

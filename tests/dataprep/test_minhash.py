@@ -126,14 +126,26 @@ def test_a_large_document_hashed_in_windows_equals_hashing_it_whole(ascii_only):
     np.testing.assert_array_equal(short.shingles, MinHasher(ngram=5).signatures_of_normalized([b"two words " + b"x" * 2000]).shingles)
 
 
-def test_large_non_ascii_text_normalized_in_pieces_hashes_as_whole():
-    from dataprep.dedup.index import exact_hash, hashes_input
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_a_large_text_normalized_in_pieces_hashes_as_whole(ascii_only):
+    """The scan hashes a text over 1M characters from pieces of its normalized bytes, never all of
+    them at once: the exact hash, the signature and the shingle set are those of the whole text."""
+    import hashlib
+
+    from dataprep.dedup.index import exact_hash, hashes_input, normalized_pieces
 
     text = (Path(__file__).resolve().parents[3] / "shared" / "data" / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
     text = "  \n " + text[:200_000] + " Ça dépend: ÉTÉ, naïve café, ΟΔΟΣ Σ. " * 40 + " \n\t  "
-    exact, near = hashes_input(text, large_chars=5000)
-    assert exact == exact_hash(text)
+    if ascii_only:
+        text = text.encode("ascii", "ignore").decode()
+    digest = hashlib.blake2b(digest_size=16)
+    pieces = list(normalized_pieces(text, 5000, digest))
+    exact, near = hashes_input(text)
+    assert len(pieces) > 40 and digest.digest() == exact == exact_hash(text)
+    if ascii_only:  # (non-ASCII pieces are lowercased whole, ASCII ones later, byte by byte: same words)
+        assert b"".join(pieces) == near
     hasher = MinHasher()
-    whole, pieces = hasher.signatures_of_normalized([minhash.near_normal_bytes(text)]), hasher.signatures_of_normalized([near])
-    np.testing.assert_array_equal(pieces.signatures, whole.signatures)
-    np.testing.assert_array_equal(pieces.shingles, whole.shingles)
+    whole, chunked = hasher.signatures_of_normalized([near]), hasher.large_document(pieces)
+    np.testing.assert_array_equal(chunked.signatures, whole.signatures)
+    np.testing.assert_array_equal(chunked.shingles, whole.shingles)
+    np.testing.assert_array_equal(chunked.shingle_counts, whole.shingle_counts)

@@ -147,9 +147,13 @@ def test_a_long_document_encoded_in_pieces_gives_the_tokens_of_the_whole(corpus)
     tok = load_tokenizer(corpus["tok"]).tokenizer
     prepending = Tokenizer.from_str(tok.to_str())
     prepending.normalizer = normalizers.Prepend("_")
+    def encode(tokenizer, piece_chars):
+        chunks = []
+        lengths = _Encoder(tokenizer, np.dtype(np.uint16), piece_chars=piece_chars)(["short one", text, "another"], chunks.append)
+        return lengths, np.concatenate(chunks)
+
     for tokenizer in (tok, prepending):
-        whole = _Encoder(tokenizer, np.dtype(np.uint16), piece_chars=10**9)(["short one", text, "another"])
-        pieces = _Encoder(tokenizer, np.dtype(np.uint16), piece_chars=5000)(["short one", text, "another"])
+        whole, pieces = encode(tokenizer, 10**9), encode(tokenizer, 5000)
         np.testing.assert_array_equal(pieces[0], whole[0])
         np.testing.assert_array_equal(pieces[1], whole[1])
     assert len(list(_Encoder(tok, np.dtype(np.uint16), piece_chars=5000)._pieces(text))) >= 70
