@@ -6,8 +6,9 @@
 
 With more than one worker, the processes are forked once, when the runner is entered (before
 any job has started thread pools or grown the parent), and serve every stage. They die with the
-runner's process, even when it is killed with SIGKILL. With one worker, or a stage of one job,
-jobs run in this process.
+runner's process, even when it is killed with SIGKILL. With one worker, jobs run in this
+process; with more, every job runs on a worker, a stage of one job too, so that this process
+never holds (nor, through its allocator, keeps) a job's working memory.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class LocalRunner:
         weights = list(weights) if weights is not None else [1.0] * len(jobs)
         results: list = [None] * len(jobs)
         with stage_progress(desc, weights, unit) as bar:
-            if self._pool is None or len(jobs) <= 1:
+            if self._pool is None:
                 for i, job in enumerate(jobs):
                     results[i] = fn(job)
                     bar.update(weights[i])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -118,6 +119,18 @@ def test_output_is_byte_identical_for_any_memory_budget(tmp_path, reuters_docs):
     assert max(runner.held["resolve"]) <= tiny.range_docs
     with pytest.raises(UserError, match="--memory-limit .* too small"):
         DedupBudget.for_limit(10 << 20, workers=2)
+
+
+def _pid(_job: object) -> int:
+    return os.getpid()
+
+
+def test_with_workers_even_a_stage_of_one_job_runs_off_the_main_process():
+    """The main process never holds a job's working memory (a match partition of a small corpus)."""
+    with LocalRunner(2) as runner:
+        assert runner.run(_pid, [None], "one job") != [os.getpid()]
+    with LocalRunner(1) as runner:
+        assert runner.run(_pid, [None], "one job") == [os.getpid()]
 
 
 class InterruptingRunner(LocalRunner):
