@@ -363,13 +363,18 @@ def _pieces_at_separators(data: bytes, piece_bytes: int) -> Iterator[bytes]:
     yield data[start:]
 
 
-def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
-    """uint64 [docs, bands]: one hash per band of `rows` consecutive signature values."""
-    s = signatures[:, : bands * rows].reshape(len(signatures), bands, rows).astype(_U64)
-    h = np.zeros(s.shape[:2], dtype=_U64)
-    for r in range(rows):
-        h = mix64(h * _U64(_WORD_BASE) + s[:, :, r] + _U64(r + 1))
-    return h
+def band_hashes(signatures: np.ndarray, bands: int, rows: int, chunk_docs: int = 4096) -> np.ndarray:
+    """uint64 [docs, bands]: one hash per band of `rows` consecutive signature values. Computed a
+    chunk of documents at a time, row r of every band at once (a strided view): no uint64 copy of
+    the signatures, and temporaries that stay in the CPU caches."""
+    out = np.empty((len(signatures), bands), dtype=_U64)
+    for lo in range(0, len(signatures), chunk_docs):
+        chunk = signatures[lo : lo + chunk_docs]
+        h = np.zeros((len(chunk), bands), dtype=_U64)
+        for r in range(rows):
+            h = mix64(h * _U64(_WORD_BASE) + chunk[:, r : bands * rows : rows] + _U64(r + 1))
+        out[lo : lo + chunk_docs] = h
+    return out
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:

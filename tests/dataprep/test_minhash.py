@@ -149,3 +149,26 @@ def test_a_large_text_normalized_in_pieces_hashes_as_whole(ascii_only):
     np.testing.assert_array_equal(chunked.signatures, whole.signatures)
     np.testing.assert_array_equal(chunked.shingles, whole.shingles)
     np.testing.assert_array_equal(chunked.shingle_counts, whole.shingle_counts)
+
+
+def test_band_hashes_follow_their_definition_for_every_chunk_of_documents():
+    """band b of a document: h = 0; for each of its rows r, h = mix64(h * B + value + r + 1) mod 2^64
+    (the values an index's `.bands` holds, so a later `--against` finds the same buckets)."""
+    mask = (1 << 64) - 1
+
+    def mix(x: int) -> int:
+        x ^= x >> 30
+        x = (x * 0xBF58476D1CE4E5B9) & mask
+        x ^= x >> 27
+        x = (x * 0x94D049BB133111EB) & mask
+        return x ^ (x >> 31)
+
+    signatures = np.random.default_rng(3).integers(0, 2**32, size=(9, 128), dtype=np.uint32)
+    for bands, rows in ((16, 8), (9, 14), (3, 5)):
+        expected = np.zeros((len(signatures), bands), dtype=np.uint64)
+        for d, b in np.ndindex(len(signatures), bands):
+            h = 0
+            for r in range(rows):
+                h = mix((h * minhash._WORD_BASE + int(signatures[d, b * rows + r]) + r + 1) & mask)
+            expected[d, b] = h
+        np.testing.assert_array_equal(minhash.band_hashes(signatures, bands, rows, chunk_docs=4), expected)
