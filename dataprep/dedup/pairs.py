@@ -52,10 +52,6 @@ def partition_pairs(directory: Path, t: int) -> int:
 
 def read_partition(directory: Path, t: int) -> np.ndarray:
     files = partition_files(directory, t)
-    return read_pairs(files)
-
-
-def read_pairs(files: list[Path]) -> np.ndarray:
     if not files:
         return np.empty((0, 2), np.uint32)
     return np.concatenate([np.fromfile(f, dtype=np.uint32).reshape(-1, 2) for f in files])

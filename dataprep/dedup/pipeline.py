@@ -41,7 +41,6 @@ contains one of them is represented by it, and the new documents in it are remov
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
@@ -143,8 +142,9 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         raise UserError(f"{total:,} documents in one run; at most {(1 << 32) - 1:,}: split the corpus and chain runs with --against")
     round_args = (all_parts, offsets, len(old_parts), work, runner, budget)
     ranges = math.ceil(total / budget.range_docs)
-    _refuse_repeated_ids(_match_round("ids", *round_args), ranges, all_parts, offsets, options.id_field)
-    exact_dir = _match_round("exact", *round_args)
+    ids_dir, _ = _match_round("ids", *round_args)
+    _refuse_repeated_ids(ids_dir, ranges, all_parts, offsets, options.id_field)
+    exact_dir, _ = _match_round("exact", *round_args)
     parts = Parts.of(all_parts, offsets)
     labels_path = None
     if options.near:
@@ -161,7 +161,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
 
     resolve_dir = work / f"resolve-{budget.range_docs}"
     resolve_jobs = [
-        ResolveJob(lo, hi, str(exact_dir[0]), r, str(labels_path) if labels_path else None, str(resolve_dir / f"{r:05d}.removed"),
+        ResolveJob(lo, hi, str(exact_dir), r, str(labels_path) if labels_path else None, str(resolve_dir / f"{r:05d}.removed"),
                    str(resolve_dir / f"{r:05d}.jsonl"), str(resolve_dir / f"{r:05d}.json"), parts, budget.verify_pairs, budget.describe_rows)
         for r in range(first_new_key // budget.range_docs, ranges)
         for lo, hi in [(max(r * budget.range_docs, first_new_key), min((r + 1) * budget.range_docs, total))] if lo < hi
@@ -251,10 +251,9 @@ def _prepare_work_dir(work: Path, index_dir: Path, files, tasks, options: DedupO
     index_dir.mkdir(parents=True, exist_ok=True)
 
 
-def _refuse_repeated_ids(found: tuple[Path, int], ranges: int, parts: list[IndexPart], offsets: np.ndarray, id_field: str) -> None:
-    """`found`: pair files of (record, earlier record with the same id) keys, by range of the first.
+def _refuse_repeated_ids(ids_dir: Path, ranges: int, parts: list[IndexPart], offsets: np.ndarray, id_field: str) -> None:
+    """`ids_dir`: pair files of (record, earlier record with the same id) keys, by range of the first.
     Any at all is an error naming the first few; one range's pairs are read at a time."""
-    ids_dir, _ = found
     count = sum(partition_pairs(ids_dir, r) for r in range(ranges))
     if count == 0:
         return
@@ -274,9 +273,8 @@ def _refuse_repeated_ids(found: tuple[Path, int], ranges: int, parts: list[Index
     )
 
 
-def _write_exact_flags(found: tuple[Path, int], ranges: int, total: int, range_docs: int, path: Path) -> None:
+def _write_exact_flags(exact_dir: Path, ranges: int, total: int, range_docs: int, path: Path) -> None:
     """uint8 per key, 1 for an exact duplicate (left out of the band round), one range at a time."""
-    exact_dir, _ = found
     with atomic_write(path, durable=False) as f:
         for r in range(ranges):
             lo = r * range_docs

@@ -296,6 +296,21 @@ def test_duplicate_ids_in_the_input_are_reported_never_merged(tmp_path):
     assert not (tmp_path / "out" / "stats.json").exists()
 
 
+def test_repeated_ids_are_counted_and_named_alike_whatever_the_ranges_of_the_pair_files(tmp_path):
+    """Repeated ids spread over many ranges of documents: the count of all, the first three in input order."""
+    rows = [{"id": f"d{i % 50}" if i % 7 == 0 else f"u{i}", "text": f"text number {i}"} for i in range(400)]
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    messages = []
+    for budget in (None, DedupBudget(partition_bytes=1024, verify_pairs=4, describe_rows=2, range_docs=16)):
+        with pytest.raises(UserError) as e:
+            run_dedup([str(src)], tmp_path / "out", DedupOptions(), workers=2, budget=budget)
+        messages.append(str(e.value))
+    repeated = sum(1 for i in range(400) if i % 7 == 0) - len({i % 50 for i in range(0, 400, 7)})
+    assert messages[0] == messages[1] and messages[0].startswith(f"{repeated} records have the id of an earlier record")
+    assert "'d0' at a.jsonl:351 (first at a.jsonl:1)" in messages[0]  # row 350 = 7 * 50 repeats row 0's id first
+
+
 def test_index_keeps_only_what_against_needs_and_costs_less_than_the_input(tmp_path, reuters_docs):
     from bench.corpora import write_jsonl
 
