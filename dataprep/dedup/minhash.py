@@ -156,19 +156,24 @@ def _shingle_hashes(words: np.ndarray, doc_of_word: np.ndarray, ngram: int) -> t
         return np.empty(0, np.uint32), np.empty(0, np.int64)
     multipliers = np.resize(_GRAM_MULTIPLIERS, ngram)
     gram = words * multipliers[0]
-    for k in range(1, ngram):
-        shifted = np.zeros(n_words, dtype=_U64)
-        shifted[:-k] = words[k:] * multipliers[k]
-        same_doc = np.zeros(n_words, dtype=bool)
-        same_doc[:-k] = doc_of_word[k:] == doc_of_word[:-k]
-        gram += np.where(same_doc, shifted, _U64(0))
+    for k in range(1, ngram):  # across document ends too: those n-grams are dropped, or recomputed below
+        gram[:-k] += words[k:] * multipliers[k]
     last = np.minimum(np.arange(n_words) + ngram - 1, n_words - 1)
     full = (doc_of_word[last] == doc_of_word) & (np.arange(n_words) + ngram - 1 < n_words)
     first_of_doc = np.ones(n_words, dtype=bool)
     first_of_doc[1:] = doc_of_word[1:] != doc_of_word[:-1]
-    doc_is_short = ~full[first_of_doc]  # a doc is short iff its first word starts no full n-gram
+    firsts = np.flatnonzero(first_of_doc)
+    doc_is_short = ~full[firsts]  # a doc is short iff its first word starts no full n-gram
     short_start = np.zeros(n_words, dtype=bool)
-    short_start[np.flatnonzero(first_of_doc)[doc_is_short]] = True
+    if doc_is_short.any():  # one shingle of all its words: the sum over its own words only
+        starts = firsts[doc_is_short]
+        lengths = (np.append(firsts[1:], n_words) - firsts)[doc_is_short]
+        short = words[starts] * multipliers[0]
+        for k in range(1, ngram):
+            within = lengths > k
+            short[within] += words[starts[within] + k] * multipliers[k]
+        gram[starts] = short
+        short_start[starts] = True
     keep = full | short_start
     return (mix64(gram[keep]) >> _U64(32)).astype(np.uint32), doc_of_word[keep]
 
