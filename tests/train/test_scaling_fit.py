@@ -74,8 +74,12 @@ def test_ptk_scaling_fit_over_run_directories(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "loss law      fit:" in out
     # The law keeps the range of its runs (tiny models, far from 1e20 FLOPs) and the data they saw.
-    assert fitted.params_range[1] < 1e8 and "lie outside the range the law was fitted on" in out
-    assert "for the law's own data and tokenizer (the data and tokenizer of the runs it was fitted on)" in out
+    assert fitted.params_range[1] < 1e8 and "loss          not predicted: N = " in out and "lie outside the range the law was fitted on" in out
+    inside = [str(hi) for _, hi in (fitted.params_range, fitted.tokens_range)]
+    assert main(["plan", "--params", inside[0], "--tokens", inside[1], "--law", str(law_file)]) == 0
+    (loss,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("loss  ")]
+    assert "predicted for the law's own data and tokenizer (the data and tokenizer of the runs it was fitted on)" in loss
+    assert "outside" not in loss
 
 
 def test_ptk_scaling_fit_errors_name_the_problem(tmp_path, capsys):
