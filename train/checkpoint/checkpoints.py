@@ -1,7 +1,8 @@
-"""Atomic `torch.distributed.checkpoint` directories, newest-valid lookup, and restore on any world size.
+"""Atomic `torch.distributed.checkpoint` directories, finalized in the background; newest-valid lookup, and restore on any world size.
 
     ckpts = Checkpoints(run_dir / "checkpoints", keep=2)
-    ckpts.save(trainer, config=to_dict(cfg), extra={"loader": loader.state_dict(), ...})
+    ckpts.save(trainer, config=to_dict(cfg), extra={"loader": loader.state_dict(), ...})  # returns after the write
+    ckpts.wait()                                # the save's hashing, meta.json and rename are done (collective)
     found = ckpts.latest_valid()                # newest whose files verify, or None
     ckpts.restore(trainer, found)               # model, optimizer, step, tokens, RNG; found.meta["extra"]
 
@@ -10,19 +11,30 @@ so FSDP2 shards, DDP replicas and a plain model all read and write the same chec
 `rng-rank<r>.pt` per process, and `meta.json`, written last: step, tokens, the resolved config,
 the model's shape (`model`, for `ptk export`), the caller's `extra` (loader state, mixture
 fingerprint, ...), world size, and every file's size and sha256. The directory is first written as
-`.tmp-step-0000050` and renamed once every process has finished, so a killed run never leaves a
+`.tmp-step-0000050` and renamed once `meta.json` is complete, so a killed run never leaves a
 directory named `step-*` that is incomplete. On restore the newest `step-*` whose files match their
 `meta.json` is loaded; a newer one that does not match is reported (one line on stderr) and skipped. After a save only the newest `keep` are kept.
+
+Where the time goes: `save` blocks training for the write (`dcp.save`, every process its part) only.
+The sha256 of every file (each process hashes about 1/N of them, largest first), `meta.json`, the
+rename, its directory fsync and the pruning of older checkpoints then run in a thread while training
+goes on (`Finalization`). The next `save`, a `choose` (resume, rollback), the end of training and a run
+stopping on an error or Ctrl-C wait for it first, so its failure (a full disk writing `meta.json`) is
+reported as the same one-line error a failed write is. Hashing costs about 2 s/GB per process share
+(`python -m bench.checkpoint_hash`). Verification on resume stays before the load, as it must, with
+the same cost split the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import io
 import json
 import shutil
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -98,10 +110,10 @@ class AgreedError(UserError):
     still meet for a clean shutdown (gloo processes that exit without one intermittently abort)."""
 
 
-def together(work: Callable[[], Any], where: Path, main_only: bool = False) -> list[Any]:
-    """Run `work` on every process (or on rank 0 only) and gather the results. If it failed anywhere,
-    every process raises the same AgreedError (the lowest failing rank's), so none waits for a peer
-    that has left."""
+def together(work: Callable[[], Any], where: Path, main_only: bool = False, group: Any = None) -> list[Any]:
+    """Run `work` on every process (or on rank 0 only) and gather the results (over `group`, a group of
+    every process; by default the training's). If it failed anywhere, every process raises the same
+    AgreedError (the lowest failing rank's), so none waits for a peer that has left."""
     try:
         outcome = (None, work() if _rank() == 0 or not main_only else None)
     except (Exception, CheckpointException) as e:  # noqa: BLE001 - reported as one line, on every process
@@ -111,7 +123,7 @@ def together(work: Callable[[], Any], where: Path, main_only: bool = False) -> l
     outcomes = [outcome]
     if _world() > 1:
         outcomes = [None] * _world()
-        dist.all_gather_object(outcomes, outcome)
+        dist.all_gather_object(outcomes, outcome, group=group)
     for problem, _ in outcomes:
         if problem:
             raise AgreedError(problem)
@@ -176,10 +188,41 @@ def check_model(ckpt: Checkpoint, model_cfg: ModelConfig) -> None:
             )
 
 
+class Finalization:
+    """The background part of one save on this process, in a thread: `work` (hash this process's share,
+    exchange the shares, and on rank 0 write `meta.json`, rename, prune). `result` waits for it and raises
+    its failure as a one-line UserError."""
+
+    def __init__(self, tmp: Path, work: Callable[[], None]) -> None:
+        self.tmp, self.problem = tmp, None
+        self._thread = threading.Thread(target=self._run, args=(work,), name=f"ptk-finalize-{tmp.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except BaseException as e:  # noqa: BLE001 - reported as one line by whoever waits for it
+            self.problem = failure_message(e, self.tmp)
+
+    def result(self) -> None:
+        self._thread.join()
+        if self.problem:
+            raise UserError(self.problem)
+
+
 class Checkpoints:
     def __init__(self, directory: str | Path, keep: int) -> None:
         self.dir = Path(directory)
         self.keep = keep
+        self.pending: Finalization | None = None
+        # The finalizer thread exchanges hashes over a gloo group of its own, made once by every process
+        # (as DCP's async_save wants its background collectives kept off the training's group): each
+        # process issues a group's collectives in one order, and a second thread sharing the training's
+        # group would interleave its exchanges with the training's all-reduces differently on each
+        # process. One finalization at a time uses this group, so its order is the same everywhere.
+        # (Shares exchanged as files instead would leave rank 0 polling for a peer's file, which a peer
+        # whose disk is full cannot write, until a timeout.)
+        self._group: Any = None
 
     def candidates(self) -> list[Path]:
         """`step-N` directories, the highest step first."""
@@ -202,6 +245,7 @@ class Checkpoints:
 
         With `refuse_all_corrupt`, checkpoints that exist but all fail raise UserError naming them:
         starting over on its own would retrain from step 1 and overwrite the run's logs."""
+        self.wait()  # a rollback must see the checkpoint still being finalized
         problems = []
         for path in self.candidates():
             if before is not None and step_of(path) >= before:
@@ -225,28 +269,61 @@ class Checkpoints:
         return None
 
     def save(self, trainer: Trainer, config: dict, extra: dict) -> Path:
-        """Collective: every process calls it at the same step.
+        """Collective: every process calls it at the same step. Returns once the files are written; the
+        checkpoint is named `step-*` later, when its finalization (in the background) is done: `wait`.
 
         A failure on any process (a full disk, a read-only directory) stops every process with the
-        same one-line UserError naming the path; the temporary directory is removed and the older
-        checkpoints stay as they were, so the run resumes from the newest of them."""
+        same one-line UserError naming the path, here or at the next `wait`; the temporary directory is
+        removed and the older checkpoints stay as they were, so the run resumes from the newest of them."""
+        self.wait()
         name = checkpoint_name(trainer.step)
         final, tmp = self.dir / name, self.dir / f"{TMP_PREFIX}{name}"
+        meta = copy.deepcopy({"step": trainer.step, "tokens": trainer.tokens, "world_size": trainer.env.world_size,
+                              "model": dataclasses.asdict(trainer.model_cfg), "config": config, "extra": extra})  # fmt: skip
         try:
             together(lambda: _fresh_directory(tmp), tmp, main_only=True)
             together(lambda: _write_states(trainer, tmp), tmp)
-            files = sorted(p for p in tmp.iterdir() if p.is_file())
-            shares = together(lambda: {f.name: [f.stat().st_size, sha256_file(f)]
-                                       for f in share_of_files(files, _rank(), _world())}, tmp)  # fmt: skip
-            meta = {"step": trainer.step, "tokens": trainer.tokens, "world_size": trainer.env.world_size,
-                    "model": dataclasses.asdict(trainer.model_cfg), "config": config, "extra": extra,
-                    "files": {k: v for share in shares for k, v in sorted(share.items())}}  # fmt: skip
-            together(lambda: self._seal(tmp, final, meta), tmp, main_only=True)
         except UserError:
             if _rank() == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
             raise
+        if self._group is None and _world() > 1:
+            self._group = dist.new_group(backend="gloo")
+        files = sorted(p for p in tmp.iterdir() if p.is_file())
+        self.pending = Finalization(tmp, lambda: self._finalize(tmp, final, meta, files))
         return final
+
+    def _finalize(self, tmp: Path, final: Path, meta: dict, files: list[Path]) -> None:
+        """In the finalizer thread of every process: hash this process's share, gather the shares over the
+        finalizer's group; rank 0 seals. A failure anywhere leaves no `step-*` and no temporary directory."""
+        try:
+            shares = together(lambda: {f.name: [f.stat().st_size, sha256_file(f)]
+                                       for f in share_of_files(files, _rank(), _world())}, tmp, group=self._group)  # fmt: skip
+            meta["files"] = {k: v for share in shares for k, v in sorted(share.items())}
+            if _rank() == 0:
+                self._seal(tmp, final, meta)
+        except BaseException:
+            if _rank() == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def wait(self) -> None:
+        """Collective: wait for the pending finalization, if any. If it failed on any process, every process
+        raises the same AgreedError (e.g. `...: no space left on device`)."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            together(pending.result, pending.tmp)
+
+    def wait_alone(self) -> str | None:
+        """Wait for the pending finalization on this process only, for a run stopping on an exception (its
+        peers may be stuck in a collective that this process will never join): its failure, or None."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            try:
+                pending.result()
+            except UserError as e:
+                return str(e)
+        return None
 
     def _seal(self, tmp: Path, final: Path, meta: dict) -> None:
         """Rank 0: `meta.json` last, the rename that makes the checkpoint visible, then pruning."""

@@ -208,6 +208,11 @@ class TrainingLoop:
     def run(self) -> RunSummary:
         try:
             return self._train()
+        except BaseException:  # an error or Ctrl-C: the checkpoint being finalized is completed (or reported) first
+            problem = self.ckpts.wait_alone()
+            if problem and self.env.is_main:
+                print(f"ptk train: the checkpoint being finalized was not saved: {problem}", file=sys.stderr)
+            raise
         finally:  # a failed run's logs and trackers are flushed and closed too
             for log in (self.metrics, self.events, self.trackers):
                 if log is not None:
@@ -254,6 +259,7 @@ class TrainingLoop:
             bar.update(1)
             if (cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last:
                 self.ckpts.save(trainer, self.config, self._extra())
+        self.ckpts.wait()  # the last checkpoint is complete (named step-*) before the run reports its end
         bar.close()
         seconds = time.perf_counter() - start
         return RunSummary(first_step, trainer.step, first_loss, list(recent), trained_tokens / seconds, seconds, val,
