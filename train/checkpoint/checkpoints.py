@@ -20,9 +20,9 @@ The sha256 of every file (each process hashes about 1/N of them, largest first),
 rename, its directory fsync and the pruning of older checkpoints then run in a thread while training
 goes on (`Finalization`). The next `save`, a `choose` (resume, rollback), the end of training and a run
 stopping on an error or Ctrl-C wait for it first, so its failure (a full disk writing `meta.json`) is
-reported as the same one-line error a failed write is. Hashing costs about 2 s/GB per process share
-(`python -m bench.checkpoint_hash`). Verification on resume stays before the load, as it must, with
-the same cost split the same way.
+reported as the same one-line error a failed write is. Verification on resume stays before the load,
+as it must (a corrupt file is never loaded), split across the processes the same way: the cost of a
+resume's hashing per process is that of a save's (per GB: `python -m bench.checkpoint_hash`).
 """
 
 from __future__ import annotations
