@@ -157,10 +157,10 @@ def test_a_finalization_failing_while_the_run_stops_is_reported_and_leaves_nothi
     assert sorted(p.name for p in ckpt_dir.iterdir()) == ["step-0000004"]
 
 
-def held_run(config: Path, mode: str, step: int, rank: str) -> list[str]:
-    """The 2-process `ptk train` command, through held_hashing_worker.py (see there for the modes)."""
-    return [sys.executable, "-m", "train.torchrun", "--standalone", "--nproc_per_node=2", str(WORKER), mode, str(step),
-            rank, str(config)]  # fmt: skip
+def held_run(config: Path, mode: str, step: int, rank: str, nproc: int = 2) -> list[str]:
+    """`ptk train`'s torchrun command, through held_hashing_worker.py (see there for the modes)."""
+    return [sys.executable, "-m", "train.torchrun", "--standalone", f"--nproc_per_node={nproc}", str(WORKER), mode,
+            str(step), rank, str(config)]  # fmt: skip
 
 
 def rows_logged(metrics: Path) -> list[int]:
@@ -171,22 +171,24 @@ def rows_logged(metrics: Path) -> list[int]:
 
 @pytest.mark.distributed
 @pytest.mark.slow
-def test_kill_9_while_a_checkpoint_is_hashed_resumes_from_the_previous_one_as_if_uninterrupted(kit, tmp_path: Path) -> None:
-    ref = kit.config(tmp_path / "ref", **{**RUN, "checkpoint": {"every": 4, "keep": 2}})
-    proc = kit.ptk(ref, nproc=2)
+@pytest.mark.parametrize("parallel,nproc", [("ddp", 2), ({"data": "fsdp", "tp": 2}, 4)], ids=["ddp2", "fsdp2xtp2"])
+def test_kill_9_while_a_checkpoint_is_hashed_resumes_from_the_previous_one_as_if_uninterrupted(kit, tmp_path: Path, parallel, nproc: int) -> None:
+    run_cfg = {**RUN, "checkpoint": {"every": 4, "keep": 2}, "parallel": parallel}
+    ref = kit.config(tmp_path / "ref", **run_cfg)
+    proc = kit.ptk(ref, nproc=nproc)
     assert proc.returncode == 0, proc.stderr[-3000:]
     reference = kit.rows(tmp_path / "ref" / "run")
 
-    config = kit.config(tmp_path / "killed", **{**RUN, "checkpoint": {"every": 4, "keep": 2}})
+    config = kit.config(tmp_path / "killed", **run_cfg)
     run, metrics = tmp_path / "killed" / "run", tmp_path / "killed" / "run" / "metrics.jsonl"
     log = tmp_path / "killed" / "stderr.txt"
     with log.open("w") as err:
-        victim = subprocess.Popen(held_run(config, "hold", 8, "any"), stdout=subprocess.DEVNULL, stderr=err,
+        victim = subprocess.Popen(held_run(config, "hold", 8, "any", nproc), stdout=subprocess.DEVNULL, stderr=err,
                                   start_new_session=True, cwd=kit.root, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
     try:
         deadline = time.monotonic() + kit.hang_seconds
-        held = [tmp_path / "killed" / f"held-rank{r}" for r in (0, 1)]
-        # Both processes are hashing step 8 (held) while training goes on past it.
+        held = [tmp_path / "killed" / f"held-rank{r}" for r in range(nproc)]
+        # Every process is hashing step 8 (held) while training goes on past it.
         while not (all(h.exists() for h in held) and max(rows_logged(metrics), default=0) >= 10):
             assert victim.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, "training did not go on while step 8 was being hashed"
@@ -199,12 +201,13 @@ def test_kill_9_while_a_checkpoint_is_hashed_resumes_from_the_previous_one_as_if
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [".tmp-step-0000008", "step-0000004"]
     assert not (run / "checkpoints" / ".tmp-step-0000008" / META_FILE).exists()
 
-    resumed = kit.ptk(config, nproc=2)
+    resumed = kit.ptk(config, nproc=nproc)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {run}/checkpoints/step-0000004 (step 4)" in resumed.stderr
     assert [(r["step"], r["loss"], r["grad_norm"]) for r in kit.rows(run)] == [
         (r["step"], r["loss"], r["grad_norm"]) for r in reference]  # fmt: skip
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-0000008", "step-0000012"]
+    assert all(complete(p) for p in (run / "checkpoints").iterdir())  # every process's files listed and hashed
     got, _ = load_exported(export_model(run, tmp_path / "killed.safetensors")[0])
     want, _ = load_exported(export_model(tmp_path / "ref" / "run", tmp_path / "ref.safetensors")[0])
     for (name, a), (_, b) in zip(got.state_dict().items(), want.state_dict().items()):
