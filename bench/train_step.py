@@ -167,4 +167,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from train.parallel.distributed import exit_process
+
+    exit_process(main())

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from pretrainkit.errors import UserError
 from pretrainkit.progress import end_bars
 from train.cli import add_train_arguments
 from train.config import load_config
+from train.parallel.distributed import exit_process
 from train.torchrun import USER_ERROR, report_user_error
 
 
@@ -38,11 +38,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    # Every process has passed the final barrier (or failed) and every file is closed; the process groups
-    # are left alive (train.parallel.distributed.end_process_groups). Skipping the interpreter's teardown
-    # avoids gloo's and DTensor's C++ threads intermittently aborting the process at exit (SIGABRT,
-    # "terminate called without an active exception") or deadlocking in a group's destructor.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_process(main())

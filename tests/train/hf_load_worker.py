@@ -25,7 +25,7 @@ from train.model.hf_adapter import HFWeights, model_config_from_hf, read_hf_conf
 from train.model.llama import ModelConfig, Transformer  # noqa: E402
 from train.model.materialize import init_weights, load_hf_weights  # noqa: E402
 from train.parallel.data_parallel import parallelize  # noqa: E402
-from train.parallel.distributed import DistEnv, init_distributed, shutdown  # noqa: E402
+from train.parallel.distributed import DistEnv, exit_process, init_distributed, shutdown  # noqa: E402
 from train.parallel.mesh import ParallelMesh, layout_of  # noqa: E402
 
 
@@ -67,3 +67,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    exit_process(0)

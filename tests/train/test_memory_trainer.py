@@ -119,7 +119,7 @@ def test_memory_model_within_25_percent_under_ddp_each_zero_stage_tp2_and_pp2():
 if __name__ == "__main__":
     import torch.distributed as dist
 
-    from train.parallel.distributed import shutdown
+    from train.parallel.distributed import exit_process, shutdown
 
     results = []
     for case in ONE_PROCESS if sys.argv[1] == "one" else TWO_PROCESSES:
@@ -129,3 +129,4 @@ if __name__ == "__main__":
     if os.environ.get("RANK", "0") == "0":
         print(json.dumps(results))
     shutdown()
+    exit_process(0)

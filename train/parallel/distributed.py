@@ -3,6 +3,7 @@
     env = init_distributed("auto")     # torchrun's RANK/WORLD_SIZE/... or a single local process
     ...
     shutdown()                         # barrier, then end_process_groups()
+    exit_process(0)                    # the end of a process torchrun started
 
 Under torchrun (or any launcher setting MASTER_ADDR) the group is created from the environment; a
 plain single process gets a world of one on an in-process store, so every code path (FSDP2 included)
@@ -12,7 +13,9 @@ runs the same way with one process or many. CUDA uses NCCL, CPU uses gloo.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -69,3 +72,13 @@ def end_process_groups() -> None:
     ~ProcessGroupGloo). Never destroyed, the groups cannot deadlock; the process's end frees them."""
     if dist.is_initialized() and "MASTER_ADDR" not in os.environ:
         dist.destroy_process_group()
+
+
+def exit_process(code: int) -> NoReturn:
+    """End a training process (every rank past `shutdown`, or failed) without the interpreter's
+    teardown: with the process groups left alive (`end_process_groups`), tearing them down there
+    could deadlock as above, and gloo's and DTensor's C++ threads intermittently abort a run that
+    succeeded (SIGABRT, "terminate called without an active exception"). Files must be closed."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
