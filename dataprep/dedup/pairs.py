@@ -27,9 +27,18 @@ def by_range(pairs: np.ndarray, range_docs: int) -> np.ndarray:
     return pairs[:, 0].astype(np.int64) // range_docs
 
 
+def pack(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """uint64 (first << 32) | second per pair: one value to sort, deduplicate or hash pairs by."""
+    return (np.asarray(first).astype(np.uint64) << np.uint64(32)) | np.asarray(second).astype(np.uint64)
+
+
+def unpack(packed: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The [n, 2] pairs of `pack`'s values, as `dtype`."""
+    return np.stack([packed >> np.uint64(32), packed & np.uint64(0xFFFFFFFF)], axis=1).astype(dtype)
+
+
 def by_hash(pairs: np.ndarray, fanout: int) -> np.ndarray:
-    packed = (pairs[:, 0].astype(np.uint64) << np.uint64(32)) | pairs[:, 1].astype(np.uint64)
-    return ((packed * _GOLDEN) >> np.uint64(32)) % np.uint64(fanout)
+    return ((pack(pairs[:, 0], pairs[:, 1]) * _GOLDEN) >> np.uint64(32)) % np.uint64(fanout)
 
 
 def write_fanout(directory: Path, writer: int, pairs: np.ndarray, targets: np.ndarray, fanout: int) -> None:

@@ -55,7 +55,7 @@ import zstandard
 
 from dataprep.dedup.budget import DedupBudget, default_memory_limit
 from dataprep.dedup.index import READ_CHUNK_DOCS, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, scan_part
-from dataprep.dedup.pairs import by_hash, by_range, partition_pairs, read_partition, write_fanout
+from dataprep.dedup.pairs import by_hash, by_range, pack, partition_pairs, read_partition, unpack, write_fanout
 from dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, describe, resolve_range, verify_partition
 from dataprep.executors import JobRunner
 from dataprep.executors.local import LocalRunner
@@ -417,8 +417,7 @@ def _match_partition(job: _MatchJob) -> None:
         a = np.concatenate([keys[member], keys[prev]])
         b = np.concatenate([keys[group_start[member]], keys[prev - 1]])
         new = (a >= job.first_new_key) | (b >= job.first_new_key)  # old-old pairs were settled by the old run
-        packed = np.unique((np.minimum(a, b)[new] << np.uint64(32)) | np.maximum(a, b)[new])
-        pairs = np.stack([packed >> np.uint64(32), packed & np.uint64(0xFFFFFFFF)], axis=1).astype(np.uint32)
+        pairs = unpack(np.unique(pack(np.minimum(a, b)[new], np.maximum(a, b)[new])), np.uint32)
         write_fanout(Path(job.pairs_dir), job.partition, pairs, by_hash(pairs, job.fanout), job.fanout)
     done.parent.mkdir(parents=True, exist_ok=True)  # no partition may have pairs
     done.touch()

@@ -24,7 +24,7 @@ from dataprep.dedup.budget import DedupBudget
 from dataprep.dedup.clusters import label_components
 from dataprep.dedup.index import IndexPart, read_shingles
 from dataprep.dedup.minhash import jaccard
-from dataprep.dedup.pairs import pair_chunks, read_partition
+from dataprep.dedup.pairs import pack, pair_chunks, read_partition, unpack
 from pretrainkit.files import atomic_write, write_text_atomic
 
 LABEL = np.dtype("<u4")
@@ -99,13 +99,12 @@ def verify_partition(job: VerifyJob) -> None:
     if Path(job.links_path).exists():  # finished by an earlier, interrupted run
         return
     found = read_partition(Path(job.candidates_dir), job.partition)
-    packed = np.unique((found[:, 0].astype(np.uint64) << np.uint64(32)) | found[:, 1])  # the same pair from other bands
+    packed = np.unique(pack(found[:, 0], found[:, 1]))  # the same pair from other bands
     del found
     parts = job.parts.open()
     with atomic_write(job.links_path, durable=False) as f:
         for lo in range(0, len(packed), job.chunk_pairs):
-            chunk = packed[lo : lo + job.chunk_pairs]
-            pairs = np.stack([chunk >> np.uint64(32), chunk & np.uint64(0xFFFFFFFF)], axis=1).astype(np.int64)
+            pairs = unpack(packed[lo : lo + job.chunk_pairs], np.int64)
             linked = pairs[_jaccard_chunk(pairs, parts, job.parts.offsets) >= job.threshold]
             f.write(linked.astype(np.uint32).tobytes())
 
