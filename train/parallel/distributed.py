@@ -42,6 +42,11 @@ def select_device(preference: str, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
+def launched() -> bool:
+    """Whether a launcher (torchrun, or any setting MASTER_ADDR) started this process as one of a group."""
+    return "MASTER_ADDR" in os.environ
+
+
 def init_distributed(device_preference: str = "auto") -> DistEnv:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device = select_device(device_preference, local_rank)
@@ -49,7 +54,7 @@ def init_distributed(device_preference: str = "auto") -> DistEnv:
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
-        if "MASTER_ADDR" in os.environ:
+        if launched():
             dist.init_process_group(backend, device_id=device if device.type == "cuda" else None)
         else:
             dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
@@ -70,7 +75,7 @@ def end_process_groups() -> None:
     tensors of the last collective waits for the GIL: both processes of a finished or failed run then
     hang at exit (seen under load, a worker in ~AsyncAllgatherWork, the main thread in
     ~ProcessGroupGloo). Never destroyed, the groups cannot deadlock; the process's end frees them."""
-    if dist.is_initialized() and "MASTER_ADDR" not in os.environ:
+    if dist.is_initialized() and not launched():
         dist.destroy_process_group()
 
 
