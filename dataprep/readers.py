@@ -400,26 +400,29 @@ def _document_from_object(
     if not text or text.isspace():  # isspace stops at the first other character; strip() copies
         return Rejected(source, line_no, "empty text")
     doc_id = obj.get(id_field)
-    if doc_id is None or doc_id == "":
+    generated = doc_id is None or doc_id == ""
+    if generated:
         doc_id = f"{source}:{line_no}"
-        if not records:
-            pass
-        elif raw is not None and id_field not in obj:  # insert the id, every other byte unchanged
-            brace = raw.index(b"{") + 1  # the line parsed as an object: only whitespace comes before it
-            field = json.dumps({id_field: doc_id}, ensure_ascii=False)[1:-1].encode("utf-8")
-            raw = raw[:brace] + field + b", " + raw[brace:]
-        else:  # a null or empty id is replaced where it stands (the record is re-serialized)
-            obj = {id_field: doc_id, **obj} if id_field not in obj else {**obj, id_field: doc_id}
-            raw = None
     elif isinstance(doc_id, (str, int)) and not isinstance(doc_id, bool):
         doc_id = str(doc_id)
     else:
         return Rejected(source, line_no, f"id field '{id_field}' is a {type(doc_id).__name__}, not a string or integer")
-    if not records:
-        raw = b""
-    elif raw is None:
-        raw = json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8")
-    return Document(doc_id, text, source, line_no, raw)
+    record = _record(obj, raw, id_field, doc_id, generated) if records else b""
+    return Document(doc_id, text, source, line_no, record)
+
+
+def _record(obj: dict, raw: bytes | None, id_field: str, doc_id: str, generated: bool) -> bytes:
+    """The record as one JSON line that holds its id: the original bytes (`raw`, None for a Parquet
+    row) where they do, with a generated id inserted or put in place of a null or empty one."""
+    if generated:
+        if raw is not None and id_field not in obj:  # insert the id, every other byte unchanged
+            brace = raw.index(b"{") + 1  # the line parsed as an object: only whitespace comes before it
+            field = json.dumps({id_field: doc_id}, ensure_ascii=False)[1:-1].encode("utf-8")
+            return raw[:brace] + field + b", " + raw[brace:]
+        # a null or empty id is replaced where it stands (the record is re-serialized)
+        obj = {id_field: doc_id, **obj} if id_field not in obj else {**obj, id_field: doc_id}
+        raw = None
+    return raw if raw is not None else json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8")
 
 
 def _read_parquet(f: InputFile, text_field: str, id_field: str, records: bool) -> Iterator[Item]:
