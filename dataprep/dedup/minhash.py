@@ -312,7 +312,7 @@ class MinHasher:
                     new.append(np.unique(h))
                     if len(new) == 16:
                         merged = _merge_sorted(merged, new)
-                carry = window[max(0, len(window) - self.ngram + 1) :] if len(window) >= self.ngram else window
+                carry = window[max(0, len(window) - self.ngram + 1) :]
         if not len(merged) and not new and len(carry):  # fewer words than n in all: one shingle of them all
             h, _ = _shingle_hashes(carry, np.zeros(len(carry), np.int64), self.ngram)
             new.append(h)
