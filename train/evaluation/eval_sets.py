@@ -103,7 +103,7 @@ def text_sets(inputs: list[str], tokenizer: LoadedTokenizer | None, text_field: 
     for name, given in zip(names, inputs):
         texts, rejected = [], {}
         for task in plan_read_tasks(discover_inputs([given])):
-            for item in read_task(task, text_field, id_field):
+            for item in read_task(task, text_field, id_field, records=False):
                 if isinstance(item, Document):
                     texts.append(item.text)
                 else:
