@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import train.checkpoint.checkpoints as checkpoints  # noqa: E402
 from train.__main__ import main  # noqa: E402
 from train.checkpoint.names import TMP_PREFIX, checkpoint_name  # noqa: E402
+from train.parallel.distributed import exit_process  # noqa: E402
 
 
 def patch(mode: str, step: int, rank: str, config: Path) -> None:
@@ -42,7 +43,4 @@ def patch(mode: str, step: int, rank: str, config: Path) -> None:
 if __name__ == "__main__":
     mode, step, rank, config, *rest = sys.argv[1:]
     patch(mode, int(step), rank, Path(config))
-    code = main([config, *rest])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # as `python -m train` ends
+    exit_process(main([config, *rest]))  # as `python -m train` ends
