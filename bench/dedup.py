@@ -6,7 +6,8 @@ Corpus: every text corpus in ../shared/data (Reuters-21578 bodies, Wikitext-2, P
 texts) as one JSONL file. Baseline: per document, a set of word 5-gram strings (regex words),
 `MinHash(num_perm=128).update_batch`, then `MinHashLSH.query` and `insert` at the same threshold,
 single process, reading the same JSONL. Prints docs/s, MB/s, peak RSS and the speed ratio, and
-writes bench/results/dedup.json. `--executor ray` also runs the same dedup as Ray tasks on a local
+writes bench/results/dedup.json. With `--workers` above 1 it also times one worker on the same corpus
+and prints the throughput ratio (how the work divides among processes on long documents). `--executor ray` also runs the same dedup as Ray tasks on a local
 Ray instance (started before the clock starts) and prints its time as a ratio to the local executor's:
 the Ray overhead on one machine.
 """
@@ -68,6 +69,12 @@ def main() -> None:
         ours = time.perf_counter() - t0
         ours_rss = peak_rss_mb()
 
+        one_worker = None
+        if args.workers > 1:
+            t0 = time.perf_counter()
+            run_dedup([str(corpus)], Path(tmp) / "out-1", DedupOptions(threshold=args.threshold), workers=1)
+            one_worker = time.perf_counter() - t0
+
         t0 = time.perf_counter()
         base_kept, base_dups = datasketch_loop(corpus, args.threshold, 128, 5)
         base = time.perf_counter() - t0
@@ -92,6 +99,9 @@ def main() -> None:
                             "removed": base_dups},
         "speedup": round(base / ours, 2),
     }
+    if one_worker is not None:
+        result["one_worker"] = {"seconds": round(one_worker, 3), "mb_per_s": round(mb / one_worker, 2),
+                                "speedup_of_workers": round(one_worker / ours, 2)}
     if ray_seconds is not None:
         result["ray"] = {"seconds": round(ray_seconds, 3), "mb_per_s": round(mb / ray_seconds, 2),
                          "time_vs_local": round(ray_seconds / ours, 2)}
@@ -100,6 +110,10 @@ def main() -> None:
         r = result[name]
         print(f"  {name:<16} {r['seconds']:7.2f} s  {r['docs_per_s']:>8,} docs/s  {r['mb_per_s']:6.2f} MB/s  removed {r['removed']:,}")
     print(f"  peak RSS (pretrainkit main + largest worker): {ours_rss} MB")
+    if one_worker is not None:
+        r = result["one_worker"]
+        print(f"  --workers 1      {r['seconds']:7.2f} s  {r['mb_per_s']:6.2f} MB/s: --workers {args.workers} is "
+              f"{r['speedup_of_workers']}x one worker's throughput")
     print(f"speedup vs datasketch loop: {result['speedup']}x (pretrainkit --workers {args.workers}, baseline 1 process)")
     if ray_seconds is not None:
         r = result["ray"]

@@ -1,6 +1,6 @@
 """Benchmark: peak memory and throughput of `ptk dedup` on 1M, 3M, 6M short documents (bounded memory).
 
-    python -m bench.dedup_memory [--docs 1000000 3000000 6000000] [--workers 2] [--memory-limit 1G]
+    python -m bench.dedup_memory [--docs 1000000 3000000 6000000] [--workers 2] [--memory-limit 1G] [--scaling]
 
 Documents are two real sentences (Reuters-21578, Wikitext-2, PEPs from ../shared/data), with 18%
 exact and 17% lightly edited copies mixed in (about a third are duplicates at every size; the rate
@@ -9,7 +9,9 @@ each corpus really has is printed and written); each corpus is written once into
 runs as a child process; the resident memory of its whole process tree (main + workers) is
 sampled every 20 ms. Baseline, in the same run: the bytes of the text itself, which the peak must
 not track. With several sizes it prints the growth of the peak per extra document, and for each
-the size of `OUT/index/` against the input. Writes bench/results/dedup_memory.json.
+the size of `OUT/index/` against the input. `--scaling` also runs each corpus with one worker, the
+baseline of the throughput: it prints the MB/s of both and their ratio. Writes
+bench/results/dedup_memory.json.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ def main() -> None:
     ap.add_argument("--docs", type=int, nargs="+", default=[1_000_000])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--memory-limit", help="passed to ptk dedup (default: its own default)")
+    ap.add_argument("--scaling", action="store_true", help="also run with one worker and print the throughput ratio")
     ap.add_argument("--cache-dir", default=str(Path(__file__).resolve().parents[2] / "bench-cache"), help="where corpora are written once")
     args = ap.parse_args()
     if shared_data_dir() is None:
@@ -109,6 +112,14 @@ def main() -> None:
               f"({r['rss_bytes_per_doc']} bytes/doc; {r['duplicate_rate']:.1%} duplicates: {r['exact_duplicates']:,} exact, "
               f"{r['near_duplicates']:,} near) in {r['seconds']:.1f} s ({r['mb_per_s']} MB/s); input text / peak RSS = "
               f"{r['input_mb'] / r['peak_rss_mb_process_tree']:.2f}; index on disk {r['index_mb']} MB = {r['index_over_input']}x the input")
+        if args.scaling and args.workers > 1:
+            with tempfile.TemporaryDirectory(dir=args.cache_dir) as tmp:
+                one = measure(corpus, Path(tmp) / "out", 1, args.memory_limit)
+            one.pop("summary")
+            r["one_worker"] = {"seconds": one["seconds"], "mb_per_s": one["mb_per_s"]}
+            r["speedup_over_one_worker"] = round(one["seconds"] / r["seconds"], 2)
+            print(f"{n:,} docs: {args.workers} workers {r['mb_per_s']} MB/s, 1 worker {one['mb_per_s']} MB/s ({one['seconds']:.1f} s): "
+                  f"{r['speedup_over_one_worker']}x one worker's throughput")
         results.append(r)
     for a, b in zip(results, results[1:]):
         growth = (b["peak_rss_mb_process_tree"] - a["peak_rss_mb_process_tree"]) * 2**20 / (b["docs"] - a["docs"])
