@@ -17,6 +17,7 @@ from typing import Iterator
 
 import numpy as np
 
+from dataprep.dedup.grouping import counting_order
 from pretrainkit.files import atomic_write
 
 PAIR_BYTES = 8
@@ -43,8 +44,7 @@ def by_hash(pairs: np.ndarray, fanout: int) -> np.ndarray:
 
 def write_fanout(directory: Path, writer: int, pairs: np.ndarray, targets: np.ndarray, fanout: int) -> None:
     """Write `pairs` (uint32 [n, 2]) into the partitions `targets` names, keeping their order."""
-    order = np.argsort(targets, kind="stable")
-    bounds = np.searchsorted(targets[order], np.arange(fanout + 1))
+    order, bounds = counting_order(targets, fanout)
     for t in np.flatnonzero(np.diff(bounds)).tolist():
         with atomic_write(directory / f"{t:05d}" / f"w{writer:05d}.bin", durable=False) as f:
             f.write(np.ascontiguousarray(pairs[order[bounds[t] : bounds[t + 1]]], dtype=np.uint32).tobytes())

@@ -41,7 +41,6 @@ contains one of them is represented by it, and the new documents in it are remov
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
@@ -54,6 +53,7 @@ import numpy as np
 import zstandard
 
 from dataprep.dedup.budget import DedupBudget, default_memory_limit
+from dataprep.dedup.grouping import group_pairs, scatter_entries
 from dataprep.dedup.index import READ_CHUNK_DOCS, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, scan_part
 from dataprep.dedup.pairs import by_hash, by_range, pack, partition_pairs, read_partition, unpack, write_fanout
 from dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, describe, resolve_range, verify_partition
@@ -67,8 +67,8 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_concatenation_atomic, write_text_atomic, writing_into
 
 BUCKET_CHUNK_DOCS = 1 << 16
-WRITE_BATCH_RECORDS = 4096
-ENTRY = np.dtype([("h1", "<u8"), ("h2", "<u8"), ("key", "<u8")])
+WRITE_BLOCK_BYTES = 1 << 20
+ENTRY_BYTES = 24  # (h1, h2, key): three uint64 (`dataprep.dedup.grouping`)
 
 
 @dataclass(frozen=True)
@@ -292,7 +292,7 @@ def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_p
     pair may come from several bands)."""
     total = int(offsets[-1])
     per_doc = bands if kind == "bands" else 1
-    partitions = max(1, math.ceil(total * ENTRY.itemsize * per_doc / budget.partition_bytes))
+    partitions = max(1, math.ceil(total * ENTRY_BYTES * per_doc / budget.partition_bytes))
     bucket_dir = work / f"buckets-{kind}-{partitions}"  # a rerun with another --memory-limit cuts its own
     runner.run(
         _bucket_part,
@@ -341,38 +341,26 @@ def _bucket_part(job: _BucketJob) -> None:
         eligible &= np.fromfile(job.skip_path, dtype=np.uint8, count=job.docs, offset=job.offset) == 0
     if job.kind == "bands":
         eligible &= np.asarray(part.counts) > 0  # documents without words have no signature
-    target_type = np.uint16 if job.partitions <= 1 << 16 else np.uint32  # 16 bits: numpy radix-sorts
     chunks: list[list[np.ndarray]] = [[] for _ in range(job.partitions)]
     for lo in range(0, job.docs, BUCKET_CHUNK_DOCS):
         hi = min(lo + BUCKET_CHUNK_DOCS, job.docs)
         ok = eligible[lo:hi]
         if not ok.any():  # e.g. an old index's part in the ids round: it keeps no id hashes
             continue
-        keys = np.arange(lo, hi, dtype=np.uint64)[ok] + np.uint64(job.offset)
         if job.kind != "bands":
-            hashes = np.asarray((part.exact if job.kind == "exact" else part.id_hashes)[lo:hi])[ok]
-            e = _entries(hashes[:, 0], hashes[:, 1], keys)
+            hashes = np.asarray((part.exact if job.kind == "exact" else part.id_hashes)[lo:hi])
+            h1, h2 = hashes[:, :1], hashes[:, 1:]
         else:
-            bh = part.band_hashes(lo, hi, job.bands, job.rows)[ok]
-            band_ids = np.broadcast_to(np.arange(job.bands, dtype=np.uint64), bh.shape)
-            e = _entries(bh.ravel(), band_ids.ravel(), np.repeat(keys, job.bands))
-        target = (e["h1"] % np.uint64(job.partitions)).astype(target_type)
-        order = np.argsort(target, kind="stable")
-        bounds = np.searchsorted(target[order], np.arange(job.partitions + 1))
-        for p in range(job.partitions):
-            if bounds[p + 1] > bounds[p]:
-                chunks[p].append(e[order[bounds[p] : bounds[p + 1]]])
+            h1 = part.band_hashes(lo, hi, job.bands, job.rows)
+            h2 = np.broadcast_to(np.arange(job.bands, dtype=np.uint64), h1.shape)  # the band number
+        entries, bounds = scatter_entries(h1, h2, ok, job.offset + lo, job.partitions)
+        for p in np.flatnonzero(np.diff(bounds)).tolist():
+            chunks[p].append(entries[bounds[p] : bounds[p + 1]])
     for p, pieces in enumerate(chunks):
         with atomic_write(Path(job.bucket_dir) / f"p{p:05d}" / f"part-{job.part:05d}.bin", durable=False) as f:
             for piece in pieces:
-                f.write(piece.tobytes())
+                f.write(piece)
     done.touch()
-
-
-def _entries(h1: np.ndarray, h2: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    e = np.empty(len(keys), dtype=ENTRY)
-    e["h1"], e["h2"], e["key"] = h1, h2, keys
-    return e
 
 
 @dataclass(frozen=True)
@@ -389,38 +377,34 @@ class _MatchJob:
 def _match_partition(job: _MatchJob) -> None:
     """Groups of equal (h1, h2) in one partition, as pairs written to pair files (see `_match_round`).
 
-    Most entries are alone in their group: one fast sort of a 64-bit digest of (h1, h2) finds
-    those that are not, and only they are sorted exactly. Within a band group each member is
-    paired with the group's first member and with its predecessor: enough to connect the group
-    through verified pairs in the common case, and linear in the group size even for boilerplate
-    shared by thousands of documents."""
+    The groups are found by `dataprep.dedup.grouping.group_pairs` (a hash table, linear in the
+    entries); within a band group each member is paired with the group's first member and with
+    its predecessor: enough to connect the group through verified pairs in the common case, and
+    linear in the group size even for boilerplate shared by thousands of documents."""
     done = Path(job.pairs_dir) / f"done-{job.partition:05d}"
     if done.exists():  # finished by an earlier, interrupted run
         return
     d = Path(job.bucket_dir) / f"p{job.partition:05d}"
-    files = sorted(d.glob("part-*.bin")) if d.is_dir() else []
-    e = np.concatenate([np.fromfile(f, dtype=ENTRY) for f in files]) if files else np.empty(0, ENTRY)
-    digest = e["h1"] ^ (e["h2"] * np.uint64(0x9E3779B97F4A7C15))
-    ordered = np.sort(digest)
-    e = e[np.isin(digest, ordered[1:][ordered[1:] == ordered[:-1]])]
-    e = e[np.lexsort((e["key"], e["h2"], e["h1"]))]
-    same = np.zeros(len(e), dtype=bool)
-    same[1:] = (e["h1"][1:] == e["h1"][:-1]) & (e["h2"][1:] == e["h2"][:-1])
-    group_start = np.maximum.accumulate(np.where(~same, np.arange(len(e)), 0))
-    member = np.flatnonzero(same)
-    keys = e["key"]
+    later, earlier = group_pairs(_read_entries(sorted(d.glob("part-*.bin")) if d.is_dir() else []), job.kind == "bands")
     if job.kind != "bands":
-        pairs = np.stack([keys[member], keys[group_start[member]]], axis=1).astype(np.uint32)
+        pairs = np.stack([later, earlier], axis=1)
         write_fanout(Path(job.pairs_dir), job.partition, pairs, by_range(pairs, job.range_docs), job.fanout)
     else:
-        prev = member[group_start[member] != member - 1]
-        a = np.concatenate([keys[member], keys[prev]])
-        b = np.concatenate([keys[group_start[member]], keys[prev - 1]])
-        new = (a >= job.first_new_key) | (b >= job.first_new_key)  # old-old pairs were settled by the old run
-        pairs = unpack(np.unique(pack(np.minimum(a, b)[new], np.maximum(a, b)[new])), np.uint32)
+        new = later >= job.first_new_key  # old-old pairs were settled by the old run (and earlier < later)
+        pairs = unpack(np.unique(pack(earlier[new], later[new])), np.uint32)
         write_fanout(Path(job.pairs_dir), job.partition, pairs, by_hash(pairs, job.fanout), job.fanout)
     done.parent.mkdir(parents=True, exist_ok=True)  # no partition may have pairs
     done.touch()
+
+
+def _read_entries(files: list[Path]) -> np.ndarray:
+    """The entries of the files, in file order, as uint64 [n, 3], read into one array."""
+    entries = np.empty(sum(f.stat().st_size for f in files) // 8, np.uint64)
+    at = memoryview(entries).cast("B")
+    for f in files:
+        with open(f, "rb") as src:
+            at = at[src.readinto(at) :]
+    return entries.reshape(-1, 3)
 
 
 @dataclass(frozen=True)
@@ -435,25 +419,30 @@ class _WriteJob:
 
 
 def _write_kept(job: _WriteJob) -> int:
-    """Write the task's kept records (unchanged) and its index part's kept flags."""
-    removed = np.fromfile(job.removed_path, dtype=np.uint8, count=job.docs, offset=job.first).astype(bool)
-    kept = 0
+    """Write the task's kept records (unchanged) and its index part's kept flags. The records are
+    read a block at a time and cut at their newlines by numpy (no record is held whole: a record
+    that spans blocks is written a block's piece at a time)."""
+    keep = np.fromfile(job.removed_path, dtype=np.uint8, count=job.docs, offset=job.first) == 0
+    record = 0  # the record the next byte read belongs to
     with open(job.records_path, "rb") as src:
-        records = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(src))
+        records = zstandard.ZstdDecompressor().stream_reader(src)
         with atomic_write(Path(job.out_dir) / f"{part_name(job.index)}.jsonl.zst") as raw:
             with zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False) as out:
-                pending: list[bytes] = []  # one write per ~1 MB: a write call costs more than its bytes
-                for is_removed, record in zip(removed.tolist(), records):
-                    if not is_removed:
-                        pending.append(record)
-                        kept += 1
-                        if len(pending) == WRITE_BATCH_RECORDS:
-                            out.write(b"".join(pending))
-                            pending = []
-                out.write(b"".join(pending))
+                while block := records.read(WRITE_BLOCK_BYTES):
+                    data = np.frombuffer(block, np.uint8)
+                    ends = np.flatnonzero(data == ord("\n")) + 1
+                    lengths = np.diff(ends, prepend=0, append=len(data))  # of records record, record + 1, ...
+                    lengths = lengths[: len(lengths) - (lengths[-1] == 0)]  # the last: a record's start, or nothing
+                    pieces = keep[record : record + len(lengths)]
+                    if len(pieces) < len(lengths):
+                        raise RuntimeError(f"{job.records_path}: more records than the index part's {job.docs}")
+                    out.write(block if pieces.all() else data[np.repeat(pieces, lengths)])
+                    record += len(ends)
+    if record != job.docs:
+        raise RuntimeError(f"{job.records_path}: {record} records, the index part has {job.docs}")
     with atomic_write(f"{job.index_base}.kept", durable=False) as f:
-        f.write((~removed).astype(np.uint8).tobytes())
-    return kept
+        f.write(keep.astype(np.uint8).tobytes())
+    return int(keep.sum())
 
 
 def _without_words(part: IndexPart) -> int:
