@@ -1,11 +1,12 @@
 """How `ptk dedup --memory-limit` is shared among a run's processes: the sizes its work is cut into.
 
     budget = DedupBudget.for_limit(2_000_000_000, workers=2)
-    budget.partition_bytes, budget.verify_pairs, budget.describe_rows, budget.range_docs
+    budget.partition_bytes, budget.verify_pairs, budget.shingle_bytes, budget.describe_rows, budget.range_docs
 
 The main process and each worker get an equal share of the limit. A stage holds a few times its
 chunk while it works (a match partition is sorted with about four copies of its entries, and its
-candidate pairs go to as many pair partitions; a verification job keeps ~100 bytes per pair;
+candidate pairs go to as many pair partitions; a verification job keeps ~100 bytes per pair and
+one chunk of shingle sets;
 describing a duplicates row takes ~1 KB; resolving a range of keys ~64 bytes per key), so chunks
 are a quarter of a share, within fixed bounds: small chunks only cost more jobs. The sizes never
 change the output, only how the work is cut. What stays outside the budget is said in
@@ -35,6 +36,7 @@ def _clamp(value: int, low: int, high: int) -> int:
 class DedupBudget:
     partition_bytes: int  # hash entries per match partition file, in bytes
     verify_pairs: int  # candidate pairs per verification job
+    shingle_bytes: int  # shingle sets a verification or resolve job reads at a time, in bytes
     describe_rows: int  # duplicates.jsonl rows described at a time
     range_docs: int  # documents per range of keys: of the pair files by key, and of each resolve job
 
@@ -46,6 +48,7 @@ class DedupBudget:
         return cls(
             partition_bytes=_clamp(chunk, 1 << 20, 64 << 20),
             verify_pairs=_clamp(chunk // 128, 1 << 10, 1 << 16),
+            shingle_bytes=_clamp(chunk, 1 << 20, 64 << 20),
             describe_rows=_clamp(chunk // 1024, 1 << 10, 1 << 16),
             range_docs=_clamp(chunk // 64, 1 << 12, 1 << 20),
         )

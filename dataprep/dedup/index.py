@@ -217,11 +217,6 @@ def _read_at(f: BinaryIO, dtype, first: int, count: int) -> np.ndarray:
     return np.frombuffer(_read_bytes(f, first * size, count * size), dtype=dtype)
 
 
-def read_shingles(f: BinaryIO, start: int, count: int) -> np.ndarray:
-    """One document's sorted shingle hashes, from its `shingle_extents`."""
-    return _read_at(f, np.uint32, start, count)
-
-
 class IndexPart:
     """Read access to one part of an index."""
 
@@ -262,9 +257,6 @@ class IndexPart:
                 done = end
         return starts, counts
 
-    def open_shingles(self) -> BinaryIO:
-        return open(f"{self.base}.shingles", "rb")
-
     def kept(self) -> np.ndarray:
         return _array(Path(f"{self.base}.kept"), np.uint8, (self.docs,)).astype(bool)
 
@@ -275,27 +267,40 @@ class IndexPart:
             return band_hashes(np.asarray(self.signatures[lo:hi]), bands, rows)
         return np.array(_array(Path(f"{self.base}.bands"), np.uint64, (self.docs, bands))[lo:hi])
 
-    def ids_of(self, local: list[int]) -> list[str]:
-        """The ids of the given documents of this part: one read of the span of `.idpos` and `.ids`
-        they lie in (at most the part's, whose size the read tasks bound)."""
-        if not local:
+    def id_texts(self, local: np.ndarray) -> list[bytes]:
+        """The ids of the given documents of this part as `.ids` holds them: JSON strings in UTF-8
+        (`id_line`, without its newline), read by one read of the span of `.idpos` and `.ids` they
+        lie in (at most the part's, whose size the read tasks bound)."""
+        local = np.asarray(local, dtype=np.int64)
+        if len(local) == 0:
             return []
-        lo, hi = min(local), max(local) + 1
+        lo, hi = int(local.min()), int(local.max()) + 1
         with open(f"{self.base}.idpos", "rb") as pos_file, open(f"{self.base}.ids", "rb") as text_file:
             pos = _read_at(pos_file, np.uint64, lo, hi - lo + 1).astype(np.int64)
             text = _read_bytes(text_file, int(pos[0]), int(pos[-1] - pos[0]))
         pos -= pos[0]
-        return [json.loads(text[pos[i - lo] : pos[i - lo + 1]]) for i in local]
+        return [text[b:e] for b, e in zip(pos[local - lo].tolist(), (pos[local - lo + 1] - 1).tolist())]
+
+    def ids_of(self, local: list[int]) -> list[str]:
+        return [json.loads(text) for text in self.id_texts(local)]
+
+    @cached_property
+    def source(self) -> str:
+        """The part's input file, relative to its run's input root."""
+        return json.loads(Path(f"{self.base}.json").read_text())["source"]
+
+    def lines_of(self, local: np.ndarray) -> np.ndarray:
+        """uint64 line (row) of each given document in its input file."""
+        local = np.asarray(local, dtype=np.int64)
+        if len(local) == 0:
+            return np.empty(0, np.uint64)
+        lo, hi = int(local.min()), int(local.max()) + 1
+        with open(f"{self.base}.lines", "rb") as f:
+            return _read_at(f, np.uint64, lo, hi - lo)[local - lo]
 
     def locations_of(self, local: list[int]) -> list[tuple[str, int]]:
         """(input file relative to its run's input root, line) of the given documents."""
-        if not local:
-            return []
-        source = json.loads(Path(f"{self.base}.json").read_text())["source"]
-        lo, hi = min(local), max(local) + 1
-        with open(f"{self.base}.lines", "rb") as f:
-            lines = _read_at(f, np.uint64, lo, hi - lo).tolist()
-        return [(source, lines[i - lo]) for i in local]
+        return [(self.source, line) for line in self.lines_of(local).tolist()]
 
 
 @dataclass

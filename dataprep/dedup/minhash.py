@@ -382,17 +382,6 @@ def band_hashes(signatures: np.ndarray, bands: int, rows: int, chunk_docs: int =
     return out
 
 
-def jaccard(a: np.ndarray, b: np.ndarray) -> float:
-    """Exact Jaccard similarity of two sorted unique arrays."""
-    if len(a) == 0 or len(b) == 0:
-        return float(len(a) == len(b))
-    if len(a) > len(b):
-        a, b = b, a
-    at = np.searchsorted(b, a)
-    inter = int(np.count_nonzero(b[np.minimum(at, len(b) - 1)] == a))
-    return inter / (len(a) + len(b) - inter)
-
-
 def lsh_params(threshold: float, num_perm: int, false_positive_weight: float = 0.05) -> tuple[int, int]:
     """Bands x rows minimizing the weighted areas of missed pairs above `threshold` and candidate
     pairs below it (datasketch's criterion). Candidates are verified exactly afterwards, so a

@@ -38,6 +38,13 @@ def unpack(packed: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.stack([packed >> np.uint64(32), packed & np.uint64(0xFFFFFFFF)], axis=1).astype(dtype)
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values, as np.unique gives them, by one sort: numpy 2.4's np.unique
+    without return_inverse goes through a hash table, ~50x slower on large integer arrays."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
+
+
 def by_hash(pairs: np.ndarray, fanout: int) -> np.ndarray:
     return ((pack(pairs[:, 0], pairs[:, 1]) * _GOLDEN) >> np.uint64(32)) % np.uint64(fanout)
 

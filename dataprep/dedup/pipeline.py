@@ -26,8 +26,8 @@ stopped, and the output is the same for any number of workers):
 Memory (`--memory-limit`, `dataprep.dedup.budget`): a worker holds one 256 KB text batch while
 scanning, one partition while matching (24 bytes per hash entry; partitions are sized from the
 limit, so their number grows with the corpus and their size does not), one pair partition while
-verifying (as many as the match partitions: at most two candidates per entry) with two shingle
-sets at a time (read by positioned reads, never memory-mapped), and one range of keys while
+verifying (as many as the match partitions: at most two candidates per entry) with a chunk of
+shingle sets at a time (`dataprep.dedup.similarity`: positioned reads, never memory-mapped), and one range of keys while
 resolving (`range_docs`, ~64 bytes per key). No pairs or flags of the whole run are ever in one
 process: they are files. The main process's only state that grows with the corpus is the
 clustering's label per document (4 bytes, a memory-mapped file in the work directory whose pages
@@ -153,7 +153,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         links_dir = work / f"links-{candidates_dir.name}"
         links = [links_dir / f"{q:05d}.bin" for q in range(fanout)]
         runner.run(verify_partition,
-                   [VerifyJob(str(candidates_dir), q, str(links[q]), parts, options.threshold, budget.verify_pairs) for q in range(fanout)],
+                   [VerifyJob(str(candidates_dir), q, str(links[q]), parts, options.threshold, budget.verify_pairs, budget.shingle_bytes) for q in range(fanout)],
                    "verify", weights=[partition_pairs(candidates_dir, q) for q in range(fanout)], unit="pair")
         if any(f.stat().st_size for f in links):
             labels_path = work / "labels.u32"
@@ -162,7 +162,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     resolve_dir = work / f"resolve-{budget.range_docs}"
     resolve_jobs = [
         ResolveJob(lo, hi, str(exact_dir), r, str(labels_path) if labels_path else None, str(resolve_dir / f"{r:05d}.removed"),
-                   str(resolve_dir / f"{r:05d}.jsonl"), str(resolve_dir / f"{r:05d}.json"), parts, budget.verify_pairs, budget.describe_rows)
+                   str(resolve_dir / f"{r:05d}.jsonl"), str(resolve_dir / f"{r:05d}.json"), parts, budget.verify_pairs, budget.shingle_bytes, budget.describe_rows)
         for r in range(first_new_key // budget.range_docs, ranges)
         for lo, hi in [(max(r * budget.range_docs, first_new_key), min((r + 1) * budget.range_docs, total))] if lo < hi
     ]

@@ -13,7 +13,6 @@ job writes its piece of `removed.u8` and `duplicates.jsonl`, which the pipeline 
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +21,9 @@ import numpy as np
 
 from dataprep.dedup.budget import DedupBudget
 from dataprep.dedup.clusters import label_components
-from dataprep.dedup.index import IndexPart, read_shingles
-from dataprep.dedup.minhash import jaccard
-from dataprep.dedup.pairs import pack, pair_chunks, read_partition, unpack
+from dataprep.dedup.index import IndexPart
+from dataprep.dedup.pairs import distinct, pack, pair_chunks, read_partition, unpack
+from dataprep.dedup.similarity import pair_similarities
 from pretrainkit.files import atomic_write, write_text_atomic
 
 LABEL = np.dtype("<u4")
@@ -58,32 +57,6 @@ def describe(parts: list[IndexPart], offsets: np.ndarray, keys: np.ndarray) -> l
     return out
 
 
-def jaccard_pairs(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, chunk_pairs: int) -> np.ndarray:
-    """Exact Jaccard of each (key, key) pair, `chunk_pairs` at a time."""
-    return np.concatenate([np.empty(0, np.float64)] + [_jaccard_chunk(pairs[lo : lo + chunk_pairs], parts, offsets)
-                                                         for lo in range(0, len(pairs), chunk_pairs)])
-
-
-def _jaccard_chunk(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray) -> np.ndarray:
-    """Reads the two shingle sets of each pair by positioned reads (memory: two sets)."""
-    where = np.searchsorted(offsets, pairs, side="right") - 1
-    local = pairs - offsets[where]
-    starts, counts = np.empty_like(local), np.empty_like(local)
-    with contextlib.ExitStack() as stack:
-        files = {}
-        for p in np.unique(where).tolist():
-            sel = where == p
-            docs, inverse = np.unique(local[sel], return_inverse=True)
-            s, c = parts[p].shingle_extents(docs)
-            starts[sel], counts[sel] = s[inverse], c[inverse]
-            files[p] = stack.enter_context(parts[p].open_shingles())
-        return np.array(
-            [jaccard(read_shingles(files[pa], sa, ca), read_shingles(files[pb], sb, cb))
-             for (pa, pb), (sa, sb), (ca, cb) in zip(where.tolist(), starts.tolist(), counts.tolist())],
-            dtype=np.float64,
-        )
-
-
 @dataclass(frozen=True)
 class VerifyJob:
     candidates_dir: str  # pair partitions of (low, high) candidate keys
@@ -92,6 +65,7 @@ class VerifyJob:
     parts: Parts
     threshold: float
     chunk_pairs: int
+    chunk_bytes: int
 
 
 def verify_partition(job: VerifyJob) -> None:
@@ -99,14 +73,13 @@ def verify_partition(job: VerifyJob) -> None:
     if Path(job.links_path).exists():  # finished by an earlier, interrupted run
         return
     found = read_partition(Path(job.candidates_dir), job.partition)
-    packed = np.unique(pack(found[:, 0], found[:, 1]))  # the same pair from other bands
+    packed = distinct(pack(found[:, 0], found[:, 1]))  # the same pair from other bands
     del found
-    parts = job.parts.open()
+    pairs = unpack(packed, np.uint32)
+    del packed
+    linked = pairs[pair_similarities(pairs, job.parts.open(), job.parts.offsets, job.chunk_pairs, job.chunk_bytes) >= job.threshold]
     with atomic_write(job.links_path, durable=False) as f:
-        for lo in range(0, len(packed), job.chunk_pairs):
-            pairs = unpack(packed[lo : lo + job.chunk_pairs], np.int64)
-            linked = pairs[_jaccard_chunk(pairs, parts, job.parts.offsets) >= job.threshold]
-            f.write(linked.astype(np.uint32).tobytes())
+        f.write(linked.tobytes())
 
 
 def cluster(link_files: list[Path], labels_path: Path, total: int, budget: DedupBudget) -> None:
@@ -136,6 +109,7 @@ class ResolveJob:
     done_path: str
     parts: Parts
     verify_pairs: int
+    shingle_bytes: int
     describe_rows: int
 
 
@@ -158,7 +132,7 @@ def resolve_range(job: ResolveJob) -> tuple[int, int]:
     removed[exact[:, 0] - job.lo] = 1
     removed[members - job.lo] = 1
     parts = job.parts.open()
-    similarity = jaccard_pairs(np.stack([members, roots], axis=1), parts, job.parts.offsets, job.verify_pairs)
+    similarity = pair_similarities(np.stack([members, roots], axis=1), parts, job.parts.offsets, job.verify_pairs, job.shingle_bytes)
     with atomic_write(job.removed_path, durable=False) as f:
         f.write(removed.tobytes())
     write_duplicates(Path(job.rows_path), np.concatenate([exact[:, 0], members]), np.concatenate([exact[:, 1], roots]),
@@ -169,20 +143,39 @@ def resolve_range(job: ResolveJob) -> tuple[int, int]:
     return counts
 
 
+_ROW = (b'{"id": %b, "source": %b, "line": %d, "duplicate_of": %b, "duplicate_of_source": %b, "duplicate_of_line": %d, '
+        b'"kind": %b, "similarity": %b}\n')
+_KINDS = (b'"exact"', b'"near"')
+
+
 def write_duplicates(path: Path, keys: np.ndarray, dup_of: np.ndarray, kinds: np.ndarray, sims: np.ndarray,
                      parts: list[IndexPart], offsets: np.ndarray, chunk_rows: int) -> None:
-    """One row per removed document, by key; the ids are read a chunk of rows at a time, so memory
-    holds one chunk's descriptions, not every duplicate's."""
+    """One row per removed document, by key: the bytes of `json.dumps(row, ensure_ascii=False)`
+    (ids and sources spliced in as the JSON strings the index holds). The ids are read a chunk of
+    rows at a time, so memory holds one chunk's descriptions, not every duplicate's."""
     order = np.argsort(keys, kind="stable")
     keys, dup_of, kinds, sims = keys[order], dup_of[order], kinds[order], sims[order]
-    kind_names = ("exact", "near")
-    with atomic_write(path, "w", durable=False, encoding="utf-8") as f:
+    with atomic_write(path, durable=False) as f:
         for lo in range(0, len(keys), chunk_rows):
             chunk = slice(lo, lo + chunk_rows)
-            needed = np.unique(np.concatenate([keys[chunk], dup_of[chunk]]))
-            described = dict(zip(needed.tolist(), describe(parts, offsets, needed)))
-            for k, d, kind, s in zip(keys[chunk].tolist(), dup_of[chunk].tolist(), kinds[chunk].tolist(), sims[chunk].tolist()):
-                (doc_id, source, line), (of_id, of_source, of_line) = described[k], described[d]
-                row = {"id": doc_id, "source": source, "line": line, "duplicate_of": of_id, "duplicate_of_source": of_source,
-                       "duplicate_of_line": of_line, "kind": kind_names[kind], "similarity": round(s, 4)}
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            needed = distinct(np.concatenate([keys[chunk], dup_of[chunk]]))
+            ids, sources, lines = _described_json(parts, offsets, needed)
+            similarity = {s: repr(round(s, 4)).encode() for s in distinct(sims[chunk]).tolist()}  # as json.dumps writes it
+            f.write(b"".join(
+                _ROW % (ids[k], sources[k], lines[k], ids[d], sources[d], lines[d], _KINDS[kind], similarity[s])
+                for k, d, kind, s in zip(np.searchsorted(needed, keys[chunk]).tolist(), np.searchsorted(needed, dup_of[chunk]).tolist(),
+                                         kinds[chunk].tolist(), sims[chunk].tolist())))
+
+
+def _described_json(parts: list[IndexPart], offsets: np.ndarray, keys: np.ndarray) -> tuple[list[bytes], list[bytes], list[int]]:
+    """(id, input file) as JSON strings in UTF-8, and line, of each of the sorted unique global `keys`."""
+    ids: list[bytes] = []
+    sources: list[bytes] = []
+    lines: list[int] = []
+    where = np.searchsorted(offsets, keys, side="right") - 1
+    for p in np.unique(where).tolist():
+        local = keys[slice(*np.searchsorted(where, [p, p + 1]))] - int(offsets[p])
+        ids += parts[p].id_texts(local)
+        sources += [json.dumps(parts[p].source, ensure_ascii=False).encode()] * len(local)
+        lines += parts[p].lines_of(local).tolist()
+    return ids, sources, lines

@@ -107,7 +107,7 @@ def test_output_is_byte_identical_for_any_memory_budget(tmp_path, reuters_docs):
 
     inputs = write_jsonl(reuters_docs, tmp_path / "in" / "reuters.jsonl")
     run_dedup([str(inputs)], tmp_path / "default", DedupOptions(), workers=2)
-    tiny = DedupBudget(partition_bytes=4096, verify_pairs=7, describe_rows=5, range_docs=100)
+    tiny = DedupBudget(partition_bytes=4096, verify_pairs=7, shingle_bytes=2048, describe_rows=5, range_docs=100)
     with RecordingRunner(2) as runner:
         stats = run_dedup([str(inputs)], tmp_path / "tiny", DedupOptions(), runner=runner, budget=tiny)
     assert stats["near_duplicates"] > 5 and stats["exact_duplicates"] > 5  # so that the chunks are many
@@ -154,7 +154,7 @@ def test_a_run_interrupted_in_a_stage_resumes_to_the_same_bytes(tmp_path, reuter
     from bench.corpora import write_jsonl
 
     inputs = write_jsonl(reuters_docs[:1500] + [(f"{i}-again", t) for i, t in reuters_docs[:300]], tmp_path / "in" / "r.jsonl")
-    budget = DedupBudget(partition_bytes=8192, verify_pairs=16, describe_rows=8, range_docs=256)
+    budget = DedupBudget(partition_bytes=8192, verify_pairs=16, shingle_bytes=4096, describe_rows=8, range_docs=256)
     run_dedup([str(inputs)], tmp_path / "whole", DedupOptions(), workers=2, budget=budget)
     with pytest.raises(KeyboardInterrupt), InterruptingRunner(2, stage) as runner:
         run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner=runner, budget=budget)
@@ -302,7 +302,7 @@ def test_repeated_ids_are_counted_and_named_alike_whatever_the_ranges_of_the_pai
     src = tmp_path / "a.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     messages = []
-    for budget in (None, DedupBudget(partition_bytes=1024, verify_pairs=4, describe_rows=2, range_docs=16)):
+    for budget in (None, DedupBudget(partition_bytes=1024, verify_pairs=4, shingle_bytes=1024, describe_rows=2, range_docs=16)):
         with pytest.raises(UserError) as e:
             run_dedup([str(src)], tmp_path / "out", DedupOptions(), workers=2, budget=budget)
         messages.append(str(e.value))

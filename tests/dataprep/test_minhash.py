@@ -10,7 +10,8 @@ import pytest
 
 from dataprep.dedup import minhash
 
-from dataprep.dedup.minhash import MinHasher, jaccard, lsh_params
+from dataprep.dedup.minhash import MinHasher, lsh_params
+from dataprep.dedup.similarity import jaccard
 
 
 def test_agreement_estimates_jaccard_without_bias(reuters_docs):

@@ -1,0 +1,118 @@
+"""Dedup's verify and resolve readers: the compiled Jaccard of many pairs equals a set-based
+reference over real index parts (any chunking, sets read together or apart, empty sets), a
+truncated shingle file is a one-line error, and every duplicates.jsonl row is the bytes
+`json.dumps(row, ensure_ascii=False)` gives, whatever characters the ids and file names hold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench import corpora
+from dataprep.dedup.index import DedupIndex
+from dataprep.dedup.pipeline import DedupOptions, run_dedup
+from dataprep.dedup.similarity import jaccard, pair_similarities
+from pretrainkit.errors import UserError
+
+
+def reference_set(part, local: int) -> frozenset:
+    start, count = part.shingle_extents(np.array([local]))
+    return frozenset(np.fromfile(f"{part.base}.shingles", np.uint32, count=int(count[0]), offset=4 * int(start[0])).tolist())
+
+
+def reference_jaccard(a: frozenset, b: frozenset) -> float:
+    if not a or not b:
+        return float(len(a) == len(b))
+    return len(a & b) / len(a | b)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory, reuters_docs) -> DedupIndex:
+    """A finished index of three parts (one per input file), with documents that have no words."""
+    root = tmp_path_factory.mktemp("similarity")
+    third = len(reuters_docs) // 3
+    for i in range(3):
+        docs = reuters_docs[i * third : (i + 1) * third] + [(f"empty-{i}-{j}", "!?" * (1 + j + 2 * i)) for j in range(2)]
+        corpora.write_jsonl(docs, root / "in" / f"r{i}.jsonl")
+    run_dedup([str(root / "in")], root / "out", DedupOptions(), workers=1)
+    return DedupIndex.open(root / "out" / "index")
+
+
+def test_jaccard_of_two_sorted_sets():
+    a, b = np.array([1, 3, 5, 7], np.uint32), np.array([3, 4, 5, 8, 9], np.uint32)
+    assert jaccard(a, b) == 2 / 7
+    assert jaccard(a, a) == 1.0 and jaccard(a, b[:0]) == 0.0 and jaccard(a[:0], b[:0]) == 1.0
+
+
+@pytest.mark.parametrize("chunk_pairs, chunk_bytes", [(1, 1 << 20), (7, 1 << 20), (1 << 16, 1 << 20), (1 << 16, 3000), (1 << 16, 1)])
+def test_pair_similarities_equal_a_set_reference(index, chunk_pairs, chunk_bytes):
+    rng = np.random.default_rng(3)
+    total = index.docs
+    without_words = [int(index.offsets[p]) + i for p, part in enumerate(index.parts) for i in np.flatnonzero(np.asarray(part.counts) == 0)]
+    assert len(without_words) == 6
+    neighbours = rng.integers(total - 3, size=400)  # sets side by side in a file: read together
+    pairs = np.concatenate([
+        rng.integers(total, size=(600, 2)),  # across parts, far apart: read one by one
+        np.stack([neighbours, neighbours + rng.integers(1, 3, size=len(neighbours))], axis=1),
+        np.stack([np.arange(total), np.arange(total)], axis=1)[::50],  # a set with itself
+        np.array([[without_words[0], without_words[5]], [without_words[1], 0], [5, without_words[2]]]),
+    ])
+    pairs = np.concatenate([pairs, pairs[:40]])  # a pair twice
+    sets = {}
+    for key in np.unique(pairs).tolist():
+        p = int(index.locate(np.array([key]))[0])
+        sets[key] = reference_set(index.parts[p], key - int(index.offsets[p]))
+    expected = [reference_jaccard(sets[a], sets[b]) for a, b in pairs.tolist()]
+    got = pair_similarities(pairs, index.parts, index.offsets, chunk_pairs, chunk_bytes)
+    assert got.dtype == np.float64 and got.tolist() == expected  # the same floats, not merely close
+    assert 0 < sum(0.0 < s < 1.0 for s in expected)
+
+
+def test_no_pairs_give_no_similarities(index):
+    assert pair_similarities(np.empty((0, 2), np.int64), index.parts, index.offsets, 16, 1 << 20).shape == (0,)
+
+
+def test_a_shingle_file_shorter_than_its_counts_is_a_one_line_error(tmp_path, index):
+    part = index.parts[1]
+    copy = tmp_path / "part"
+    for suffix in (".counts", ".shingles"):
+        Path(f"{copy}{suffix}").write_bytes(Path(f"{part.base}{suffix}").read_bytes())
+    Path(f"{copy}.shingles").write_bytes(Path(f"{copy}.shingles").read_bytes()[:-4])
+    broken = type(part)(copy, part.docs, part.num_perm)
+    last = part.docs - 1 - int(np.flatnonzero(np.asarray(part.counts)[::-1] > 0)[0])  # its set reaches the end of the file
+    with pytest.raises(UserError, match=r"part\.shingles: index file is shorter than its counts say") as e:
+        pair_similarities(np.array([[0, last]]), [broken], np.array([0, part.docs]), 16, 1 << 20)
+    assert "\n" not in str(e.value)
+
+
+def letters(n: int) -> str:
+    return chr(ord("a") + n % 26) + (letters(n // 26) if n >= 26 else "")
+
+
+ODD_IDS = ['plain', 'quote " inside', 'back\\slash', 'tab\tnew\nline\r', 'nul \x00 and \x1f \x7f', 'été ü 日本語',
+           'emoji 🙂', 'line sep \u2028 \u2029', '"', '\\', ' ']
+
+
+def test_duplicates_rows_are_the_bytes_of_json_dumps_whatever_the_ids(tmp_path):
+    rows = []
+    for i, doc_id in enumerate(ODD_IDS):
+        text = " ".join(f"w{letters(i)}q{letters(j)}" for j in range(40))  # words of no other document
+        near = text.rsplit(" ", 1)[0] + " changed"  # 1 of 36 shingles differs
+        rows += [(doc_id, text), (doc_id + " exact copy", text), (doc_id + " near copy", near)]
+    src = tmp_path / "in" / 'données "q" \\ é.jsonl'
+    corpora.write_jsonl(rows, src)
+    run_dedup([str(src)], tmp_path / "out", DedupOptions(), workers=2)
+    lines = (tmp_path / "out" / "duplicates.jsonl").read_bytes().splitlines(keepends=True)
+    assert len(lines) == 2 * len(ODD_IDS)
+    for line in lines:
+        assert line == (json.dumps(json.loads(line), ensure_ascii=False) + "\n").encode("utf-8")
+    got = {r["id"]: r for r in map(json.loads, lines)}
+    for i, doc_id in enumerate(ODD_IDS):
+        for kind, line in (("exact", 3 * i + 2), ("near", 3 * i + 3)):
+            row = got[f"{doc_id} {kind} copy"]
+            assert (row["duplicate_of"], row["line"], row["duplicate_of_line"], row["kind"]) == (doc_id, line, 3 * i + 1, kind)
+            assert row["source"] == row["duplicate_of_source"] == src.name
+            assert row["similarity"] == (1.0 if kind == "exact" else round(35 / 37, 4))
