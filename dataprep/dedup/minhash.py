@@ -1,9 +1,10 @@
-"""MinHash signatures of word n-gram sets, computed for a batch of documents at once in numpy.
+"""MinHash signatures of word n-gram sets, computed for a batch of documents at once in compiled loops.
 
     hasher = MinHasher(num_perm=128, ngram=5)
     batch = hasher.signatures(["first document ...", "second document ..."])
     batch.signatures      # uint32 [docs, num_perm]
     batch.shingle_sets()  # per document, its sorted unique 32-bit shingle hashes
+    hasher.of_joined(buf, offsets)  # the same from normalized bytes joined, and each document's offsets
 
 Guarantee: for two documents with n-gram sets A and B, each signature position agrees with
 probability ~ |A ∩ B| / |A ∪ B| (the Jaccard similarity), as in classic k-permutation MinHash.
@@ -12,21 +13,21 @@ How: one-permutation MinHash (Li, Owen, Zhang 2012) with optimal densification (
 2017). Each shingle is hashed once; the hash's top bits pick one of `num_perm` bins and the bin
 keeps its minimum; empty bins borrow the value of a non-empty bin chosen by a fixed
 pseudo-random probe sequence shared by all documents. This costs O(shingles) per document instead
-of O(shingles x num_perm), and everything from bytes to signatures is vectorized over the batch:
-per-shingle Python work is what limits textbook MinHash loops.
+of O(shingles x num_perm). One numba kernel (`_hash_batch`) takes a batch from its normalized bytes
+to word hashes, n-gram hashes, sorted unique shingles, bins and densified signatures, a document
+at a time, with scratch arrays the size of the longest document.
 
-Memory: a batch is hashed at once (~100 bytes of temporaries per byte of text, so batches are
-kept small). A large document is hashed alone (`large_document`), from consecutive pieces of its
-normalized bytes (the scan never joins them), each cut again into pieces of `piece_bytes` (64 KB)
-at ASCII separators, each piece's n-grams taking the last n - 1 words of the one before; its
-shingles are merged into one sorted set by binary search, then bins filled from it: the same
-signature and shingle set as whole, holding the set (4 bytes per distinct shingle) twice over
-while merging, beyond temporaries of the size of a piece.
+Memory: a batch needs its bytes, ~10 bytes per byte of its longest document, and its outputs. A
+large document is hashed alone (`large_document`), from consecutive pieces of its normalized bytes
+(the scan never joins them), each cut again into pieces of `piece_bytes` (64 KB) at ASCII
+separators, each piece's n-grams taking the last n - 1 words of the one before; its shingles are
+merged into one sorted set by binary search, then bins filled from it: the same signature and
+shingle set as whole, holding the set (4 bytes per distinct shingle) twice over while merging,
+beyond temporaries of the size of a piece.
 
 Densification cost: rows with few filled bins take, for each empty bin, the minimum over their
 filled bins of a precomputed rank (uint16 for num_perm <= 255); rows with many step along each
-empty bin's sequence of distinct bins. Both are vectorized over the batch, with no Python loop
-over documents or bins.
+empty bin's sequence of distinct bins.
 
 Text normalization for near-duplicates (`near_normal_bytes`): lowercase, accents removed (NFKD,
 combining marks dropped), punctuation and symbols become separators, every digit becomes `0`.
@@ -41,12 +42,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Iterator
 
+import numba
 import numpy as np
 
 HASH_SCHEME = "oph-densified-v1"  # bump when anything below changes the values of signatures
 
 _U64 = np.uint64
-_WORD_BASE = 0x100000001B3  # odd: invertible mod 2^64, so word hashes do not depend on position
+_WORD_BASE = 0x100000001B3  # a word hashes to mix64(sum of byte_i * _WORD_BASE^i mod 2^64); bands use it too
 _GRAM_MULTIPLIERS = np.array(
     [0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,
      0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53, 0x2545F4914F6CDD1D, 0x9FB21C651E98DF25],
@@ -71,40 +73,15 @@ _SPACE = np.uint8(ord(" "))
 
 def near_normal_bytes(text: str) -> bytes:
     """UTF-8 bytes whose words are what near-dedup compares. ASCII case, punctuation and digits,
-    and the non-ASCII marks and punctuation, are handled on the bytes by `_separate_words`."""
+    and the non-ASCII marks and punctuation, are handled on the bytes by `_words_into`."""
     if text.isascii():
         return text.encode("ascii")
     return unicodedata.normalize("NFKD", text).lower().encode("utf-8")
 
 
-def _separate_words(buf: np.ndarray) -> np.ndarray:
-    """Map raw UTF-8 bytes to word bytes and spaces (vectorized over a whole batch).
-
-    After NFKD, accents are combining marks U+0300-U+036F (UTF-8 CC xx, CD 80-AF): dropped, by
-    mapping them to a byte that `_word_hashes` skips. Latin-1 punctuation U+00A0-U+00BF (C2 A0-BF),
-    general punctuation U+2000-U+206F (E2 80-81 xx) and CJK punctuation U+3000-U+303F (E3 80 xx)
-    become separators. Other non-ASCII characters are word characters."""
-    out = _BYTE_TABLE[buf]
-    high = np.flatnonzero(buf >= 0xC2)
-    if len(high) == 0:
-        return out
-    nxt = np.append(buf, np.zeros(1, np.uint8))
-    b0, b1 = buf[high], nxt[high + 1]
-    mark = (b0 == 0xCC) | ((b0 == 0xCD) & (b1 <= 0xAF))
-    punct2 = (b0 == 0xC2) & (b1 >= 0xA0) & (b1 <= 0xBF)
-    punct3 = ((b0 == 0xE2) & ((b1 == 0x80) | (b1 == 0x81))) | ((b0 == 0xE3) & (b1 == 0x80))
-    for width, sel, value in ((2, mark, _DROP), (2, punct2, _SPACE), (3, punct3, _SPACE)):
-        at = high[sel]
-        for k in range(width):
-            out[at + k] = value
-    return out
-
-
-_DROP = np.uint8(0xFF)  # never valid in UTF-8, so free to mean "not part of any word"
-
-
-def mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer: a bijective, well-mixing map on uint64 (wraps mod 2^64)."""
+def mix64(x):
+    """splitmix64's finalizer: a bijective, well-mixing map on uint64 (wraps mod 2^64); on numpy
+    arrays, and (as `_mix64`) on scalars inside the kernels."""
     x = x ^ (x >> _U64(30))
     x = x * _U64(0xBF58476D1CE4E5B9)
     x = x ^ (x >> _U64(27))
@@ -112,70 +89,189 @@ def mix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> _U64(31))
 
 
-@lru_cache(maxsize=4)
-def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """B^i and B^-i mod 2^64 for i < n, n a power of two (so the cache stays small)."""
-
-    def powers_of(base: int) -> np.ndarray:
-        out = np.ones(n, dtype=_U64)
-        m = 1
-        while m < n:  # doubling: out[m:2m] = out[:m] * base^m
-            out[m : 2 * m] = out[:m] * _U64(pow(base, m, 1 << 64))
-            m *= 2
-        return out
-
-    return powers_of(_WORD_BASE), powers_of(pow(_WORD_BASE, -1, 1 << 64))
+_mix64 = numba.njit(cache=True)(mix64)
+_B = _U64(_WORD_BASE)
 
 
-def _word_hashes(normalized: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """(hash of every word, index of its document), in document and word order."""
-    lengths = np.fromiter((len(b) + 1 for b in normalized), dtype=np.int64, count=len(normalized))
-    doc_starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    buf = _separate_words(np.frombuffer(b" ".join(normalized) + b" ", dtype=np.uint8))
-    if (dropped := buf == _DROP).any():  # rare: only text with accents
-        keep = ~dropped
-        doc_starts = np.cumsum(keep)[doc_starts] - keep[doc_starts]
-        buf = buf[keep]
-    is_word = buf != _SPACE
-    edges = np.diff(is_word.view(np.int8), prepend=np.int8(0), append=np.int8(0))
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1)  # exclusive
-    n = 1 << max(int(len(buf)).bit_length(), 18)
-    pw, ipw = _powers(n)
-    prefix = np.zeros(len(buf) + 1, dtype=_U64)
-    np.cumsum(buf.astype(_U64) * pw[: len(buf)], out=prefix[1:])
-    words = mix64((prefix[ends] - prefix[starts]) * ipw[starts])
-    doc_of_word = np.searchsorted(doc_starts, starts, side="right") - 1
-    return words, doc_of_word
+@numba.njit(cache=True)
+def _words_into(buf: np.ndarray, lo: int, hi: int, out: np.ndarray) -> int:
+    """Hash every word of the UTF-8 bytes buf[lo:hi] into `out` (room for (hi - lo + 1) // 2 + 1);
+    returns the number of words. A word's hash is mix64(sum of its mapped bytes c_i * B^i).
+
+    Bytes are mapped by `_BYTE_TABLE`; after NFKD, accents are combining marks U+0300-U+036F
+    (UTF-8 CC xx, CD 80-AF): dropped, neither in a word nor ending one. Latin-1 punctuation
+    U+00A0-U+00BF (C2 A0-BF), general punctuation U+2000-U+206F (E2 80-81 xx) and CJK punctuation
+    U+3000-U+303F (E3 80 xx) are separators. Other non-ASCII characters are word characters.
+    The byte loop has no branch on word ends (they are unpredictable): every byte stores the running
+    sum at `out[n]` and a word's end moves n past it; the sums are mixed afterwards."""
+    n = 0
+    h = _U64(0)
+    p = _U64(1)
+    in_word = False
+    i = lo
+    while i < hi:
+        b = buf[i]
+        c = _BYTE_TABLE[b]
+        if b >= 0xC2 and i + 1 < hi:
+            b1 = buf[i + 1]
+            if b == 0xCC or (b == 0xCD and b1 <= 0xAF):
+                i += 2
+                continue
+            if b == 0xC2 and b1 >= 0xA0 and b1 <= 0xBF:
+                c = _SPACE
+                i += 1
+            elif (b == 0xE2 and (b1 == 0x80 or b1 == 0x81)) or (b == 0xE3 and b1 == 0x80):
+                c = _SPACE
+                i += 2
+        space = c == _SPACE
+        out[n] = h
+        n += in_word and space
+        h = _U64(0) if space else h + _U64(c) * p
+        p = _U64(1) if space else p * _B
+        in_word = not space
+        i += 1
+    out[n] = h
+    n += in_word
+    for t in range(n):
+        out[t] = _mix64(out[t])
+    return n
 
 
-def _shingle_hashes(words: np.ndarray, doc_of_word: np.ndarray, ngram: int) -> tuple[np.ndarray, np.ndarray]:
-    """32-bit hash of every word n-gram (or of all words, for a document shorter than n)."""
-    n_words = len(words)
-    if n_words == 0:
-        return np.empty(0, np.uint32), np.empty(0, np.int64)
-    multipliers = np.resize(_GRAM_MULTIPLIERS, ngram)
-    gram = words * multipliers[0]
-    for k in range(1, ngram):  # across document ends too: those n-grams are dropped, or recomputed below
-        gram[:-k] += words[k:] * multipliers[k]
-    last = np.minimum(np.arange(n_words) + ngram - 1, n_words - 1)
-    full = (doc_of_word[last] == doc_of_word) & (np.arange(n_words) + ngram - 1 < n_words)
-    first_of_doc = np.ones(n_words, dtype=bool)
-    first_of_doc[1:] = doc_of_word[1:] != doc_of_word[:-1]
-    firsts = np.flatnonzero(first_of_doc)
-    doc_is_short = ~full[firsts]  # a doc is short iff its first word starts no full n-gram
-    short_start = np.zeros(n_words, dtype=bool)
-    if doc_is_short.any():  # one shingle of all its words: the sum over its own words only
-        starts = firsts[doc_is_short]
-        lengths = (np.append(firsts[1:], n_words) - firsts)[doc_is_short]
-        short = words[starts] * multipliers[0]
-        for k in range(1, ngram):
-            within = lengths > k
-            short[within] += words[starts[within] + k] * multipliers[k]
-        gram[starts] = short
-        short_start[starts] = True
-    keep = full | short_start
-    return (mix64(gram[keep]) >> _U64(32)).astype(np.uint32), doc_of_word[keep]
+@numba.njit(cache=True)
+def _grams_into(words: np.ndarray, n: int, ngram: int, multipliers: np.ndarray, out: np.ndarray) -> int:
+    """32-bit hash of every word n-gram of words[:n] (of all its words, if fewer than n) into `out`;
+    returns how many. An n-gram's hash is the top half of mix64(sum of word_k * multiplier_k)."""
+    if n == 0:
+        return 0
+    if n < ngram:
+        g = _U64(0)
+        for k in range(n):
+            g += words[k] * multipliers[k]
+        out[0] = np.uint32(_mix64(g) >> _U64(32))
+        return 1
+    for i in range(n - ngram + 1):
+        g = _U64(0)
+        for k in range(ngram):
+            g += words[i + k] * multipliers[k]
+        out[i] = np.uint32(_mix64(g) >> _U64(32))
+    return n - ngram + 1
+
+
+@numba.njit(cache=True)
+def _densify_row(sig: np.ndarray, filled: np.ndarray, order: np.ndarray, rank: np.ndarray, sparse_below: int) -> None:
+    """Fill every empty bin of a signature with at least one filled bin (in place): empty bin j
+    takes the value of the first filled bin on its probe sequence. With many filled bins, the empty
+    bins step along their sequences of distinct bins (`order[j]`, ~num_perm / filled steps each),
+    all of them one step at a time, without branches; with few, each takes the minimum of
+    `rank[c, j]` over the filled bins c (filled x num_perm)."""
+    k = len(sig)
+    m = 0
+    for j in range(k):
+        m += filled[j]
+    if m == 0 or m == k:
+        return
+    if m < sparse_below:
+        best = np.full(k, np.iinfo(rank.dtype).max, rank.dtype)
+        for c in range(k):
+            if filled[c]:
+                for j in range(k):
+                    best[j] = min(best[j], rank[c, j])
+        for j in range(k):
+            sig[j] = sig[best[j] % k]  # a filled bin's own rank is the least: it keeps its value
+        return
+    pending = np.empty(k, np.int64)
+    left = 0
+    for j in range(k):
+        pending[left] = j
+        left += not filled[j]
+    i = 0
+    while left:
+        still = 0
+        for t in range(left):
+            j = pending[t]
+            c = order[j, i]
+            hit = filled[c]
+            sig[j] = sig[c] if hit else sig[j]
+            pending[still] = j
+            still += not hit
+        left = still
+        i += 1
+
+
+@numba.njit(cache=True)
+def _signature_into(shingles: np.ndarray, order: np.ndarray, rank: np.ndarray, sparse_below: int, sig: np.ndarray, filled: np.ndarray) -> None:
+    """The densified signature of one document's shingles into `sig` (all 0xFFFFFFFF) and `filled`
+    (all False): each bin, picked by the hash's top bits, keeps its minimum."""
+    k = _U64(len(sig))
+    for x in shingles:
+        b = (_U64(x) * k) >> _U64(32)
+        filled[b] = True
+        sig[b] = min(sig[b], x)
+    _densify_row(sig, filled, order, rank, sparse_below)
+
+
+@numba.njit(cache=True)
+def _sort_hashes(a: np.ndarray, scratch: np.ndarray, buckets: np.ndarray) -> None:
+    """Sort uniformly distributed 32-bit hashes in place: scattered into about len(a) buckets by their
+    top bits (at most len(buckets) - 1), then an insertion sort, which has only the few inversions
+    within buckets left to undo."""
+    n = len(a)
+    if n < 2:
+        return
+    bits = 1
+    while (1 << bits) < n and (2 << bits) < len(buckets):
+        bits += 1
+    shift = np.uint32(32 - bits)
+    buckets[: (1 << bits) + 1] = 0
+    for x in a:
+        buckets[(x >> shift) + 1] += 1
+    for b in range(1 << bits):
+        buckets[b + 1] += buckets[b]
+    for x in a:
+        b = x >> shift
+        scratch[buckets[b]] = x
+        buckets[b] += 1
+    for i in range(n):
+        x = scratch[i]
+        j = i - 1
+        while j >= 0 and a[j] > x:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = x
+
+
+@numba.njit(cache=True)
+def _hash_batch(buf, offsets, ngram, multipliers, order, rank, sparse_below, num_perm, with_signatures):
+    """Per document buf[offsets[d]:offsets[d + 1]]: its sorted unique shingles (concatenated), their
+    count and (with_signatures) its signature."""
+    n_docs = len(offsets) - 1
+    longest = 0
+    for d in range(n_docs):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    words = np.empty(longest // 2 + 2, np.uint64)
+    grams = np.empty(longest // 2 + 2, np.uint32)
+    scratch = np.empty(longest // 2 + 2, np.uint32)
+    buckets = np.empty((1 << 16) + 1, np.int64)
+    shingles = np.empty((offsets[n_docs] - offsets[0]) // 2 + n_docs, np.uint32)  # >= every document's words
+    counts = np.zeros(n_docs, np.uint32)
+    sig = np.full((n_docs if with_signatures else 0, num_perm), 0xFFFFFFFF, np.uint32)
+    filled = np.zeros(num_perm, np.bool_)
+    at = 0
+    for d in range(n_docs):
+        m = _grams_into(words, _words_into(buf, offsets[d], offsets[d + 1], words), ngram, multipliers, grams)
+        g = grams[:m]
+        _sort_hashes(g, scratch, buckets)
+        c = 0
+        for i in range(m):
+            if i == 0 or g[i] != g[i - 1]:
+                shingles[at + c] = g[i]
+                c += 1
+        counts[d] = c
+        if with_signatures and c:
+            filled[:] = False
+            _signature_into(shingles[at : at + c], order, rank, sparse_below, sig[d], filled)
+        at += c
+    return shingles[:at], counts, sig
 
 
 def _probe_table_rows(num_perm: int, lo: int, hi: int) -> np.ndarray:
@@ -214,47 +310,15 @@ def _probe_orders(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
     return order.astype(np.intp), rank.astype(dtype)
 
 
-def _densify(sig: np.ndarray, filled: np.ndarray, sparse_below: int = 64) -> None:
-    """Fill every empty bin of rows that have at least one filled bin (in place).
-
-    Empty bin j takes the value of the first filled bin on its probe sequence. Rows with many
-    filled bins find it by stepping all their empty bins along their sequences of distinct bins
-    at once (few steps); rows with few filled bins would need many steps, so they take, over their
-    filled bins c, the minimum of rank[c, j] (cost: filled bins x num_perm small integers)."""
-    num_perm = sig.shape[1]
-    order, rank = _probe_orders(num_perm)
-    m = np.count_nonzero(filled, axis=1)
-    sparse = np.flatnonzero((m > 0) & (m < sparse_below))
-    if len(sparse):
-        sparse = sparse[np.argsort(-m[sparse], kind="stable")]  # rows with more than i filled bins: a prefix
-        rows, bins = np.nonzero(filled[sparse])
-        counts = m[sparse]
-        nth = np.arange(len(bins)) - np.repeat(np.cumsum(counts) - counts, counts)
-        by_nth = np.zeros((counts[0], len(sparse)), dtype=np.intp)
-        by_nth[nth, rows] = bins
-        first = rank[by_nth[0]]
-        for i in range(1, counts[0]):  # the running minimum over each row's i-th filled bin
-            n = int(np.searchsorted(-counts, -i, side="left"))
-            np.minimum(first[:n], rank[by_nth[i, :n]], out=first[:n])
-        source = sparse[:, None] * num_perm + first % np.array(num_perm, first.dtype)
-        sig[sparse] = sig.reshape(-1)[source]
-
-    flat_sig, flat_filled = sig.reshape(-1), filled.reshape(-1)
-    rows, cols = np.nonzero(~filled & (m >= sparse_below)[:, None])
-    row_base = rows * num_perm
-    i = 0
-    while len(cols):
-        source = row_base + order[cols, i]
-        hit = flat_filled[source]
-        flat_sig[row_base[hit] + cols[hit]] = flat_sig[source[hit]]
-        miss = ~hit
-        row_base, cols = row_base[miss], cols[miss]
-        i += 1
+def sparse_below(num_perm: int) -> int:
+    """Rows with fewer filled bins densify by rank lookup (filled x num_perm steps) rather than
+    by stepping (~num_perm x num_perm / filled): the two costs meet near sqrt(num_perm)."""
+    return int(np.sqrt(num_perm)) + 1
 
 
 @dataclass
 class SignatureBatch:
-    signatures: np.ndarray  # uint32 [docs, num_perm]; rows of docs without shingles are all 0xFFFFFFFF
+    signatures: np.ndarray  # uint32 [docs, num_perm] (rows of docs without shingles all 0xFFFFFFFF); [0, num_perm] if not asked for
     has_shingles: np.ndarray  # bool [docs]
     shingles: np.ndarray  # uint32, each document's sorted unique shingle hashes, concatenated
     shingle_counts: np.ndarray  # uint32 [docs]
@@ -270,6 +334,9 @@ class MinHasher:
         self.num_perm = num_perm
         self.ngram = ngram
         self.large_bytes, self.piece_bytes = large_bytes, piece_bytes
+        self._multipliers = np.resize(_GRAM_MULTIPLIERS, ngram)
+        self._order, self._rank = _probe_orders(num_perm)
+        self._sparse_below = sparse_below(num_perm)
 
     def signatures(self, texts: list[str]) -> SignatureBatch:
         return self.signatures_of_normalized([near_normal_bytes(t) for t in texts])
@@ -277,27 +344,18 @@ class MinHasher:
     def signatures_of_normalized(self, normalized: list[bytes]) -> SignatureBatch:
         if len(normalized) == 1 and len(normalized[0]) > self.large_bytes:
             return self.large_document(normalized)
-        n_docs, k = len(normalized), self.num_perm
-        words, doc_of_word = _word_hashes(normalized) if n_docs else (np.empty(0, _U64), np.empty(0, np.int64))
-        h, doc = _shingle_hashes(words, doc_of_word, self.ngram)
-        keys = np.sort((doc.astype(_U64) << _U64(32)) | h.astype(_U64))
-        if len(keys):
-            keys = keys[np.append(True, keys[1:] != keys[:-1])]
-        doc = (keys >> _U64(32)).astype(np.int64)
-        h = (keys & _U64(0xFFFFFFFF)).astype(np.uint32)
-        counts = np.bincount(doc, minlength=n_docs).astype(np.uint32)
-        # Bins by the hash's top bits: within a document's sorted run, a bin's first entry is its min.
-        cell = doc * k + ((h.astype(_U64) * _U64(k)) >> _U64(32)).astype(np.int64)
-        first = np.ones(len(cell), dtype=bool)
-        first[1:] = cell[1:] != cell[:-1]
-        sig = np.full((n_docs, k), 0xFFFFFFFF, dtype=np.uint32)
-        filled = np.zeros((n_docs, k), dtype=bool)
-        sig.reshape(-1)[cell[first]] = h[first]
-        filled.reshape(-1)[cell[first]] = True
-        _densify(sig, filled)
-        return SignatureBatch(sig, counts > 0, h, counts)
+        offsets = np.zeros(len(normalized) + 1, np.int64)
+        np.cumsum([len(b) for b in normalized], out=offsets[1:])
+        return self.of_joined(np.frombuffer(b"".join(normalized), np.uint8), offsets)
 
-    def large_document(self, pieces: Iterable[bytes]) -> SignatureBatch:
+    def of_joined(self, buf: np.ndarray, offsets: np.ndarray, with_signatures: bool = True) -> SignatureBatch:
+        """The documents buf[offsets[d]:offsets[d + 1]] (normalized bytes, uint8; offsets int64);
+        without signatures, their shingle sets only."""
+        shingles, counts, sig = _hash_batch(buf, offsets, self.ngram, self._multipliers, self._order, self._rank,
+                                            self._sparse_below, self.num_perm, with_signatures)
+        return SignatureBatch(sig, counts > 0, shingles, counts)
+
+    def large_document(self, pieces: Iterable[bytes], with_signatures: bool = True) -> SignatureBatch:
         """One large document given as consecutive pieces of its normalized bytes, each cut between
         words (at a separator byte); equal to hashing their concatenation whole. Memory: the sorted
         shingle set twice over while a batch of new shingles is merged in, and one piece."""
@@ -306,33 +364,27 @@ class MinHasher:
         carry = np.empty(0, _U64)  # the last n - 1 words: the n-grams that cross into the next piece
         for part in pieces:
             for piece in _pieces_at_separators(part, self.piece_bytes):
-                window = np.concatenate([carry, _word_hashes([piece])[0]])
+                window = np.empty(len(carry) + len(piece) // 2 + 2, _U64)
+                window[: len(carry)] = carry
+                window = window[: len(carry) + _words_into(np.frombuffer(piece, np.uint8), 0, len(piece), window[len(carry) :])]
                 if len(window) >= self.ngram:  # else too few words yet: they all stay in `carry`
-                    h, _ = _shingle_hashes(window, np.zeros(len(window), np.int64), self.ngram)
-                    new.append(np.unique(h))
+                    new.append(np.unique(self._grams(window)))
                     if len(new) == 16:
                         merged = _merge_sorted(merged, new)
                 carry = window[max(0, len(window) - self.ngram + 1) :]
         if not len(merged) and not new and len(carry):  # fewer words than n in all: one shingle of them all
-            h, _ = _shingle_hashes(carry, np.zeros(len(carry), np.int64), self.ngram)
-            new.append(h)
+            new.append(self._grams(carry))
         h = _merge_sorted(merged, new)
         del merged
-        k = self.num_perm
-        sig = np.full((1, k), 0xFFFFFFFF, dtype=np.uint32)
-        filled = np.zeros((1, k), dtype=bool)
-        for lo in range(0, len(h), _BIN_CHUNK):  # ascending: a bin's first value is its minimum
-            chunk = h[lo : lo + _BIN_CHUNK]
-            bins, first = np.unique(((chunk.astype(_U64) * _U64(k)) >> _U64(32)).astype(np.int64), return_index=True)
-            new_bins = ~filled[0, bins]
-            sig[0, bins[new_bins]] = chunk[first[new_bins]]
-            filled[0, bins[new_bins]] = True
-        _densify(sig, filled)
+        sig = np.full((1 if with_signatures else 0, self.num_perm), 0xFFFFFFFF, dtype=np.uint32)
+        if with_signatures and len(h):
+            _signature_into(h, self._order, self._rank, self._sparse_below, sig[0], np.zeros(self.num_perm, np.bool_))
         counts = np.array([len(h)], dtype=np.uint32)
         return SignatureBatch(sig, counts > 0, h, counts)
 
-
-_BIN_CHUNK = 1 << 16
+    def _grams(self, words: np.ndarray) -> np.ndarray:
+        out = np.empty(max(1, len(words)), np.uint32)
+        return out[: _grams_into(words, len(words), self.ngram, self._multipliers, out)]
 
 
 def _merge_sorted(merged: np.ndarray, new: list[np.ndarray]) -> np.ndarray:

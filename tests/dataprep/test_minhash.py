@@ -3,6 +3,7 @@ does not depend on its batch; normalization ignores case, punctuation, accents a
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -73,31 +74,19 @@ def test_lsh_parameters_favour_recall_above_the_threshold():
         assert p(threshold - 0.3) <= 0.2  # candidates are verified exactly, so these cost only time
 
 
-def test_both_densification_paths_give_the_same_signatures(reuters_docs):
-    """Sparse rows use a lookup, dense rows step along probe sequences: same definition."""
-    texts = [" ".join(t.split()[:n]) for (_, t), n in zip(reuters_docs[:300], range(1, 301))]
-    hasher = minhash.MinHasher()
-    default = hasher.signatures(texts).signatures
-    original = minhash._densify
-    by_path = {}
-    try:
-        for sparse_below in (0, 129):  # every row stepped; every row looked up
-            minhash._densify = lambda sig, filled: original(sig, filled, sparse_below=sparse_below)
-            by_path[sparse_below] = hasher.signatures(texts).signatures
-    finally:
-        minhash._densify = original
-    assert (default != 0xFFFFFFFF).all()
-    assert np.array_equal(default, by_path[0]) and np.array_equal(default, by_path[129])
-
-
 @pytest.mark.parametrize("num_perm", [8, 128, 300])
-def test_densification_follows_each_empty_bins_probe_sequence(num_perm):
+@pytest.mark.parametrize("path", ["stepped", "default", "looked up"])
+def test_densification_follows_each_empty_bins_probe_sequence(num_perm, path):
     """The definition, one bin at a time: empty bin j takes the value of the first filled bin on
-    its probe sequence `_probe_table_rows(num_perm, t, t + 1)[0, j]`, t = 0, 1, ..."""
+    its probe sequence `_probe_table_rows(num_perm, t, t + 1)[0, j]`, t = 0, 1, ...; rows with few
+    filled bins look it up by rank, rows with many step along the sequences: same values."""
+    sparse_below = {"stepped": 0, "default": minhash.sparse_below(num_perm), "looked up": num_perm + 1}[path]
     rng = np.random.default_rng(num_perm)
     filled = np.zeros((60, num_perm), dtype=bool)
     for row, m in enumerate(np.linspace(1, num_perm, 60).astype(int)):
         filled[row, rng.choice(num_perm, size=m, replace=False)] = True
+    filled[:5] = False  # one filled bin: the sparsest rows
+    filled[np.arange(5), rng.choice(num_perm, size=5)] = True
     sig = np.where(filled, rng.integers(0, 2**32 - 1, size=filled.shape), 0xFFFFFFFF).astype(np.uint32)
     table = minhash._probe_table_rows(num_perm, 0, 64 * num_perm)
     expected = sig.copy()
@@ -105,8 +94,75 @@ def test_densification_follows_each_empty_bins_probe_sequence(num_perm):
         for j in np.flatnonzero(~filled[row]):
             t = next(t for t in range(len(table)) if filled[row, table[t, j]])
             expected[row, j] = sig[row, table[t, j]]
-    minhash._densify(sig, filled)
+    order, rank = minhash._probe_orders(num_perm)
+    for row in range(len(sig)):
+        minhash._densify_row(sig[row], filled[row], order, rank, sparse_below)
     np.testing.assert_array_equal(sig, expected)
+
+
+def _reference_signature(text: str, num_perm: int, ngram: int) -> tuple[np.ndarray, np.ndarray]:
+    """The module docstring's definition, one Python integer at a time (slow): (shingles, signature)."""
+    mask = (1 << 64) - 1
+
+    def mix(x: int) -> int:
+        x ^= x >> 30
+        x = (x * 0xBF58476D1CE4E5B9) & mask
+        x ^= x >> 27
+        x = (x * 0x94D049BB133111EB) & mask
+        return x ^ (x >> 31)
+
+    chars = []
+    for ch in unicodedata.normalize("NFKD", text).lower():
+        if 0x300 <= ord(ch) <= 0x36F:
+            continue  # accents: dropped
+        separator = (ch.isascii() and not ch.isalnum()) or 0xA0 <= ord(ch) <= 0xBF or 0x2000 <= ord(ch) <= 0x206F or 0x3000 <= ord(ch) <= 0x303F
+        chars.append(" " if separator else "0" if ch.isascii() and ch.isdigit() else ch)
+    words = []
+    for word in "".join(chars).split(" "):
+        if word:
+            words.append(mix(sum(c * pow(minhash._WORD_BASE, i, 1 << 64) for i, c in enumerate(word.encode("utf-8"))) & mask))
+    multipliers = [int(m) for m in np.resize(minhash._GRAM_MULTIPLIERS, ngram)]
+    grams = [words[i : i + ngram] for i in range(len(words) - ngram + 1)] if len(words) >= ngram else [words] if words else []
+    shingles = sorted({mix(sum(w * m for w, m in zip(g, multipliers)) & mask) >> 32 for g in grams})
+    sig = np.full(num_perm, 0xFFFFFFFF, np.uint32)
+    filled = np.zeros(num_perm, bool)
+    for h in shingles:
+        b = (h * num_perm) >> 32
+        if not filled[b]:
+            sig[b], filled[b] = h, True
+    if filled.any():
+        table = minhash._probe_table_rows(num_perm, 0, 64 * num_perm)
+        for j in np.flatnonzero(~filled):
+            sig[j] = sig[next(table[t, j] for t in range(len(table)) if filled[table[t, j]])]
+    return np.array(shingles, np.uint32), sig
+
+
+@pytest.mark.parametrize("num_perm,ngram", [(8, 1), (16, 2), (128, 5), (100, 8), (256, 3)])
+def test_signatures_and_shingles_follow_their_definition(reuters_docs, num_perm, ngram):
+    """Short, empty, shorter-than-n, accented and non-Latin documents in one batch: each document's
+    shingle set and signature are those of the definition computed directly."""
+    texts = [t[:400] for _, t in reuters_docs[:40]] + [
+        "", "!!! ...", "one", "two words", "Ça dépend: ÉTÉ, naïve café. ΟΔΟΣ Σ “quoted” — dash… 東京　都。",
+        "e\u0301t\u0301e\u0301 \u00a0nbsp\u00a0 1987 vs 2024", "x" * 3000, "a b a b a b a b a b a b",
+    ]
+    batch = MinHasher(num_perm, ngram).signatures(texts)
+    for text, shingles, sig in zip(texts, batch.shingle_sets(), batch.signatures):
+        expected_shingles, expected_sig = _reference_signature(text, num_perm, ngram)
+        np.testing.assert_array_equal(shingles, expected_shingles)
+        np.testing.assert_array_equal(sig, expected_sig)
+
+
+def test_hash_sort_orders_any_values():
+    """The bucket sort of shingle hashes: uniform values, many repeats, and values crowded into one
+    bucket (the adversarial case for buckets) all come out as np.sort has them."""
+    rng = np.random.default_rng(5)
+    cases = [rng.integers(0, 2**32, n, dtype=np.uint32) for n in (0, 1, 2, 3, 50, 1000, 200_000)]
+    cases += [rng.integers(0, 4, 500, dtype=np.uint32), rng.integers(0, 2**12, 3000, dtype=np.uint32) + np.uint32(2**31), np.full(100, 2**32 - 1, np.uint32)]
+    scratch, buckets = np.empty(200_000, np.uint32), np.empty((1 << 16) + 1, np.int64)
+    for a in cases:
+        got = a.copy()
+        minhash._sort_hashes(got, scratch, buckets)
+        np.testing.assert_array_equal(got, np.sort(a))
 
 
 @pytest.mark.parametrize("ascii_only", [True, False])
