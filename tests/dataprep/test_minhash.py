@@ -100,16 +100,21 @@ def test_densification_follows_each_empty_bins_probe_sequence(num_perm, path):
     np.testing.assert_array_equal(sig, expected)
 
 
+_MASK = (1 << 64) - 1
+
+
+def mix(x: int) -> int:
+    """mix64 on one Python integer."""
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & _MASK
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
 def _reference_signature(text: str, num_perm: int, ngram: int) -> tuple[np.ndarray, np.ndarray]:
     """The module docstring's definition, one Python integer at a time (slow): (shingles, signature)."""
-    mask = (1 << 64) - 1
-
-    def mix(x: int) -> int:
-        x ^= x >> 30
-        x = (x * 0xBF58476D1CE4E5B9) & mask
-        x ^= x >> 27
-        x = (x * 0x94D049BB133111EB) & mask
-        return x ^ (x >> 31)
+    mask = _MASK
 
     chars = []
     for ch in unicodedata.normalize("NFKD", text).lower():
@@ -212,14 +217,7 @@ def test_a_large_text_normalized_in_pieces_hashes_as_whole(ascii_only):
 def test_band_hashes_follow_their_definition_for_every_chunk_of_documents():
     """band b of a document: h = 0; for each of its rows r, h = mix64(h * B + value + r + 1) mod 2^64
     (the values an index's `.bands` holds, so a later `--against` finds the same buckets)."""
-    mask = (1 << 64) - 1
-
-    def mix(x: int) -> int:
-        x ^= x >> 30
-        x = (x * 0xBF58476D1CE4E5B9) & mask
-        x ^= x >> 27
-        x = (x * 0x94D049BB133111EB) & mask
-        return x ^ (x >> 31)
+    mask = _MASK
 
     signatures = np.random.default_rng(3).integers(0, 2**32, size=(9, 128), dtype=np.uint32)
     for bands, rows in ((16, 8), (9, 14), (3, 5)):
