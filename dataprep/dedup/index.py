@@ -11,8 +11,7 @@ what `--against` needs, for the documents the run kept, so it costs less disk th
 
 | suffix      | content                                                       | in |
 |-------------|---------------------------------------------------------------|----|
-| `.sig`      | uint32 [docs, num_perm] MinHash signature                     | run |
-| `.bands`    | uint64 [docs, bands] LSH band hashes of the signature         | index |
+| `.bands`    | uint64 [docs, bands] LSH band hashes of the MinHash signature (not with --no-near) | both |
 | `.exact`    | uint64 [docs, 2] BLAKE2b-128 of the NFC-normalized, trimmed text | both |
 | `.counts`   | uint32 [docs] number of distinct shingles (0: no words)       | both |
 | `.shingles` | uint32, every document's sorted unique shingle hashes         | both |
@@ -22,6 +21,10 @@ what `--against` needs, for the documents the run kept, so it costs less disk th
 | `.lines`    | uint64 [docs] line (row) of each document in its input file   | both |
 | `.kept`     | uint8 [docs], 1 where the run kept the document               | run |
 | `.json`     | the part's counts and its input file (`source`, relative to the run's input root); written after the arrays: marks the part whole | both |
+
+The scan hashes a batch of documents at once: their texts and id lines joined, one compiled call
+each for the exact hashes, the id hashes (`digests`) and the shingle sets and signatures
+(`minhash`); a signature is only ever used for its band hashes, so only those are written.
 
 Memory while scanning is one batch (~256 KB of text), whatever the size of the input. A
 document over `LARGE_TEXT_CHARS` is a batch of its own: its record is written (and freed) first,
@@ -45,6 +48,7 @@ from typing import BinaryIO, Iterator
 import numpy as np
 import zstandard
 
+from dataprep.dedup.digests import blake2b_128
 from dataprep.dedup.minhash import HASH_SCHEME, MinHasher, band_hashes, near_normal_bytes
 from dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.errors import UserError
@@ -55,35 +59,47 @@ BATCH_BYTES = 256 << 10  # small batches keep the vectorized hashing inside the 
 BATCH_DOCS = 4096
 LARGE_TEXT_CHARS = 1 << 20
 READ_CHUNK_DOCS = 1 << 18
-ARRAY_SUFFIXES = (".sig", ".exact", ".counts", ".shingles", ".ids", ".idpos", ".idhash", ".lines")
+ARRAY_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".idhash", ".lines")  # and .bands, with near-dedup
 
 
 def part_name(index: int) -> str:
     return f"part-{index:05d}"
 
 
-_ASCII_WHITESPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"  # exactly what str.strip() removes from ASCII text
-
-
 def exact_hash(text: str) -> bytes:
     """BLAKE2b-128 of the NFC-normalized, trimmed text."""
-    return hashlib.blake2b(unicodedata.normalize("NFC", text).strip().encode("utf-8"), digest_size=16).digest()
+    return hashlib.blake2b(exact_input(text), digest_size=16).digest()
 
 
-def hashes_input(text: str) -> tuple[bytes, bytes]:
-    """(exact hash, bytes for near-dup hashing) of one document. ASCII text, the common case, is
-    encoded once and needs no normalization (NFC leaves it unchanged)."""
-    if text.isascii():
-        raw = text.encode("ascii")
-        return hashlib.blake2b(raw.strip(_ASCII_WHITESPACE), digest_size=16).digest(), raw
-    return exact_hash(text), near_normal_bytes(text)
+def exact_input(text: str) -> bytes:
+    """The NFC-normalized, trimmed text as UTF-8: what the exact hash digests."""
+    return unicodedata.normalize("NFC", text).strip().encode("utf-8")
+
+
+def hash_inputs(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(exact-hash input, its offsets, near-dup bytes, their offsets) of a batch, joined: uint8 and
+    int64 arrays. ASCII text, the common case, is encoded once and needs no normalization (NFC
+    leaves it unchanged): both inputs are then the same bytes, trimmed by the digest."""
+    ascii = [t.encode("ascii") if t.isascii() else None for t in texts]
+    if None not in ascii:
+        buf, offsets = _joined(ascii)
+        return buf, offsets, buf, offsets
+    exact = [b if b is not None else exact_input(t) for b, t in zip(ascii, texts)]
+    near = [b if b is not None else near_normal_bytes(t) for b, t in zip(ascii, texts)]
+    return (*_joined(exact), *_joined(near))
+
+
+def _joined(pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(pieces) + 1, np.int64)
+    np.cumsum([len(p) for p in pieces], out=offsets[1:])
+    return np.frombuffer(b"".join(pieces), np.uint8), offsets
 
 
 _PIECE_CUT = re.compile("[ \n]")
 
 
 def normalized_pieces(text: str, piece_chars: int, exact) -> Iterator[bytes]:
-    """As `hashes_input`, a piece at a time: the near-dup bytes of pieces of about `piece_chars`
+    """As `hash_inputs` for one text, a piece at a time: the near-dup bytes of pieces of about `piece_chars`
     cut before an ASCII space or newline (a character no NFC/NFKD composition or lowercasing context
     looks across, so the pieces normalize as the whole does, and no word spans two), while `exact`
     (a BLAKE2b-128) takes in the exact hash's input; its digest is the exact hash once every piece
@@ -110,9 +126,23 @@ def normalized_pieces(text: str, piece_chars: int, exact) -> Iterator[bytes]:
 
 def id_line(doc_id: str) -> bytes:
     """The id as a JSON string and a newline (json.dumps only where escaping may be needed)."""
-    if doc_id.isascii() and doc_id.isprintable() and '"' not in doc_id and "\\" not in doc_id:
+    if _plain(doc_id):
         return f'"{doc_id}"\n'.encode("ascii")
     return json.dumps(doc_id, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def _plain(text: str) -> bool:
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
+def id_lines(doc_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Every `id_line` joined (uint8) and the offset of each (int64, one more than ids). A batch of
+    plain ids, the common case, is checked and quoted as one string."""
+    if _plain("".join(doc_ids)):
+        offsets = np.zeros(len(doc_ids) + 1, np.int64)
+        np.cumsum([len(i) + 3 for i in doc_ids], out=offsets[1:])
+        return np.frombuffer(('"' + '"\n"'.join(doc_ids) + '"\n').encode("ascii"), np.uint8), offsets
+    return _joined([id_line(i) for i in doc_ids])
 
 
 @dataclass(frozen=True)
@@ -126,6 +156,8 @@ class ScanJob:
     ngram: int
     text_field: str
     id_field: str
+    bands: int  # LSH bands x rows of `.bands`; 0 bands: no near-dedup, no signatures
+    rows: int
 
 
 def scan_part(job: ScanJob) -> dict:
@@ -134,63 +166,84 @@ def scan_part(job: ScanJob) -> dict:
     if meta_path.exists():  # finished by an earlier, interrupted run
         return json.loads(meta_path.read_text())
     hasher = MinHasher(job.num_perm, job.ngram)
+    near = job.bands > 0
     base = Path(job.index_dir) / part_name(job.index)
     docs = rejected = 0
     with contextlib.ExitStack() as stack:
         # Not fsynced: a rerun rewrites any part whose .json (written last) is missing.
-        out = {s: stack.enter_context(atomic_write(f"{base}{s}", "wb", durable=False)) for s in ARRAY_SUFFIXES}
+        suffixes = ARRAY_SUFFIXES + ((".bands",) if near else ())
+        out = {s: stack.enter_context(atomic_write(f"{base}{s}", "wb", durable=False)) for s in suffixes}
         rej = stack.enter_context(atomic_write(job.rejected_path, "w", durable=False, encoding="utf-8"))
         records_file = stack.enter_context(atomic_write(job.records_path, "wb", durable=False))
         records = stack.enter_context(zstandard.ZstdCompressor(level=1).stream_writer(records_file, closefd=False))
-        batch: list[Document] = []
-        batch_bytes = 0
+        batch = _Batch()
         id_end = 0
         out[".idpos"].write(np.zeros(1, np.uint64).tobytes())
 
         def flush() -> None:
             nonlocal id_end
-            records.write(b"\n".join(d.record for d in batch))  # no copy of a batch of one large document
+            records.write(b"\n".join(batch.records))  # no copy of a batch of one large document
             records.write(b"\n")
-            for d in batch:  # written: a large document's line is freed before its text is hashed
-                d.record = b""
-            if len(batch) == 1 and len(batch[0].text) > LARGE_TEXT_CHARS:
+            batch.records.clear()  # written: a large document's line is freed before its text is hashed
+            if len(batch.texts) == 1 and len(batch.texts[0]) > LARGE_TEXT_CHARS:
                 digest = hashlib.blake2b(digest_size=16)
-                sb = hasher.large_document(normalized_pieces(batch[0].text, LARGE_TEXT_CHARS, digest))
-                exact = [digest.digest()]
+                sb = hasher.large_document(normalized_pieces(batch.texts[0], LARGE_TEXT_CHARS, digest), with_signatures=near)
+                out[".exact"].write(digest.digest())
             else:
-                exact, normalized = zip(*[hashes_input(d.text) for d in batch])
-                sb = hasher.signatures_of_normalized(list(normalized))
-            out[".sig"].write(sb.signatures)  # arrays are written as they lie in memory: no copies
-            out[".counts"].write(sb.shingle_counts)
+                exact_buf, exact_offsets, near_buf, near_offsets = hash_inputs(batch.texts)
+                out[".exact"].write(blake2b_128(exact_buf, exact_offsets, strip=True))
+                sb = hasher.of_joined(near_buf, near_offsets, with_signatures=near)
+            if near:
+                out[".bands"].write(band_hashes(sb.signatures, job.bands, job.rows))
+            out[".counts"].write(sb.shingle_counts)  # arrays are written as they lie in memory: no copies
             out[".shingles"].write(sb.shingles)
-            out[".exact"].write(b"".join(exact))
-            id_lines = [id_line(d.id) for d in batch]
-            out[".ids"].write(b"".join(id_lines))
-            positions = np.uint64(id_end) + np.cumsum([len(line) for line in id_lines], dtype=np.uint64)
-            out[".idpos"].write(positions.tobytes())
-            id_end = int(positions[-1])
-            out[".idhash"].write(b"".join(hashlib.blake2b(line, digest_size=16).digest() for line in id_lines))
-            out[".lines"].write(np.array([d.line for d in batch], dtype=np.uint64).tobytes())
+            lines, offsets = id_lines(batch.ids)
+            out[".ids"].write(lines)
+            out[".idpos"].write((offsets[1:] + id_end).astype(np.uint64))
+            id_end += int(offsets[-1])
+            out[".idhash"].write(blake2b_128(lines, offsets))
+            out[".lines"].write(np.array(batch.lines, dtype=np.uint64))
+            batch.clear()
 
         for item in read_task(job.task, job.text_field, job.id_field):
-            if isinstance(item, Document):
-                if len(item.text) >= BATCH_BYTES and batch:  # a large document is hashed alone, in pieces
+            if type(item) is Document:
+                if len(item.text) >= BATCH_BYTES and batch.texts:  # a large document is hashed alone, in pieces
                     flush()
-                    batch, batch_bytes = [], 0
-                batch.append(item)
-                batch_bytes += len(item.text)
+                batch.add(item)
                 docs += 1
-                if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_DOCS:
+                if batch.text_chars >= BATCH_BYTES or len(batch.texts) >= BATCH_DOCS:
                     flush()
-                    batch, batch_bytes = [], 0
             else:
                 rej.write(json.dumps(item.to_json(), ensure_ascii=False) + "\n")
                 rejected += 1
-        if batch:
+        if batch.texts:
             flush()
     meta = {"docs": docs, "rejected": rejected, "bytes": job.task.nbytes, "source": job.task.file.rel}
     write_text_atomic(meta_path, json.dumps(meta))
     return meta
+
+
+class _Batch:
+    """The documents of a batch as columns: the Documents themselves die young, so the garbage
+    collector never has a batch's worth of objects to look through again and again."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.texts: list[str] = []
+        self.lines: list[int] = []
+        self.records: list[bytes] = []
+        self.text_chars = 0
+
+    def add(self, doc: Document) -> None:
+        self.ids.append(doc.id)
+        self.texts.append(doc.text)
+        self.lines.append(doc.line)
+        self.records.append(doc.record)
+        doc.record = b""  # the batch holds the only reference: a large line is freed once written
+        self.text_chars += len(doc.text)
+
+    def clear(self) -> None:
+        self.__init__()
 
 
 def _array(path: Path, dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -222,10 +275,6 @@ class IndexPart:
 
     def __init__(self, base: Path, docs: int, num_perm: int):
         self.base, self.docs, self.num_perm = base, docs, num_perm
-
-    @cached_property
-    def signatures(self) -> np.ndarray:
-        return _array(Path(f"{self.base}.sig"), np.uint32, (self.docs, self.num_perm))
 
     @cached_property
     def exact(self) -> np.ndarray:
@@ -261,10 +310,7 @@ class IndexPart:
         return _array(Path(f"{self.base}.kept"), np.uint8, (self.docs,)).astype(bool)
 
     def band_hashes(self, lo: int, hi: int, bands: int, rows: int) -> np.ndarray:
-        """uint64 [hi - lo, bands] of documents lo .. hi - 1: from the signatures while the run is under
-        way, from `.bands` in a finished index (which keeps no signatures)."""
-        if Path(f"{self.base}.sig").exists():
-            return band_hashes(np.asarray(self.signatures[lo:hi]), bands, rows)
+        """uint64 [hi - lo, bands] of documents lo .. hi - 1 (`rows`: of the signature each band hashed)."""
         return np.array(_array(Path(f"{self.base}.bands"), np.uint64, (self.docs, bands))[lo:hi])
 
     def id_texts(self, local: np.ndarray) -> list[bytes]:
@@ -372,8 +418,8 @@ _FINISHED_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".line
 
 
 def finish_part(job: FinishJob) -> int:
-    """Write the index part a later `--against` reads: the kept documents only, with their band
-    hashes instead of signatures, a chunk of documents at a time; returns its document count."""
+    """Write the index part a later `--against` reads: the kept documents only, a chunk of documents
+    at a time; returns its document count."""
     meta_path = Path(f"{job.index_base}.json")
     if meta_path.exists():  # finished by an earlier, interrupted run
         return json.loads(meta_path.read_text())["docs"]

@@ -93,20 +93,45 @@ _mix64 = numba.njit(cache=True)(mix64)
 _B = _U64(_WORD_BASE)
 
 
+@lru_cache(maxsize=4)
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """B^i and B^-i mod 2^64 for i < n, n a power of two (so the cache stays small)."""
+
+    def powers_of(base: int) -> np.ndarray:
+        out = np.ones(n, dtype=_U64)
+        m = 1
+        while m < n:  # doubling: out[m:2m] = out[:m] * base^m
+            out[m : 2 * m] = out[:m] * _U64(pow(base, m, 1 << 64))
+            m *= 2
+        return out
+
+    return powers_of(_WORD_BASE), powers_of(pow(_WORD_BASE, -1, 1 << 64))
+
+
+def _powers_for(longest: int) -> tuple[np.ndarray, np.ndarray]:
+    """Powers enough for every position of a piece of `longest` bytes."""
+    return _powers(1 << max(int(longest).bit_length(), 12))
+
+
 @numba.njit(cache=True)
-def _words_into(buf: np.ndarray, lo: int, hi: int, out: np.ndarray) -> int:
+def _words_into(buf: np.ndarray, lo: int, hi: int, powers: np.ndarray, inverse_powers: np.ndarray, out: np.ndarray) -> int:
     """Hash every word of the UTF-8 bytes buf[lo:hi] into `out` (room for (hi - lo + 1) // 2 + 1);
-    returns the number of words. A word's hash is mix64(sum of its mapped bytes c_i * B^i).
+    returns the number of words. A word's hash is mix64(sum of its mapped bytes c_i * B^i), from
+    prefix sums of c_p * B^p over positions p (`powers`, at least hi - lo of them): the difference
+    at a word's ends, times B^-start (`inverse_powers`).
 
     Bytes are mapped by `_BYTE_TABLE`; after NFKD, accents are combining marks U+0300-U+036F
-    (UTF-8 CC xx, CD 80-AF): dropped, neither in a word nor ending one. Latin-1 punctuation
-    U+00A0-U+00BF (C2 A0-BF), general punctuation U+2000-U+206F (E2 80-81 xx) and CJK punctuation
-    U+3000-U+303F (E3 80 xx) are separators. Other non-ASCII characters are word characters.
-    The byte loop has no branch on word ends (they are unpredictable): every byte stores the running
-    sum at `out[n]` and a word's end moves n past it; the sums are mixed afterwards."""
+    (UTF-8 CC xx, CD 80-AF): dropped, neither in a word nor ending one, nor counted as positions.
+    Latin-1 punctuation U+00A0-U+00BF (C2 A0-BF), general punctuation U+2000-U+206F (E2 80-81 xx)
+    and CJK punctuation U+3000-U+303F (E3 80 xx) are separators. Other non-ASCII characters are
+    word characters. The byte loop has no branch on word ends (they are unpredictable) and no
+    chain of multiplies: every byte stores the hash of the word ending there at `out[n]`, and a
+    word's end moves n past it; the hashes are mixed afterwards."""
     n = 0
-    h = _U64(0)
-    p = _U64(1)
+    total = _U64(0)
+    word_start_total = _U64(0)
+    word_start = 0
+    at = 0  # position among the bytes kept
     in_word = False
     i = lo
     while i < hi:
@@ -124,13 +149,16 @@ def _words_into(buf: np.ndarray, lo: int, hi: int, out: np.ndarray) -> int:
                 c = _SPACE
                 i += 2
         space = c == _SPACE
-        out[n] = h
+        out[n] = (total - word_start_total) * inverse_powers[word_start]
         n += in_word and space
-        h = _U64(0) if space else h + _U64(c) * p
-        p = _U64(1) if space else p * _B
+        begins = not (in_word or space)
+        word_start_total = total if begins else word_start_total
+        word_start = at if begins else word_start
+        total += _U64(c) * powers[at]
+        at += 1
         in_word = not space
         i += 1
-    out[n] = h
+    out[n] = (total - word_start_total) * inverse_powers[word_start]
     n += in_word
     for t in range(n):
         out[t] = _mix64(out[t])
@@ -158,56 +186,54 @@ def _grams_into(words: np.ndarray, n: int, ngram: int, multipliers: np.ndarray, 
 
 
 @numba.njit(cache=True)
-def _densify_row(sig: np.ndarray, filled: np.ndarray, order: np.ndarray, rank: np.ndarray, sparse_below: int) -> None:
-    """Fill every empty bin of a signature with at least one filled bin (in place): empty bin j
-    takes the value of the first filled bin on its probe sequence. With many filled bins, the empty
-    bins step along their sequences of distinct bins (`order[j]`, ~num_perm / filled steps each),
-    all of them one step at a time, without branches; with few, each takes the minimum of
-    `rank[c, j]` over the filled bins c (filled x num_perm)."""
+def _densify_row(sig: np.ndarray, filled: np.ndarray, m: int, order: np.ndarray, rank: np.ndarray, sparse_below: int, work: np.ndarray) -> None:
+    """Fill every empty bin of a signature with m >= 1 filled bins (in place; `work`: int64 scratch
+    of num_perm): empty bin j takes the value of the first filled bin on its probe sequence. With
+    many filled bins, the empty bins step along their sequences of distinct bins (`order[j]`,
+    ~num_perm / m steps each), all of them one step at a time, without branches; with few, each
+    takes the minimum of `rank[c, j]` over the filled bins c (m x num_perm)."""
     k = len(sig)
-    m = 0
-    for j in range(k):
-        m += filled[j]
     if m == 0 or m == k:
         return
     if m < sparse_below:
-        best = np.full(k, np.iinfo(rank.dtype).max, rank.dtype)
+        work[:] = np.iinfo(np.int64).max
         for c in range(k):
             if filled[c]:
                 for j in range(k):
-                    best[j] = min(best[j], rank[c, j])
+                    work[j] = min(work[j], np.int64(rank[c, j]))
         for j in range(k):
-            sig[j] = sig[best[j] % k]  # a filled bin's own rank is the least: it keeps its value
+            sig[j] = sig[work[j] % k]  # a filled bin's own rank is the least: it keeps its value
         return
-    pending = np.empty(k, np.int64)
     left = 0
     for j in range(k):
-        pending[left] = j
+        work[left] = j
         left += not filled[j]
     i = 0
     while left:
         still = 0
         for t in range(left):
-            j = pending[t]
+            j = work[t]
             c = order[j, i]
             hit = filled[c]
             sig[j] = sig[c] if hit else sig[j]
-            pending[still] = j
+            work[still] = j
             still += not hit
         left = still
         i += 1
 
 
 @numba.njit(cache=True)
-def _signature_into(shingles: np.ndarray, order: np.ndarray, rank: np.ndarray, sparse_below: int, sig: np.ndarray, filled: np.ndarray) -> None:
+def _signature_into(shingles: np.ndarray, order: np.ndarray, rank: np.ndarray, sparse_below: int, sig: np.ndarray, filled: np.ndarray, work: np.ndarray) -> None:
     """The densified signature of one document's shingles into `sig` (all 0xFFFFFFFF) and `filled`
     (all False): each bin, picked by the hash's top bits, keeps its minimum."""
     k = _U64(len(sig))
+    m = 0
     for x in shingles:
         b = (_U64(x) * k) >> _U64(32)
+        m += not filled[b]
         filled[b] = True
         sig[b] = min(sig[b], x)
-    _densify_row(sig, filled, order, rank, sparse_below)
+    _densify_row(sig, filled, m, order, rank, sparse_below, work)
 
 
 @numba.njit(cache=True)
@@ -241,7 +267,7 @@ def _sort_hashes(a: np.ndarray, scratch: np.ndarray, buckets: np.ndarray) -> Non
 
 
 @numba.njit(cache=True)
-def _hash_batch(buf, offsets, ngram, multipliers, order, rank, sparse_below, num_perm, with_signatures):
+def _hash_batch(buf, offsets, powers, inverse_powers, ngram, multipliers, order, rank, sparse_below, num_perm, with_signatures):
     """Per document buf[offsets[d]:offsets[d + 1]]: its sorted unique shingles (concatenated), their
     count and (with_signatures) its signature."""
     n_docs = len(offsets) - 1
@@ -256,9 +282,10 @@ def _hash_batch(buf, offsets, ngram, multipliers, order, rank, sparse_below, num
     counts = np.zeros(n_docs, np.uint32)
     sig = np.full((n_docs if with_signatures else 0, num_perm), 0xFFFFFFFF, np.uint32)
     filled = np.zeros(num_perm, np.bool_)
+    work = np.empty(num_perm, np.int64)
     at = 0
     for d in range(n_docs):
-        m = _grams_into(words, _words_into(buf, offsets[d], offsets[d + 1], words), ngram, multipliers, grams)
+        m = _grams_into(words, _words_into(buf, offsets[d], offsets[d + 1], powers, inverse_powers, words), ngram, multipliers, grams)
         g = grams[:m]
         _sort_hashes(g, scratch, buckets)
         c = 0
@@ -269,7 +296,7 @@ def _hash_batch(buf, offsets, ngram, multipliers, order, rank, sparse_below, num
         counts[d] = c
         if with_signatures and c:
             filled[:] = False
-            _signature_into(shingles[at : at + c], order, rank, sparse_below, sig[d], filled)
+            _signature_into(shingles[at : at + c], order, rank, sparse_below, sig[d], filled, work)
         at += c
     return shingles[:at], counts, sig
 
@@ -311,9 +338,10 @@ def _probe_orders(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sparse_below(num_perm: int) -> int:
-    """Rows with fewer filled bins densify by rank lookup (filled x num_perm steps) rather than
-    by stepping (~num_perm x num_perm / filled): the two costs meet near sqrt(num_perm)."""
-    return int(np.sqrt(num_perm)) + 1
+    """Rows with fewer filled bins m densify by rank lookup (m x num_perm minima, a few per
+    instruction) rather than by stepping (~num_perm x num_perm / m branch-free steps of a few
+    cycles each): the two costs meet near m = sqrt(20 num_perm)."""
+    return int(np.sqrt(20 * num_perm))
 
 
 @dataclass
@@ -350,9 +378,12 @@ class MinHasher:
 
     def of_joined(self, buf: np.ndarray, offsets: np.ndarray, with_signatures: bool = True) -> SignatureBatch:
         """The documents buf[offsets[d]:offsets[d + 1]] (normalized bytes, uint8; offsets int64);
-        without signatures, their shingle sets only."""
-        shingles, counts, sig = _hash_batch(buf, offsets, self.ngram, self._multipliers, self._order, self._rank,
-                                            self._sparse_below, self.num_perm, with_signatures)
+        without signatures, their shingle sets only (a [0, num_perm] `signatures`)."""
+        longest = int(np.diff(offsets).max(initial=0))
+        if len(offsets) == 2 and longest > self.large_bytes:
+            return self.large_document([buf[offsets[0] : offsets[1]].tobytes()], with_signatures)
+        shingles, counts, sig = _hash_batch(buf, offsets, *_powers_for(longest), self.ngram, self._multipliers, self._order,
+                                            self._rank, self._sparse_below, self.num_perm, with_signatures)
         return SignatureBatch(sig, counts > 0, shingles, counts)
 
     def large_document(self, pieces: Iterable[bytes], with_signatures: bool = True) -> SignatureBatch:
@@ -366,7 +397,7 @@ class MinHasher:
             for piece in _pieces_at_separators(part, self.piece_bytes):
                 window = np.empty(len(carry) + len(piece) // 2 + 2, _U64)
                 window[: len(carry)] = carry
-                window = window[: len(carry) + _words_into(np.frombuffer(piece, np.uint8), 0, len(piece), window[len(carry) :])]
+                window = window[: len(carry) + _words_into(np.frombuffer(piece, np.uint8), 0, len(piece), *_powers_for(len(piece)), window[len(carry) :])]
                 if len(window) >= self.ngram:  # else too few words yet: they all stay in `carry`
                     new.append(np.unique(self._grams(window)))
                     if len(new) == 16:
@@ -378,7 +409,7 @@ class MinHasher:
         del merged
         sig = np.full((1 if with_signatures else 0, self.num_perm), 0xFFFFFFFF, dtype=np.uint32)
         if with_signatures and len(h):
-            _signature_into(h, self._order, self._rank, self._sparse_below, sig[0], np.zeros(self.num_perm, np.bool_))
+            _signature_into(h, self._order, self._rank, self._sparse_below, sig[0], np.zeros(self.num_perm, np.bool_), np.empty(self.num_perm, np.int64))
         counts = np.array([len(h)], dtype=np.uint32)
         return SignatureBatch(sig, counts > 0, h, counts)
 

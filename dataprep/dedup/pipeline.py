@@ -5,7 +5,7 @@
 Stages, each a set of independent jobs whose results are files (so a killed run resumes where it
 stopped, and the output is the same for any number of workers):
 
-1. scan    (per read task)  read records; write the index part (signature, exact hash, shingle
+1. scan    (per read task)  read records; write the index part (band hashes, exact hash, shingle
                             set, id, id hash and input line per document), the records and the
                             rejected rows.
    ids     (as exact, below, over id hashes)  an id that repeats an earlier record's stops the run
@@ -126,7 +126,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         scan_part,
         [
             ScanJob(i, t, str(work / "parts"), str(work / f"rejected-{i:05d}.jsonl"), str(work / f"records-{i:05d}.zst"),
-                    options.num_perm, options.ngram, options.text_field, options.id_field)
+                    options.num_perm, options.ngram, options.text_field, options.id_field, bands, rows)
             for i, t in enumerate(tasks)
         ],
         "scan", weights=[t.nbytes for t in tasks], unit="B",

@@ -23,7 +23,7 @@ import pytest
 from bench.corpora import ROOT, need_data
 from bench.large_document import write_document
 from dataprep.dedup.index import exact_hash
-from dataprep.dedup.minhash import MinHasher, near_normal_bytes
+from dataprep.dedup.minhash import MinHasher, band_hashes, near_normal_bytes
 from dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 
 pytestmark = pytest.mark.slow  # two child processes and two whole-document references: ~10 s
@@ -47,7 +47,7 @@ if mode == "dedup":
     from dataprep.dedup.index import ScanJob, scan_part
 
     def job(path, i):
-        scan_part(ScanJob(i, tasks(path)[0], work, f"{work}/rejected-{i}", f"{work}/records-{i}.zst", 128, 5, "text", "id"))
+        scan_part(ScanJob(i, tasks(path)[0], work, f"{work}/rejected-{i}", f"{work}/records-{i}.zst", 128, 5, "text", "id", 16, 8))
 else:
     from dataprep.tokenize.corpus import EncodeJob, encode_part
     from dataprep.tokenize.tokenizer import load_tokenizer
@@ -96,8 +96,8 @@ def test_dedup_scan_of_a_large_document_is_bounded_and_equals_the_whole_computat
     whole = MinHasher(large_bytes=1 << 40, piece_bytes=1 << 40).signatures_of_normalized([near_normal_bytes(text)])
     counts = np.fromfile(work / "part-00001.counts", dtype=np.uint32)
     shingles = np.fromfile(work / "part-00001.shingles", dtype=np.uint32)
-    signatures = np.fromfile(work / "part-00001.sig", dtype=np.uint32).reshape(2, 128)
-    np.testing.assert_array_equal(signatures[0], whole.signatures[0])
+    bands = np.fromfile(work / "part-00001.bands", dtype=np.uint64).reshape(2, 16)
+    np.testing.assert_array_equal(bands[0], band_hashes(whole.signatures, 16, 8)[0])
     np.testing.assert_array_equal(shingles[: counts[0]], whole.shingles)
     assert np.fromfile(work / "part-00001.exact", dtype=np.uint8)[:16].tobytes() == exact_hash(text)
 

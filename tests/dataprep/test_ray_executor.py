@@ -138,7 +138,7 @@ def test_a_killed_driver_resumes_from_the_finished_jobs(tmp_path, ray_address, c
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (out / "stats.json").exists(), "the run finished before the kill"
-    finished = {p.with_suffix(".sig"): p.with_suffix(".sig").stat().st_ino for p in scans.glob("part-*.json")}
+    finished = {p.with_suffix(".bands"): p.with_suffix(".bands").stat().st_ino for p in scans.glob("part-*.json")}
     assert 0 < len(finished) < 6
     rerun = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen = []  # the finished scans' files while the rerun works (they go with its work directory at the end)
