@@ -3,6 +3,7 @@
     part = scan_part(ScanJob(...))          # read one input task, write OUT/.work/parts/part-00003.*
     finish_part(FinishJob(...))            # its kept documents into OUT/index/part-00003.*
     idx = DedupIndex.open("OUT/index")     # a finished index (meta.json present)
+    read_extents(paths, which, offsets, sizes)   # many small pieces of index files, read at once
 
 One part per read task, in input order; document `i` of part `p` has the global key
 `offset(p) + i`. Files of a part (raw little-endian arrays). While a run works, its parts (in
@@ -45,6 +46,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+import numba
 import numpy as np
 import zstandard
 
@@ -59,6 +61,8 @@ BATCH_BYTES = 256 << 10  # small batches keep the vectorized hashing inside the 
 BATCH_DOCS = 4096
 LARGE_TEXT_CHARS = 1 << 20
 READ_CHUNK_DOCS = 1 << 18
+COALESCE_GAP = 4096  # bytes between two extents still read by one call: about what a call costs in copying
+SCRATCH_BYTES = 1 << 20
 ARRAY_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".idhash", ".lines")  # and .bands, with near-dedup
 
 
@@ -256,6 +260,67 @@ def _array(path: Path, dtype, shape: tuple[int, ...]) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r", shape=shape)
 
 
+@numba.njit(cache=True)
+def _extents_in_chunk(chunk_counts: np.ndarray, lo: int, local: np.ndarray, done: int, running: int,
+                      starts: np.ndarray, counts: np.ndarray) -> tuple[int, int]:
+    """`shingle_extents` over documents lo .. lo + len(chunk_counts) - 1, given the `running` sum
+    of the counts before lo and the `done` documents of `local` before them."""
+    for i in range(len(chunk_counts)):
+        if done < len(local) and local[done] == lo + i:
+            starts[done], counts[done] = running, chunk_counts[i]
+            done += 1
+        running += chunk_counts[i]
+    return done, running
+
+
+_pread = numba.types.ExternalFunction("pread", numba.types.intp(numba.types.intc, numba.types.voidptr, numba.types.uintp, numba.types.int64))
+
+
+@numba.njit(cache=True)
+def _gather(fds: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, out: np.ndarray, scratch: np.ndarray) -> int:
+    """`read_extents` over open files; returns -1, or the first extent a read came short for."""
+    pos, i, n = 0, 0, len(fds)
+    while i < n:
+        j, end = i + 1, offsets[i] + sizes[i]
+        while j < n and fds[j] == fds[i] and offsets[j] - end <= COALESCE_GAP and offsets[j] + sizes[j] - offsets[i] <= len(scratch):
+            end = max(end, offsets[j] + sizes[j])
+            j += 1
+        if j == i + 1:
+            if _pread(fds[i], out[pos:].ctypes.data, sizes[i], offsets[i]) != sizes[i]:
+                return i
+            pos += sizes[i]
+        else:
+            if _pread(fds[i], scratch.ctypes.data, end - offsets[i], offsets[i]) != end - offsets[i]:
+                return i
+            for k in range(i, j):
+                at = offsets[k] - offsets[i]
+                out[pos : pos + sizes[k]] = scratch[at : at + sizes[k]]
+                pos += sizes[k]
+        i = j
+    return -1
+
+
+def read_extents(paths: list[str], which: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """uint8: bytes offsets[i] .. offsets[i] + sizes[i] - 1 of file paths[which[i]], one extent after
+    another. The extents come sorted by (file, offset) (they may overlap): a compiled loop of
+    positioned reads, one per run of extents at most `COALESCE_GAP` apart, through a small scratch
+    buffer. Python does nothing per extent, and nothing is memory-mapped."""
+    which, offsets, sizes = (np.asarray(a, dtype=np.int64) for a in (which, offsets, sizes))
+    out = np.empty(int(sizes.sum()), np.uint8)
+    used = np.flatnonzero(np.bincount(which, minlength=len(paths))) if len(which) else np.empty(0, np.int64)
+    fd_of = np.full(len(paths), -1, np.int32)
+    try:
+        for f in used.tolist():
+            fd_of[f] = os.open(paths[f], os.O_RDONLY)
+        short = _gather(fd_of[which], offsets, sizes, out, np.empty(SCRATCH_BYTES, np.uint8))
+    finally:
+        for fd in fd_of[fd_of >= 0].tolist():
+            os.close(fd)
+    if short >= 0:
+        raise UserError(f"{paths[which[short]]}: index file is shorter than the rest of its part says; rerun the dedup that wrote it")
+    return out
+
+
 def _read_bytes(f: BinaryIO, offset: int, size: int) -> bytes:
     data = os.pread(f.fileno(), size, offset)
     if len(data) != size:
@@ -289,21 +354,15 @@ class IndexPart:
         return _array(Path(f"{self.base}.counts"), np.uint32, (self.docs,))
 
     def shingle_extents(self, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(first shingle, shingle count) of each given document (sorted, unique), from prefix sums
-        over `.counts` computed a chunk at a time: nothing per document of the part is kept."""
+        """(first shingle, shingle count) of each given document (sorted, unique), summing `.counts`
+        a chunk at a time up to the last of them: nothing per document of the part is kept."""
+        local = np.asarray(local, dtype=np.int64)
         starts, counts = np.empty(len(local), np.int64), np.empty(len(local), np.int64)
         running, done = 0, 0
         with open(f"{self.base}.counts", "rb") as f:
-            for lo in range(0, self.docs, READ_CHUNK_DOCS):
-                if done == len(local):
-                    break
-                c = _read_at(f, np.uint32, lo, min(READ_CHUNK_DOCS, self.docs - lo)).astype(np.int64)
-                end = done + int(np.searchsorted(local[done:], lo + len(c)))
-                at = local[done:end] - lo
-                ends = np.cumsum(c)
-                starts[done:end], counts[done:end] = running + ends[at] - c[at], c[at]
-                running += int(ends[-1])
-                done = end
+            for lo in range(0, int(local[-1]) + 1 if len(local) else 0, READ_CHUNK_DOCS):
+                chunk = _read_at(f, np.uint32, lo, min(READ_CHUNK_DOCS, int(local[-1]) + 1 - lo))
+                done, running = _extents_in_chunk(chunk, lo, local, done, running, starts, counts)
         return starts, counts
 
     def kept(self) -> np.ndarray:
@@ -313,40 +372,31 @@ class IndexPart:
         """uint64 [hi - lo, bands] of documents lo .. hi - 1 (`rows`: of the signature each band hashed)."""
         return np.array(_array(Path(f"{self.base}.bands"), np.uint64, (self.docs, bands))[lo:hi])
 
-    def id_texts(self, local: np.ndarray) -> list[bytes]:
-        """The ids of the given documents of this part as `.ids` holds them: JSON strings in UTF-8
-        (`id_line`, without its newline), read by one read of the span of `.idpos` and `.ids` they
-        lie in (at most the part's, whose size the read tasks bound)."""
-        local = np.asarray(local, dtype=np.int64)
-        if len(local) == 0:
-            return []
-        lo, hi = int(local.min()), int(local.max()) + 1
-        with open(f"{self.base}.idpos", "rb") as pos_file, open(f"{self.base}.ids", "rb") as text_file:
-            pos = _read_at(pos_file, np.uint64, lo, hi - lo + 1).astype(np.int64)
-            text = _read_bytes(text_file, int(pos[0]), int(pos[-1] - pos[0]))
-        pos -= pos[0]
-        return [text[b:e] for b, e in zip(pos[local - lo].tolist(), (pos[local - lo + 1] - 1).tolist())]
-
-    def ids_of(self, local: list[int]) -> list[str]:
-        return [json.loads(text) for text in self.id_texts(local)]
-
     @cached_property
     def source(self) -> str:
         """The part's input file, relative to its run's input root."""
         return json.loads(Path(f"{self.base}.json").read_text())["source"]
 
-    def lines_of(self, local: np.ndarray) -> np.ndarray:
-        """uint64 line (row) of each given document in its input file."""
-        local = np.asarray(local, dtype=np.int64)
-        if len(local) == 0:
-            return np.empty(0, np.uint64)
-        lo, hi = int(local.min()), int(local.max()) + 1
-        with open(f"{self.base}.lines", "rb") as f:
-            return _read_at(f, np.uint64, lo, hi - lo)[local - lo]
+    def ids_of(self, local: list[int]) -> list[str]:
+        """The ids of the given documents of this part: one read of the span of `.idpos` and `.ids`
+        they lie in (at most the part's, whose size the read tasks bound)."""
+        if not local:
+            return []
+        lo, hi = min(local), max(local) + 1
+        with open(f"{self.base}.idpos", "rb") as pos_file, open(f"{self.base}.ids", "rb") as text_file:
+            pos = _read_at(pos_file, np.uint64, lo, hi - lo + 1).astype(np.int64)
+            text = _read_bytes(text_file, int(pos[0]), int(pos[-1] - pos[0]))
+        pos -= pos[0]
+        return [json.loads(text[pos[i - lo] : pos[i - lo + 1]]) for i in local]
 
     def locations_of(self, local: list[int]) -> list[tuple[str, int]]:
         """(input file relative to its run's input root, line) of the given documents."""
-        return [(self.source, line) for line in self.lines_of(local).tolist()]
+        if not local:
+            return []
+        lo, hi = min(local), max(local) + 1
+        with open(f"{self.base}.lines", "rb") as f:
+            lines = _read_at(f, np.uint64, lo, hi - lo).tolist()
+        return [(self.source, lines[i - lo]) for i in local]
 
 
 @dataclass

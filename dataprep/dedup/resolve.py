@@ -23,6 +23,7 @@ from dataprep.dedup.budget import DedupBudget
 from dataprep.dedup.clusters import label_components
 from dataprep.dedup.index import IndexPart
 from dataprep.dedup.pairs import distinct, pack, pair_chunks, read_partition, unpack
+from dataprep.dedup.rows import write_duplicates
 from dataprep.dedup.similarity import pair_similarities
 from pretrainkit.files import atomic_write, write_text_atomic
 
@@ -49,7 +50,7 @@ def describe(parts: list[IndexPart], offsets: np.ndarray, keys: np.ndarray) -> l
     keys = np.asarray(keys, dtype=np.int64)
     where = np.searchsorted(offsets, keys, side="right") - 1
     out: list = [None] * len(keys)
-    for p in np.unique(where).tolist():
+    for p in distinct(where).tolist():
         at = np.flatnonzero(where == p)
         local = (keys[at] - int(offsets[p])).tolist()
         for i, doc_id, (source, line) in zip(at.tolist(), parts[p].ids_of(local), parts[p].locations_of(local)):
@@ -141,41 +142,3 @@ def resolve_range(job: ResolveJob) -> tuple[int, int]:
     counts = (len(exact), len(members))
     write_text_atomic(done, json.dumps(counts))
     return counts
-
-
-_ROW = (b'{"id": %b, "source": %b, "line": %d, "duplicate_of": %b, "duplicate_of_source": %b, "duplicate_of_line": %d, '
-        b'"kind": %b, "similarity": %b}\n')
-_KINDS = (b'"exact"', b'"near"')
-
-
-def write_duplicates(path: Path, keys: np.ndarray, dup_of: np.ndarray, kinds: np.ndarray, sims: np.ndarray,
-                     parts: list[IndexPart], offsets: np.ndarray, chunk_rows: int) -> None:
-    """One row per removed document, by key: the bytes of `json.dumps(row, ensure_ascii=False)`
-    (ids and sources spliced in as the JSON strings the index holds). The ids are read a chunk of
-    rows at a time, so memory holds one chunk's descriptions, not every duplicate's."""
-    order = np.argsort(keys, kind="stable")
-    keys, dup_of, kinds, sims = keys[order], dup_of[order], kinds[order], sims[order]
-    with atomic_write(path, durable=False) as f:
-        for lo in range(0, len(keys), chunk_rows):
-            chunk = slice(lo, lo + chunk_rows)
-            needed = distinct(np.concatenate([keys[chunk], dup_of[chunk]]))
-            ids, sources, lines = _described_json(parts, offsets, needed)
-            similarity = {s: repr(round(s, 4)).encode() for s in distinct(sims[chunk]).tolist()}  # as json.dumps writes it
-            f.write(b"".join(
-                _ROW % (ids[k], sources[k], lines[k], ids[d], sources[d], lines[d], _KINDS[kind], similarity[s])
-                for k, d, kind, s in zip(np.searchsorted(needed, keys[chunk]).tolist(), np.searchsorted(needed, dup_of[chunk]).tolist(),
-                                         kinds[chunk].tolist(), sims[chunk].tolist())))
-
-
-def _described_json(parts: list[IndexPart], offsets: np.ndarray, keys: np.ndarray) -> tuple[list[bytes], list[bytes], list[int]]:
-    """(id, input file) as JSON strings in UTF-8, and line, of each of the sorted unique global `keys`."""
-    ids: list[bytes] = []
-    sources: list[bytes] = []
-    lines: list[int] = []
-    where = np.searchsorted(offsets, keys, side="right") - 1
-    for p in np.unique(where).tolist():
-        local = keys[slice(*np.searchsorted(where, [p, p + 1]))] - int(offsets[p])
-        ids += parts[p].id_texts(local)
-        sources += [json.dumps(parts[p].source, ensure_ascii=False).encode()] * len(local)
-        lines += parts[p].lines_of(local).tolist()
-    return ids, sources, lines

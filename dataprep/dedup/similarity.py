@@ -7,8 +7,8 @@ A document's set is its run of sorted unique uint32 hashes in its part's `.shing
 each run starts comes from `.counts` (`IndexPart.shingle_extents`), once per call for all the keys
 it names. Then, a chunk of pairs at a time (at most `chunk_pairs`, whose sets take at most
 `chunk_bytes`, or a single pair), the chunk's distinct documents are gathered into one
-buffer by a compiled loop of positioned reads in file order (documents a few KB apart share one
-read, through a small scratch buffer), and a compiled loop merges each pair's two sorted runs.
+buffer (`index.read_extents`: compiled positioned reads in file order, documents a few KB apart
+sharing one), and a compiled loop merges each pair's two sorted runs.
 Python does a few numpy calls per chunk, nothing per pair or per document.
 
 Memory: one chunk's shingle sets and the scratch buffer, plus ~40 bytes per pair of the call
@@ -19,20 +19,11 @@ touched.
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 import numba
 import numpy as np
-from numba import types
 
-from dataprep.dedup.index import IndexPart
-from pretrainkit.errors import UserError
-
-COALESCE_GAP = 4096  # bytes between two documents still read by one call: about what a read call costs in copying
-SCRATCH_BYTES = 1 << 20
-
-_pread = types.ExternalFunction("pread", types.intp(types.intc, types.voidptr, types.uintp, types.int64))
+from dataprep.dedup.index import IndexPart, read_extents
+from dataprep.dedup.pairs import distinct
 
 
 @numba.njit(cache=True)
@@ -48,31 +39,6 @@ def jaccard(a: np.ndarray, b: np.ndarray) -> float:
         i += x <= y
         j += y <= x
     return inter / (na + nb - inter)
-
-
-@numba.njit(cache=True)
-def _gather(fds: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, out: np.ndarray, scratch: np.ndarray) -> int:
-    """Read byte extents (offsets[i], sizes[i]) of files fds[i], sorted by (file, offset), one after
-    another into `out`; returns -1, or the first extent a read came short for."""
-    pos, i, n = 0, 0, len(fds)
-    while i < n:
-        j, end = i + 1, offsets[i] + sizes[i]
-        while j < n and fds[j] == fds[i] and offsets[j] - end <= COALESCE_GAP and offsets[j] + sizes[j] - offsets[i] <= len(scratch):
-            end = offsets[j] + sizes[j]
-            j += 1
-        if j == i + 1:
-            if _pread(fds[i], out[pos:].ctypes.data, sizes[i], offsets[i]) != sizes[i]:
-                return i
-            pos += sizes[i]
-        else:
-            if _pread(fds[i], scratch.ctypes.data, end - offsets[i], offsets[i]) != end - offsets[i]:
-                return i
-            for k in range(i, j):
-                at = offsets[k] - offsets[i]
-                out[pos : pos + sizes[k]] = scratch[at : at + sizes[k]]
-                pos += sizes[k]
-        i = j
-    return -1
 
 
 @numba.njit(cache=True)
@@ -104,26 +70,15 @@ def pair_similarities(pairs: np.ndarray, parts: list[IndexPart], offsets: np.nda
     docs = docs.reshape(-1, 2)
     where = np.searchsorted(offsets, keys, side="right") - 1
     starts, counts = np.empty(len(keys), np.int64), np.empty(len(keys), np.int64)
-    touched = np.unique(where)
-    for p in touched.tolist():  # keys are sorted: each part's are one run, in file order
+    for p in distinct(where).tolist():  # keys are sorted: each part's are one run, in file order
         run = slice(*np.searchsorted(where, [p, p + 1]))
         starts[run], counts[run] = parts[p].shingle_extents(keys[run] - int(offsets[p]))
-    scratch = np.empty(SCRATCH_BYTES, np.uint8)
+    shingle_files = [f"{part.base}.shingles" for part in parts]
     out = [np.empty(0, np.float64)]
-    with contextlib.ExitStack() as stack:
-        fd_of = np.full(len(parts), -1, np.int32)
-        for p in touched.tolist():
-            fd_of[p] = os.open(f"{parts[p].base}.shingles", os.O_RDONLY)
-            stack.callback(os.close, int(fd_of[p]))
-        for lo, hi in _chunks(4 * (counts[docs[:, 0]] + counts[docs[:, 1]]), chunk_pairs, chunk_bytes):
-            chunk = docs[lo:hi]
-            needed, local = np.unique(chunk.ravel(), return_inverse=True)
-            local = local.reshape(-1, 2)
-            bounds = np.concatenate(([0], np.cumsum(counts[needed])))
-            shingles = np.empty(int(bounds[-1]), np.uint32)
-            short = _gather(fd_of[where[needed]], 4 * starts[needed], 4 * counts[needed], shingles.view(np.uint8), scratch)
-            if short >= 0:
-                raise UserError(f"{parts[where[needed[short]]].base}.shingles: index file is shorter than its counts say; "
-                                "rerun the dedup that wrote it")
-            out.append(_pair_jaccards(shingles, bounds, local[:, 0], local[:, 1]))
+    for lo, hi in _chunks(4 * (counts[docs[:, 0]] + counts[docs[:, 1]]), chunk_pairs, chunk_bytes):
+        needed, local = np.unique(docs[lo:hi].ravel(), return_inverse=True)
+        local = local.reshape(-1, 2)
+        bounds = np.concatenate(([0], np.cumsum(counts[needed])))
+        shingles = read_extents(shingle_files, where[needed], 4 * starts[needed], 4 * counts[needed]).view(np.uint32)
+        out.append(_pair_jaccards(shingles, bounds, local[:, 0], local[:, 1]))
     return np.concatenate(out)

@@ -1,4 +1,4 @@
-"""Dedup's verify and resolve readers: the compiled Jaccard of many pairs equals a set-based
+"""Dedup's verify and resolve readers: many small reads at once equal plain reads, the compiled Jaccard of many pairs equals a set-based
 reference over real index parts (any chunking, sets read together or apart, empty sets), a
 truncated shingle file is a one-line error, and every duplicates.jsonl row is the bytes
 `json.dumps(row, ensure_ascii=False)` gives, whatever characters the ids and file names hold."""
@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from bench import corpora
-from dataprep.dedup.index import DedupIndex
+from dataprep.dedup.index import COALESCE_GAP, SCRATCH_BYTES, DedupIndex, read_extents
 from dataprep.dedup.pipeline import DedupOptions, run_dedup
+from dataprep.dedup.rows import _decimals
 from dataprep.dedup.similarity import jaccard, pair_similarities
 from pretrainkit.errors import UserError
 
@@ -39,6 +40,33 @@ def index(tmp_path_factory, reuters_docs) -> DedupIndex:
         corpora.write_jsonl(docs, root / "in" / f"r{i}.jsonl")
     run_dedup([str(root / "in")], root / "out", DedupOptions(), workers=1)
     return DedupIndex.open(root / "out" / "index")
+
+
+def test_read_extents_equal_plain_reads(tmp_path):
+    rng = np.random.default_rng(5)
+    data = [rng.integers(0, 256, size, dtype=np.uint8).tobytes() for size in (3 * SCRATCH_BYTES, 50_000, 10)]
+    paths = []
+    for i, content in enumerate(data):
+        paths.append(str(tmp_path / f"f{i}"))
+        Path(paths[-1]).write_bytes(content)
+    extents = [(0, 0, 100), (0, 100 + COALESCE_GAP, 7), (0, 107 + 2 * COALESCE_GAP + 1, 1),  # gaps at and past the limit
+               (0, 20_000, 2 * SCRATCH_BYTES), (0, 20_000 + 2 * SCRATCH_BYTES, 5),  # larger than the scratch buffer
+               (0, 3 * SCRATCH_BYTES - 9, 9), (1, 0, 0), (1, 10, 16), (1, 18, 16), (1, 18, 8),  # empty, overlapping
+               (1, 49_990, 10), (2, 0, 10)]
+    extents += [(1, int(o), int(n)) for o, n in zip(np.sort(rng.integers(30_000, 49_000, 300)), rng.integers(0, 600, 300))]
+    extents.sort(key=lambda e: (e[0], e[1]))
+    which, offsets, sizes = (np.array(column) for column in zip(*extents))
+    expected = b"".join(data[f][o : o + n] for f, o, n in extents)
+    assert read_extents(paths, which, offsets, sizes).tobytes() == expected
+    assert read_extents(paths, which[:0], offsets[:0], sizes[:0]).tobytes() == b""
+    with pytest.raises(UserError, match=r"f2: index file is shorter than the rest of its part says"):
+        read_extents(paths, np.array([2]), np.array([5]), np.array([6]))
+
+
+def test_decimals():
+    values = np.array([0, 7, 10, 99, 100, 123456789, 2**63 - 1], np.int64)
+    text, bounds = _decimals(values)
+    assert [text[a:b].tobytes() for a, b in zip(bounds[:-1], bounds[1:])] == [str(v).encode() for v in values.tolist()]
 
 
 def test_jaccard_of_two_sorted_sets():
@@ -83,7 +111,7 @@ def test_a_shingle_file_shorter_than_its_counts_is_a_one_line_error(tmp_path, in
     Path(f"{copy}.shingles").write_bytes(Path(f"{copy}.shingles").read_bytes()[:-4])
     broken = type(part)(copy, part.docs, part.num_perm)
     last = part.docs - 1 - int(np.flatnonzero(np.asarray(part.counts)[::-1] > 0)[0])  # its set reaches the end of the file
-    with pytest.raises(UserError, match=r"part\.shingles: index file is shorter than its counts say") as e:
+    with pytest.raises(UserError, match=r"part\.shingles: index file is shorter than the rest of its part says") as e:
         pair_similarities(np.array([[0, last]]), [broken], np.array([0, part.docs]), 16, 1 << 20)
     assert "\n" not in str(e.value)
 

@@ -1,0 +1,132 @@
+"""duplicates.jsonl rows: one per removed document, described in bulk and assembled by a compiled loop.
+
+    write_duplicates(path, keys, dup_of, kinds, sims, parts, offsets, chunk_rows)
+
+Each row is the bytes `json.dumps(row, ensure_ascii=False)` gives for
+{"id", "source", "line", "duplicate_of", "duplicate_of_source", "duplicate_of_line", "kind",
+"similarity"}: the ids come as `.ids` holds them (their JSON strings in UTF-8, `index.id_line`),
+each part's source is encoded once, each distinct similarity is Python's repr of round(s, 4)
+(what json.dumps writes for a float), and the lines are written in decimal. A chunk of rows at a
+time, the ids, id positions and lines of the keys it names are read by `index.read_extents`, and
+one compiled loop copies the pieces of every row into the output: Python does nothing per row,
+and memory holds one chunk's descriptions and rows, not every duplicate's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from dataprep.dedup.index import IndexPart, read_extents
+from dataprep.dedup.pairs import distinct
+from pretrainkit.files import atomic_write
+
+_FIELDS = (b'{"id": ', b', "source": ', b', "line": ', b', "duplicate_of": ', b', "duplicate_of_source": ',
+           b', "duplicate_of_line": ', b', "kind": ', b', "similarity": ', b'}\n')
+_KINDS = (b'"exact"', b'"near"')  # index = the kind number
+
+
+def write_duplicates(path: Path, keys: np.ndarray, dup_of: np.ndarray, kinds: np.ndarray, sims: np.ndarray,
+                     parts: list[IndexPart], offsets: np.ndarray, chunk_rows: int) -> None:
+    """The rows of removed documents `keys` (global keys), each a duplicate of `dup_of`, of kind 0
+    (exact) or 1 (near) with similarity `sims`, in key order, `chunk_rows` rows at a time."""
+    order = np.argsort(keys, kind="stable")
+    keys, dup_of, kinds, sims = keys[order], dup_of[order], kinds[order], sims[order]
+    with atomic_write(path, durable=False) as f:
+        for lo in range(0, len(keys), chunk_rows):
+            chunk = slice(lo, lo + chunk_rows)
+            f.write(_rows(keys[chunk], dup_of[chunk], kinds[chunk], sims[chunk], parts, offsets).tobytes())
+
+
+def _rows(keys: np.ndarray, dup_of: np.ndarray, kinds: np.ndarray, sims: np.ndarray, parts: list[IndexPart],
+          offsets: np.ndarray) -> np.ndarray:
+    described = distinct(np.concatenate([keys, dup_of]))
+    part_of = np.searchsorted(offsets, described, side="right") - 1
+    local = described - offsets[part_of]
+    id_pos = read_extents([f"{p.base}.idpos" for p in parts], part_of, 8 * local, np.full(len(local), 16)).view("<u8")
+    id_start, id_size = id_pos[0::2].astype(np.int64), np.diff(id_pos.reshape(-1, 2), axis=1).ravel().astype(np.int64) - 1
+    ids = read_extents([f"{p.base}.ids" for p in parts], part_of, id_start, id_size)  # without their newlines
+    lines = read_extents([f"{p.base}.lines" for p in parts], part_of, 8 * local, np.full(len(local), 8)).view("<u8")
+    sim_values, sim_of = np.unique(sims, return_inverse=True)
+    used_parts = distinct(part_of)
+
+    pieces = _Pieces()
+    field = pieces.add_bytes(list(_FIELDS))
+    kind = pieces.add_bytes(list(_KINDS))
+    similarity = pieces.add_bytes([repr(round(s, 4)).encode() for s in sim_values.tolist()])
+    source = pieces.add_bytes([json.dumps(parts[p].source, ensure_ascii=False).encode() for p in used_parts.tolist()])
+    source = source[np.searchsorted(used_parts, part_of)]
+    doc_id = pieces.add(ids, np.concatenate(([0], np.cumsum(id_size))))
+    line = pieces.add(*_decimals(lines.astype(np.int64)))
+    k, d, n = np.searchsorted(described, keys), np.searchsorted(described, dup_of), len(keys)
+    row = np.stack([np.full(n, field[0]), doc_id[k], np.full(n, field[1]), source[k], np.full(n, field[2]), line[k],
+                    np.full(n, field[3]), doc_id[d], np.full(n, field[4]), source[d], np.full(n, field[5]), line[d],
+                    np.full(n, field[6]), kind[kinds.astype(np.int64)], np.full(n, field[7]), similarity[sim_of.ravel()],
+                    np.full(n, field[8])], axis=1)
+    return pieces.join(row.ravel())
+
+
+class _Pieces:
+    """Pieces of text in one buffer, added a group at a time (its bytes and the bounds of its
+    pieces), then joined in any sequence of piece numbers."""
+
+    def __init__(self) -> None:
+        self.buffers: list[np.ndarray] = []
+        self.starts: list[np.ndarray] = []
+        self.ends: list[np.ndarray] = []
+        self.count = self.size = 0
+
+    def add(self, buffer: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+        """The numbers of the group's pieces, buffer[bounds[i]:bounds[i + 1]]."""
+        self.buffers.append(buffer)
+        self.starts.append(self.size + bounds[:-1])
+        self.ends.append(self.size + bounds[1:])
+        self.size += len(buffer)
+        self.count += len(bounds) - 1
+        return np.arange(self.count - len(bounds) + 1, self.count)
+
+    def add_bytes(self, texts: list[bytes]) -> np.ndarray:
+        return self.add(np.frombuffer(b"".join(texts), np.uint8), np.cumsum([0] + [len(t) for t in texts]))
+
+    def join(self, sequence: np.ndarray) -> np.ndarray:
+        return _concatenate(np.concatenate(self.buffers), np.concatenate(self.starts), np.concatenate(self.ends), sequence)
+
+
+@numba.njit(cache=True)
+def _concatenate(text: np.ndarray, start: np.ndarray, end: np.ndarray, pieces: np.ndarray) -> np.ndarray:
+    """text[start[p]:end[p]] for each p of `pieces`, one after another."""
+    size = 0
+    for p in pieces:
+        size += end[p] - start[p]
+    out = np.empty(size, np.uint8)
+    at = 0
+    for p in pieces:
+        for i in range(start[p], end[p]):  # a byte loop: most pieces are a few bytes, shorter than a slice costs
+            out[at] = text[i]
+            at += 1
+    return out
+
+
+@numba.njit(cache=True)
+def _decimals(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(text, bounds): the decimal digits of each int64 value >= 0, value i at text[bounds[i]:bounds[i + 1]]."""
+    bounds = np.zeros(len(values) + 1, np.int64)
+    for i in range(len(values)):
+        v, n = values[i], 1
+        while v >= 10:
+            v //= 10
+            n += 1
+        bounds[i + 1] = bounds[i] + n
+    text = np.empty(bounds[-1], np.uint8)
+    for i in range(len(values)):
+        v, at = values[i], bounds[i + 1]
+        while True:
+            at -= 1
+            text[at] = 48 + v % 10
+            v //= 10
+            if v == 0:
+                break
+    return text, bounds
