@@ -362,8 +362,10 @@ def _parse_json_line(raw: bytes, source: str, line_no: int, text_field: str, id_
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
         obj = None
-    if type(obj) is dict and type(obj.get(text_field)) is str:
+    if type(obj) is dict and type(text := obj.get(text_field)) is str:
         doc_id = obj.get(id_field, _ABSENT)
+        if type(doc_id) is str and doc_id and text and not text.isspace():  # the commonest record: its line as it is
+            return Document(doc_id, text, source, line_no, raw if records else b"")
         if type(doc_id) is str and doc_id or type(doc_id) is int or doc_id is _ABSENT:
             return _document_from_object(obj, raw, source, line_no, text_field, id_field, records)
     return _parse_json_line_with_json(raw, source, line_no, text_field, id_field, records)

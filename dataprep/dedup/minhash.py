@@ -451,18 +451,22 @@ def _pieces_at_separators(data: bytes, piece_bytes: int) -> Iterator[bytes]:
     yield data[start:]
 
 
-def band_hashes(signatures: np.ndarray, bands: int, rows: int, chunk_docs: int = 4096) -> np.ndarray:
-    """uint64 [docs, bands]: one hash per band of `rows` consecutive signature values. Computed a
-    chunk of documents at a time, row r of every band at once (a strided view): no uint64 copy of
-    the signatures, and temporaries that stay in the CPU caches."""
+def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """uint64 [docs, bands]: one hash per band of `rows` consecutive signature values,
+    h = mix64(h * B + value + r + 1) over the band's rows r from h = 0."""
     out = np.empty((len(signatures), bands), dtype=_U64)
-    for lo in range(0, len(signatures), chunk_docs):
-        chunk = signatures[lo : lo + chunk_docs]
-        h = np.zeros((len(chunk), bands), dtype=_U64)
-        for r in range(rows):
-            h = mix64(h * _U64(_WORD_BASE) + chunk[:, r : bands * rows : rows] + _U64(r + 1))
-        out[lo : lo + chunk_docs] = h
+    _band_hashes_into(signatures, rows, out)
     return out
+
+
+@numba.njit(cache=True)
+def _band_hashes_into(signatures: np.ndarray, rows: int, out: np.ndarray) -> None:
+    for d in range(out.shape[0]):
+        for b in range(out.shape[1]):
+            h = _U64(0)
+            for r in range(rows):
+                h = _mix64(h * _B + _U64(signatures[d, b * rows + r]) + _U64(r + 1))
+            out[d, b] = h
 
 
 def lsh_params(threshold: float, num_perm: int, false_positive_weight: float = 0.05) -> tuple[int, int]:

@@ -216,7 +216,7 @@ def test_a_large_text_normalized_in_pieces_hashes_as_whole(ascii_only):
     np.testing.assert_array_equal(chunked.shingle_counts, whole.shingle_counts)
 
 
-def test_band_hashes_follow_their_definition_for_every_chunk_of_documents():
+def test_band_hashes_follow_their_definition():
     """band b of a document: h = 0; for each of its rows r, h = mix64(h * B + value + r + 1) mod 2^64
     (the values an index's `.bands` holds, so a later `--against` finds the same buckets)."""
     mask = _MASK
@@ -229,4 +229,4 @@ def test_band_hashes_follow_their_definition_for_every_chunk_of_documents():
             for r in range(rows):
                 h = mix((h * minhash._WORD_BASE + int(signatures[d, b * rows + r]) + r + 1) & mask)
             expected[d, b] = h
-        np.testing.assert_array_equal(minhash.band_hashes(signatures, bands, rows, chunk_docs=4), expected)
+        np.testing.assert_array_equal(minhash.band_hashes(signatures, bands, rows), expected)
