@@ -399,7 +399,7 @@ class MinHasher:
                 window[: len(carry)] = carry
                 window = window[: len(carry) + _words_into(np.frombuffer(piece, np.uint8), 0, len(piece), *_powers_for(len(piece)), window[len(carry) :])]
                 if len(window) >= self.ngram:  # else too few words yet: they all stay in `carry`
-                    new.append(np.unique(self._grams(window)))
+                    new.append(self._grams(window))
                     if len(new) == 16:
                         merged = _merge_sorted(merged, new)
                 carry = window[max(0, len(window) - self.ngram + 1) :]
@@ -418,10 +418,22 @@ class MinHasher:
         return out[: _grams_into(words, len(words), self.ngram, self._multipliers, out)]
 
 
+@numba.njit(cache=True)
+def _unique_hashes(a: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of uniformly distributed 32-bit hashes `a` (sorted in place)."""
+    _sort_hashes(a, np.empty(len(a), np.uint32), np.empty((1 << 16) + 1, np.int64))
+    c = 0
+    for i in range(len(a)):
+        if i == 0 or a[i] != a[i - 1]:
+            a[c] = a[i]
+            c += 1
+    return a[:c]
+
+
 def _merge_sorted(merged: np.ndarray, new: list[np.ndarray]) -> np.ndarray:
     """The sorted unique union of `merged` (sorted, unique) and the arrays in `new` (emptied):
     the new values are placed by binary search, so the cost is one copy of `merged`, not a sort."""
-    values = np.unique(np.concatenate(new)) if new else np.empty(0, np.uint32)
+    values = _unique_hashes(np.concatenate(new)) if new else np.empty(0, np.uint32)
     new.clear()
     if not len(values):
         return merged
@@ -461,12 +473,13 @@ def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
 
 @numba.njit(cache=True)
 def _band_hashes_into(signatures: np.ndarray, rows: int, out: np.ndarray) -> None:
+    h = np.empty(out.shape[1], _U64)
     for d in range(out.shape[0]):
-        for b in range(out.shape[1]):
-            h = _U64(0)
-            for r in range(rows):
-                h = _mix64(h * _B + _U64(signatures[d, b * rows + r]) + _U64(r + 1))
-            out[d, b] = h
+        h[:] = 0
+        for r in range(rows):
+            for b in range(out.shape[1]):  # the bands' chains are independent: interleaved
+                h[b] = _mix64(h[b] * _B + _U64(signatures[d, b * rows + r]) + _U64(r + 1))
+        out[d] = h
 
 
 def lsh_params(threshold: float, num_perm: int, false_positive_weight: float = 0.05) -> tuple[int, int]:
