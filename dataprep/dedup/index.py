@@ -48,7 +48,6 @@ from typing import BinaryIO, Iterator
 
 import numba
 import numpy as np
-import zstandard
 
 from dataprep.dedup.digests import blake2b_128
 from dataprep.dedup.minhash import HASH_SCHEME, MinHasher, band_hashes, near_normal_bytes
@@ -155,7 +154,7 @@ class ScanJob:
     task: ReadTask
     index_dir: str
     rejected_path: str
-    records_path: str  # every document's record, one line each, for the write stage
+    records_path: str  # every document's record, one line each, for the write stage (uncompressed: it is read once, soon)
     num_perm: int
     ngram: int
     text_field: str
@@ -178,8 +177,7 @@ def scan_part(job: ScanJob) -> dict:
         suffixes = ARRAY_SUFFIXES + ((".bands",) if near else ())
         out = {s: stack.enter_context(atomic_write(f"{base}{s}", "wb", durable=False)) for s in suffixes}
         rej = stack.enter_context(atomic_write(job.rejected_path, "w", durable=False, encoding="utf-8"))
-        records_file = stack.enter_context(atomic_write(job.records_path, "wb", durable=False))
-        records = stack.enter_context(zstandard.ZstdCompressor(level=1).stream_writer(records_file, closefd=False))
+        records = stack.enter_context(atomic_write(job.records_path, "wb", durable=False))
         batch = _Batch()
         id_end = 0
         out[".idpos"].write(np.zeros(1, np.uint64).tobytes())

@@ -68,6 +68,7 @@ from pretrainkit.files import atomic_write, output_directory, remove_temporaries
 
 BUCKET_CHUNK_DOCS = 1 << 16
 WRITE_BLOCK_BYTES = 1 << 20
+WORK_FORMAT = 2  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 ENTRY_BYTES = 24  # (h1, h2, key): three uint64 (`dataprep.dedup.grouping`)
 
 
@@ -125,7 +126,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     scans = runner.run(
         scan_part,
         [
-            ScanJob(i, t, str(work / "parts"), str(work / f"rejected-{i:05d}.jsonl"), str(work / f"records-{i:05d}.zst"),
+            ScanJob(i, t, str(work / "parts"), str(work / f"rejected-{i:05d}.jsonl"), str(work / f"records-{i:05d}.jsonl"),
                     options.num_perm, options.ngram, options.text_field, options.id_field, bands, rows)
             for i, t in enumerate(tasks)
         ],
@@ -171,7 +172,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     write_concatenation_atomic([Path(j.removed_path) for j in resolve_jobs], removed_path)
     written = runner.run(
         _write_kept,
-        [_WriteJob(i, str(work / f"records-{i:05d}.zst"), str(out_dir), str(removed_path),
+        [_WriteJob(i, str(work / f"records-{i:05d}.jsonl"), str(out_dir), str(removed_path),
                    int(offsets[len(old_parts) + i]) - first_new_key, scans[i]["docs"], str(new.parts[i].base))
          for i in range(len(tasks))],
         "write", weights=[t.nbytes for t in tasks], unit="B",
@@ -235,6 +236,7 @@ def _open_against(options: DedupOptions) -> DedupIndex | None:
 def _prepare_work_dir(work: Path, index_dir: Path, files, tasks, options: DedupOptions, old: DedupIndex | None) -> None:
     """Keep an interrupted run's finished jobs only if inputs and options are unchanged."""
     plan = {
+        "work_format": WORK_FORMAT,
         "inputs": [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files],
         "tasks": [(t.file.path, t.start, t.end) for t in tasks],
         "options": asdict(options),
@@ -424,8 +426,7 @@ def _write_kept(job: _WriteJob) -> int:
     that spans blocks is written a block's piece at a time)."""
     keep = np.fromfile(job.removed_path, dtype=np.uint8, count=job.docs, offset=job.first) == 0
     record = 0  # the record the next byte read belongs to
-    with open(job.records_path, "rb") as src:
-        records = zstandard.ZstdDecompressor().stream_reader(src)
+    with open(job.records_path, "rb") as records:
         with atomic_write(Path(job.out_dir) / f"{part_name(job.index)}.jsonl.zst") as raw:
             with zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False) as out:
                 while block := records.read(WRITE_BLOCK_BYTES):
