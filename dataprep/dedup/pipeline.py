@@ -55,7 +55,7 @@ import zstandard
 from dataprep.dedup.budget import DedupBudget, default_memory_limit
 from dataprep.dedup.grouping import group_pairs, scatter_entries
 from dataprep.dedup.index import READ_CHUNK_DOCS, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, scan_part
-from dataprep.dedup.pairs import by_hash, by_range, pack, partition_pairs, read_partition, unpack, write_fanout
+from dataprep.dedup.pairs import by_hash, by_range, distinct, pack, partition_pairs, read_partition, unpack, write_fanout
 from dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, describe, resolve_range, verify_partition
 from dataprep.executors import JobRunner
 from dataprep.executors.local import LocalRunner
@@ -393,7 +393,7 @@ def _match_partition(job: _MatchJob) -> None:
         write_fanout(Path(job.pairs_dir), job.partition, pairs, by_range(pairs, job.range_docs), job.fanout)
     else:
         new = later >= job.first_new_key  # old-old pairs were settled by the old run (and earlier < later)
-        pairs = unpack(np.unique(pack(earlier[new], later[new])), np.uint32)
+        pairs = unpack(distinct(pack(earlier[new], later[new])), np.uint32)
         write_fanout(Path(job.pairs_dir), job.partition, pairs, by_hash(pairs, job.fanout), job.fanout)
     done.parent.mkdir(parents=True, exist_ok=True)  # no partition may have pairs
     done.touch()
