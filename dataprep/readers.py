@@ -23,6 +23,7 @@ documents stays the input order.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -199,33 +200,49 @@ def refuse_inputs_inside(files: list[InputFile], out_dir: Path) -> None:
             raise UserError(f"{f.path}: input lies inside the output directory {out_dir}; choose another -o")
 
 
-def plan_read_tasks(files: list[InputFile], split_bytes: int = SPLIT_BYTES) -> list[ReadTask]:
-    """Cut the inputs into read tasks; the list depends only on the files, never on worker counts."""
+def plan_read_tasks(files: list[InputFile], split_bytes: int = SPLIT_BYTES, runner=None) -> list[ReadTask]:
+    """Cut the inputs into read tasks; the list depends only on the files, never on worker counts.
+    A split file's lines are counted to number each range's first line: by `runner`'s workers
+    (a `dataprep.executors` runner), a range per job, when one is given."""
     tasks: list[ReadTask] = []
     for f in files:
         if f.format == ".jsonl" and f.size > split_bytes:
             tasks += _split_jsonl(f, split_bytes)
         else:
             tasks.append(ReadTask(f))
-    return tasks
+    counted = [t for t in tasks if t.end is not None and t.end < t.file.size]  # ranges that a later one follows
+    lines = runner.run(count_lines, counted, "plan", weights=[t.nbytes for t in counted], unit="B") if runner else map(count_lines, counted)
+    after = dict(zip(((t.file.path, t.end) for t in counted), lines))
+    numbered: list[ReadTask] = []
+    for t in tasks:
+        first_line = numbered[-1].first_line + after[(t.file.path, t.start)] if t.start else 1
+        numbered.append(dataclasses.replace(t, first_line=first_line))
+    return numbered
 
 
 def _split_jsonl(f: InputFile, split_bytes: int) -> list[ReadTask]:
+    """Line-aligned byte ranges of about `split_bytes` (their first lines not yet numbered)."""
     tasks: list[ReadTask] = []
-    start, line = 0, 1
+    start = 0
     with _open_or_fail(f.path) as fh:
         while start < f.size:
-            fh.seek(start)
-            chunk = fh.read(split_bytes)
-            end = start + len(chunk)
-            if end < f.size:
-                tail = fh.readline()  # finish the line the chunk cut through
-                chunk += tail
-                end += len(tail)
-            tasks.append(ReadTask(f, start, end, line))
-            line += chunk.count(b"\n")
+            fh.seek(start + split_bytes)
+            end = min(f.size, start + split_bytes + len(fh.readline()))  # finish the line the cut goes through
+            tasks.append(ReadTask(f, start, end))
             start = end
     return tasks
+
+
+def count_lines(task: ReadTask) -> int:
+    """Line ends in the task's byte range, read a block at a time."""
+    lines, left = 0, task.nbytes
+    block = bytearray(1 << 20)
+    with _open_or_fail(task.file.path) as fh:
+        fh.seek(task.start)
+        while left > 0 and (n := fh.readinto(block)):
+            lines += block.count(b"\n", 0, min(n, left))
+            left -= n
+    return lines
 
 
 def _open_or_fail(path: str) -> BinaryIO:

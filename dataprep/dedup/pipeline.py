@@ -113,7 +113,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     output_directory(out_dir)
     runner.check_paths([f.path for f in files] + ([options.against] if options.against else []), out_dir)
     old = _open_against(options)
-    tasks = plan_read_tasks(files)
+    tasks = plan_read_tasks(files, runner=runner)
     bands, rows = lsh_params(options.threshold, options.num_perm) if options.near else (0, 0)
 
     work = out_dir / ".work"

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
+from dataprep.executors.local import LocalRunner
 from dataprep.readers import Document, Rejected, discover_inputs, plan_read_tasks, read_task
 from pretrainkit.errors import UserError
 
@@ -85,14 +86,20 @@ def test_truncated_compressed_file_keeps_good_records_and_rejects_the_rest(tmp_p
     assert rejected[-1].line == len(items)  # numbered right after the last line read
 
 
-def test_large_jsonl_is_split_on_line_boundaries_with_true_line_numbers(tmp_path):
-    p = tmp_path / "big.jsonl"
-    p.write_text("".join(json.dumps({"text": f"row {i} " + "x" * (i % 50)}) + "\n" for i in range(3000)))
-    tasks = plan_read_tasks(discover_inputs([str(p)]), split_bytes=10_000)
-    assert len(tasks) > 5
+@pytest.mark.parametrize("workers", [None, 1, 2])  # lines counted here, or by a runner's jobs
+def test_large_jsonl_is_split_on_line_boundaries_with_true_line_numbers(tmp_path, workers):
+    for name, rows in (("big.jsonl", 3000), ("more.jsonl", 1700)):
+        (tmp_path / name).write_text("".join(json.dumps({"text": f"row {i} " + "x" * (i % 50)}) + "\n" for i in range(rows)))
+    files = discover_inputs([str(tmp_path / "big.jsonl"), str(tmp_path / "more.jsonl")])
+    if workers is None:
+        tasks = plan_read_tasks(files, split_bytes=10_000)
+    else:
+        with LocalRunner(workers) as runner:
+            tasks = plan_read_tasks(files, split_bytes=10_000, runner=runner)
+    assert len(tasks) > 10 and all(t.nbytes <= 10_000 + 100 for t in tasks)
     items = [i for t in tasks for i in read_task(t)]
-    assert [i.id for i in items] == [f"big.jsonl:{n}" for n in range(1, 3001)]
-    assert [i.text.split()[1] for i in items] == [str(n) for n in range(3000)]
+    assert [i.id for i in items] == [f"big.jsonl:{n}" for n in range(1, 3001)] + [f"more.jsonl:{n}" for n in range(1, 1701)]
+    assert [i.text.split()[1] for i in items] == [str(n) for n in range(3000)] + [str(n) for n in range(1700)]
 
 
 def test_missing_and_unreadable_inputs_are_clear_errors(tmp_path):
