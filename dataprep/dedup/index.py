@@ -53,7 +53,7 @@ from dataprep.dedup.digests import blake2b_128
 from dataprep.dedup.minhash import HASH_SCHEME, MinHasher, band_hashes, near_normal_bytes
 from dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.errors import UserError
-from pretrainkit.files import atomic_write, write_text_atomic
+from pretrainkit.files import atomic_write, atomic_writes, write_text_atomic
 
 INDEX_VERSION = 3  # 2: .idhash, .lines and the source of each part; 3: kept documents only, .bands for .sig
 BATCH_BYTES = 256 << 10  # small batches keep the vectorized hashing inside the CPU caches
@@ -475,7 +475,8 @@ def finish_part(job: FinishJob) -> int:
     kept = src.kept()
     id_end = 0
     with contextlib.ExitStack() as stack:
-        out = {s: stack.enter_context(atomic_write(f"{job.index_base}{s}", "wb")) for s in _FINISHED_SUFFIXES if s != ".bands" or job.bands}
+        suffixes = [s for s in _FINISHED_SUFFIXES if s != ".bands" or job.bands]
+        out = dict(zip(suffixes, stack.enter_context(atomic_writes([f"{job.index_base}{s}" for s in suffixes]))))
         shingles = stack.enter_context(open(f"{job.work_base}.shingles", "rb"))
         ids = stack.enter_context(open(f"{job.work_base}.ids", "rb"))
         lines = stack.enter_context(open(f"{job.work_base}.lines", "rb"))
