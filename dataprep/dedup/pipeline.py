@@ -24,7 +24,7 @@ stopped, and the output is the same for any number of workers):
 5. write   (per read task)  copy the kept records, unchanged, from the scan's record file.
 
 Memory (`--memory-limit`, `dataprep.dedup.budget`): a worker holds one 256 KB text batch while
-scanning, one partition while matching (24 bytes per hash entry; partitions are sized from the
+scanning, one chunk of a part's hashes while bucketing them, one partition while matching (24 bytes per hash entry; partitions are sized from the
 limit, so their number grows with the corpus and their size does not), one pair partition while
 verifying (as many as the match partitions: at most two candidates per entry) with a chunk of
 shingle sets at a time (`dataprep.dedup.similarity`: positioned reads, never memory-mapped), and one range of keys while
@@ -50,11 +50,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import zstandard
 
 from dataprep.dedup.budget import DedupBudget, default_memory_limit
 from dataprep.dedup.grouping import group_pairs, scatter_entries
 from dataprep.dedup.index import READ_CHUNK_DOCS, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, scan_part
+from dataprep.dedup.kept import WriteJob, write_kept
 from dataprep.dedup.pairs import by_hash, by_range, distinct, pack, partition_pairs, read_partition, unpack, write_fanout
 from dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, describe, resolve_range, verify_partition
 from dataprep.executors import JobRunner
@@ -67,7 +67,6 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_concatenation_atomic, write_text_atomic, writing_into
 
 BUCKET_CHUNK_DOCS = 1 << 16
-WRITE_BLOCK_BYTES = 1 << 20
 WORK_FORMAT = 2  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 ENTRY_BYTES = 24  # (h1, h2, key): three uint64 (`dataprep.dedup.grouping`)
 
@@ -171,8 +170,8 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     removed_path = work / "removed.u8"
     write_concatenation_atomic([Path(j.removed_path) for j in resolve_jobs], removed_path)
     written = runner.run(
-        _write_kept,
-        [_WriteJob(i, str(work / f"records-{i:05d}.jsonl"), str(out_dir), str(removed_path),
+        write_kept,
+        [WriteJob(i, str(work / f"records-{i:05d}.jsonl"), str(out_dir), str(removed_path),
                    int(offsets[len(old_parts) + i]) - first_new_key, scans[i]["docs"], str(new.parts[i].base))
          for i in range(len(tasks))],
         "write", weights=[t.nbytes for t in tasks], unit="B",
@@ -296,7 +295,7 @@ def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_p
     per_doc = bands if kind == "bands" else 1
     partitions = max(1, math.ceil(total * ENTRY_BYTES * per_doc / budget.partition_bytes))
     bucket_dir = work / f"buckets-{kind}-{partitions}"  # a rerun with another --memory-limit cuts its own
-    runner.run(
+    bucket_bounds = runner.run(
         _bucket_part,
         [_BucketJob(kind, str(p.base), p.docs, p.num_perm, int(offsets[i]), i, i < n_old_parts, bands, rows,
                     partitions, str(bucket_dir), skip_path)
@@ -308,8 +307,11 @@ def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_p
     fanout = max(partitions, 2 * runner.workers) if kind == "bands" else math.ceil(total / budget.range_docs)
     pairs_dir = work / (f"pairs-{kind}-{partitions}-hash-{fanout}" if kind == "bands" else f"pairs-{kind}-{partitions}-range-{budget.range_docs}")
     first_new_key = int(offsets[n_old_parts])
-    runner.run(_match_partition, [_MatchJob(kind, str(bucket_dir), p, first_new_key, str(pairs_dir), fanout, budget.range_docs)
-                                  for p in range(partitions)], f"match {kind}")
+    runs = [tuple((i, int(lo), int(hi)) for i, b in enumerate(bucket_bounds) for lo, hi in zip(b[:, p], b[:, p + 1]) if hi > lo)
+            for p in range(partitions)]
+    runner.run(_match_partition, [_MatchJob(kind, str(bucket_dir), runs[p], p, first_new_key, str(pairs_dir), fanout, budget.range_docs)
+                                  for p in range(partitions)], f"match {kind}",
+               weights=[sum(hi - lo for _, lo, hi in r) for r in runs], unit="entry")
     return pairs_dir, fanout
 
 
@@ -329,11 +331,13 @@ class _BucketJob:
     skip_path: str | None  # uint8 per global key, 1 = leave out (exact duplicates, in the band round)
 
 
-def _bucket_part(job: _BucketJob) -> None:
-    """Scatter one part's hashes into partition files, by hash."""
-    done = Path(job.bucket_dir) / f"done-{job.part:05d}"
-    if done.exists():
-        return
+def _bucket_part(job: _BucketJob) -> np.ndarray:
+    """Scatter one part's hashes by partition into one file, a chunk of documents at a time (each
+    chunk's entries grouped by partition); returns where each chunk's partitions start in it
+    (int64 [chunks, partitions + 1], in entries), also written last, as the job's marker."""
+    bounds_path = Path(job.bucket_dir) / f"part-{job.part:05d}.bounds"
+    if bounds_path.exists():
+        return np.fromfile(bounds_path, dtype=np.int64).reshape(-1, job.partitions + 1)
     part = IndexPart(Path(job.base), job.docs, job.num_perm)
     if job.kind == "ids":  # ids must be unique among this run's documents; an old corpus may share them
         eligible = np.full(job.docs, not job.is_old)
@@ -343,32 +347,35 @@ def _bucket_part(job: _BucketJob) -> None:
         eligible &= np.fromfile(job.skip_path, dtype=np.uint8, count=job.docs, offset=job.offset) == 0
     if job.kind == "bands":
         eligible &= np.asarray(part.counts) > 0  # documents without words have no signature
-    chunks: list[list[np.ndarray]] = [[] for _ in range(job.partitions)]
-    for lo in range(0, job.docs, BUCKET_CHUNK_DOCS):
-        hi = min(lo + BUCKET_CHUNK_DOCS, job.docs)
-        ok = eligible[lo:hi]
-        if not ok.any():  # e.g. an old index's part in the ids round: it keeps no id hashes
-            continue
-        if job.kind != "bands":
-            hashes = np.asarray((part.exact if job.kind == "exact" else part.id_hashes)[lo:hi])
-            h1, h2 = hashes[:, :1], hashes[:, 1:]
-        else:
-            h1 = part.band_hashes(lo, hi, job.bands, job.rows)
-            h2 = np.broadcast_to(np.arange(job.bands, dtype=np.uint64), h1.shape)  # the band number
-        entries, bounds = scatter_entries(h1, h2, ok, job.offset + lo, job.partitions)
-        for p in np.flatnonzero(np.diff(bounds)).tolist():
-            chunks[p].append(entries[bounds[p] : bounds[p + 1]])
-    for p, pieces in enumerate(chunks):
-        with atomic_write(Path(job.bucket_dir) / f"p{p:05d}" / f"part-{job.part:05d}.bin", durable=False) as f:
-            for piece in pieces:
-                f.write(piece)
-    done.touch()
+    chunk_bounds = [np.zeros((0, job.partitions + 1), np.int64)]
+    written = 0
+    with atomic_write(Path(job.bucket_dir) / f"part-{job.part:05d}.bin", durable=False) as f:
+        for lo in range(0, job.docs, BUCKET_CHUNK_DOCS):
+            hi = min(lo + BUCKET_CHUNK_DOCS, job.docs)
+            ok = eligible[lo:hi]
+            if not ok.any():  # e.g. an old index's part in the ids round: it keeps no id hashes
+                continue
+            if job.kind != "bands":
+                hashes = np.asarray((part.exact if job.kind == "exact" else part.id_hashes)[lo:hi])
+                h1, h2 = hashes[:, :1], hashes[:, 1:]
+            else:
+                h1 = part.band_hashes(lo, hi, job.bands, job.rows)
+                h2 = np.broadcast_to(np.arange(job.bands, dtype=np.uint64), h1.shape)  # the band number
+            entries, bounds = scatter_entries(h1, h2, ok, job.offset + lo, job.partitions)
+            f.write(entries)
+            chunk_bounds.append(written + bounds[None, :])
+            written += len(entries)
+    bounds = np.concatenate(chunk_bounds)
+    with atomic_write(bounds_path, durable=False) as f:
+        f.write(bounds.tobytes())
+    return bounds
 
 
 @dataclass(frozen=True)
 class _MatchJob:
     kind: str
     bucket_dir: str
+    runs: tuple[tuple[int, int, int], ...]  # (part, first entry, end) of the partition's entries in each part's file
     partition: int
     first_new_key: int
     pairs_dir: str
@@ -386,8 +393,7 @@ def _match_partition(job: _MatchJob) -> None:
     done = Path(job.pairs_dir) / f"done-{job.partition:05d}"
     if done.exists():  # finished by an earlier, interrupted run
         return
-    d = Path(job.bucket_dir) / f"p{job.partition:05d}"
-    later, earlier = group_pairs(_read_entries(sorted(d.glob("part-*.bin")) if d.is_dir() else []), job.kind == "bands")
+    later, earlier = group_pairs(_read_entries(Path(job.bucket_dir), job.runs), job.kind == "bands")
     if job.kind != "bands":
         pairs = np.stack([later, earlier], axis=1)
         write_fanout(Path(job.pairs_dir), job.partition, pairs, by_range(pairs, job.range_docs), job.fanout)
@@ -399,51 +405,17 @@ def _match_partition(job: _MatchJob) -> None:
     done.touch()
 
 
-def _read_entries(files: list[Path]) -> np.ndarray:
-    """The entries of the files, in file order, as uint64 [n, 3], read into one array."""
-    entries = np.empty(sum(f.stat().st_size for f in files) // 8, np.uint64)
-    at = memoryview(entries).cast("B")
-    for f in files:
-        with open(f, "rb") as src:
-            at = at[src.readinto(at) :]
-    return entries.reshape(-1, 3)
-
-
-@dataclass(frozen=True)
-class _WriteJob:
-    index: int
-    records_path: str
-    out_dir: str
-    removed_path: str
-    first: int  # position of the task's first document in the removed flags
-    docs: int
-    index_base: str
-
-
-def _write_kept(job: _WriteJob) -> int:
-    """Write the task's kept records (unchanged) and its index part's kept flags. The records are
-    read a block at a time and cut at their newlines by numpy (no record is held whole: a record
-    that spans blocks is written a block's piece at a time)."""
-    keep = np.fromfile(job.removed_path, dtype=np.uint8, count=job.docs, offset=job.first) == 0
-    record = 0  # the record the next byte read belongs to
-    with open(job.records_path, "rb") as records:
-        with atomic_write(Path(job.out_dir) / f"{part_name(job.index)}.jsonl.zst") as raw:
-            with zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False) as out:
-                while block := records.read(WRITE_BLOCK_BYTES):
-                    data = np.frombuffer(block, np.uint8)
-                    ends = np.flatnonzero(data == ord("\n")) + 1
-                    lengths = np.diff(ends, prepend=0, append=len(data))  # of records record, record + 1, ...
-                    lengths = lengths[: len(lengths) - (lengths[-1] == 0)]  # the last: a record's start, or nothing
-                    pieces = keep[record : record + len(lengths)]
-                    if len(pieces) < len(lengths):
-                        raise RuntimeError(f"{job.records_path}: more records than the index part's {job.docs}")
-                    out.write(block if pieces.all() else data[np.repeat(pieces, lengths)])
-                    record += len(ends)
-    if record != job.docs:
-        raise RuntimeError(f"{job.records_path}: {record} records, the index part has {job.docs}")
-    with atomic_write(f"{job.index_base}.kept", durable=False) as f:
-        f.write(keep.astype(np.uint8).tobytes())
-    return int(keep.sum())
+def _read_entries(bucket_dir: Path, runs: tuple[tuple[int, int, int], ...]) -> np.ndarray:
+    """The entries of the runs, in order, as uint64 [n, 3], by positioned reads into one array."""
+    entries = np.empty((sum(hi - lo for _, lo, hi in runs), 3), np.uint64)
+    at = 0
+    for part, lo, hi in runs:
+        with open(bucket_dir / f"part-{part:05d}.bin", "rb") as f:
+            f.seek(lo * ENTRY_BYTES)
+            if f.readinto(memoryview(entries[at : at + hi - lo]).cast("B")) != (hi - lo) * ENTRY_BYTES:
+                raise RuntimeError(f"{f.name}: shorter than its bounds say")
+        at += hi - lo
+    return entries
 
 
 def _without_words(part: IndexPart) -> int:

@@ -121,17 +121,20 @@ def test_output_is_byte_identical_for_any_memory_budget(tmp_path, reuters_docs):
         DedupBudget.for_limit(10 << 20, workers=2)
 
 
-def test_kept_records_are_cut_alike_whatever_the_read_block(tmp_path, reuters_docs, monkeypatch):
-    """The write stage reads the records a block at a time: blocks smaller than a record (records
-    over several blocks, blocks without a newline) write the bytes of the default blocks."""
+def test_output_is_byte_identical_whatever_the_chunks_of_bucketing_and_writing(tmp_path, reuters_docs, monkeypatch):
+    """Buckets of many chunks per part (each chunk's partitions a run of the part's file), and kept
+    records read in blocks smaller than a record (records over several blocks, blocks without a
+    newline), give the bytes of the default sizes."""
+    import dataprep.dedup.kept as kept
     import dataprep.dedup.pipeline as pipeline
     from bench.corpora import write_jsonl
 
     inputs = write_jsonl(reuters_docs, tmp_path / "in" / "reuters.jsonl")
     stats = run_dedup([str(inputs)], tmp_path / "default", DedupOptions(), workers=1)
-    monkeypatch.setattr(pipeline, "WRITE_BLOCK_BYTES", 97)  # the shortest record here is longer
+    monkeypatch.setattr(kept, "BLOCK_BYTES", 97)  # the shortest record here is longer
+    monkeypatch.setattr(pipeline, "BUCKET_CHUNK_DOCS", 7)
     run_dedup([str(inputs)], tmp_path / "small", DedupOptions(), workers=1)
-    assert 0 < stats["kept_docs"] < stats["input_docs"]
+    assert 0 < stats["kept_docs"] < stats["input_docs"] and stats["near_duplicates"] > 5
     assert output_bytes(tmp_path / "small") == output_bytes(tmp_path / "default")
 
 
