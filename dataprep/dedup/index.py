@@ -51,6 +51,7 @@ import numpy as np
 
 from dataprep.dedup.digests import blake2b_128
 from dataprep.dedup.minhash import HASH_SCHEME, MinHasher, band_hashes, near_normal_bytes
+from dataprep.dedup.pieces import copy_kept
 from dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, atomic_writes, write_text_atomic
@@ -489,13 +490,14 @@ def finish_part(job: FinishJob) -> int:
             counts = np.asarray(src.counts[lo:hi])
             out[".exact"].write(np.asarray(src.exact[lo:hi])[keep].tobytes())
             out[".counts"].write(counts[keep].tobytes())
-            chunk_shingles = _read_at(shingles, np.uint32, first_shingle, int(counts.sum(dtype=np.int64)))
-            out[".shingles"].write(chunk_shingles[np.repeat(keep, counts)].tobytes())
-            first_shingle += len(chunk_shingles)
+            shingle_ends = 4 * np.cumsum(counts, dtype=np.int64)  # in bytes
+            chunk_shingles = np.frombuffer(_read_bytes(shingles, 4 * first_shingle, int(shingle_ends[-1])), np.uint8)
+            _write_kept_pieces(out[".shingles"], chunk_shingles, shingle_ends, keep)
+            first_shingle += int(shingle_ends[-1]) // 4
             pos = _read_at(idpos, np.uint64, lo, hi - lo + 1).astype(np.int64)
             text = np.frombuffer(_read_bytes(ids, int(pos[0]), int(pos[-1] - pos[0])), dtype=np.uint8)
             line_lengths = np.diff(pos)
-            out[".ids"].write(text[np.repeat(keep, line_lengths)].tobytes())
+            _write_kept_pieces(out[".ids"], text, pos[1:] - pos[0], keep)
             out[".idpos"].write((id_end + np.cumsum(line_lengths[keep])).astype(np.uint64).tobytes())
             id_end += int(line_lengths[keep].sum())
             out[".lines"].write(_read_at(lines, np.uint64, lo, hi - lo)[keep].tobytes())
@@ -505,3 +507,8 @@ def finish_part(job: FinishJob) -> int:
     source = json.loads(Path(f"{job.work_base}.json").read_text())["source"]
     write_text_atomic(meta_path, json.dumps({"docs": docs, "source": source}))
     return docs
+
+
+def _write_kept_pieces(f: BinaryIO, data: np.ndarray, ends: np.ndarray, keep: np.ndarray) -> None:
+    out = np.empty(len(data), np.uint8)
+    f.write(out[: copy_kept(data, ends, keep, out)])

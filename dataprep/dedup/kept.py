@@ -3,8 +3,8 @@
     kept = write_kept(WriteJob(index, records_path, out_dir, removed_path, first, docs, index_base))
 
 The record file holds one record per line. It is read a block at a time; numpy finds the block's
-newlines and a compiled loop copies the kept records' bytes (whole runs of them at once), so no
-record is held whole: one that spans blocks is written a block's piece at a time.
+newlines and `dataprep.dedup.pieces.copy_kept` the kept records' bytes, so no record is held
+whole: one that spans blocks is written a block's piece at a time.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numba
 import numpy as np
 import zstandard
 
 from dataprep.dedup.index import part_name
+from dataprep.dedup.pieces import copy_kept
 from pretrainkit.files import atomic_write
 
 BLOCK_BYTES = 1 << 20
@@ -49,27 +49,10 @@ def write_kept(job: WriteJob) -> int:
                     flags = keep[record : record + pieces]
                     if len(flags) < pieces:
                         raise RuntimeError(f"{job.records_path}: more records than the index part's {job.docs}")
-                    out.write(block if flags.all() else copied[: _copy_kept(data, ends, flags, copied)])
+                    out.write(block if flags.all() else copied[: copy_kept(data, ends, flags, copied)])
                     record += len(ends)
     if record != job.docs:
         raise RuntimeError(f"{job.records_path}: {record} records, the index part has {job.docs}")
     with atomic_write(f"{job.index_base}.kept", durable=False) as f:
         f.write(keep.astype(np.uint8).tobytes())
     return int(keep.sum())
-
-
-@numba.njit(cache=True)
-def _copy_kept(data: np.ndarray, ends: np.ndarray, flags: np.ndarray, out: np.ndarray) -> int:
-    """Copy to `out` the pieces of `data` whose flag is set (piece i ends at ends[i], the last at the
-    end of `data`), each run of kept pieces at once; returns the bytes copied."""
-    copied = run_start = 0
-    start = 0
-    for i in range(len(flags) + 1):
-        end = len(data) if i >= len(ends) else ends[i]
-        if i == len(flags) or not flags[i]:
-            if start > run_start:
-                out[copied : copied + start - run_start] = data[run_start:start]
-                copied += start - run_start
-            run_start = end
-        start = end
-    return copied

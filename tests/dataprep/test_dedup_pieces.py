@@ -1,11 +1,11 @@
-"""The write stage's compiled copy: the kept pieces of a block, as a slow reference picks them."""
+"""The compiled copy of kept pieces (records, shingle sets, ids): exactly the pieces a slow reference picks."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dataprep.dedup.kept import _copy_kept
+from dataprep.dedup.pieces import copy_kept
 
 
 @pytest.mark.parametrize("ends_with_newline", [True, False])
@@ -19,5 +19,5 @@ def test_copy_kept_takes_exactly_the_kept_pieces(ends_with_newline, kept_share):
     flags = rng.random(len(lines) + (not ends_with_newline)) < kept_share
     pieces = lines + ([] if ends_with_newline else [b"a record's start"])
     out = np.empty(len(block), np.uint8)
-    copied = _copy_kept(data, ends, flags, out)
+    copied = copy_kept(data, ends, flags, out)
     assert out[:copied].tobytes() == b"".join(p for p, f in zip(pieces, flags) if f)
