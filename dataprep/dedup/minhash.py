@@ -186,44 +186,48 @@ def _grams_into(words: np.ndarray, n: int, ngram: int, multipliers: np.ndarray, 
 
 
 @numba.njit(cache=True)
-def _densify_row(sig: np.ndarray, filled: np.ndarray, m: int, order: np.ndarray, rank: np.ndarray, sparse_below: int, work: np.ndarray) -> None:
-    """Fill every empty bin of a signature with m >= 1 filled bins (in place; `work`: int64 scratch
-    of num_perm): empty bin j takes the value of the first filled bin on its probe sequence. With
-    many filled bins, the empty bins step along their sequences of distinct bins (`order[j]`,
-    ~num_perm / m steps each), all of them one step at a time, without branches; with few, each
-    takes the minimum of `rank[c, j]` over the filled bins c (m x num_perm)."""
+def _densify_row(sig: np.ndarray, filled: np.ndarray, m: int, order: np.ndarray, rank: np.ndarray, sparse_below: int,
+                 best: np.ndarray, pending: np.ndarray) -> None:
+    """Fill every empty bin of a signature with m >= 1 filled bins (in place; `best`: scratch of
+    num_perm ranks, `pending`: of num_perm int64): empty bin j takes the value of the first filled
+    bin on its probe sequence. With few filled bins, each bin takes the minimum of `rank[c, j]`
+    over the filled bins c (m x num_perm small integers, many per instruction); with many, the
+    empty bins step along their sequences of distinct bins (`order[j]`, ~num_perm / m steps each),
+    all of them one step at a time, without branches."""
     k = len(sig)
     if m == 0 or m == k:
         return
     if m < sparse_below:
-        work[:] = np.iinfo(np.int64).max
+        best[:] = np.iinfo(best.dtype).max
         for c in range(k):
             if filled[c]:
+                ranks = rank[c]
                 for j in range(k):
-                    work[j] = min(work[j], np.int64(rank[c, j]))
+                    best[j] = ranks[j] if ranks[j] < best[j] else best[j]
         for j in range(k):
-            sig[j] = sig[work[j] % k]  # a filled bin's own rank is the least: it keeps its value
+            sig[j] = sig[best[j] % k]  # a filled bin's own rank is the least: it keeps its value
         return
     left = 0
     for j in range(k):
-        work[left] = j
+        pending[left] = j
         left += not filled[j]
     i = 0
     while left:
         still = 0
         for t in range(left):
-            j = work[t]
+            j = pending[t]
             c = order[j, i]
             hit = filled[c]
             sig[j] = sig[c] if hit else sig[j]
-            work[still] = j
+            pending[still] = j
             still += not hit
         left = still
         i += 1
 
 
 @numba.njit(cache=True)
-def _signature_into(shingles: np.ndarray, order: np.ndarray, rank: np.ndarray, sparse_below: int, sig: np.ndarray, filled: np.ndarray, work: np.ndarray) -> None:
+def _signature_into(shingles: np.ndarray, order: np.ndarray, rank: np.ndarray, sparse_below: int, sig: np.ndarray, filled: np.ndarray,
+                    best: np.ndarray, pending: np.ndarray) -> None:
     """The densified signature of one document's shingles into `sig` (all 0xFFFFFFFF) and `filled`
     (all False): each bin, picked by the hash's top bits, keeps its minimum."""
     k = _U64(len(sig))
@@ -233,7 +237,7 @@ def _signature_into(shingles: np.ndarray, order: np.ndarray, rank: np.ndarray, s
         m += not filled[b]
         filled[b] = True
         sig[b] = min(sig[b], x)
-    _densify_row(sig, filled, m, order, rank, sparse_below, work)
+    _densify_row(sig, filled, m, order, rank, sparse_below, best, pending)
 
 
 @numba.njit(cache=True)
@@ -282,7 +286,8 @@ def _hash_batch(buf, offsets, powers, inverse_powers, ngram, multipliers, order,
     counts = np.zeros(n_docs, np.uint32)
     sig = np.full((n_docs if with_signatures else 0, num_perm), 0xFFFFFFFF, np.uint32)
     filled = np.zeros(num_perm, np.bool_)
-    work = np.empty(num_perm, np.int64)
+    best = np.empty(num_perm, rank.dtype)
+    pending = np.empty(num_perm, np.int64)
     at = 0
     for d in range(n_docs):
         m = _grams_into(words, _words_into(buf, offsets[d], offsets[d + 1], powers, inverse_powers, words), ngram, multipliers, grams)
@@ -296,7 +301,7 @@ def _hash_batch(buf, offsets, powers, inverse_powers, ngram, multipliers, order,
         counts[d] = c
         if with_signatures and c:
             filled[:] = False
-            _signature_into(shingles[at : at + c], order, rank, sparse_below, sig[d], filled, work)
+            _signature_into(shingles[at : at + c], order, rank, sparse_below, sig[d], filled, best, pending)
         at += c
     return shingles[:at], counts, sig
 
@@ -315,7 +320,8 @@ def _probe_orders(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
     (searched 64 x num_perm attempts deep, a chunk at a time; a bin missed, with probability
     e^-64, comes after the reached ones, by number).
 
-    Returns (order [j, i]: the i-th distinct bin empty bin j probes, as intp;
+    Returns (order [j, i]: the i-th distinct bin empty bin j probes, uint16 (uint32 over 65536 bins):
+             small, to stay in the CPU caches;
              rank [c, j]: (i + 1) * num_perm + c where order[j, i] == c, and j on the diagonal, uint16
              while it fits, else uint32). Packing c into the rank keeps it through a min over c, and
              the diagonal, below every other rank, lets a filled bin pick itself.)"""
@@ -334,14 +340,15 @@ def _probe_orders(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
     rank[order, cols[:, None]] = (np.arange(num_perm)[None, :] + 1) * num_perm + order
     rank[cols, cols] = cols
     dtype = np.uint16 if (num_perm + 1) * num_perm <= 1 << 16 else np.uint32
-    return order.astype(np.intp), rank.astype(dtype)
+    return order.astype(np.uint16 if num_perm <= 1 << 16 else np.uint32), rank.astype(dtype)
 
 
 def sparse_below(num_perm: int) -> int:
-    """Rows with fewer filled bins m densify by rank lookup (m x num_perm minima, a few per
-    instruction) rather than by stepping (~num_perm x num_perm / m branch-free steps of a few
-    cycles each): the two costs meet near m = sqrt(20 num_perm)."""
-    return int(np.sqrt(20 * num_perm))
+    """Rows with fewer filled bins m densify by rank lookup (m x num_perm minima of small integers,
+    many per instruction) rather than by stepping (~num_perm / m steps for each empty bin, a few
+    cycles each): the costs grow as m^2 and as num_perm / m, and meet near sqrt(5 num_perm)
+    (measured at 128 bins on short documents: 25)."""
+    return int(np.sqrt(5 * num_perm))
 
 
 @dataclass
@@ -409,7 +416,8 @@ class MinHasher:
         del merged
         sig = np.full((1 if with_signatures else 0, self.num_perm), 0xFFFFFFFF, dtype=np.uint32)
         if with_signatures and len(h):
-            _signature_into(h, self._order, self._rank, self._sparse_below, sig[0], np.zeros(self.num_perm, np.bool_), np.empty(self.num_perm, np.int64))
+            _signature_into(h, self._order, self._rank, self._sparse_below, sig[0], np.zeros(self.num_perm, np.bool_),
+                            np.empty(self.num_perm, self._rank.dtype), np.empty(self.num_perm, np.int64))
         counts = np.array([len(h)], dtype=np.uint32)
         return SignatureBatch(sig, counts > 0, h, counts)
 

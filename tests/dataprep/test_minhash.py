@@ -96,7 +96,7 @@ def test_densification_follows_each_empty_bins_probe_sequence(num_perm, path):
             expected[row, j] = sig[row, table[t, j]]
     order, rank = minhash._probe_orders(num_perm)
     for row in range(len(sig)):
-        minhash._densify_row(sig[row], filled[row], int(filled[row].sum()), order, rank, sparse_below, np.empty(num_perm, np.int64))
+        minhash._densify_row(sig[row], filled[row], int(filled[row].sum()), order, rank, sparse_below, np.empty(num_perm, rank.dtype), np.empty(num_perm, np.int64))
     np.testing.assert_array_equal(sig, expected)
 
 
