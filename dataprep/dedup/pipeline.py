@@ -46,6 +46,7 @@ import math
 import os
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -169,15 +170,26 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     found = runner.run(resolve_range, resolve_jobs, "resolve", weights=[j.hi - j.lo for j in resolve_jobs], unit="doc")
     removed_path = work / "removed.u8"
     write_concatenation_atomic([Path(j.removed_path) for j in resolve_jobs], removed_path)
-    written = runner.run(
-        write_kept,
-        [WriteJob(i, str(work / f"records-{i:05d}.jsonl"), str(out_dir), str(removed_path),
-                   int(offsets[len(old_parts) + i]) - first_new_key, scans[i]["docs"], str(new.parts[i].base))
-         for i in range(len(tasks))],
-        "write", weights=[t.nbytes for t in tasks], unit="B",
-    )
-    write_concatenation_atomic([Path(j.rows_path) for j in resolve_jobs], out_dir / "duplicates.jsonl")
-    write_concatenation_atomic([work / f"rejected-{i:05d}.jsonl" for i in range(len(tasks))], out_dir / "rejected.jsonl")
+    # duplicates.jsonl and rejected.jsonl are joined by a thread of this process while the workers
+    # write and index (this process would otherwise copy them, hundreds of MB, with the workers idle).
+    with ThreadPoolExecutor(1) as joiner:
+        joined = [joiner.submit(write_concatenation_atomic, [Path(j.rows_path) for j in resolve_jobs], out_dir / "duplicates.jsonl"),
+                  joiner.submit(write_concatenation_atomic, [work / f"rejected-{i:05d}.jsonl" for i in range(len(tasks))],
+                                out_dir / "rejected.jsonl")]
+        written = runner.run(
+            write_kept,
+            [WriteJob(i, str(work / f"records-{i:05d}.jsonl"), str(out_dir), str(removed_path),
+                       int(offsets[len(old_parts) + i]) - first_new_key, scans[i]["docs"], str(new.parts[i].base))
+             for i in range(len(tasks))],
+            "write", weights=[t.nbytes for t in tasks], unit="B",
+        )
+        index_docs = runner.run(
+            finish_part,
+            [FinishJob(str(p.base), str(index_dir / part_name(i)), p.docs, p.num_perm, bands, rows) for i, p in enumerate(new.parts)],
+            "index", weights=[p.docs for p in new.parts], unit="doc",
+        )
+        for j in joined:
+            j.result()
 
     rejected = sum(s["rejected"] for s in scans)
     docs = sum(s["docs"] for s in scans)
@@ -196,11 +208,6 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     }
     if stats["input_docs"] != stats["kept_docs"] + stats["exact_duplicates"] + stats["near_duplicates"] + rejected:
         raise RuntimeError(f"dedup accounting does not add up: {stats}")
-    index_docs = runner.run(
-        finish_part,
-        [FinishJob(str(p.base), str(index_dir / part_name(i)), p.docs, p.num_perm, bands, rows) for i, p in enumerate(new.parts)],
-        "index", weights=[p.docs for p in new.parts], unit="doc",
-    )
     meta = DedupIndex.meta(options.num_perm, options.ngram, index_docs, (bands, rows))
     write_text_atomic(index_dir / "meta.json", json.dumps(meta, indent=1) + "\n")
     _remove_stale_parts(out_dir, index_dir, len(tasks))
