@@ -24,7 +24,7 @@ from dataprep.dedup.clusters import label_components
 from dataprep.dedup.index import IndexPart
 from dataprep.dedup.pairs import distinct, pack, pair_chunks, read_partition, unpack
 from dataprep.dedup.rows import write_duplicates
-from dataprep.dedup.similarity import pair_similarities
+from dataprep.dedup.similarity import pair_similarities, pairs_reaching
 from pretrainkit.files import atomic_write, write_text_atomic
 
 LABEL = np.dtype("<u4")
@@ -78,7 +78,7 @@ def verify_partition(job: VerifyJob) -> None:
     del found
     pairs = unpack(packed, np.uint32)
     del packed
-    linked = pairs[pair_similarities(pairs, job.parts.open(), job.parts.offsets, job.chunk_pairs, job.chunk_bytes) >= job.threshold]
+    linked = pairs[pairs_reaching(job.threshold, pairs, job.parts.open(), job.parts.offsets, job.chunk_pairs, job.chunk_bytes)]
     with atomic_write(job.links_path, durable=False) as f:
         f.write(linked.tobytes())
 

@@ -1,6 +1,7 @@
 """Exact Jaccard similarity of documents' shingle sets, for many pairs of global keys at once.
 
     sims = pair_similarities(pairs, parts, offsets, chunk_pairs=1 << 16, chunk_bytes=64 << 20)   # float64 per row
+    linked = pairs_reaching(0.8, pairs, parts, offsets, chunk_pairs, chunk_bytes)      # bool per row
     jaccard(a, b)                          # of two sorted unique uint32 arrays (compiled)
 
 A document's set is its run of sorted unique uint32 hashes in its part's `.shingles` file; where
@@ -66,6 +67,20 @@ def _chunks(pair_bytes: np.ndarray, chunk_pairs: int, chunk_bytes: int) -> list[
 def pair_similarities(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, chunk_pairs: int, chunk_bytes: int) -> np.ndarray:
     """Exact Jaccard of each (key, key) row of `pairs` (keys global: part p holds offsets[p] ..
     offsets[p + 1] - 1), reading the sets of a chunk of pairs at a time (see the module)."""
+    return _similarities(pairs, parts, offsets, chunk_pairs, chunk_bytes, 0.0)
+
+
+def pairs_reaching(threshold: float, pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, chunk_pairs: int,
+                   chunk_bytes: int) -> np.ndarray:
+    """Whether each pair's Jaccard reaches `threshold`: `pair_similarities(...) >= threshold`, except
+    that a pair whose set sizes alone rule it out is never read (its Jaccard is at most
+    small / large, and below the threshold when that ratio is, in floating point too)."""
+    return _similarities(pairs, parts, offsets, chunk_pairs, chunk_bytes, threshold) >= threshold
+
+
+def _similarities(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, chunk_pairs: int, chunk_bytes: int,
+                  at_least: float) -> np.ndarray:
+    """The Jaccard of each pair; -1.0 for those whose sizes put it below `at_least`."""
     keys, docs = np.unique(np.asarray(pairs, dtype=np.int64).ravel(), return_inverse=True)
     docs = docs.reshape(-1, 2)
     where = np.searchsorted(offsets, keys, side="right") - 1
@@ -73,12 +88,15 @@ def pair_similarities(pairs: np.ndarray, parts: list[IndexPart], offsets: np.nda
     for p in distinct(where).tolist():  # keys are sorted: each part's are one run, in file order
         run = slice(*np.searchsorted(where, [p, p + 1]))
         starts[run], counts[run] = parts[p].shingle_extents(keys[run] - int(offsets[p]))
+    sims = np.full(len(docs), -1.0)
+    small, large = np.sort(counts[docs], axis=1).T
+    possible = np.flatnonzero((large == 0) | (small / np.maximum(large, 1) >= at_least))  # two empty sets: 1.0
+    docs = docs[possible]
     shingle_files = [f"{part.base}.shingles" for part in parts]
-    out = [np.empty(0, np.float64)]
     for lo, hi in _chunks(4 * (counts[docs[:, 0]] + counts[docs[:, 1]]), chunk_pairs, chunk_bytes):
         needed, local = np.unique(docs[lo:hi].ravel(), return_inverse=True)
         local = local.reshape(-1, 2)
         bounds = np.concatenate(([0], np.cumsum(counts[needed])))
         shingles = read_extents(shingle_files, where[needed], 4 * starts[needed], 4 * counts[needed]).view(np.uint32)
-        out.append(_pair_jaccards(shingles, bounds, local[:, 0], local[:, 1]))
-    return np.concatenate(out)
+        sims[possible[lo:hi]] = _pair_jaccards(shingles, bounds, local[:, 0], local[:, 1])
+    return sims

@@ -15,7 +15,7 @@ from bench import corpora
 from dataprep.dedup.index import COALESCE_GAP, SCRATCH_BYTES, DedupIndex, read_extents
 from dataprep.dedup.pipeline import DedupOptions, run_dedup
 from dataprep.dedup.rows import _decimals
-from dataprep.dedup.similarity import jaccard, pair_similarities
+from dataprep.dedup.similarity import jaccard, pair_similarities, pairs_reaching
 from pretrainkit.errors import UserError
 
 
@@ -32,11 +32,14 @@ def reference_jaccard(a: frozenset, b: frozenset) -> float:
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory, reuters_docs) -> DedupIndex:
-    """A finished index of three parts (one per input file), with documents that have no words."""
+    """A finished index of three parts (one per input file), with documents that have no words, and
+    in the first part a document whose set holds all of another's (their Jaccard: small / large)."""
     root = tmp_path_factory.mktemp("similarity")
     third = len(reuters_docs) // 3
+    words = [f"w{letters(j)}" for j in range(50)]
     for i in range(3):
         docs = reuters_docs[i * third : (i + 1) * third] + [(f"empty-{i}-{j}", "!?" * (1 + j + 2 * i)) for j in range(2)]
+        docs += [("nested-large", " ".join(words)), ("nested-small", " ".join(words[:30]))] if i == 0 else []
         corpora.write_jsonl(docs, root / "in" / f"r{i}.jsonl")
     run_dedup([str(root / "in")], root / "out", DedupOptions(), workers=1)
     return DedupIndex.open(root / "out" / "index")
@@ -97,6 +100,22 @@ def test_pair_similarities_equal_a_set_reference(index, chunk_pairs, chunk_bytes
     got = pair_similarities(pairs, index.parts, index.offsets, chunk_pairs, chunk_bytes)
     assert got.dtype == np.float64 and got.tolist() == expected  # the same floats, not merely close
     assert 0 < sum(0.0 < s < 1.0 for s in expected)
+
+
+def test_pairs_reaching_a_threshold_are_the_similarities_at_or_above_it(index):
+    rng = np.random.default_rng(4)
+    ids = index.parts[0].ids_of(list(range(index.parts[0].docs)))
+    nested = np.array([[ids.index("nested-large"), ids.index("nested-small")]])
+    pairs = np.concatenate([rng.integers(index.docs, size=(3000, 2)), nested])
+    sims = pair_similarities(pairs, index.parts, index.offsets, 64, 1 << 20)
+    assert sims[-1] == 26 / 46  # 46 and 26 shingles of 5 words, the smaller set inside the larger
+    counts = np.concatenate([np.asarray(p.counts) for p in index.parts]).astype(np.int64)[pairs]
+    for threshold in (0.05, 0.3, 26 / 46, np.nextafter(26 / 46, 1), 0.8, 1.0):
+        ruled_out = counts.min(axis=1) / np.maximum(counts.max(axis=1), 1) < threshold
+        assert ruled_out.sum() > 10  # the sizes alone settle some pairs
+        reaching = pairs_reaching(threshold, pairs, index.parts, index.offsets, 64, 1 << 20)
+        assert reaching.tolist() == (sims >= threshold).tolist()
+    assert pairs_reaching(26 / 46, nested, index.parts, index.offsets, 64, 1 << 20).tolist() == [True]
 
 
 def test_no_pairs_give_no_similarities(index):
