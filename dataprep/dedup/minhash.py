@@ -17,7 +17,9 @@ of O(shingles x num_perm). One numba kernel (`_hash_batch`) takes a batch from i
 to word hashes, n-gram hashes, sorted unique shingles, bins and densified signatures, a document
 at a time, with scratch arrays the size of the longest document.
 
-Memory: a batch needs its bytes, ~10 bytes per byte of its longest document, and its outputs. A
+Memory: a batch needs its bytes, ~10 bytes per byte of its longest document, its outputs, and
+the powers of the word hashes' base for every position of its longest document (16 bytes each,
+to a power of two; the last few sizes are cached: 8 MB for the largest batch document). A
 large document is hashed alone (`large_document`), from consecutive pieces of its normalized bytes
 (the scan never joins them), each cut again into pieces of `piece_bytes` (64 KB) at ASCII
 separators, each piece's n-grams taking the last n - 1 words of the one before; its shingles are
