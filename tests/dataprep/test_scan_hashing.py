@@ -46,3 +46,27 @@ def test_id_lines_of_a_batch_are_each_ids_line():
     for ids in (["a", "doc-1", "x y z", "0"], ["plain", 'with "quotes"', "back\\slash", "tab\there", "ünïcode", "日本", "new\nline"]):
         lines, offsets = id_lines(ids)
         assert [lines[offsets[i] : offsets[i + 1]].tobytes() for i in range(len(ids))] == [id_line(i) for i in ids]
+
+
+def test_the_scan_writes_each_documents_band_hashes_and_none_without_near_dedup(tmp_path, reuters_docs):
+    """A scan part holds, per document, the band hashes of its MinHash signature (no signature);
+    with --no-near (0 bands) it writes no band hashes and the same everything else."""
+    from bench.corpora import write_jsonl
+    from dataprep.dedup.index import ScanJob, scan_part
+    from dataprep.dedup.minhash import MinHasher, band_hashes, lsh_params
+    from dataprep.readers import discover_inputs, plan_read_tasks
+
+    docs = reuters_docs[:300] + [("accents", "Ça dépend: ÉTÉ, naïve café. " * 20), ("short", "two words")]
+    task = plan_read_tasks(discover_inputs([str(write_jsonl(docs, tmp_path / "in.jsonl"))]))[0]
+    bands, rows = lsh_params(0.8, 128)
+    parts = {}
+    for name, lsh in (("near", (bands, rows)), ("exact", (0, 0))):
+        parts[name] = tmp_path / name
+        parts[name].mkdir()
+        scan_part(ScanJob(0, task, str(parts[name]), str(tmp_path / f"{name}-rejected"), str(tmp_path / f"{name}-records"), 128, 5, "text", "id", *lsh))
+    expected = band_hashes(MinHasher(128, 5).signatures([t for _, t in docs]).signatures, bands, rows)
+    np.testing.assert_array_equal(np.fromfile(parts["near"] / "part-00000.bands", np.uint64).reshape(len(docs), bands), expected)
+    assert not (parts["exact"] / "part-00000.bands").exists()
+    for f in parts["near"].iterdir():
+        if f.suffix != ".bands":
+            assert f.read_bytes() == (parts["exact"] / f.name).read_bytes(), f.name
