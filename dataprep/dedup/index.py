@@ -70,11 +70,6 @@ def part_name(index: int) -> str:
     return f"part-{index:05d}"
 
 
-def exact_hash(text: str) -> bytes:
-    """BLAKE2b-128 of the NFC-normalized, trimmed text."""
-    return hashlib.blake2b(exact_input(text), digest_size=16).digest()
-
-
 def exact_input(text: str) -> bytes:
     """The NFC-normalized, trimmed text as UTF-8: what the exact hash digests."""
     return unicodedata.normalize("NFC", text).strip().encode("utf-8")
