@@ -110,11 +110,13 @@ def test_pairs_reaching_a_threshold_are_the_similarities_at_or_above_it(index):
     sims = pair_similarities(pairs, index.parts, index.offsets, 64, 1 << 20)
     assert sims[-1] == 26 / 46  # 46 and 26 shingles of 5 words, the smaller set inside the larger
     counts = np.concatenate([np.asarray(p.counts) for p in index.parts]).astype(np.int64)[pairs]
-    for threshold in (0.05, 0.3, 26 / 46, np.nextafter(26 / 46, 1), 0.8, 1.0):
-        ruled_out = counts.min(axis=1) / np.maximum(counts.max(axis=1), 1) < threshold
-        assert ruled_out.sum() > 10  # the sizes alone settle some pairs
+    between = np.unique(sims[(sims > 0) & (sims < 1)])
+    assert len(between) > 20
+    assert (counts.min(axis=1) / np.maximum(counts.max(axis=1), 1) < 0.3).sum() > 100  # the sizes alone settle many
+    for threshold in (0.05, 0.3, 26 / 46, np.nextafter(26 / 46, 1), 0.8, 1.0, *between[::5]):  # some exactly a pair's
         reaching = pairs_reaching(threshold, pairs, index.parts, index.offsets, 64, 1 << 20)
         assert reaching.tolist() == (sims >= threshold).tolist()
+        assert 0 < reaching.sum() < len(pairs) or threshold >= 0.8
     assert pairs_reaching(26 / 46, nested, index.parts, index.offsets, 64, 1 << 20).tolist() == [True]
 
 
