@@ -124,7 +124,8 @@ def normalized_pieces(text: str, piece_chars: int, exact) -> Iterator[bytes]:
 
 
 def id_line(doc_id: str) -> bytes:
-    """The id as a JSON string and a newline (json.dumps only where escaping may be needed)."""
+    """The id as a JSON string and a newline (json.dumps only where escaping may be needed): exactly
+    json.dumps(id, ensure_ascii=False), which duplicates.jsonl rows splice in as it is (`dedup.rows`)."""
     if _plain(doc_id):
         return f'"{doc_id}"\n'.encode("ascii")
     return json.dumps(doc_id, ensure_ascii=False).encode("utf-8") + b"\n"
