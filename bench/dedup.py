@@ -1,6 +1,6 @@
 """Benchmark: `ptk dedup` vs the textbook datasketch loop, on the same real corpus in the same run.
 
-    python -m bench.dedup [--workers 2] [--executor ray]
+    python -m bench.dedup [--workers 2] [--executor ray] [--copies 8]
 
 Corpus: every text corpus in ../shared/data (Reuters-21578 bodies, Wikitext-2, PEPs, license
 texts) as one JSONL file. Baseline: per document, a set of word 5-gram strings (regex words),
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import sys
 import tempfile
@@ -51,16 +52,28 @@ def datasketch_loop(path: Path, threshold: float, num_perm: int, ngram: int) -> 
     return kept, dups
 
 
+def perturbed(doc: tuple[str, str], copy: int) -> tuple[str, str]:
+    """The document with every tenth word replaced by one of its words, drawn by a seeded generator."""
+    doc_id, text = doc
+    words = text.split()
+    rng = random.Random(f"{doc_id}/{copy}")
+    for i in range(copy % 10, len(words), 10):
+        words[i] = rng.choice(words)
+    return f"{doc_id}/copy{copy}", " ".join(words)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threshold", type=float, default=0.8)
+    ap.add_argument("--copies", type=int, default=1, help="the corpus this many times, later copies perturbed")
     ap.add_argument("--executor", choices=["local", "ray"], default="local", help="ray: also time the Ray executor beside local")
     args = ap.parse_args()
     if shared_data_dir() is None:
         sys.exit("bench/dedup.py needs ../shared/data")
     with tempfile.TemporaryDirectory() as tmp:
         docs = reuters_documents() + wikitext_documents("valid") + wikitext_documents("test") + pep_documents() + license_documents()
+        docs = docs + [perturbed(doc, copy) for copy in range(1, args.copies) for doc in docs]
         corpus = write_jsonl(docs, Path(tmp) / "corpus.jsonl")
         mb = corpus.stat().st_size / 1e6
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.corpora import sentences, shared_data_dir  # noqa: E402
-from bench.results import tree_rss_kb, write_result  # noqa: E402
+from bench.results import peak_tree_rss_kb, write_result  # noqa: E402
 
 
 COPY_RATE, EDIT_RATE = 0.18, 0.17  # of the documents: exact copies, lightly edited copies
@@ -66,12 +67,10 @@ def measure(corpus: Path, out: Path, workers: int, memory_limit: str | None) -> 
     """Run `ptk dedup` on one corpus in a child process; its peak tree RSS, time and output sizes."""
     cmd = [sys.executable, "-m", "pretrainkit.cli", "dedup", str(corpus), "-o", str(out), "--workers", str(workers)]
     cmd += ["--memory-limit", memory_limit] if memory_limit else []
+    os.sync()  # the previous run's dirty pages are written back before the clock starts, not during this run
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    peak = 0
-    while proc.poll() is None:
-        peak = max(peak, tree_rss_kb(proc.pid))
-        time.sleep(0.02)
+    peak = peak_tree_rss_kb(proc)
     seconds = time.perf_counter() - start
     summary = proc.stdout.read()
     if proc.returncode:

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.corpora import shared_data_dir  # noqa: E402
-from bench.results import tree_rss_kb, write_result  # noqa: E402
+from bench.results import peak_tree_rss_kb, write_result  # noqa: E402
 
 
 def write_document(path: Path, mb: float) -> str:
@@ -52,10 +52,7 @@ SMALL_RECORD = json.dumps({"id": "small", "text": "and one small document"}) + "
 def peak_of(cmd: list[str]) -> tuple[int, float]:
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
-    peak = 0
-    while proc.poll() is None:
-        peak = max(peak, tree_rss_kb(proc.pid))
-        time.sleep(0.02)
+    peak = peak_tree_rss_kb(proc)
     if proc.returncode:
         sys.exit(f"{' '.join(cmd[2:5])} failed with status {proc.returncode}")
     return peak * 1024, time.perf_counter() - start

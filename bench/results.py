@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import resource
+import subprocess
+import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -47,12 +49,25 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def tree_rss_kb(pid: int) -> int:
-    """Resident memory of `pid` and all its descendants."""
+def tree_pids(pid: int) -> list[int]:
+    """`pid` and all its descendants (one pass over /proc)."""
     children = child_pids()
-    total, todo = 0, [pid]
+    found, todo = [], [pid]
     while todo:
         p = todo.pop()
-        total += rss_kb(p)
+        found.append(p)
         todo += children.get(p, [])
-    return total
+    return found
+
+
+def peak_tree_rss_kb(proc: subprocess.Popen, every: float = 0.02, rescan: float = 0.5) -> int:
+    """Peak resident memory of `proc` and its descendants until it exits, sampled every `every`
+    seconds. The process tree is found again every `rescan` seconds only: a pass over /proc is
+    hundreds of reads, and done every sample it takes a good part of a core from the run measured."""
+    peak, pids, scanned = 0, [proc.pid], 0.0
+    while proc.poll() is None:
+        if time.monotonic() - scanned >= rescan:
+            pids, scanned = tree_pids(proc.pid), time.monotonic()
+        peak = max(peak, sum(rss_kb(p) for p in pids))
+        time.sleep(every)
+    return peak
