@@ -16,7 +16,8 @@ Provenance: `InputFile.rel` is the path relative to the common directory of all 
 (the directory itself when one directory is given), so it is unique within a run; a record without
 an id (or with a null or empty one) gets `"<rel>:<line>"`. `Document.record` is the input line's
 bytes, without its line terminator and BOM; a generated id is inserted into it as the first key,
-leaving every other byte as it was. Large uncompressed `.jsonl` files are split into byte ranges
+leaving every other byte as it was; `Document.verbatim` says the record is its line of an
+uncompressed `.jsonl` file exactly, so that a copy of it can be read back from the input. Large uncompressed `.jsonl` files are split into byte ranges
 on line boundaries (`ReadTask`), so that several processes can share one file while the order of
 documents stays the input order.
 """
@@ -81,6 +82,7 @@ class Document:
     source: str
     line: int
     record: bytes  # the record as one JSON line (original bytes where the record had an id); b"" if not asked for
+    verbatim: bool = False  # record is its uncompressed .jsonl line's bytes before the "\n": a copy can come from the input
 
 
 @dataclass
@@ -283,9 +285,10 @@ def _read_txt(f: InputFile, records: bool) -> Iterator[Item]:
     yield Document(doc_id, text, f.rel, 1, record)
 
 
-def _jsonl_lines(task: ReadTask) -> Iterator[bytes]:
-    """Raw lines of the task without their line feeds; a broken compressed stream raises
-    `_Truncated` after the good lines. While suspended, no generator here keeps a line it yielded
+def _jsonl_lines(task: ReadTask) -> Iterator[tuple[bytes, bool]]:
+    """Raw lines of the task without their line feeds, each with whether it is exactly the bytes
+    before a "\n" of an uncompressed file (no CR, not the last line without one); a broken
+    compressed stream raises `_Truncated` after the good lines. While suspended, no generator here keeps a line it yielded
     (`held.pop()`): the consumer alone decides how long a large record lives."""
     fmt = task.file.format
     fh = _open_or_fail(task.file.path)
@@ -298,17 +301,21 @@ def _jsonl_lines(task: ReadTask) -> Iterator[bytes]:
                     break
                 remaining -= len(line)
                 held = [line.rstrip(b"\r\n")]
+                exact = len(held[0]) + 1 == len(line) and line[-1:] == b"\n"
                 del line
-                yield held.pop()
+                yield held.pop(), exact
             return
         try:
             if fmt == ".jsonl.gz":
                 for line in gzip.GzipFile(fileobj=fh, mode="rb"):
                     held = [line.rstrip(b"\r\n")]
                     del line
-                    yield held.pop()
+                    yield held.pop(), False
             else:
-                yield from _split_lines(_zstd_chunks(fh))
+                for line in _split_lines(_zstd_chunks(fh)):
+                    held = [line]
+                    del line
+                    yield held.pop(), False
         except (EOFError, OSError, zlib.error, zstandard.ZstdError) as e:
             raise _Truncated(str(e) or type(e).__name__) from None
     finally:
@@ -358,11 +365,13 @@ def _read_jsonl(task: ReadTask, text_field: str, id_field: str, records: bool) -
     source = task.file.rel
     line_no = task.first_line - 1
     try:
-        for raw in _jsonl_lines(task):
+        for raw, exact in _jsonl_lines(task):
             line_no += 1
             if line_no == 1 and raw.startswith(BOM):
-                raw = raw[len(BOM):]
+                raw, exact = raw[len(BOM):], False
             item = _parse_json_line(raw, source, line_no, text_field, id_field, records)
+            if exact and type(item) is Document and item.record is raw:  # the parsers keep the line's own object when unchanged
+                item.verbatim = True
             del raw  # not kept while suspended (see _jsonl_lines)
             yield item
     except _Truncated as e:

@@ -151,7 +151,8 @@ class ScanJob:
     task: ReadTask
     index_dir: str
     rejected_path: str
-    records_path: str  # every document's record, one line each, for the write stage (uncompressed: it is read once, soon)
+    records_path: str  # the records that are not their input line verbatim, one line each, for the write stage (uncompressed: read once, soon)
+    verbatim_path: str  # uint8 per document: 1 where the write stage copies the record from the input line itself
     num_perm: int
     ngram: int
     text_field: str
@@ -175,14 +176,17 @@ def scan_part(job: ScanJob) -> dict:
         out = {s: stack.enter_context(atomic_write(f"{base}{s}", "wb", durable=False)) for s in suffixes}
         rej = stack.enter_context(atomic_write(job.rejected_path, "w", durable=False, encoding="utf-8"))
         records = stack.enter_context(atomic_write(job.records_path, "wb", durable=False))
+        verbatim = stack.enter_context(atomic_write(job.verbatim_path, "wb", durable=False))
         batch = _Batch()
         id_end = 0
         out[".idpos"].write(np.zeros(1, np.uint64).tobytes())
 
         def flush() -> None:
             nonlocal id_end
-            records.write(b"\n".join(batch.records))  # no copy of a batch of one large document
-            records.write(b"\n")
+            if batch.records:
+                records.write(b"\n".join(batch.records))  # no copy of a batch of one large document
+                records.write(b"\n")
+            verbatim.write(np.array(batch.verbatim, dtype=np.uint8))
             batch.records.clear()  # written: a large document's line is freed before its text is hashed
             if len(batch.texts) == 1 and len(batch.texts[0]) > LARGE_TEXT_CHARS:
                 digest = hashlib.blake2b(digest_size=16)
@@ -230,14 +234,17 @@ class _Batch:
         self.ids: list[str] = []
         self.texts: list[str] = []
         self.lines: list[int] = []
-        self.records: list[bytes] = []
+        self.records: list[bytes] = []  # of the documents that are not verbatim
+        self.verbatim: list[bool] = []
         self.text_chars = 0
 
     def add(self, doc: Document) -> None:
         self.ids.append(doc.id)
         self.texts.append(doc.text)
         self.lines.append(doc.line)
-        self.records.append(doc.record)
+        self.verbatim.append(doc.verbatim)
+        if not doc.verbatim:  # a verbatim record is read again from the input: the copy is not written
+            self.records.append(doc.record)
         doc.record = b""  # the batch holds the only reference: a large line is freed once written
         self.text_chars += len(doc.text)
 

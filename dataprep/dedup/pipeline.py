@@ -6,8 +6,8 @@ Stages, each a set of independent jobs whose results are files (so a killed run 
 stopped, and the output is the same for any number of workers):
 
 1. scan    (per read task)  read records; write the index part (band hashes, exact hash, shingle
-                            set, id, id hash and input line per document), the records and the
-                            rejected rows.
+                            set, id, id hash and input line per document), the records that are not
+                            their input line verbatim, and the rejected rows.
    ids     (as exact, below, over id hashes)  an id that repeats an earlier record's stops the run
                             with the count and the first examples: ids must be unique within a run.
 2. exact   (per part, then per partition)  exact hashes scattered by hash into partitions, then
@@ -21,7 +21,8 @@ stopped, and the output is the same for any number of workers):
                             (`dataprep.dedup.clusters`, in the main process); per range of keys,
                             the removed flags and `duplicates.jsonl` rows (per cluster the first
                             document in input order is kept), concatenated in key order.
-5. write   (per read task)  copy the kept records, unchanged, from the scan's record file.
+5. write   (per read task)  copy the kept records, unchanged: from the input file where a record
+                            is its line verbatim, else from the scan's record file.
 
 Memory (`--memory-limit`, `dataprep.dedup.budget`): a worker holds one 256 KB text batch while
 scanning, one chunk of a part's hashes while bucketing them, one partition while matching (24 bytes per hash entry; partitions are sized from the
@@ -68,7 +69,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_concatenation_atomic, write_text_atomic, writing_into
 
 BUCKET_CHUNK_DOCS = 1 << 16
-WORK_FORMAT = 2  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
+WORK_FORMAT = 3  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 ENTRY_BYTES = 24  # (h1, h2, key): three uint64 (`dataprep.dedup.grouping`)
 
 
@@ -127,7 +128,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         scan_part,
         [
             ScanJob(i, t, str(work / "parts"), str(work / f"rejected-{i:05d}.jsonl"), str(work / f"records-{i:05d}.jsonl"),
-                    options.num_perm, options.ngram, options.text_field, options.id_field, bands, rows)
+                    str(work / f"records-{i:05d}.verbatim"), options.num_perm, options.ngram, options.text_field, options.id_field, bands, rows)
             for i, t in enumerate(tasks)
         ],
         "scan", weights=[t.nbytes for t in tasks], unit="B",
@@ -178,8 +179,8 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
                                 out_dir / "rejected.jsonl")]
         written = runner.run(
             write_kept,
-            [WriteJob(i, str(work / f"records-{i:05d}.jsonl"), str(out_dir), str(removed_path),
-                       int(offsets[len(old_parts) + i]) - first_new_key, scans[i]["docs"], str(new.parts[i].base))
+            [WriteJob(i, tasks[i], str(work / f"records-{i:05d}.jsonl"), str(work / f"records-{i:05d}.verbatim"), str(out_dir),
+                      str(removed_path), int(offsets[len(old_parts) + i]) - first_new_key, scans[i]["docs"], str(new.parts[i].base))
              for i in range(len(tasks))],
             "write", weights=[t.nbytes for t in tasks], unit="B",
         )

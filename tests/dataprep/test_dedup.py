@@ -345,3 +345,39 @@ def test_index_keeps_only_what_against_needs_and_costs_less_than_the_input(tmp_p
     assert again["kept_docs"] == 0  # every document is in the old corpus, or a duplicate of one
     with pytest.raises(UserError, match=r"index was built with LSH bands 16 x 8 rows; this run \(--threshold 0.5\) needs 26 x 3"):
         run_dedup([str(corpus)], tmp_path / "other", DedupOptions(threshold=0.5, against=str(index_dir)))
+
+
+def test_kept_records_come_from_the_input_or_the_record_file_in_input_order(tmp_path, reuters_docs, monkeypatch):
+    """Verbatim records are copied from the input file and the others (generated ids, CRLF, the BOM
+    line, the last line without a line feed, a compressed file) from the scan's record file, in
+    runs that alternate, around rejected lines: the output is every kept record as the reader gives
+    it, in input order, also when blocks are shorter than a line."""
+    import dataprep.dedup.kept as kept
+    from dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
+
+    lines = [b"\xef\xbb\xbf" + json.dumps({"id": "bom", "text": reuters_docs[0][1]}).encode() + b"\n"]
+    for i, (doc_id, text) in enumerate(reuters_docs[1:400]):
+        kind = i % 7
+        record = {"text": text} if kind == 1 else {"id": doc_id, "text": text}
+        line = json.dumps(record, ensure_ascii=kind != 2).encode()
+        lines.append(line + (b"\r\n" if kind == 3 else b"\n"))
+        if kind == 4:
+            lines.append(b"{not json\n" if i % 2 else b"\n")
+        if kind == 5:  # an exact copy under another id, to be removed
+            lines.append(json.dumps({"id": f"copy-{doc_id}", "text": text}).encode() + b"\n")
+    lines.append(json.dumps({"id": "last", "text": reuters_docs[-1][1]}).encode())
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_bytes(b"".join(lines))
+    (tmp_path / "in" / "b.jsonl.gz").write_bytes(gzip.compress(b"".join(lines[5:40]).replace(b'"id": "', b'"id": "gz-')))
+
+    stats = run_dedup([str(tmp_path / "in")], tmp_path / "default", DedupOptions(), workers=1)
+    removed = {row["id"] for row in jsonl_rows(tmp_path / "default" / "duplicates.jsonl")}
+    docs = [d for t in plan_read_tasks(discover_inputs([str(tmp_path / "in")])) for d in read_task(t) if isinstance(d, Document)]
+    assert sum(d.verbatim for d in docs) > 100 and sum(not d.verbatim for d in docs) > 100 and stats["rejected"] > 10
+    expected = b"".join(d.record + b"\n" for d in docs if d.id not in removed)
+    written = b"".join(zstandard.ZstdDecompressor().decompress(p.read_bytes(), max_output_size=1 << 30)
+                       for p in sorted((tmp_path / "default").glob("part-*.jsonl.zst")))
+    assert written == expected and stats["exact_duplicates"] >= 50
+    monkeypatch.setattr(kept, "BLOCK_BYTES", 13)
+    run_dedup([str(tmp_path / "in")], tmp_path / "small", DedupOptions(), workers=1)
+    assert output_bytes(tmp_path / "small") == output_bytes(tmp_path / "default")

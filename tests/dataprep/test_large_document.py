@@ -48,7 +48,7 @@ if mode == "dedup":
     from dataprep.dedup.index import ScanJob, scan_part
 
     def job(path, i):
-        scan_part(ScanJob(i, tasks(path)[0], work, f"{work}/rejected-{i}", f"{work}/records-{i}.zst", 128, 5, "text", "id", 16, 8))
+        scan_part(ScanJob(i, tasks(path)[0], work, f"{work}/rejected-{i}", f"{work}/records-{i}.zst", f"{work}/records-{i}.verbatim", 128, 5, "text", "id", 16, 8))
 else:
     from dataprep.tokenize.corpus import EncodeJob, encode_part
     from dataprep.tokenize.tokenizer import load_tokenizer

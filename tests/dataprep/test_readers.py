@@ -227,3 +227,22 @@ def test_fast_json_path_reads_every_line_as_json_does(tmp_path, monkeypatch):
     assert len(fast) == len(lines)
     assert fast[0].id == "123456789012345678901234567890" and fast[2].record.endswith(b"123456789012345678901234567890}")
     assert isinstance(fast[3], Document) and fast[8].record == lines[8][:-1] and fast[9].text == "last wins"
+
+
+def test_a_record_is_verbatim_only_when_it_is_its_uncompressed_line_exactly(tmp_path):
+    """The dedup write stage copies verbatim records from the input: a CRLF line, the BOM line, the
+    last line without a line feed, a generated id and a compressed file are never verbatim; an
+    integer id is kept as it was, so its line is."""
+    lines = [b'\xef\xbb\xbf{"id": "bom", "text": "one"}\n', b'{"id": "plain", "text": "two"}\n', b'{"text": "no id"}\n',
+             b'{"id": "crlf", "text": "three"}\r\n', b'\n', b'{"id": 7, "text": "int id"}\n', b'{"id": "last", "text": "end"}']
+    (tmp_path / "a.jsonl").write_bytes(b"".join(lines))
+    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(lines[1]))
+    (tmp_path / "c.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines[1].replace(b"plain", b"z")))
+    docs = [d for d in read_all([tmp_path]) if isinstance(d, Document)]
+    verbatim = {(d.source, d.id): d.verbatim for d in docs}
+    assert verbatim == {("a.jsonl", "bom"): False, ("a.jsonl", "plain"): True, ("a.jsonl", "a.jsonl:3"): False,
+                        ("a.jsonl", "crlf"): False, ("a.jsonl", "7"): True, ("a.jsonl", "last"): False,
+                        ("b.jsonl.gz", "plain"): False, ("c.jsonl.zst", "z"): False}
+    assert all(d.record == lines[d.line - 1].rstrip(b"\n") for d in docs if d.verbatim)
+    task = plan_read_tasks(discover_inputs([str(tmp_path / "a.jsonl")]))[0]
+    assert not any(d.verbatim for d in read_task(task, records=False) if isinstance(d, Document))  # no record, nothing to copy

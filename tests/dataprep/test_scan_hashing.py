@@ -64,7 +64,8 @@ def test_the_scan_writes_each_documents_band_hashes_and_none_without_near_dedup(
     for name, lsh in (("near", (bands, rows)), ("exact", (0, 0))):
         parts[name] = tmp_path / name
         parts[name].mkdir()
-        scan_part(ScanJob(0, task, str(parts[name]), str(tmp_path / f"{name}-rejected"), str(tmp_path / f"{name}-records"), 128, 5, "text", "id", *lsh))
+        scan_part(ScanJob(0, task, str(parts[name]), str(tmp_path / f"{name}-rejected"), str(tmp_path / f"{name}-records"),
+                          str(tmp_path / f"{name}-verbatim"), 128, 5, "text", "id", *lsh))
     expected = band_hashes(MinHasher(128, 5).signatures([t for _, t in docs]).signatures, bands, rows)
     np.testing.assert_array_equal(np.fromfile(parts["near"] / "part-00000.bands", np.uint64).reshape(len(docs), bands), expected)
     assert not (parts["exact"] / "part-00000.bands").exists()
