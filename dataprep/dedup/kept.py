@@ -77,6 +77,9 @@ class _Lines:
             out.write(piece if wanted.all() else self.scratch[: copy_kept(piece, ends - self.at, wanted, self.scratch)])
             self.at, self.next_end, i = int(ends[-1]), self.next_end + n, i + n
 
+    def at_end(self) -> bool:
+        return self.at == len(self.data) and not self.f.read(1)
+
 
 def write_kept(job: WriteJob) -> int:
     """Write the task's kept records and its index part's kept flags; returns the kept count."""
@@ -101,6 +104,8 @@ def write_kept(job: WriteJob) -> int:
                     wanted[lines[lo:hi] - next_line] = keep[lo:hi]
                     source.take(wanted, out)
                     next_line = int(lines[hi - 1]) + 1
+            if not records.at_end():  # before the rename: no output part from a mismatched record file
+                raise RuntimeError(f"{job.records_path}: more records than the index part's documents that are not verbatim")
     with atomic_write(f"{job.index_base}.kept", durable=False) as f:
         f.write(keep.astype(np.uint8).tobytes())
     return int(keep.sum())
