@@ -51,7 +51,7 @@ import numpy as np
 
 from dataprep.dedup.digests import blake2b_128
 from dataprep.dedup.minhash import HASH_SCHEME, MinHasher, band_hashes, near_normal_bytes
-from dataprep.dedup.pieces import copy_kept
+from dataprep.dedup.pieces import copy_kept, joined
 from dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, atomic_writes, write_text_atomic
@@ -81,17 +81,11 @@ def hash_inputs(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     leaves it unchanged): both inputs are then the same bytes, trimmed by the digest."""
     ascii = [t.encode("ascii") if t.isascii() else None for t in texts]
     if None not in ascii:
-        buf, offsets = _joined(ascii)
+        buf, offsets = joined(ascii)
         return buf, offsets, buf, offsets
     exact = [b if b is not None else exact_input(t) for b, t in zip(ascii, texts)]
     near = [b if b is not None else near_normal_bytes(t) for b, t in zip(ascii, texts)]
-    return (*_joined(exact), *_joined(near))
-
-
-def _joined(pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    offsets = np.zeros(len(pieces) + 1, np.int64)
-    np.cumsum([len(p) for p in pieces], out=offsets[1:])
-    return np.frombuffer(b"".join(pieces), np.uint8), offsets
+    return (*joined(exact), *joined(near))
 
 
 _PIECE_CUT = re.compile("[ \n]")
@@ -142,7 +136,7 @@ def id_lines(doc_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
         offsets = np.zeros(len(doc_ids) + 1, np.int64)
         np.cumsum([len(i) + 3 for i in doc_ids], out=offsets[1:])
         return np.frombuffer(('"' + '"\n"'.join(doc_ids) + '"\n').encode("ascii"), np.uint8), offsets
-    return _joined([id_line(i) for i in doc_ids])
+    return joined([id_line(i) for i in doc_ids])
 
 
 @dataclass(frozen=True)
@@ -507,8 +501,7 @@ def finish_part(job: FinishJob) -> int:
             if job.bands:
                 out[".bands"].write(src.band_hashes(lo, hi, job.bands, job.rows)[keep].tobytes())
     docs = int(kept.sum())
-    source = json.loads(Path(f"{job.work_base}.json").read_text())["source"]
-    write_text_atomic(meta_path, json.dumps({"docs": docs, "source": source}))
+    write_text_atomic(meta_path, json.dumps({"docs": docs, "source": src.source}))
     return docs
 
 

@@ -47,6 +47,8 @@ from typing import Iterable, Iterator
 import numba
 import numpy as np
 
+from dataprep.dedup.pieces import joined
+
 HASH_SCHEME = "oph-densified-v1"  # bump when anything below changes the values of signatures
 
 _U64 = np.uint64
@@ -379,11 +381,7 @@ class MinHasher:
         return self.signatures_of_normalized([near_normal_bytes(t) for t in texts])
 
     def signatures_of_normalized(self, normalized: list[bytes]) -> SignatureBatch:
-        if len(normalized) == 1 and len(normalized[0]) > self.large_bytes:
-            return self.large_document(normalized)
-        offsets = np.zeros(len(normalized) + 1, np.int64)
-        np.cumsum([len(b) for b in normalized], out=offsets[1:])
-        return self.of_joined(np.frombuffer(b"".join(normalized), np.uint8), offsets)
+        return self.of_joined(*joined(normalized))
 
     def of_joined(self, buf: np.ndarray, offsets: np.ndarray, with_signatures: bool = True) -> SignatureBatch:
         """The documents buf[offsets[d]:offsets[d + 1]] (normalized bytes, uint8; offsets int64);

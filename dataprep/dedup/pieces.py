@@ -1,5 +1,7 @@
-"""The kept pieces of a buffer, copied by a compiled loop: a run of kept pieces is one copy.
+"""Pieces of bytes in one buffer: joined with their offsets, and the kept ones copied by a compiled
+loop (a run of kept pieces is one copy).
 
+    buf, offsets = joined([b"ab", b"cde"])        # uint8 b"abcde", int64 [0, 2, 5]
     copied = copy_kept(data, ends, flags, out)    # out[:copied]: the pieces i with flags[i]
 
 Piece i of `data` (a uint8 array) ends at `ends[i]` (the next starts there; a last piece without an
@@ -11,6 +13,13 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+
+
+def joined(pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """The pieces one after another (uint8) and where each starts, with the end last (int64, one more)."""
+    offsets = np.zeros(len(pieces) + 1, np.int64)
+    np.cumsum([len(p) for p in pieces], out=offsets[1:])
+    return np.frombuffer(b"".join(pieces), np.uint8), offsets
 
 
 @numba.njit(cache=True)

@@ -25,10 +25,11 @@ stopped, and the output is the same for any number of workers):
                             is its line verbatim, else from the scan's record file.
 
 Memory (`--memory-limit`, `dataprep.dedup.budget`): a worker holds one 256 KB text batch while
-scanning, one chunk of a part's hashes while bucketing them, one partition while matching (24 bytes per hash entry; partitions are sized from the
-limit, so their number grows with the corpus and their size does not), one pair partition while
-verifying (as many as the match partitions: at most two candidates per entry) with a chunk of
-shingle sets at a time (`dataprep.dedup.similarity`: positioned reads, never memory-mapped), and one range of keys while
+scanning, one chunk of a part's hashes while bucketing them, one partition while matching (24
+bytes per hash entry; partitions are sized from the limit, so their number grows with the corpus
+and their size does not), one pair partition while verifying (as many as the match partitions:
+at most two candidates per entry) with a chunk of shingle sets at a time
+(`dataprep.dedup.similarity`: positioned reads, never memory-mapped), and one range of keys while
 resolving (`range_docs`, ~64 bytes per key). No pairs or flags of the whole run are ever in one
 process: they are files. The main process's only state that grows with the corpus is the
 clustering's label per document (4 bytes, a memory-mapped file in the work directory whose pages

@@ -22,6 +22,7 @@ import numpy as np
 
 from dataprep.dedup.index import IndexPart, read_extents
 from dataprep.dedup.pairs import distinct
+from dataprep.dedup.pieces import joined
 from pretrainkit.files import atomic_write
 
 _FIELDS = (b'{"id": ', b', "source": ', b', "line": ', b', "duplicate_of": ', b', "duplicate_of_source": ',
@@ -89,7 +90,7 @@ class _Pieces:
         return np.arange(self.count - len(bounds) + 1, self.count)
 
     def add_bytes(self, texts: list[bytes]) -> np.ndarray:
-        return self.add(np.frombuffer(b"".join(texts), np.uint8), np.cumsum([0] + [len(t) for t in texts]))
+        return self.add(*joined(texts))
 
     def join(self, sequence: np.ndarray) -> np.ndarray:
         return _concatenate(np.concatenate(self.buffers), np.concatenate(self.starts), np.concatenate(self.ends), sequence)
