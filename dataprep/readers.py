@@ -17,9 +17,9 @@ Provenance: `InputFile.rel` is the path relative to the common directory of all 
 an id (or with a null or empty one) gets `"<rel>:<line>"`. `Document.record` is the input line's
 bytes, without its line terminator and BOM; a generated id is inserted into it as the first key,
 leaving every other byte as it was; `Document.verbatim` says the record is its line of an
-uncompressed `.jsonl` file exactly, so that a copy of it can be read back from the input. Large uncompressed `.jsonl` files are split into byte ranges
-on line boundaries (`ReadTask`), so that several processes can share one file while the order of
-documents stays the input order.
+uncompressed `.jsonl` file exactly, so that a copy of it can be read back from the input. Large
+uncompressed `.jsonl` files are split into byte ranges on line boundaries (`ReadTask`), so that
+several processes can share one file while the order of documents stays the input order.
 """
 
 from __future__ import annotations
@@ -288,8 +288,8 @@ def _read_txt(f: InputFile, records: bool) -> Iterator[Item]:
 def _jsonl_lines(task: ReadTask) -> Iterator[tuple[bytes, bool]]:
     """Raw lines of the task without their line feeds, each with whether it is exactly the bytes
     before a "\n" of an uncompressed file (no CR, not the last line without one); a broken
-    compressed stream raises `_Truncated` after the good lines. While suspended, no generator here keeps a line it yielded
-    (`held.pop()`): the consumer alone decides how long a large record lives."""
+    compressed stream raises `_Truncated` after the good lines. While suspended, no generator here
+    keeps a line it yielded (`held.pop()`): the consumer alone decides how long a large record lives."""
     fmt = task.file.format
     fh = _open_or_fail(task.file.path)
     try:

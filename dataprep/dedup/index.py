@@ -145,8 +145,8 @@ class ScanJob:
     task: ReadTask
     index_dir: str
     rejected_path: str
-    records_path: str  # the records that are not their input line verbatim, one line each, for the write stage (uncompressed: read once, soon)
-    verbatim_path: str  # uint8 per document: 1 where the write stage copies the record from the input line itself
+    records_path: str  # for the write stage: the records that are not their input line verbatim, one line each
+    verbatim_path: str  # uint8 per document: 1 where the write stage copies the record from its input line
     num_perm: int
     ngram: int
     text_field: str
