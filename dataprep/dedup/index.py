@@ -334,8 +334,8 @@ def _read_at(f: BinaryIO, dtype, first: int, count: int) -> np.ndarray:
 class IndexPart:
     """Read access to one part of an index."""
 
-    def __init__(self, base: Path, docs: int, num_perm: int):
-        self.base, self.docs, self.num_perm = base, docs, num_perm
+    def __init__(self, base: Path, docs: int):
+        self.base, self.docs = base, docs
 
     @cached_property
     def exact(self) -> np.ndarray:
@@ -430,7 +430,7 @@ class DedupIndex:
 
     @classmethod
     def from_parts(cls, directory: Path, num_perm: int, ngram: int, part_docs: list[int], lsh: tuple[int, int] = (0, 0)) -> "DedupIndex":
-        parts = [IndexPart(directory / part_name(i), n, num_perm) for i, n in enumerate(part_docs)]
+        parts = [IndexPart(directory / part_name(i), n) for i, n in enumerate(part_docs)]
         return cls(directory, num_perm, ngram, parts, lsh)
 
     @classmethod
@@ -455,7 +455,6 @@ class FinishJob:
     work_base: str  # the run's part, every document read
     index_base: str  # the finished index's part
     docs: int
-    num_perm: int
     bands: int
     rows: int
 
@@ -469,7 +468,7 @@ def finish_part(job: FinishJob) -> int:
     meta_path = Path(f"{job.index_base}.json")
     if meta_path.exists():  # finished by an earlier, interrupted run
         return json.loads(meta_path.read_text())["docs"]
-    src = IndexPart(Path(job.work_base), job.docs, job.num_perm)
+    src = IndexPart(Path(job.work_base), job.docs)
     kept = src.kept()
     id_end = 0
     with contextlib.ExitStack() as stack:

@@ -187,7 +187,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         )
         index_docs = runner.run(
             finish_part,
-            [FinishJob(str(p.base), str(index_dir / part_name(i)), p.docs, p.num_perm, bands, rows) for i, p in enumerate(new.parts)],
+            [FinishJob(str(p.base), str(index_dir / part_name(i)), p.docs, bands, rows) for i, p in enumerate(new.parts)],
             "index", weights=[p.docs for p in new.parts], unit="doc",
         )
         for j in joined:
@@ -306,7 +306,7 @@ def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_p
     bucket_dir = work / f"buckets-{kind}-{partitions}"  # a rerun with another --memory-limit cuts its own
     bucket_bounds = runner.run(
         _bucket_part,
-        [_BucketJob(kind, str(p.base), p.docs, p.num_perm, int(offsets[i]), i, i < n_old_parts, bands, rows,
+        [_BucketJob(kind, str(p.base), p.docs, int(offsets[i]), i, i < n_old_parts, bands, rows,
                     partitions, str(bucket_dir), skip_path)
          for i, p in enumerate(parts)],
         f"bucket {kind}", weights=[p.docs for p in parts], unit="doc",
@@ -329,7 +329,6 @@ class _BucketJob:
     kind: str
     base: str
     docs: int
-    num_perm: int
     offset: int
     part: int
     is_old: bool
@@ -347,7 +346,7 @@ def _bucket_part(job: _BucketJob) -> np.ndarray:
     bounds_path = Path(job.bucket_dir) / f"part-{job.part:05d}.bounds"
     if bounds_path.exists():
         return np.fromfile(bounds_path, dtype=np.int64).reshape(-1, job.partitions + 1)
-    part = IndexPart(Path(job.base), job.docs, job.num_perm)
+    part = IndexPart(Path(job.base), job.docs)
     if job.kind == "ids":  # ids must be unique among this run's documents; an old corpus may share them
         eligible = np.full(job.docs, not job.is_old)
     else:

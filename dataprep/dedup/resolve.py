@@ -32,17 +32,17 @@ LABEL = np.dtype("<u4")
 
 @dataclass(frozen=True)
 class Parts:
-    """What a job needs to read the index parts: (base, docs, num_perm) of each, and the offsets."""
+    """What a job needs to read the index parts: (base, docs) of each, and the offsets."""
 
-    described: tuple[tuple[str, int, int], ...]
+    described: tuple[tuple[str, int], ...]
     offsets: np.ndarray
 
     @classmethod
     def of(cls, parts: list[IndexPart], offsets: np.ndarray) -> "Parts":
-        return cls(tuple((str(p.base), p.docs, p.num_perm) for p in parts), offsets)
+        return cls(tuple((str(p.base), p.docs) for p in parts), offsets)
 
     def open(self) -> list[IndexPart]:
-        return [IndexPart(Path(b), n, k) for b, n, k in self.described]
+        return [IndexPart(Path(b), n) for b, n in self.described]
 
 
 def describe(parts: list[IndexPart], offsets: np.ndarray, keys: np.ndarray) -> list[tuple[str, str, int]]:

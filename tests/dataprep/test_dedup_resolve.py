@@ -130,7 +130,7 @@ def test_a_shingle_file_shorter_than_its_counts_is_a_one_line_error(tmp_path, in
     for suffix in (".counts", ".shingles"):
         Path(f"{copy}{suffix}").write_bytes(Path(f"{part.base}{suffix}").read_bytes())
     Path(f"{copy}.shingles").write_bytes(Path(f"{copy}.shingles").read_bytes()[:-4])
-    broken = type(part)(copy, part.docs, part.num_perm)
+    broken = type(part)(copy, part.docs)
     last = part.docs - 1 - int(np.flatnonzero(np.asarray(part.counts)[::-1] > 0)[0])  # its set reaches the end of the file
     with pytest.raises(UserError, match=r"part\.shingles: index file is shorter than the rest of its part says") as e:
         pair_similarities(np.array([[0, last]]), [broken], np.array([0, part.docs]), 16, 1 << 20)
