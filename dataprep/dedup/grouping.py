@@ -2,10 +2,13 @@
 
     order, bounds = counting_order(targets, n)        # stable: targets[order] is sorted
     entries, bounds = scatter_entries(h1, h2, eligible, first_key, partitions)
+    h1, h2 = band_halves(band_hashes)                  # a band entry's hash: 64 bits, its band mixed in
     later, earlier = group_pairs(entries, predecessors=True)
 
-An entry is (h1, h2, key): three uint64, the rows of a uint64 [n, 3] array (the layout of
-`dataprep.dedup.pipeline.ENTRY`). Every loop is linear in its input: a counting sort instead of
+An entry is (h1, h2, key), the rows of an [n, 3] array of the hashes' type: uint64 for the exact
+and id rounds (h1, h2: a 128-bit digest), uint32 for the band round (h1, h2: the low and high
+halves of the band hash with its band number mixed in, so 12 bytes an entry, half the bucket
+files the rounds write and read). Every loop is linear in its input: a counting sort instead of
 a comparison sort, and a hash table instead of sorting to find equal hashes. A group's table is
 built a slice of entries at a time (those whose digest starts with the same bits, found by one
 counting sort), so the table being probed fits in the CPU caches whatever the partition's size.
@@ -20,6 +23,23 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX = np.uint64(0xD6E8FEB86659FD93)
 _SLICE_BITS = 12  # ~4K entries per hash table: 64 KB of slots, in L2
 _NO_ENTRY = -1
+
+
+def _band_salts(bands: int) -> np.ndarray:
+    x = np.arange(1, bands + 1, dtype=np.uint64) * _GOLDEN  # splitmix64 of the band number
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def band_halves(band_hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) uint32 halves of each band hash XOR a random-looking constant of its band
+    (column): equal halves are equal hashes of the same band, but for a 2^-64 chance per pair of
+    different bands (band hashes are mixed: as likely as two rows hashing alike; candidates are
+    verified either way)."""
+    salted = band_hashes ^ _band_salts(band_hashes.shape[1])
+    halves = salted.view(np.uint32).reshape(*band_hashes.shape, 2)  # little-endian: low half first
+    return halves[..., 0], halves[..., 1]
 
 
 @numba.njit(cache=True)
@@ -50,8 +70,9 @@ def counting_order(targets: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]
 def scatter_entries(h1: np.ndarray, h2: np.ndarray, eligible: np.ndarray, first_key: int,
                     partitions: int) -> tuple[np.ndarray, np.ndarray]:
     """Entries (h1[i, j], h2[i, j], first_key + i) of the eligible rows i, for every column j,
-    grouped by partition `h1 % partitions` (uint64 [m, 3] and the bounds of each partition's
-    run); within a partition in row order, then column order (so keys never decrease)."""
+    grouped by partition `h1 % partitions` ([m, 3] of h1's type, and the bounds of each
+    partition's run); within a partition in row order, then column order (so keys never
+    decrease)."""
     rows, cols = h1.shape
     m = 0
     for i in range(rows):
@@ -67,11 +88,11 @@ def scatter_entries(h1: np.ndarray, h2: np.ndarray, eligible: np.ndarray, first_
                 k += 1
     bounds = _target_bounds(targets, partitions)
     at = bounds[:-1].copy()
-    entries = np.empty((m, 3), np.uint64)
+    entries = np.empty((m, 3), h1.dtype)
     k = 0
     for i in range(rows):
         if eligible[i]:
-            key = np.uint64(first_key + i)
+            key = first_key + i
             for j in range(cols):
                 t = targets[k]
                 k += 1

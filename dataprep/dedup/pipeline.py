@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from dataprep.dedup.budget import DedupBudget, default_memory_limit
-from dataprep.dedup.grouping import group_pairs, scatter_entries
+from dataprep.dedup.grouping import band_halves, group_pairs, scatter_entries
 from dataprep.dedup.index import READ_CHUNK_DOCS, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, scan_part
 from dataprep.dedup.kept import WriteJob, write_kept
 from dataprep.dedup.pairs import by_hash, by_range, distinct, pack, partition_pairs, read_partition, unpack, write_fanout
@@ -70,8 +70,8 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_concatenation_atomic, write_text_atomic, writing_into
 
 BUCKET_CHUNK_DOCS = 1 << 16
-WORK_FORMAT = 3  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
-ENTRY_BYTES = 24  # (h1, h2, key): three uint64 (`dataprep.dedup.grouping`)
+WORK_FORMAT = 4  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
+ENTRY_BYTES = 24  # what a match job holds per entry, at most: (h1, h2, key) uint64 (`dataprep.dedup.grouping`)
 
 
 @dataclass(frozen=True)
@@ -367,8 +367,7 @@ def _bucket_part(job: _BucketJob) -> np.ndarray:
                 hashes = np.asarray((part.exact if job.kind == "exact" else part.id_hashes)[lo:hi])
                 h1, h2 = hashes[:, :1], hashes[:, 1:]
             else:
-                h1 = part.band_hashes(lo, hi, job.bands, job.rows)
-                h2 = np.broadcast_to(np.arange(job.bands, dtype=np.uint64), h1.shape)  # the band number
+                h1, h2 = band_halves(part.band_hashes(lo, hi, job.bands, job.rows))
             entries, bounds = scatter_entries(h1, h2, ok, job.offset + lo, job.partitions)
             f.write(entries)
             chunk_bounds.append(written + bounds[None, :])
@@ -401,7 +400,7 @@ def _match_partition(job: _MatchJob) -> None:
     done = Path(job.pairs_dir) / f"done-{job.partition:05d}"
     if done.exists():  # finished by an earlier, interrupted run
         return
-    later, earlier = group_pairs(_read_entries(Path(job.bucket_dir), job.runs), job.kind == "bands")
+    later, earlier = group_pairs(_read_entries(Path(job.bucket_dir), job.runs, _entry_type(job.kind)), job.kind == "bands")
     if job.kind != "bands":
         pairs = np.stack([later, earlier], axis=1)
         write_fanout(Path(job.pairs_dir), job.partition, pairs, by_range(pairs, job.range_docs), job.fanout)
@@ -413,14 +412,19 @@ def _match_partition(job: _MatchJob) -> None:
     done.touch()
 
 
-def _read_entries(bucket_dir: Path, runs: tuple[tuple[int, int, int], ...]) -> np.ndarray:
-    """The entries of the runs, in order, as uint64 [n, 3], by positioned reads into one array."""
-    entries = np.empty((sum(hi - lo for _, lo, hi in runs), 3), np.uint64)
+def _entry_type(kind: str) -> type:
+    return np.uint32 if kind == "bands" else np.uint64  # `dataprep.dedup.grouping`: band entries are 12 bytes
+
+
+def _read_entries(bucket_dir: Path, runs: tuple[tuple[int, int, int], ...], dtype: type) -> np.ndarray:
+    """The entries of the runs, in order, as `dtype` [n, 3], by positioned reads into one array."""
+    entries = np.empty((sum(hi - lo for _, lo, hi in runs), 3), dtype)
+    entry_bytes = entries.itemsize * 3
     at = 0
     for part, lo, hi in runs:
         with open(bucket_dir / f"part-{part:05d}.bin", "rb") as f:
-            f.seek(lo * ENTRY_BYTES)
-            if f.readinto(memoryview(entries[at : at + hi - lo]).cast("B")) != (hi - lo) * ENTRY_BYTES:
+            f.seek(lo * entry_bytes)
+            if f.readinto(memoryview(entries[at : at + hi - lo]).cast("B")) != (hi - lo) * entry_bytes:
                 raise RuntimeError(f"{f.name}: shorter than its bounds say")
         at += hi - lo
     return entries

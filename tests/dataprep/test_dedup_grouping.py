@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dataprep.dedup.grouping import counting_order, group_pairs, scatter_entries
+from dataprep.dedup.grouping import band_halves, counting_order, group_pairs, scatter_entries
 
 
 def reference_pairs(entries: np.ndarray, predecessors: bool) -> list[tuple[int, int]]:
@@ -82,3 +82,24 @@ def test_scatter_entries_groups_rows_by_partition_in_row_order():
     order = np.argsort(flat[:, 0] % np.uint64(partitions), kind="stable")
     assert np.array_equal(entries, flat[order])
     assert np.array_equal(bounds, np.searchsorted(np.sort(flat[:, 0] % np.uint64(partitions)), np.arange(partitions + 1)))
+
+
+@pytest.mark.parametrize("partitions", [1, 6])
+def test_band_entries_pair_as_their_hash_and_band_number(partitions):
+    """12-byte band entries (`band_halves`: uint32) give the pairs of (band hash, band number)
+    entries: equal hashes in different bands never pair, equal ones in the same band always do."""
+    rng = np.random.default_rng(5)
+    docs, bands = 20_000, 16
+    pool = rng.integers(1 << 64, size=docs // 4, dtype=np.uint64, endpoint=False)  # mixed, as band hashes are
+    hashes = pool[rng.integers(len(pool), size=(docs, bands))]  # each value in many bands
+    eligible = rng.random(docs) < 0.9
+    h1, h2 = band_halves(hashes)
+    entries, bounds = scatter_entries(h1, h2, eligible, 7, partitions)
+    assert entries.dtype == np.uint32 and entries.shape == (eligible.sum() * bands, 3)
+    pairs = []
+    for p in range(partitions):
+        later, earlier = group_pairs(entries[bounds[p] : bounds[p + 1]], True)
+        pairs += zip(later.tolist(), earlier.tolist())
+    wide, _ = scatter_entries(hashes, np.broadcast_to(np.arange(bands, dtype=np.uint64), hashes.shape), eligible, 7, 1)
+    assert sorted(pairs) == reference_pairs(wide, True)
+    assert len(pairs) > docs  # the test has groups to find
