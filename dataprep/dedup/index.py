@@ -20,7 +20,6 @@ what `--against` needs, for the documents the run kept, so it costs less disk th
 | `.idpos`    | uint64 [docs + 1] byte offset of each line of `.ids`          | both |
 | `.idhash`   | uint64 [docs, 2] BLAKE2b-128 of the id (finds repeated ids)   | run |
 | `.lines`    | uint64 [docs] line (row) of each document in its input file   | both |
-| `.kept`     | uint8 [docs], 1 where the run kept the document               | run |
 | `.json`     | the part's counts and its input file (`source`, relative to the run's input root); written after the arrays: marks the part whole | both |
 
 The scan hashes a batch of documents at once: their texts and id lines joined, one compiled call
@@ -361,9 +360,6 @@ class IndexPart:
                 done, running = _extents_in_chunk(chunk, lo, local, done, running, starts, counts)
         return starts, counts
 
-    def kept(self) -> np.ndarray:
-        return _array(Path(f"{self.base}.kept"), np.uint8, (self.docs,)).astype(bool)
-
     def band_hashes(self, lo: int, hi: int, bands: int, rows: int) -> np.ndarray:
         """uint64 [hi - lo, bands] of documents lo .. hi - 1 (`rows`: of the signature each band hashed)."""
         return np.array(_array(Path(f"{self.base}.bands"), np.uint64, (self.docs, bands))[lo:hi])
@@ -455,6 +451,8 @@ class FinishJob:
     work_base: str  # the run's part, every document read
     index_base: str  # the finished index's part
     docs: int
+    removed_path: str  # uint8 per document of the run, 1 where it was removed
+    first: int  # position of the part's first document in the removed flags
     bands: int
     rows: int
 
@@ -469,7 +467,7 @@ def finish_part(job: FinishJob) -> int:
     if meta_path.exists():  # finished by an earlier, interrupted run
         return json.loads(meta_path.read_text())["docs"]
     src = IndexPart(Path(job.work_base), job.docs)
-    kept = src.kept()
+    kept = np.fromfile(job.removed_path, dtype=np.uint8, count=job.docs, offset=job.first) == 0
     id_end = 0
     with contextlib.ExitStack() as stack:
         suffixes = [s for s in _FINISHED_SUFFIXES if s != ".bands" or job.bands]

@@ -82,7 +82,7 @@ class _Lines:
 
 
 def write_kept(job: WriteJob) -> int:
-    """Write the task's kept records and its index part's kept flags; returns the kept count."""
+    """Write the task's kept records; returns their count."""
     keep = np.fromfile(job.removed_path, dtype=np.uint8, count=job.docs, offset=job.first) == 0
     verbatim = np.fromfile(job.verbatim_path, dtype=np.uint8).astype(bool)
     lines = np.fromfile(f"{job.index_base}.lines", dtype=np.uint64).astype(np.int64)
@@ -106,6 +106,4 @@ def write_kept(job: WriteJob) -> int:
                     next_line = int(lines[hi - 1]) + 1
             if not records.at_end():  # before the rename: no output part from a mismatched record file
                 raise RuntimeError(f"{job.records_path}: more records than the index part's documents that are not verbatim")
-    with atomic_write(f"{job.index_base}.kept", durable=False) as f:
-        f.write(keep.astype(np.uint8).tobytes())
     return int(keep.sum())

@@ -6,7 +6,8 @@ loop (a run of kept pieces is one copy).
 
 Piece i of `data` (a uint8 array) ends at `ends[i]` (the next starts there; a last piece without an
 end runs to the end of `data`). numpy's boolean indexing would need a flag per byte (np.repeat);
-this reads each piece's flag once. Used for records (pieces: lines), shingle sets and ids.
+this reads each piece's flag once. Used for records (pieces: lines), shingle sets and ids; it
+releases the GIL (the write stage copies records and index pieces in two threads at once).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def joined(pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(pieces), np.uint8), offsets
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def copy_kept(data: np.ndarray, ends: np.ndarray, flags: np.ndarray, out: np.ndarray) -> int:
     """Copy to `out` the pieces of `data` whose flag is set; returns the bytes copied."""
     copied = run_start = 0

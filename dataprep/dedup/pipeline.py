@@ -22,7 +22,8 @@ stopped, and the output is the same for any number of workers):
                             the removed flags and `duplicates.jsonl` rows (per cluster the first
                             document in input order is kept), concatenated in key order.
 5. write   (per read task)  copy the kept records, unchanged: from the input file where a record
-                            is its line verbatim, else from the scan's record file.
+                            is its line verbatim, else from the scan's record file; and, in a
+                            thread of the same job, the kept documents' part of the finished index.
 
 Memory (`--memory-limit`, `dataprep.dedup.budget`): a worker holds one 256 KB text batch while
 scanning, one chunk of a part's hashes while bucketing them, one partition while matching (24
@@ -179,16 +180,13 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
                   joiner.submit(write_concatenation_atomic, [work / f"rejected-{i:05d}.jsonl" for i in range(len(tasks))],
                                 out_dir / "rejected.jsonl")]
         written = runner.run(
-            write_kept,
-            [WriteJob(i, tasks[i], str(work / f"records-{i:05d}.jsonl"), str(work / f"records-{i:05d}.verbatim"), str(out_dir),
-                      str(removed_path), int(offsets[len(old_parts) + i]) - first_new_key, scans[i]["docs"], str(new.parts[i].base))
+            _write_outputs,
+            [_OutputJob(WriteJob(i, tasks[i], str(work / f"records-{i:05d}.jsonl"), str(work / f"records-{i:05d}.verbatim"), str(out_dir),
+                                 str(removed_path), int(offsets[len(old_parts) + i]) - first_new_key, scans[i]["docs"], str(new.parts[i].base)),
+                        FinishJob(str(new.parts[i].base), str(index_dir / part_name(i)), scans[i]["docs"], str(removed_path),
+                                  int(offsets[len(old_parts) + i]) - first_new_key, bands, rows))
              for i in range(len(tasks))],
             "write", weights=[t.nbytes for t in tasks], unit="B",
-        )
-        index_docs = runner.run(
-            finish_part,
-            [FinishJob(str(p.base), str(index_dir / part_name(i)), p.docs, bands, rows) for i, p in enumerate(new.parts)],
-            "index", weights=[p.docs for p in new.parts], unit="doc",
         )
         for j in joined:
             j.result()
@@ -198,7 +196,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     no_words = sum(_without_words(p) for p in new.parts)
     stats = {
         "input_docs": docs + rejected,
-        "kept_docs": sum(written),
+        "kept_docs": sum(kept for kept, _ in written),
         "exact_duplicates": sum(e for e, _ in found),
         "near_duplicates": sum(n for _, n in found),
         "rejected": rejected,
@@ -210,7 +208,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     }
     if stats["input_docs"] != stats["kept_docs"] + stats["exact_duplicates"] + stats["near_duplicates"] + rejected:
         raise RuntimeError(f"dedup accounting does not add up: {stats}")
-    meta = DedupIndex.meta(options.num_perm, options.ngram, index_docs, (bands, rows))
+    meta = DedupIndex.meta(options.num_perm, options.ngram, [docs for _, docs in written], (bands, rows))
     write_text_atomic(index_dir / "meta.json", json.dumps(meta, indent=1) + "\n")
     _remove_stale_parts(out_dir, index_dir, len(tasks))
     for d in (out_dir, index_dir):
@@ -428,6 +426,22 @@ def _read_entries(bucket_dir: Path, runs: tuple[tuple[int, int, int], ...], dtyp
                 raise RuntimeError(f"{f.name}: shorter than its bounds say")
         at += hi - lo
     return entries
+
+
+@dataclass(frozen=True)
+class _OutputJob:
+    records: WriteJob
+    index: FinishJob
+
+
+def _write_outputs(job: _OutputJob) -> tuple[int, int]:
+    """A read task's kept records and its finished index part: (kept records, index documents).
+    The index part, mostly reads, writes and fsyncs, is written by a thread while this one
+    compresses the records, so neither waits for the disk with the CPU idle."""
+    with ThreadPoolExecutor(1) as pool:
+        index_docs = pool.submit(finish_part, job.index)
+        kept = write_kept(job.records)
+        return kept, index_docs.result()
 
 
 def _without_words(part: IndexPart) -> int:
