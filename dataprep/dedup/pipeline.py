@@ -47,6 +47,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -302,6 +303,13 @@ def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_p
     per_doc = bands if kind == "bands" else 1
     partitions = max(1, math.ceil(total * ENTRY_BYTES * per_doc / budget.partition_bytes))
     bucket_dir = work / f"buckets-{kind}-{partitions}"  # a rerun with another --memory-limit cuts its own
+    # A match partition finds at most two candidates per entry: as many pair partitions keep each
+    # verification job within a match job's memory; at least two per worker keep them all busy.
+    fanout = max(partitions, 2 * runner.workers) if kind == "bands" else math.ceil(total / budget.range_docs)
+    pairs_dir = work / (f"pairs-{kind}-{partitions}-hash-{fanout}" if kind == "bands" else f"pairs-{kind}-{partitions}-range-{budget.range_docs}")
+    matched = pairs_dir / "matched"  # the round's marker: its bucket files are gone, the pairs all there
+    if matched.exists():
+        return pairs_dir, fanout
     bucket_bounds = runner.run(
         _bucket_part,
         [_BucketJob(kind, str(p.base), p.docs, int(offsets[i]), i, i < n_old_parts, bands, rows,
@@ -309,16 +317,16 @@ def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_p
          for i, p in enumerate(parts)],
         f"bucket {kind}", weights=[p.docs for p in parts], unit="doc",
     )
-    # A match partition finds at most two candidates per entry: as many pair partitions keep each
-    # verification job within a match job's memory; at least two per worker keep them all busy.
-    fanout = max(partitions, 2 * runner.workers) if kind == "bands" else math.ceil(total / budget.range_docs)
-    pairs_dir = work / (f"pairs-{kind}-{partitions}-hash-{fanout}" if kind == "bands" else f"pairs-{kind}-{partitions}-range-{budget.range_docs}")
     first_new_key = int(offsets[n_old_parts])
     runs = [tuple((i, int(lo), int(hi)) for i, b in enumerate(bucket_bounds) for lo, hi in zip(b[:, p], b[:, p + 1]) if hi > lo)
             for p in range(partitions)]
     runner.run(_match_partition, [_MatchJob(kind, str(bucket_dir), runs[p], p, first_new_key, str(pairs_dir), fanout, budget.range_docs)
                                   for p in range(partitions)], f"match {kind}",
                weights=[sum(hi - lo for _, lo, hi in r) for r in runs], unit="entry")
+    matched.touch()
+    # Nothing reads the bucket files again: deleted now, the pages the disk has not taken yet are
+    # dropped instead of written back while the later stages work (a gigabyte at 6M documents).
+    shutil.rmtree(bucket_dir)
     return pairs_dir, fanout
 
 

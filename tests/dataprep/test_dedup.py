@@ -84,14 +84,16 @@ def test_output_is_byte_identical_for_any_worker_count(tmp_path, reuters_docs):
 
 
 class RecordingRunner(LocalRunner):
-    """A local runner that notes, per stage, how much each job had to hold: the candidate pairs of a
-    verification job's partition, the keys of a resolve job's range."""
+    """A local runner that notes the stages it ran and, per stage, how much each job had to hold:
+    the candidate pairs of a verification job's partition, the keys of a resolve job's range."""
 
     def __init__(self, workers: int):
         super().__init__(workers)
+        self.stages: list[str] = []
         self.held: dict[str, list[int]] = {}
 
     def run(self, fn, jobs, desc, weights=None, unit="job"):
+        self.stages.append(desc)
         if desc == "verify":
             self.held[desc] = [partition_pairs(Path(j.candidates_dir), j.partition) for j in jobs]
         elif desc == "resolve":
@@ -175,9 +177,15 @@ def test_a_run_interrupted_in_a_stage_resumes_to_the_same_bytes(tmp_path, reuter
     run_dedup([str(inputs)], tmp_path / "whole", DedupOptions(), workers=2, budget=budget)
     with pytest.raises(KeyboardInterrupt), InterruptingRunner(2, stage) as runner:
         run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner=runner, budget=budget)
-    assert (tmp_path / "resumed" / ".work").is_dir() and not (tmp_path / "resumed" / "stats.json").exists()
-    run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), workers=2, budget=budget)
+    work = tmp_path / "resumed" / ".work"
+    assert work.is_dir() and not (tmp_path / "resumed" / "stats.json").exists()
+    matched = {"match exact": ["ids"], "match bands": ["ids", "exact"]}.get(stage, ["ids", "exact", "bands"])
+    unmatched = {"match exact": ["exact"], "match bands": ["bands"]}.get(stage, [])
+    assert [p.name.split("-")[1] for p in work.glob("buckets-*")] == unmatched  # a matched round's buckets are deleted
+    with RecordingRunner(2) as runner:
+        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner=runner, budget=budget)
     assert output_bytes(tmp_path / "resumed") == output_bytes(tmp_path / "whole")
+    assert not [s for s in runner.stages for kind in matched if s in (f"bucket {kind}", f"match {kind}")]  # finished rounds are not redone
 
 
 def test_against_removes_documents_already_in_the_old_corpus(tmp_path, reuters_docs):
