@@ -65,6 +65,12 @@ SCRATCH_BYTES = 1 << 20
 ARRAY_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".idhash", ".lines")  # and .bands, with near-dedup
 
 
+def written_part_files(work_base: str, bands: int) -> list[str]:
+    """The files of a run's part that nothing reads once the part's outputs are written: all but
+    `.counts` (the run's summary counts documents without words) and `.json` (marks it scanned)."""
+    return [f"{work_base}{s}" for s in ARRAY_SUFFIXES + ((".bands",) if bands else ()) if s != ".counts"]
+
+
 def part_name(index: int) -> str:
     return f"part-{index:05d}"
 

@@ -24,6 +24,7 @@ stopped, and the output is the same for any number of workers):
 5. write   (per read task)  copy the kept records, unchanged: from the input file where a record
                             is its line verbatim, else from the scan's record file; and, in a
                             thread of the same job, the kept documents' part of the finished index.
+                            Then the task's scan files that nothing reads any more are deleted.
 
 Memory (`--memory-limit`, `dataprep.dedup.budget`): a worker holds one 256 KB text batch while
 scanning, one chunk of a part's hashes while bucketing them, one partition while matching (24
@@ -58,7 +59,7 @@ import numpy as np
 
 from dataprep.dedup.budget import DedupBudget, default_memory_limit
 from dataprep.dedup.grouping import band_halves, group_pairs, scatter_entries
-from dataprep.dedup.index import READ_CHUNK_DOCS, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, scan_part
+from dataprep.dedup.index import READ_CHUNK_DOCS, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, scan_part, written_part_files
 from dataprep.dedup.kept import WriteJob, write_kept
 from dataprep.dedup.pairs import by_hash, by_range, distinct, pack, partition_pairs, read_partition, unpack, write_fanout
 from dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, describe, resolve_range, verify_partition
@@ -185,7 +186,8 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
             [_OutputJob(WriteJob(i, tasks[i], str(work / f"records-{i:05d}.jsonl"), str(work / f"records-{i:05d}.verbatim"), str(out_dir),
                                  str(removed_path), int(offsets[len(old_parts) + i]) - first_new_key, scans[i]["docs"], str(new.parts[i].base)),
                         FinishJob(str(new.parts[i].base), str(index_dir / part_name(i)), scans[i]["docs"], str(removed_path),
-                                  int(offsets[len(old_parts) + i]) - first_new_key, bands, rows))
+                                  int(offsets[len(old_parts) + i]) - first_new_key, bands, rows),
+                        str(work / f"written-{i:05d}.json"))
              for i in range(len(tasks))],
             "write", weights=[t.nbytes for t in tasks], unit="B",
         )
@@ -440,16 +442,26 @@ def _read_entries(bucket_dir: Path, runs: tuple[tuple[int, int, int], ...], dtyp
 class _OutputJob:
     records: WriteJob
     index: FinishJob
+    done_path: str  # (kept records, index documents), written once both are; marks the job finished
 
 
 def _write_outputs(job: _OutputJob) -> tuple[int, int]:
     """A read task's kept records and its finished index part: (kept records, index documents).
     The index part, mostly reads, writes and fsyncs, is written by a thread while this one
-    compresses the records, so neither waits for the disk with the CPU idle."""
+    compresses the records, so neither waits for the disk with the CPU idle. Then the scan's files
+    of the task that no later step reads are deleted: here, while other jobs work, rather than all
+    at the end with the workers idle (and pages the disk has not taken yet are dropped unwritten)."""
+    done = Path(job.done_path)
+    if done.exists():  # finished by an earlier, interrupted run
+        return tuple(json.loads(done.read_text()))
     with ThreadPoolExecutor(1) as pool:
         index_docs = pool.submit(finish_part, job.index)
-        kept = write_kept(job.records)
-        return kept, index_docs.result()
+        counts = write_kept(job.records), index_docs.result()
+    with atomic_write(done, "w", durable=False) as f:
+        f.write(json.dumps(counts))
+    for path in written_part_files(job.index.work_base, job.index.bands) + [job.records.records_path, job.records.verbatim_path]:
+        os.unlink(path)
+    return counts
 
 
 def _without_words(part: IndexPart) -> int:
