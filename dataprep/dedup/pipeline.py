@@ -15,6 +15,7 @@ stopped, and the output is the same for any number of workers):
                             by each match job to pair files by range of the duplicate's key.
 3. bands   (same, for band hashes of the documents that are not exact duplicates)  equal band
                             hashes give candidate pairs, written to pair files by hash of the pair.
+                            A matched round's bucket files are deleted at once.
 4. resolve (per pair partition, main process, per range of keys)  each partition's distinct
                             candidates verified by the exact Jaccard of their shingle sets (the
                             verified ones: links files); connected components over the links
@@ -28,8 +29,8 @@ stopped, and the output is the same for any number of workers):
 
 Memory (`--memory-limit`, `dataprep.dedup.budget`): a worker holds one 256 KB text batch while
 scanning, one chunk of a part's hashes while bucketing them, one partition while matching (24
-bytes per hash entry; partitions are sized from the limit, so their number grows with the corpus
-and their size does not), one pair partition while verifying (as many as the match partitions:
+bytes per hash entry, 12 for a band's; partitions are sized from the limit, so their number grows
+with the corpus and their size does not), one pair partition while verifying (as many as the match partitions:
 at most two candidates per entry) with a chunk of shingle sets at a time
 (`dataprep.dedup.similarity`: positioned reads, never memory-mapped), and one range of keys while
 resolving (`range_docs`, ~64 bytes per key). No pairs or flags of the whole run are ever in one
