@@ -22,6 +22,7 @@ from pretrainkit.errors import UserError
 
 DEFAULT_FRACTION = 0.25  # of the machine's physical memory
 MIN_LIMIT = 256 << 20  # Python, numpy and the workers' own code need about this much
+MIN_RANGE_DOCS = 1 << 12
 
 
 def default_memory_limit() -> int:
@@ -50,5 +51,5 @@ class DedupBudget:
             verify_pairs=_clamp(chunk // 128, 1 << 10, 1 << 16),
             shingle_bytes=_clamp(chunk, 1 << 20, 64 << 20),
             describe_rows=_clamp(chunk // 1024, 1 << 10, 1 << 16),
-            range_docs=_clamp(chunk // 64, 1 << 12, 1 << 20),
+            range_docs=_clamp(chunk // 64, MIN_RANGE_DOCS, 1 << 20),
         )

@@ -53,12 +53,12 @@ import shutil
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from dataprep.dedup.budget import DedupBudget, default_memory_limit
+from dataprep.dedup.budget import MIN_RANGE_DOCS, DedupBudget, default_memory_limit
 from dataprep.dedup.grouping import band_halves, group_pairs, scatter_entries
 from dataprep.dedup.index import READ_CHUNK_DOCS, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, scan_part, written_part_files
 from dataprep.dedup.kept import WriteJob, write_kept
@@ -147,6 +147,8 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
 
     if total >= 1 << 32:
         raise UserError(f"{total:,} documents in one run; at most {(1 << 32) - 1:,}: split the corpus and chain runs with --against")
+    # ranges of keys (resolve jobs) no larger than the limit allows, and at least two per worker
+    budget = replace(budget, range_docs=min(budget.range_docs, max(MIN_RANGE_DOCS, math.ceil((total - first_new_key) / (2 * runner.workers)))))
     round_args = (all_parts, offsets, len(old_parts), work, runner, budget)
     ranges = math.ceil(total / budget.range_docs)
     ids_dir, _ = _match_round("ids", *round_args)
@@ -304,7 +306,8 @@ def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_p
     pair may come from several bands)."""
     total = int(offsets[-1])
     per_doc = bands if kind == "bands" else 1
-    partitions = max(1, math.ceil(total * ENTRY_BYTES * per_doc / budget.partition_bytes))
+    # at least two per worker, so that no worker waits on a last, lone partition
+    partitions = max(2 * runner.workers, math.ceil(total * ENTRY_BYTES * per_doc / budget.partition_bytes))
     bucket_dir = work / f"buckets-{kind}-{partitions}"  # a rerun with another --memory-limit cuts its own
     # A match partition finds at most two candidates per entry: as many pair partitions keep each
     # verification job within a match job's memory; at least two per worker keep them all busy.
