@@ -30,8 +30,8 @@ stopped, and the output is the same for any number of workers):
 Memory (`--memory-limit`, `dataprep.dedup.budget`): a worker holds one 256 KB text batch while
 scanning, one chunk of a part's hashes while bucketing them, one partition while matching (24
 bytes per hash entry, 12 for a band's; partitions are sized from the limit, so their number grows
-with the corpus and their size does not), one pair partition while verifying (as many as the match partitions:
-at most two candidates per entry) with a chunk of shingle sets at a time
+with the corpus and their size does not), one pair partition while verifying (as many as the
+match partitions: at most two candidates per entry) with a chunk of shingle sets at a time
 (`dataprep.dedup.similarity`: positioned reads, never memory-mapped), and one range of keys while
 resolving (`range_docs`, ~64 bytes per key). No pairs or flags of the whole run are ever in one
 process: they are files. The main process's only state that grows with the corpus is the
@@ -148,7 +148,8 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     if total >= 1 << 32:
         raise UserError(f"{total:,} documents in one run; at most {(1 << 32) - 1:,}: split the corpus and chain runs with --against")
     # ranges of keys (resolve jobs) no larger than the limit allows, and at least two per worker
-    budget = replace(budget, range_docs=min(budget.range_docs, max(MIN_RANGE_DOCS, math.ceil((total - first_new_key) / (2 * runner.workers)))))
+    per_worker = math.ceil((total - first_new_key) / (2 * runner.workers))
+    budget = replace(budget, range_docs=min(budget.range_docs, max(MIN_RANGE_DOCS, per_worker)))
     round_args = (all_parts, offsets, len(old_parts), work, runner, budget)
     ranges = math.ceil(total / budget.range_docs)
     ids_dir, _ = _match_round("ids", *round_args)
@@ -310,8 +311,8 @@ def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_p
     partitions = max(2 * runner.workers, math.ceil(total * ENTRY_BYTES * per_doc / budget.partition_bytes))
     bucket_dir = work / f"buckets-{kind}-{partitions}"  # a rerun with another --memory-limit cuts its own
     # A match partition finds at most two candidates per entry: as many pair partitions keep each
-    # verification job within a match job's memory; at least two per worker keep them all busy.
-    fanout = max(partitions, 2 * runner.workers) if kind == "bands" else math.ceil(total / budget.range_docs)
+    # verification job within a match job's memory.
+    fanout = partitions if kind == "bands" else math.ceil(total / budget.range_docs)
     pairs_dir = work / (f"pairs-{kind}-{partitions}-hash-{fanout}" if kind == "bands" else f"pairs-{kind}-{partitions}-range-{budget.range_docs}")
     matched = pairs_dir / "matched"  # the round's marker: its bucket files are gone, the pairs all there
     if matched.exists():
