@@ -416,7 +416,19 @@ def _parse_json_line_with_json(raw: bytes, source: str, line_no: int, text_field
         return Rejected(source, line_no, f"malformed JSON: {e.msg} at column {e.colno}")
     if not isinstance(obj, dict):
         return Rejected(source, line_no, f"record is a JSON {type(obj).__name__}, not an object")
+    for field in (text_field, id_field):  # json, unlike orjson, accepts an escaped lone surrogate ("\ud800")
+        if isinstance(value := obj.get(field), str) and (code := _lone_surrogate(value)) is not None:
+            return Rejected(source, line_no, f"invalid Unicode: field '{field}' holds the lone surrogate \\u{code:04x}")
     return _document_from_object(obj, raw, source, line_no, text_field, id_field, records)
+
+
+def _lone_surrogate(value: str) -> int | None:
+    """The first code point of `value` that UTF-8 cannot encode (a surrogate without its pair)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return ord(value[e.start])
+    return None
 
 
 def _document_from_object(
@@ -453,7 +465,11 @@ def _record(obj: dict, raw: bytes | None, id_field: str, doc_id: str, generated:
         # a null or empty id is replaced where it stands (the record is re-serialized)
         obj = {id_field: doc_id, **obj} if id_field not in obj else {**obj, id_field: doc_id}
         raw = None
-    return raw if raw is not None else json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8")
+    if raw is not None:
+        return raw
+    line = json.dumps(obj, ensure_ascii=False, default=str)
+    # a lone surrogate in another field (json reads it from an escape) is written back as the escape
+    return (line if _lone_surrogate(line) is None else json.dumps(obj, default=str)).encode("utf-8")
 
 
 def _read_parquet(f: InputFile, text_field: str, id_field: str, records: bool) -> Iterator[Item]:
