@@ -414,6 +414,8 @@ def _parse_json_line_with_json(raw: bytes, source: str, line_no: int, text_field
         obj = json.loads(s)
     except json.JSONDecodeError as e:
         return Rejected(source, line_no, f"malformed JSON: {e.msg} at column {e.colno}")
+    except RecursionError:
+        return Rejected(source, line_no, "malformed JSON: arrays or objects nested too deep to read")
     if not isinstance(obj, dict):
         return Rejected(source, line_no, f"record is a JSON {type(obj).__name__}, not an object")
     for field in (text_field, id_field):  # json, unlike orjson, accepts an escaped lone surrogate ("\ud800")

@@ -60,10 +60,11 @@ def test_bad_records_are_rejected_with_reasons(tmp_path):
         b'{"text": "a lone \\ud800 surrogate"}\n'
         b'{"text": "lone surrogate id", "id": "x\\udfff"}\n'
         b'{"text": "a pair \\ud83d\\ude00 is fine", "meta": "\\udfff", "id": null}\n'
+        + b'{"text": "deep", "meta": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
     )
     items = read_all([p])
-    assert [type(i).__name__ for i in items] == ["Document"] + ["Rejected"] * 10 + ["Document"]
-    reasons = [i.reason for i in items[1:-1]]
+    assert [type(i).__name__ for i in items] == ["Document"] + ["Rejected"] * 10 + ["Document", "Rejected"]
+    reasons = [i.reason for i in items if type(i) is Rejected]
     assert reasons[0].startswith("malformed JSON")
     assert reasons[1].startswith("invalid UTF-8")
     assert reasons[2] == "missing text field 'text' (fields: title)"
@@ -74,9 +75,10 @@ def test_bad_records_are_rejected_with_reasons(tmp_path):
     assert "id field" in reasons[7]
     assert reasons[8] == "invalid Unicode: field 'text' holds the lone surrogate \\ud800"
     assert reasons[9] == "invalid Unicode: field 'id' holds the lone surrogate \\udfff"
-    assert items[-1].text == "a pair \U0001f600 is fine"  # a pair is one character; another field's lone one is kept, escaped
-    assert json.loads(items[-1].record) == {"id": "bad.jsonl:12", "text": "a pair \U0001f600 is fine", "meta": "\udfff"}
-    assert [i.line for i in items] == list(range(1, 13))
+    assert items[-2].text == "a pair \U0001f600 is fine"  # a pair is one character; another field's lone one is kept, escaped
+    assert json.loads(items[-2].record) == {"id": "bad.jsonl:12", "text": "a pair \U0001f600 is fine", "meta": "\udfff"}
+    assert reasons[10] == "malformed JSON: arrays or objects nested too deep to read"
+    assert [i.line for i in items] == list(range(1, 14))
 
 
 @pytest.mark.parametrize("suffix", [".jsonl.gz", ".jsonl.zst"])
