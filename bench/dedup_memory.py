@@ -1,6 +1,6 @@
 """Benchmark: peak memory and throughput of `ptk dedup` on 1M, 3M, 6M short documents (bounded memory).
 
-    python -m bench.dedup_memory [--docs 1000000 3000000 6000000] [--workers 2] [--memory-limit 1G] [--scaling]
+    python -m bench.dedup_memory [--docs 1000000 3000000 6000000] [--workers 2] [--memory-limit 1G] [--scaling] [--repeat 3]
 
 Documents are two real sentences (Reuters-21578, Wikitext-2, PEPs from ../shared/data), with 18%
 exact and 17% lightly edited copies mixed in (about a third are duplicates at every size; the rate
@@ -10,8 +10,9 @@ runs as a child process; the resident memory of its whole process tree (main + w
 sampled every 20 ms. Baseline, in the same run: the bytes of the text itself, which the peak must
 not track. With several sizes it prints the growth of the peak per extra document, and for each
 the size of `OUT/index/` against the input. `--scaling` also runs each corpus with one worker, the
-baseline of the throughput: it prints the MB/s of both and their ratio. Writes
-bench/results/dedup_memory.json.
+baseline of the throughput: it prints the MB/s of both and their ratio. `--repeat N` runs each N
+times, alternating, and reports the median run (and the highest peak) with every run's seconds.
+Writes bench/results/dedup_memory.json.
 """
 
 from __future__ import annotations
@@ -88,12 +89,27 @@ def measure(corpus: Path, out: Path, workers: int, memory_limit: str | None) -> 
     }  # fmt: skip
 
 
+def _measure_in_temporary(corpus: Path, workers: int, memory_limit: str | None, cache_dir: str) -> dict:
+    with tempfile.TemporaryDirectory(dir=cache_dir) as tmp:
+        return measure(corpus, Path(tmp) / "out", workers, memory_limit)
+
+
+def _median_run(runs: list[dict]) -> dict:
+    """The run of median time (the lower middle one of an even count), with the highest peak of all
+    and every run's seconds."""
+    median = sorted(runs, key=lambda r: r["seconds"])[(len(runs) - 1) // 2]
+    highest = max(runs, key=lambda r: r["peak_rss_mb_process_tree"])
+    return dict(median, peak_rss_mb_process_tree=highest["peak_rss_mb_process_tree"], rss_bytes_per_doc=highest["rss_bytes_per_doc"],
+                all_seconds=[r["seconds"] for r in runs])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, nargs="+", default=[1_000_000])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--memory-limit", help="passed to ptk dedup (default: its own default)")
     ap.add_argument("--scaling", action="store_true", help="also run with one worker and print the throughput ratio")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each (alternated with --scaling); the medians are reported")
     ap.add_argument("--cache-dir", default=str(Path(__file__).resolve().parents[2] / "bench-cache"), help="where corpora are written once")
     args = ap.parse_args()
     if shared_data_dir() is None:
@@ -104,21 +120,26 @@ def main() -> None:
         if not corpus.exists():
             write_corpus(corpus.with_suffix(".tmp"), n)
             corpus.with_suffix(".tmp").rename(corpus)
-        with tempfile.TemporaryDirectory(dir=args.cache_dir) as tmp:
-            r = measure(corpus, Path(tmp) / "out", args.workers, args.memory_limit)
+        runs, one_worker_runs = [], []
+        for _ in range(args.repeat):  # alternated, so that a drift of the machine's speed reaches both alike
+            runs.append(_measure_in_temporary(corpus, args.workers, args.memory_limit, args.cache_dir))
+            if args.scaling and args.workers > 1:
+                one_worker_runs.append(_measure_in_temporary(corpus, 1, args.memory_limit, args.cache_dir))
+        r = _median_run(runs)
         print(r.pop("summary"))
         print(f"{n:,} docs ({r['input_mb']:.0f} MB of JSONL): peak RSS of the process tree {r['peak_rss_mb_process_tree']} MB "
               f"({r['rss_bytes_per_doc']} bytes/doc; {r['duplicate_rate']:.1%} duplicates: {r['exact_duplicates']:,} exact, "
               f"{r['near_duplicates']:,} near) in {r['seconds']:.1f} s ({r['mb_per_s']} MB/s); input text / peak RSS = "
               f"{r['input_mb'] / r['peak_rss_mb_process_tree']:.2f}; index on disk {r['index_mb']} MB = {r['index_over_input']}x the input")
-        if args.scaling and args.workers > 1:
-            with tempfile.TemporaryDirectory(dir=args.cache_dir) as tmp:
-                one = measure(corpus, Path(tmp) / "out", 1, args.memory_limit)
-            one.pop("summary")
-            r["one_worker"] = {"seconds": one["seconds"], "mb_per_s": one["mb_per_s"]}
+        if one_worker_runs:
+            one = _median_run(one_worker_runs)
+            r["one_worker"] = {"seconds": one["seconds"], "mb_per_s": one["mb_per_s"], "all_seconds": one["all_seconds"]}
             r["speedup_over_one_worker"] = round(one["seconds"] / r["seconds"], 2)
             print(f"{n:,} docs: {args.workers} workers {r['mb_per_s']} MB/s, 1 worker {one['mb_per_s']} MB/s ({one['seconds']:.1f} s): "
                   f"{r['speedup_over_one_worker']}x one worker's throughput")
+        if args.repeat > 1:
+            print(f"{n:,} docs: {args.repeat} runs each, medians above; seconds with {args.workers} workers {r['all_seconds']}"
+                  + (f", with 1 worker {r['one_worker']['all_seconds']}" if one_worker_runs else ""))
         results.append(r)
     for a, b in zip(results, results[1:]):
         growth = (b["peak_rss_mb_process_tree"] - a["peak_rss_mb_process_tree"]) * 2**20 / (b["docs"] - a["docs"])
