@@ -25,7 +25,10 @@ stopped, and the output is the same for any number of workers):
 5. write   (per read task)  copy the kept records, unchanged: from the input file where a record
                             is its line verbatim, else from the scan's record file; and, in a
                             thread of the same job, the kept documents' part of the finished index.
-                            Then the task's scan files that nothing reads any more are deleted.
+                            Then the task's scan files that nothing reads any more are deleted:
+                            before the first job, what the write stage needs of the earlier ones
+                            is recorded (`resolved.json`), and a rerun goes straight on writing,
+                            whatever its worker count or memory limit.
 
 Memory (`--memory-limit`, `dataprep.dedup.budget`): a worker holds one 256 KB text batch while
 scanning, one chunk of a part's hashes while bucketing them, one partition while matching (24
@@ -147,42 +150,18 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
 
     if total >= 1 << 32:
         raise UserError(f"{total:,} documents in one run; at most {(1 << 32) - 1:,}: split the corpus and chain runs with --against")
-    # ranges of keys (resolve jobs) no larger than the limit allows, and at least two per worker
-    per_worker = math.ceil((total - first_new_key) / (2 * runner.workers))
-    budget = replace(budget, range_docs=min(budget.range_docs, max(MIN_RANGE_DOCS, per_worker)))
-    round_args = (all_parts, offsets, len(old_parts), work, runner, budget)
-    ranges = math.ceil(total / budget.range_docs)
-    ids_dir, _ = _match_round("ids", *round_args)
-    _refuse_repeated_ids(ids_dir, ranges, all_parts, offsets, options.id_field)
-    exact_dir, _ = _match_round("exact", *round_args)
-    parts = Parts.of(all_parts, offsets)
-    labels_path = None
-    if options.near:
-        _write_exact_flags(exact_dir, ranges, total, budget.range_docs, work / "exact_duplicates.u8")
-        candidates_dir, fanout = _match_round("bands", *round_args, bands=bands, rows=rows, skip_path=str(work / "exact_duplicates.u8"))
-        links_dir = work / f"links-{candidates_dir.name}"
-        links = [links_dir / f"{q:05d}.bin" for q in range(fanout)]
-        runner.run(verify_partition,
-                   [VerifyJob(str(candidates_dir), q, str(links[q]), parts, options.threshold, budget.verify_pairs, budget.shingle_bytes) for q in range(fanout)],
-                   "verify", weights=[partition_pairs(candidates_dir, q) for q in range(fanout)], unit="pair")
-        if any(f.stat().st_size for f in links):
-            labels_path = work / "labels.u32"
-            cluster(links, labels_path, total, budget)
-
-    resolve_dir = work / f"resolve-{budget.range_docs}"
-    resolve_jobs = [
-        ResolveJob(lo, hi, str(exact_dir), r, str(labels_path) if labels_path else None, str(resolve_dir / f"{r:05d}.removed"),
-                   str(resolve_dir / f"{r:05d}.jsonl"), str(resolve_dir / f"{r:05d}.json"), parts, budget.verify_pairs, budget.shingle_bytes, budget.describe_rows)
-        for r in range(first_new_key // budget.range_docs, ranges)
-        for lo, hi in [(max(r * budget.range_docs, first_new_key), min((r + 1) * budget.range_docs, total))] if lo < hi
-    ]
-    found = runner.run(resolve_range, resolve_jobs, "resolve", weights=[j.hi - j.lo for j in resolve_jobs], unit="doc")
     removed_path = work / "removed.u8"
-    write_concatenation_atomic([Path(j.removed_path) for j in resolve_jobs], removed_path)
+    resolved_path = work / "resolved.json"  # what the write stage needs of the stages before it
+    if resolved_path.exists():  # the write stage had begun: its jobs may have deleted scan files those stages read
+        resolved = json.loads(resolved_path.read_text())
+    else:
+        resolved = _find_duplicates(options, all_parts, offsets, len(old_parts), work, runner, budget, (bands, rows), removed_path)
+        write_text_atomic(resolved_path, json.dumps(resolved))
+    found = resolved["found"]
     # duplicates.jsonl and rejected.jsonl are joined by a thread of this process while the workers
     # write and index (this process would otherwise copy them, hundreds of MB, with the workers idle).
     with ThreadPoolExecutor(1) as joiner:
-        joined = [joiner.submit(write_concatenation_atomic, [Path(j.rows_path) for j in resolve_jobs], out_dir / "duplicates.jsonl"),
+        joined = [joiner.submit(write_concatenation_atomic, [Path(p) for p in resolved["rows"]], out_dir / "duplicates.jsonl"),
                   joiner.submit(write_concatenation_atomic, [work / f"rejected-{i:05d}.jsonl" for i in range(len(tasks))],
                                 out_dir / "rejected.jsonl")]
         written = runner.run(
@@ -225,6 +204,46 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     if docs == 0:
         raise nothing_usable(inputs, _rejection_reasons(out_dir / "rejected.jsonl"), out_dir / "rejected.jsonl")
     return dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))
+
+
+def _find_duplicates(options: DedupOptions, all_parts: list[IndexPart], offsets: np.ndarray, n_old_parts: int, work: Path,
+                     runner: JobRunner, budget: DedupBudget, lsh: tuple[int, int], removed_path: Path) -> dict:
+    """The match rounds, verification, clustering and resolve: writes `removed_path` (a flag per new
+    document) and returns the resolve jobs' (exact, near) counts and their duplicates.jsonl pieces."""
+    bands, rows = lsh
+    first_new_key, total = int(offsets[n_old_parts]), int(offsets[-1])
+    # ranges of keys (resolve jobs) no larger than the limit allows, and at least two per worker
+    per_worker = math.ceil((total - first_new_key) / (2 * runner.workers))
+    budget = replace(budget, range_docs=min(budget.range_docs, max(MIN_RANGE_DOCS, per_worker)))
+    round_args = (all_parts, offsets, n_old_parts, work, runner, budget)
+    ranges = math.ceil(total / budget.range_docs)
+    ids_dir, _ = _match_round("ids", *round_args)
+    _refuse_repeated_ids(ids_dir, ranges, all_parts, offsets, options.id_field)
+    exact_dir, _ = _match_round("exact", *round_args)
+    parts = Parts.of(all_parts, offsets)
+    labels_path = None
+    if options.near:
+        _write_exact_flags(exact_dir, ranges, total, budget.range_docs, work / "exact_duplicates.u8")
+        candidates_dir, fanout = _match_round("bands", *round_args, bands=bands, rows=rows, skip_path=str(work / "exact_duplicates.u8"))
+        links_dir = work / f"links-{candidates_dir.name}"
+        links = [links_dir / f"{q:05d}.bin" for q in range(fanout)]
+        runner.run(verify_partition,
+                   [VerifyJob(str(candidates_dir), q, str(links[q]), parts, options.threshold, budget.verify_pairs, budget.shingle_bytes) for q in range(fanout)],
+                   "verify", weights=[partition_pairs(candidates_dir, q) for q in range(fanout)], unit="pair")
+        if any(f.stat().st_size for f in links):
+            labels_path = work / "labels.u32"
+            cluster(links, labels_path, total, budget)
+
+    resolve_dir = work / f"resolve-{budget.range_docs}"
+    resolve_jobs = [
+        ResolveJob(lo, hi, str(exact_dir), r, str(labels_path) if labels_path else None, str(resolve_dir / f"{r:05d}.removed"),
+                   str(resolve_dir / f"{r:05d}.jsonl"), str(resolve_dir / f"{r:05d}.json"), parts, budget.verify_pairs, budget.shingle_bytes, budget.describe_rows)
+        for r in range(first_new_key // budget.range_docs, ranges)
+        for lo, hi in [(max(r * budget.range_docs, first_new_key), min((r + 1) * budget.range_docs, total))] if lo < hi
+    ]
+    found = runner.run(resolve_range, resolve_jobs, "resolve", weights=[j.hi - j.lo for j in resolve_jobs], unit="doc")
+    write_concatenation_atomic([Path(j.removed_path) for j in resolve_jobs], removed_path)
+    return {"found": found, "rows": [j.rows_path for j in resolve_jobs]}
 
 
 def _open_against(options: DedupOptions) -> DedupIndex | None:

@@ -188,6 +188,26 @@ def test_a_run_interrupted_in_a_stage_resumes_to_the_same_bytes(tmp_path, reuter
     assert not [s for s in runner.stages for kind in matched if s in (f"bucket {kind}", f"match {kind}")]  # finished rounds are not redone
 
 
+def test_a_run_interrupted_while_writing_resumes_with_other_workers_and_limit(tmp_path, reuters_docs):
+    """Write jobs delete the scan files that the stages before them read, and another worker count or
+    memory limit would cut those stages otherwise: the rerun goes straight on writing, to the same bytes."""
+    from bench.corpora import write_jsonl
+
+    docs = reuters_docs[:1500] + [(f"{i}-again", t) for i, t in reuters_docs[:300]]
+    for k in range(4):  # four read tasks: half of them written before the interruption
+        write_jsonl(docs[k::4], tmp_path / "in" / f"r{k}.jsonl")
+    inputs = tmp_path / "in"
+    budget = DedupBudget(partition_bytes=8192, verify_pairs=16, shingle_bytes=4096, describe_rows=8, range_docs=256)
+    run_dedup([str(inputs)], tmp_path / "whole", DedupOptions(), workers=2, budget=budget)
+    with pytest.raises(KeyboardInterrupt), InterruptingRunner(2, "write") as runner:
+        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner=runner, budget=budget)
+    assert len(list((tmp_path / "resumed" / ".work").glob("written-*.json"))) == 2  # their scan files are gone
+    with RecordingRunner(1) as runner:
+        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner=runner)
+    assert output_bytes(tmp_path / "resumed") == output_bytes(tmp_path / "whole")
+    assert runner.stages == ["plan", "scan", "write"]
+
+
 def test_against_removes_documents_already_in_the_old_corpus(tmp_path, reuters_docs):
     from bench.corpora import write_jsonl
 
