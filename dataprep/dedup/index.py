@@ -1,7 +1,7 @@
 """The dedup index: per-document hashes that later runs can deduplicate against.
 
     part = scan_part(ScanJob(...))          # read one input task, write OUT/.work/parts/part-00003.*
-    finish_part(FinishJob(...))            # its kept documents into OUT/index/part-00003.*
+    finish_part(FinishJob(...), keep)      # its kept documents into OUT/index/part-00003.*
     idx = DedupIndex.open("OUT/index")     # a finished index (meta.json present)
     read_extents(paths, which, offsets, sizes)   # many small pieces of index files, read at once
 
@@ -457,8 +457,6 @@ class FinishJob:
     work_base: str  # the run's part, every document read
     index_base: str  # the finished index's part
     docs: int
-    removed_path: str  # uint8 per document of the run, 1 where it was removed
-    first: int  # position of the part's first document in the removed flags
     bands: int
     rows: int
 
@@ -466,14 +464,13 @@ class FinishJob:
 _FINISHED_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".lines", ".bands")
 
 
-def finish_part(job: FinishJob) -> int:
-    """Write the index part a later `--against` reads: the kept documents only, a chunk of documents
-    at a time; returns its document count."""
+def finish_part(job: FinishJob, kept: np.ndarray) -> int:
+    """Write the index part a later `--against` reads: the documents whose `kept` flag (bool, one per
+    document of the part) is set, a chunk of documents at a time; returns their count."""
     meta_path = Path(f"{job.index_base}.json")
     if meta_path.exists():  # finished by an earlier, interrupted run
         return json.loads(meta_path.read_text())["docs"]
     src = IndexPart(Path(job.work_base), job.docs)
-    kept = np.fromfile(job.removed_path, dtype=np.uint8, count=job.docs, offset=job.first) == 0
     id_end = 0
     with contextlib.ExitStack() as stack:
         suffixes = [s for s in _FINISHED_SUFFIXES if s != ".bands" or job.bands]

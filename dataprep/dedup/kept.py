@@ -1,6 +1,6 @@
 """Dedup's write stage: a read task's kept records, copied unchanged, in input order.
 
-    kept = write_kept(WriteJob(index, task, records_path, verbatim_path, out_dir, removed_path, first, docs, index_base))
+    kept = write_kept(WriteJob(index, task, records_path, verbatim_path, out_dir, index_base), keep)
 
 A record that is its input line verbatim (`Document.verbatim`: an uncompressed `.jsonl` line, the
 common case) is copied from the input file itself, found by its line number (the index part's
@@ -36,9 +36,6 @@ class WriteJob:
     records_path: str  # the records that are not verbatim, one line each
     verbatim_path: str  # uint8 per document: 1 where the record is its input line
     out_dir: str
-    removed_path: str
-    first: int  # position of the task's first document in the removed flags
-    docs: int
     index_base: str
 
 
@@ -81,14 +78,15 @@ class _Lines:
         return self.at == len(self.data) and not self.f.read(1)
 
 
-def write_kept(job: WriteJob) -> int:
-    """Write the task's kept records; returns their count."""
-    keep = np.fromfile(job.removed_path, dtype=np.uint8, count=job.docs, offset=job.first) == 0
+def write_kept(job: WriteJob, keep: np.ndarray) -> int:
+    """Write the task's records whose `keep` flag (bool, one per document of the index part) is set;
+    returns their count."""
+    docs = len(keep)
     verbatim = np.fromfile(job.verbatim_path, dtype=np.uint8).astype(bool)
     lines = np.fromfile(f"{job.index_base}.lines", dtype=np.uint64).astype(np.int64)
-    if len(verbatim) != job.docs or len(lines) != job.docs:
-        raise RuntimeError(f"{job.verbatim_path}: {len(verbatim)} flags and {len(lines)} lines for the index part's {job.docs} documents")
-    runs = [0, *(np.flatnonzero(verbatim[1:] != verbatim[:-1]) + 1).tolist(), job.docs] if job.docs else []
+    if len(verbatim) != docs or len(lines) != docs:
+        raise RuntimeError(f"{job.verbatim_path}: {len(verbatim)} flags and {len(lines)} lines for the index part's {docs} documents")
+    runs = [0, *(np.flatnonzero(verbatim[1:] != verbatim[:-1]) + 1).tolist(), docs] if docs else []
     with open(job.records_path, "rb") as records_file, open(job.task.file.path, "rb") as input_file:
         records = _Lines(records_file, 0, job.records_path)
         source = _Lines(input_file, job.task.start, job.task.file.path)

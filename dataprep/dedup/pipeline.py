@@ -167,10 +167,9 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         written = runner.run(
             _write_outputs,
             [_OutputJob(WriteJob(i, tasks[i], str(work / f"records-{i:05d}.jsonl"), str(work / f"records-{i:05d}.verbatim"), str(out_dir),
-                                 str(removed_path), int(offsets[len(old_parts) + i]) - first_new_key, scans[i]["docs"], str(new.parts[i].base)),
-                        FinishJob(str(new.parts[i].base), str(index_dir / part_name(i)), scans[i]["docs"], str(removed_path),
-                                  int(offsets[len(old_parts) + i]) - first_new_key, bands, rows),
-                        str(work / f"written-{i:05d}.json"))
+                                 str(new.parts[i].base)),
+                        FinishJob(str(new.parts[i].base), str(index_dir / part_name(i)), scans[i]["docs"], bands, rows),
+                        str(removed_path), int(offsets[len(old_parts) + i]) - first_new_key, str(work / f"written-{i:05d}.json"))
              for i in range(len(tasks))],
             "write", weights=[t.nbytes for t in tasks], unit="B",
         )
@@ -466,6 +465,8 @@ def _read_entries(bucket_dir: Path, runs: tuple[tuple[int, int, int], ...], dtyp
 class _OutputJob:
     records: WriteJob
     index: FinishJob
+    removed_path: str  # uint8 per new document of the run, 1 where it was removed
+    first: int  # position of the task's first document in the removed flags
     done_path: str  # (kept records, index documents), written once both are; marks the job finished
 
 
@@ -478,9 +479,10 @@ def _write_outputs(job: _OutputJob) -> tuple[int, int]:
     done = Path(job.done_path)
     if done.exists():  # finished by an earlier, interrupted run
         return tuple(json.loads(done.read_text()))
+    keep = np.fromfile(job.removed_path, dtype=np.uint8, count=job.index.docs, offset=job.first) == 0
     with ThreadPoolExecutor(1) as pool:
-        index_docs = pool.submit(finish_part, job.index)
-        counts = write_kept(job.records), index_docs.result()
+        index_docs = pool.submit(finish_part, job.index, keep)
+        counts = write_kept(job.records, keep), index_docs.result()
     with atomic_write(done, "w", durable=False) as f:
         f.write(json.dumps(counts))
     for path in written_part_files(job.index.work_base, job.index.bands) + [job.records.records_path, job.records.verbatim_path]:
