@@ -469,9 +469,10 @@ def _record(obj: dict, raw: bytes | None, id_field: str, doc_id: str, generated:
         raw = None
     if raw is not None:
         return raw
-    line = json.dumps(obj, ensure_ascii=False, default=str)
-    # a lone surrogate in another field (json reads it from an escape) is written back as the escape
-    return (line if _lone_surrogate(line) is None else json.dumps(obj, default=str)).encode("utf-8")
+    try:
+        return json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate in another field (json read it from an escape): written back as the escape
+        return json.dumps(obj, default=str).encode("utf-8")
 
 
 def _read_parquet(f: InputFile, text_field: str, id_field: str, records: bool) -> Iterator[Item]:
