@@ -19,25 +19,21 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from dataprep.dedup.minhash import mix64
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX = np.uint64(0xD6E8FEB86659FD93)
 _SLICE_BITS = 12  # ~4K entries per hash table: 64 KB of slots, in L2
 _NO_ENTRY = -1
 
 
-def _band_salts(bands: int) -> np.ndarray:
-    x = np.arange(1, bands + 1, dtype=np.uint64) * _GOLDEN  # splitmix64 of the band number
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
 def band_halves(band_hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) uint32 halves of each band hash XOR a random-looking constant of its band
-    (column): equal halves are equal hashes of the same band, but for a 2^-64 chance per pair of
+    """(low, high) uint32 halves of each band hash XOR `mix64` of its band number (a random-looking
+    constant per column): equal halves are equal hashes of the same band, but for a 2^-64 chance per pair of
     different bands (band hashes are mixed: as likely as two rows hashing alike; candidates are
     verified either way)."""
-    salted = band_hashes ^ _band_salts(band_hashes.shape[1])
+    band_numbers = np.arange(1, band_hashes.shape[1] + 1, dtype=np.uint64)
+    salted = band_hashes ^ mix64(band_numbers * _GOLDEN)
     halves = salted.view(np.uint32).reshape(*band_hashes.shape, 2)  # little-endian: low half first
     return halves[..., 0], halves[..., 1]
 
