@@ -29,9 +29,9 @@ _NO_ENTRY = -1
 
 def band_halves(band_hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) uint32 halves of each band hash XOR `mix64` of its band number (a random-looking
-    constant per column): equal halves are equal hashes of the same band, but for a 2^-64 chance per pair of
-    different bands (band hashes are mixed: as likely as two rows hashing alike; candidates are
-    verified either way)."""
+    constant per column): equal halves are equal hashes of the same band, but for a 2^-64 chance
+    per pair of different bands (band hashes are mixed: as likely as two rows hashing alike;
+    candidates are verified either way)."""
     band_numbers = np.arange(1, band_hashes.shape[1] + 1, dtype=np.uint64)
     salted = band_hashes ^ mix64(band_numbers * _GOLDEN)
     halves = salted.view(np.uint32).reshape(*band_hashes.shape, 2)  # little-endian: low half first
