@@ -56,17 +56,13 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb", durable: bool = True
         raise
 
 
-@contextlib.contextmanager
-def atomic_writes(paths: Sequence[str | os.PathLike], mode: str = "wb") -> Iterator[list[IO]]:
-    """`atomic_write` of several files finished together: their fsyncs run at once, in threads (the
-    disk takes them in one go; one after the other, each waits for the device)."""
-    with contextlib.ExitStack() as stack:
-        files = [stack.enter_context(atomic_write(p, mode, durable=False)) for p in paths]
-        yield files
-        for f in files:
-            f.flush()
-        with ThreadPoolExecutor(len(files)) as pool:
-            list(pool.map(lambda f: os.fsync(f.fileno()), files))
+def fsync_all(files: Sequence[IO]) -> None:
+    """Flush and fsync open files at once, in threads (the disk takes them in one go; one after
+    the other, each waits for the device)."""
+    for f in files:
+        f.flush()
+    with ThreadPoolExecutor(len(files)) as pool:
+        list(pool.map(lambda f: os.fsync(f.fileno()), files))
 
 
 def fsync_directory(path: str | os.PathLike) -> None:

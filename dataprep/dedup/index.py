@@ -1,14 +1,15 @@
 """The dedup index: per-document hashes that later runs can deduplicate against.
 
     part = scan_part(ScanJob(...))          # read one input task, write OUT/.work/parts/part-00003.*
-    finish_part(FinishJob(...), keep)      # its kept documents into OUT/index/part-00003.*
+    finish_part(FinishJob(...), keep)      # its files become OUT/index/part-00003.*, kept documents only
     idx = DedupIndex.open("OUT/index")     # a finished index (meta.json present)
     read_extents(paths, which, offsets, sizes)   # many small pieces of index files, read at once
 
 One part per read task, in input order; document `i` of part `p` has the global key
 `offset(p) + i`. Files of a part (raw little-endian arrays). While a run works, its parts (in
 `OUT/.work/parts/`) describe every document read; the finished index (`OUT/index/`) keeps only
-what `--against` needs, for the documents the run kept, so it costs less disk than the input:
+what `--against` needs, for the documents the run kept, so it costs less disk than the input (its
+files are the run's, moved and cut down in place):
 
 | suffix      | content                                                       | in |
 |-------------|---------------------------------------------------------------|----|
@@ -53,7 +54,7 @@ from dataprep.dedup.minhash import HASH_SCHEME, MinHasher, band_hashes, near_nor
 from dataprep.dedup.pieces import copy_kept, joined
 from dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.errors import UserError
-from pretrainkit.files import atomic_write, atomic_writes, write_text_atomic
+from pretrainkit.files import TMP_MARK, atomic_write, fsync_all, write_text_atomic
 
 INDEX_VERSION = 3  # 2: .idhash, .lines and the source of each part; 3: kept documents only, .bands for .sig
 BATCH_BYTES = 256 << 10  # small batches keep the vectorized hashing inside the CPU caches
@@ -66,9 +67,9 @@ ARRAY_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".idhash",
 
 
 def written_part_files(work_base: str, bands: int) -> list[str]:
-    """The files of a run's part that nothing reads once the part's outputs are written: all but
-    `.counts` (the run's summary counts documents without words) and `.json` (marks it scanned)."""
-    return [f"{work_base}{s}" for s in ARRAY_SUFFIXES + ((".bands",) if bands else ()) if s != ".counts"]
+    """The arrays of a run's part, which nothing reads once the part's outputs are written (those
+    that `finish_part` did not take); its `.json`, which marks it scanned, stays."""
+    return [f"{work_base}{s}" for s in ARRAY_SUFFIXES + ((".bands",) if bands else ())]
 
 
 def part_name(index: int) -> str:
@@ -168,7 +169,7 @@ def scan_part(job: ScanJob) -> dict:
     hasher = MinHasher(job.num_perm, job.ngram)
     near = job.bands > 0
     base = Path(job.index_dir) / part_name(job.index)
-    docs = rejected = 0
+    docs = rejected = no_words = 0
     with contextlib.ExitStack() as stack:
         # Not fsynced: a rerun rewrites any part whose .json (written last) is missing.
         suffixes = ARRAY_SUFFIXES + ((".bands",) if near else ())
@@ -181,7 +182,7 @@ def scan_part(job: ScanJob) -> dict:
         out[".idpos"].write(np.zeros(1, np.uint64).tobytes())
 
         def flush() -> None:
-            nonlocal id_end
+            nonlocal id_end, no_words
             if batch.records:
                 records.write(b"\n".join(batch.records))  # no copy of a batch of one large document
                 records.write(b"\n")
@@ -198,6 +199,7 @@ def scan_part(job: ScanJob) -> dict:
             if near:
                 out[".bands"].write(band_hashes(sb.signatures, job.bands, job.rows))
             out[".counts"].write(sb.shingle_counts)  # arrays are written as they lie in memory: no copies
+            no_words += int(np.count_nonzero(sb.shingle_counts == 0))
             out[".shingles"].write(sb.shingles)
             lines, offsets = id_lines(batch.ids)
             out[".ids"].write(lines)
@@ -220,7 +222,7 @@ def scan_part(job: ScanJob) -> dict:
                 rejected += 1
         if batch.texts:
             flush()
-    meta = {"docs": docs, "rejected": rejected, "bytes": job.task.nbytes, "source": job.task.file.rel}
+    meta = {"docs": docs, "rejected": rejected, "no_words": no_words, "bytes": job.task.nbytes, "source": job.task.file.rel}
     write_text_atomic(meta_path, json.dumps(meta))
     return meta
 
@@ -461,50 +463,69 @@ class FinishJob:
     rows: int
 
 
-_FINISHED_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".lines", ".bands")
+FINISHED_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".lines", ".bands")
+_ROW_BYTES = {".exact": 16, ".counts": 4, ".lines": 8}  # and .bands: 8 per band
+
+
+def finished_suffixes(bands: int) -> list[str]:
+    return [s for s in FINISHED_SUFFIXES if s != ".bands" or bands]
 
 
 def finish_part(job: FinishJob, kept: np.ndarray) -> int:
-    """Write the index part a later `--against` reads: the documents whose `kept` flag (bool, one per
-    document of the part) is set, a chunk of documents at a time; returns their count."""
+    """Turn the run's part into the index part a later `--against` reads: the documents whose `kept`
+    flag (bool, one per document of the part) is set; returns their count.
+
+    Each scan file is renamed to a temporary of the index part and its kept rows and pieces moved
+    to its front in place, then the file is cut after them: the pages the scan wrote are written
+    over, where new files would need new pages for every byte (a new page costs ~10x an overwrite
+    in the page cache; on a virtual machine whose host takes back free memory, ~30x). The scan's
+    files of the part are gone from then on: a rerun scans the task again (`part_files_whole`)."""
     meta_path = Path(f"{job.index_base}.json")
     if meta_path.exists():  # finished by an earlier, interrupted run
         return json.loads(meta_path.read_text())["docs"]
-    src = IndexPart(Path(job.work_base), job.docs)
-    id_end = 0
+    source = json.loads(Path(f"{job.work_base}.json").read_text())["source"]
+    counts = np.asarray(IndexPart(Path(job.work_base), job.docs).counts, dtype=np.int64)  # read before .counts is cut
+    with open(f"{job.work_base}.idpos", "rb") as f:
+        idpos = _read_at(f, np.uint64, 0, job.docs + 1).astype(np.int64)
+    suffixes = finished_suffixes(job.bands)
+    temps = [f"{job.index_base}{s}{TMP_MARK}{os.getpid()}" for s in suffixes]
+    for s, tmp in zip(suffixes, temps):
+        os.replace(f"{job.work_base}{s}", tmp)
     with contextlib.ExitStack() as stack:
-        suffixes = [s for s in _FINISHED_SUFFIXES if s != ".bands" or job.bands]
-        out = dict(zip(suffixes, stack.enter_context(atomic_writes([f"{job.index_base}{s}" for s in suffixes]))))
-        shingles = stack.enter_context(open(f"{job.work_base}.shingles", "rb"))
-        ids = stack.enter_context(open(f"{job.work_base}.ids", "rb"))
-        lines = stack.enter_context(open(f"{job.work_base}.lines", "rb"))
-        idpos = stack.enter_context(open(f"{job.work_base}.idpos", "rb"))
-        out[".idpos"].write(np.zeros(1, np.uint64).tobytes())
-        first_shingle = 0
-        for lo in range(0, job.docs, READ_CHUNK_DOCS):
-            hi = min(lo + READ_CHUNK_DOCS, job.docs)
-            keep = kept[lo:hi]
-            counts = np.asarray(src.counts[lo:hi])
-            out[".exact"].write(np.asarray(src.exact[lo:hi])[keep].tobytes())
-            out[".counts"].write(counts[keep].tobytes())
-            shingle_ends = 4 * np.cumsum(counts, dtype=np.int64)  # in bytes
-            chunk_shingles = np.frombuffer(_read_bytes(shingles, 4 * first_shingle, int(shingle_ends[-1])), np.uint8)
-            _write_kept_pieces(out[".shingles"], chunk_shingles, shingle_ends, keep)
-            first_shingle += int(shingle_ends[-1]) // 4
-            pos = _read_at(idpos, np.uint64, lo, hi - lo + 1).astype(np.int64)
-            text = np.frombuffer(_read_bytes(ids, int(pos[0]), int(pos[-1] - pos[0])), dtype=np.uint8)
-            line_lengths = np.diff(pos)
-            _write_kept_pieces(out[".ids"], text, pos[1:] - pos[0], keep)
-            out[".idpos"].write((id_end + np.cumsum(line_lengths[keep])).astype(np.uint64).tobytes())
-            id_end += int(line_lengths[keep].sum())
-            out[".lines"].write(_read_at(lines, np.uint64, lo, hi - lo)[keep].tobytes())
-            if job.bands:
-                out[".bands"].write(src.band_hashes(lo, hi, job.bands, job.rows)[keep].tobytes())
+        files = {s: stack.enter_context(open(tmp, "r+b")) for s, tmp in zip(suffixes, temps)}
+        rows = np.arange(1, job.docs + 1, dtype=np.int64)
+        for s, width in dict(_ROW_BYTES, **({".bands": 8 * job.bands} if job.bands else {})).items():
+            _keep_in_place(files[s], width * rows, kept)
+        _keep_in_place(files[".shingles"], 4 * np.cumsum(counts), kept)
+        _keep_in_place(files[".ids"], idpos[1:], kept)
+        kept_idpos = np.zeros(int(kept.sum()) + 1, np.uint64)
+        np.cumsum(np.diff(idpos)[kept], out=kept_idpos[1:])
+        os.pwrite(files[".idpos"].fileno(), kept_idpos, 0)
+        os.ftruncate(files[".idpos"].fileno(), kept_idpos.nbytes)
+        fsync_all(list(files.values()))
+    for s, tmp in zip(suffixes, temps):
+        os.replace(tmp, f"{job.index_base}{s}")
     docs = int(kept.sum())
-    write_text_atomic(meta_path, json.dumps({"docs": docs, "source": src.source}))
+    write_text_atomic(meta_path, json.dumps({"docs": docs, "source": source}))
     return docs
 
 
-def _write_kept_pieces(f: BinaryIO, data: np.ndarray, ends: np.ndarray, keep: np.ndarray) -> None:
-    out = np.empty(len(data), np.uint8)
-    f.write(out[: copy_kept(data, ends, keep, out)])
+def part_files_whole(work_base: str, bands: int) -> bool:
+    """Whether the run's part still has every file its write job reads (`finish_part` takes them)."""
+    return all(os.path.exists(f"{work_base}{s}") for s in finished_suffixes(bands))
+
+
+def _keep_in_place(f: BinaryIO, ends: np.ndarray, kept: np.ndarray) -> None:
+    """Leave in file `f` only the pieces whose `kept` flag is set, in order (piece i ends at byte
+    `ends[i]`; the file holds `ends[-1]` bytes): a chunk of pieces is read, its kept ones copied
+    together and written back at or before where the chunk began (so nothing unread is written
+    over), and the file is cut after the last."""
+    written = start = 0
+    for lo in range(0, len(kept), READ_CHUNK_DOCS):
+        hi = min(lo + READ_CHUNK_DOCS, len(kept))
+        chunk = np.frombuffer(_read_bytes(f, start, int(ends[hi - 1]) - start), np.uint8)
+        out = np.empty(len(chunk), np.uint8)
+        n = copy_kept(chunk, ends[lo:hi] - start, kept[lo:hi], out)
+        os.pwrite(f.fileno(), out[:n], written)
+        written, start = written + n, int(ends[hi - 1])
+    os.ftruncate(f.fileno(), written)

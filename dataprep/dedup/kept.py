@@ -1,6 +1,6 @@
 """Dedup's write stage: a read task's kept records, copied unchanged, in input order.
 
-    kept = write_kept(WriteJob(index, task, records_path, verbatim_path, out_dir, index_base), keep)
+    kept = write_kept(WriteJob(index, task, records_path, verbatim_path, out_dir), keep, lines)
 
 A record that is its input line verbatim (`Document.verbatim`: an uncompressed `.jsonl` line, the
 common case) is copied from the input file itself, found by its line number (the index part's
@@ -36,7 +36,6 @@ class WriteJob:
     records_path: str  # the records that are not verbatim, one line each
     verbatim_path: str  # uint8 per document: 1 where the record is its input line
     out_dir: str
-    index_base: str
 
 
 class _Lines:
@@ -78,12 +77,11 @@ class _Lines:
         return self.at == len(self.data) and not self.f.read(1)
 
 
-def write_kept(job: WriteJob, keep: np.ndarray) -> int:
+def write_kept(job: WriteJob, keep: np.ndarray, lines: np.ndarray) -> int:
     """Write the task's records whose `keep` flag (bool, one per document of the index part) is set;
-    returns their count."""
+    `lines`: each document's input line (the part's `.lines`). Returns their count."""
     docs = len(keep)
     verbatim = np.fromfile(job.verbatim_path, dtype=np.uint8).astype(bool)
-    lines = np.fromfile(f"{job.index_base}.lines", dtype=np.uint64).astype(np.int64)
     if len(verbatim) != docs or len(lines) != docs:
         raise RuntimeError(f"{job.verbatim_path}: {len(verbatim)} flags and {len(lines)} lines for the index part's {docs} documents")
     runs = [0, *(np.flatnonzero(verbatim[1:] != verbatim[:-1]) + 1).tolist(), docs] if docs else []

@@ -24,11 +24,12 @@ stopped, and the output is the same for any number of workers):
                             document in input order is kept), concatenated in key order.
 5. write   (per read task)  copy the kept records, unchanged: from the input file where a record
                             is its line verbatim, else from the scan's record file; and, in a
-                            thread of the same job, the kept documents' part of the finished index.
-                            Then the task's scan files that nothing reads any more are deleted:
-                            before the first job, what the write stage needs of the earlier ones
-                            is recorded (`resolved.json`), and a rerun goes straight on writing,
-                            whatever its worker count or memory limit.
+                            thread of the same job, turn the task's index part into the finished
+                            index's, its kept documents only, in place. Then the rest of the
+                            task's scan files is deleted: before the first job, what the write
+                            stage needs of the earlier ones is recorded (`resolved.json`), and a
+                            rerun goes straight on writing, whatever its worker count or memory
+                            limit (scanning a task again where a job had begun on its part).
 
 Memory (`--memory-limit`, `dataprep.dedup.budget`): a worker holds one 256 KB text batch while
 scanning, one chunk of a part's hashes while bucketing them, one partition while matching (24
@@ -63,7 +64,7 @@ import numpy as np
 
 from dataprep.dedup.budget import MIN_RANGE_DOCS, DedupBudget, default_memory_limit
 from dataprep.dedup.grouping import band_halves, group_pairs, scatter_entries
-from dataprep.dedup.index import READ_CHUNK_DOCS, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_name, scan_part, written_part_files
+from dataprep.dedup.index import DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_files_whole, part_name, scan_part, written_part_files
 from dataprep.dedup.kept import WriteJob, write_kept
 from dataprep.dedup.pairs import by_hash, by_range, distinct, pack, partition_pairs, read_partition, unpack, write_fanout
 from dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, describe, resolve_range, verify_partition
@@ -77,7 +78,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_concatenation_atomic, write_text_atomic, writing_into
 
 BUCKET_CHUNK_DOCS = 1 << 16
-WORK_FORMAT = 4  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
+WORK_FORMAT = 5  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 ENTRY_BYTES = 24  # what a match job holds per entry, at most: (h1, h2, key) uint64 (`dataprep.dedup.grouping`)
 
 
@@ -132,15 +133,12 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         remove_temporaries(d)
     (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the directory is no finished output
 
-    scans = runner.run(
-        scan_part,
-        [
-            ScanJob(i, t, str(work / "parts"), str(work / f"rejected-{i:05d}.jsonl"), str(work / f"records-{i:05d}.jsonl"),
-                    str(work / f"records-{i:05d}.verbatim"), options.num_perm, options.ngram, options.text_field, options.id_field, bands, rows)
-            for i, t in enumerate(tasks)
-        ],
-        "scan", weights=[t.nbytes for t in tasks], unit="B",
-    )
+    scan_jobs = [
+        ScanJob(i, t, str(work / "parts"), str(work / f"rejected-{i:05d}.jsonl"), str(work / f"records-{i:05d}.jsonl"),
+                str(work / f"records-{i:05d}.verbatim"), options.num_perm, options.ngram, options.text_field, options.id_field, bands, rows)
+        for i, t in enumerate(tasks)
+    ]
+    scans = runner.run(scan_part, scan_jobs, "scan", weights=[t.nbytes for t in tasks], unit="B")
     new = DedupIndex.from_parts(work / "parts", options.num_perm, options.ngram, [s["docs"] for s in scans])
     old_parts = old.parts if old else []
     all_parts = old_parts + new.parts
@@ -166,9 +164,8 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
                                 out_dir / "rejected.jsonl")]
         written = runner.run(
             _write_outputs,
-            [_OutputJob(WriteJob(i, tasks[i], str(work / f"records-{i:05d}.jsonl"), str(work / f"records-{i:05d}.verbatim"), str(out_dir),
-                                 str(new.parts[i].base)),
-                        FinishJob(str(new.parts[i].base), str(index_dir / part_name(i)), scans[i]["docs"], bands, rows),
+            [_OutputJob(WriteJob(i, tasks[i], scan_jobs[i].records_path, scan_jobs[i].verbatim_path, str(out_dir)),
+                        FinishJob(str(new.parts[i].base), str(index_dir / part_name(i)), scans[i]["docs"], bands, rows), scan_jobs[i],
                         str(removed_path), int(offsets[len(old_parts) + i]) - first_new_key, str(work / f"written-{i:05d}.json"))
              for i in range(len(tasks))],
             "write", weights=[t.nbytes for t in tasks], unit="B",
@@ -178,14 +175,13 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
 
     rejected = sum(s["rejected"] for s in scans)
     docs = sum(s["docs"] for s in scans)
-    no_words = sum(_without_words(p) for p in new.parts)
     stats = {
         "input_docs": docs + rejected,
         "kept_docs": sum(kept for kept, _ in written),
         "exact_duplicates": sum(e for e, _ in found),
         "near_duplicates": sum(n for _, n in found),
         "rejected": rejected,
-        "docs_without_words": no_words,
+        "docs_without_words": sum(s["no_words"] for s in scans),
         "against_docs": first_new_key,
         "options": {k: v for k, v in asdict(options).items() if k != "against"},
         "lsh": {"bands": bands, "rows": rows},
@@ -465,6 +461,7 @@ def _read_entries(bucket_dir: Path, runs: tuple[tuple[int, int, int], ...], dtyp
 class _OutputJob:
     records: WriteJob
     index: FinishJob
+    scan: ScanJob  # run again where a run stopped while the job had begun finishing the index part
     removed_path: str  # uint8 per new document of the run, 1 where it was removed
     first: int  # position of the task's first document in the removed flags
     done_path: str  # (kept records, index documents), written once both are; marks the job finished
@@ -472,29 +469,26 @@ class _OutputJob:
 
 def _write_outputs(job: _OutputJob) -> tuple[int, int]:
     """A read task's kept records and its finished index part: (kept records, index documents).
-    The index part, mostly reads, writes and fsyncs, is written by a thread while this one
-    compresses the records, so neither waits for the disk with the CPU idle. Then the scan's files
-    of the task that no later step reads are deleted: here, while other jobs work, rather than all
-    at the end with the workers idle (and pages the disk has not taken yet are dropped unwritten)."""
+    The index part (`finish_part`, made of the scan's files in place) is finished by a thread while
+    this one compresses the records, so neither waits for the disk with the CPU idle. Then what is
+    left of the scan's files of the task is deleted: here, while other jobs work, rather than all at
+    the end with the workers idle (and pages the disk has not taken yet are dropped unwritten)."""
     done = Path(job.done_path)
     if done.exists():  # finished by an earlier, interrupted run
         return tuple(json.loads(done.read_text()))
+    if not part_files_whole(job.index.work_base, job.index.bands):  # an earlier run had begun finishing the part
+        Path(f"{job.index.work_base}.json").unlink()
+        scan_part(job.scan)
     keep = np.fromfile(job.removed_path, dtype=np.uint8, count=job.index.docs, offset=job.first) == 0
+    lines = np.fromfile(f"{job.index.work_base}.lines", dtype=np.uint64).astype(np.int64)  # before finish_part takes the file
     with ThreadPoolExecutor(1) as pool:
         index_docs = pool.submit(finish_part, job.index, keep)
-        counts = write_kept(job.records, keep), index_docs.result()
+        counts = write_kept(job.records, keep, lines), index_docs.result()
     with atomic_write(done, "w", durable=False) as f:
         f.write(json.dumps(counts))
     for path in written_part_files(job.index.work_base, job.index.bands) + [job.records.records_path, job.records.verbatim_path]:
-        os.unlink(path)
+        Path(path).unlink(missing_ok=True)  # the part's arrays are the index's now, unless it was finished before a rescan
     return counts
-
-
-def _without_words(part: IndexPart) -> int:
-    """Documents of the part with no shingles, reading `.counts` a chunk at a time (a memory map of
-    every part would keep 4 bytes per document resident in this process)."""
-    return sum(int((np.fromfile(f"{part.base}.counts", np.uint32, count=min(READ_CHUNK_DOCS, part.docs - lo), offset=4 * lo) == 0).sum())
-               for lo in range(0, part.docs, READ_CHUNK_DOCS))
 
 
 def _rejection_reasons(path: Path) -> Counter:

@@ -208,6 +208,38 @@ def test_a_run_interrupted_while_writing_resumes_with_other_workers_and_limit(tm
     assert runner.stages == ["plan", "scan", "write"]
 
 
+def test_a_run_stopped_while_finishing_an_index_part_scans_its_task_again(tmp_path, reuters_docs, monkeypatch):
+    """A write job makes the index part of the scan's files, in place: stopped half way (some files
+    taken, one cut short), the rerun scans that task again and writes the same bytes."""
+    from bench.corpora import write_jsonl
+    from dataprep.dedup import index
+
+    docs = reuters_docs[:900] + [(f"{i}-again", t) for i, t in reuters_docs[:200]]
+    for k in range(3):
+        write_jsonl(docs[k::3], tmp_path / "in" / f"r{k}.jsonl")
+    inputs = tmp_path / "in"
+    run_dedup([str(inputs)], tmp_path / "whole", DedupOptions(), workers=1)
+    real_keep_in_place, taken = index._keep_in_place, []
+
+    def stopping_at_the_fourth_file(f, ends, kept):
+        taken.append(f.name)
+        real_keep_in_place(f, ends, kept)
+        if len(taken) == 4:
+            os.truncate(f.name, os.path.getsize(f.name) // 2)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(index, "_keep_in_place", stopping_at_the_fourth_file)
+    with pytest.raises(KeyboardInterrupt):
+        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), workers=1)
+    monkeypatch.undo()
+    parts = tmp_path / "resumed" / ".work" / "parts"
+    assert not index.part_files_whole(str(parts / "part-00000"), 1) and (parts / "part-00000.json").exists()
+    with RecordingRunner(1) as runner:
+        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner=runner)
+    assert runner.stages == ["plan", "scan", "write"]
+    assert output_bytes(tmp_path / "resumed") == output_bytes(tmp_path / "whole")
+
+
 def test_against_removes_documents_already_in_the_old_corpus(tmp_path, reuters_docs):
     from bench.corpora import write_jsonl
 
