@@ -13,7 +13,7 @@ files are the run's, moved and cut down in place):
 
 | suffix      | content                                                       | in |
 |-------------|---------------------------------------------------------------|----|
-| `.bands`    | uint64 [docs, bands] LSH band hashes of the MinHash signature (not with --no-near) | both |
+| `.bands`    | uint64 [docs, bands] LSH band hashes of the MinHash signature (not with --no-near) | run |
 | `.exact`    | uint64 [docs, 2] BLAKE2b-128 of the NFC-normalized, trimmed text | both |
 | `.counts`   | uint32 [docs] number of distinct shingles (0: no words)       | both |
 | `.shingles` | uint32, every document's sorted unique shingle hashes         | both |
@@ -25,7 +25,10 @@ files are the run's, moved and cut down in place):
 
 The scan hashes a batch of documents at once: their texts and id lines joined, one compiled call
 each for the exact hashes, the id hashes (`digests`) and the shingle sets and signatures
-(`minhash`); a signature is only ever used for its band hashes, so only those are written.
+(`minhash`); a signature is only ever used for its band hashes, so only those are written. The
+finished index keeps none: a signature is a function of the shingle set, so an `--against` run
+hashes the old documents' sets again, with its own `--num-perm` and LSH bands (any threshold), and
+the index costs half the disk.
 
 Memory while scanning is one batch (~256 KB of text), whatever the size of the input. A
 document over `LARGE_TEXT_CHARS` is a batch of its own: its record is written (and freed) first,
@@ -56,7 +59,7 @@ from dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.errors import UserError
 from pretrainkit.files import TMP_MARK, atomic_write, fsync_all, write_text_atomic
 
-INDEX_VERSION = 3  # 2: .idhash, .lines and the source of each part; 3: kept documents only, .bands for .sig
+INDEX_VERSION = 4  # 2: .idhash, .lines and the source of each part; 3: kept documents only, .bands for .sig; 4: no .bands
 BATCH_BYTES = 256 << 10  # small batches keep the vectorized hashing inside the CPU caches
 BATCH_DOCS = 4096
 LARGE_TEXT_CHARS = 1 << 20
@@ -369,8 +372,18 @@ class IndexPart:
         return starts, counts
 
     def band_hashes(self, lo: int, hi: int, bands: int, rows: int) -> np.ndarray:
-        """uint64 [hi - lo, bands] of documents lo .. hi - 1 (`rows`: of the signature each band hashed)."""
+        """uint64 [hi - lo, bands] of documents lo .. hi - 1 (`rows`: of the signature each band hashed),
+        of a run's part (its scan wrote them)."""
         return np.array(_array(Path(f"{self.base}.bands"), np.uint64, (self.docs, bands))[lo:hi])
+
+    def band_hashes_of_sets(self, lo: int, hi: int, hasher: MinHasher, bands: int, rows: int) -> np.ndarray:
+        """`band_hashes` of a finished index's part, which keeps no signatures: from the documents'
+        shingle sets, hashed again (a signature is a function of the set, whatever the text)."""
+        counts = np.asarray(self.counts[lo:hi])
+        first = int(self.counts[:lo].sum(dtype=np.int64))
+        with open(f"{self.base}.shingles", "rb") as f:
+            shingles = _read_at(f, np.uint32, first, int(counts.sum(dtype=np.int64)))
+        return band_hashes(hasher.signatures_of_sets(shingles, counts), bands, rows)
 
     @cached_property
     def source(self) -> str:
@@ -404,10 +417,8 @@ class DedupIndex:
     """A set of parts with consecutive global keys; `offsets[p]` is part p's first key."""
 
     directory: Path
-    num_perm: int
     ngram: int
     parts: list[IndexPart]
-    lsh: tuple[int, int] = (0, 0)  # (bands, rows) of `.bands`; (0, 0): built with --no-near
 
     @cached_property
     def offsets(self) -> np.ndarray:
@@ -422,20 +433,12 @@ class DedupIndex:
         return np.searchsorted(self.offsets, keys, side="right") - 1
 
     @staticmethod
-    def meta(num_perm: int, ngram: int, part_docs: list[int], lsh: tuple[int, int]) -> dict:
-        return {
-            "version": INDEX_VERSION,
-            "hash_scheme": HASH_SCHEME,
-            "num_perm": num_perm,
-            "ngram": ngram,
-            "lsh": {"bands": lsh[0], "rows": lsh[1]},
-            "parts": part_docs,
-        }
+    def meta(ngram: int, part_docs: list[int]) -> dict:
+        return {"version": INDEX_VERSION, "hash_scheme": HASH_SCHEME, "ngram": ngram, "parts": part_docs}
 
     @classmethod
-    def from_parts(cls, directory: Path, num_perm: int, ngram: int, part_docs: list[int], lsh: tuple[int, int] = (0, 0)) -> "DedupIndex":
-        parts = [IndexPart(directory / part_name(i), n) for i, n in enumerate(part_docs)]
-        return cls(directory, num_perm, ngram, parts, lsh)
+    def from_parts(cls, directory: Path, ngram: int, part_docs: list[int]) -> "DedupIndex":
+        return cls(directory, ngram, [IndexPart(directory / part_name(i), n) for i, n in enumerate(part_docs)])
 
     @classmethod
     def open(cls, directory: str | Path) -> "DedupIndex":
@@ -447,11 +450,10 @@ class DedupIndex:
             meta = json.loads(meta_path.read_text())
             if meta.get("version") != INDEX_VERSION or meta.get("hash_scheme") != HASH_SCHEME:
                 raise UserError(f"{meta_path}: index version {meta.get('version')}/{meta.get('hash_scheme')} is not {INDEX_VERSION}/{HASH_SCHEME}; rebuild it")
-            num_perm, ngram, part_docs = int(meta["num_perm"]), int(meta["ngram"]), [int(n) for n in meta["parts"]]
-            lsh = (int(meta["lsh"]["bands"]), int(meta["lsh"]["rows"]))
+            ngram, part_docs = int(meta["ngram"]), [int(n) for n in meta["parts"]]
         except (ValueError, KeyError, TypeError) as e:
             raise UserError(f"{meta_path}: unreadable index metadata ({e})") from None
-        return cls.from_parts(directory, num_perm, ngram, part_docs, lsh)
+        return cls.from_parts(directory, ngram, part_docs)
 
 
 @dataclass(frozen=True)
@@ -459,16 +461,10 @@ class FinishJob:
     work_base: str  # the run's part, every document read
     index_base: str  # the finished index's part
     docs: int
-    bands: int
-    rows: int
 
 
-FINISHED_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".lines", ".bands")
-_ROW_BYTES = {".exact": 16, ".counts": 4, ".lines": 8}  # and .bands: 8 per band
-
-
-def finished_suffixes(bands: int) -> list[str]:
-    return [s for s in FINISHED_SUFFIXES if s != ".bands" or bands]
+FINISHED_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".lines")
+_ROW_BYTES = {".exact": 16, ".counts": 4, ".lines": 8}
 
 
 def finish_part(job: FinishJob, kept: np.ndarray) -> int:
@@ -487,14 +483,14 @@ def finish_part(job: FinishJob, kept: np.ndarray) -> int:
     counts = np.asarray(IndexPart(Path(job.work_base), job.docs).counts, dtype=np.int64)  # read before .counts is cut
     with open(f"{job.work_base}.idpos", "rb") as f:
         idpos = _read_at(f, np.uint64, 0, job.docs + 1).astype(np.int64)
-    suffixes = finished_suffixes(job.bands)
+    suffixes = FINISHED_SUFFIXES
     temps = [f"{job.index_base}{s}{TMP_MARK}{os.getpid()}" for s in suffixes]
     for s, tmp in zip(suffixes, temps):
         os.replace(f"{job.work_base}{s}", tmp)
     with contextlib.ExitStack() as stack:
         files = {s: stack.enter_context(open(tmp, "r+b")) for s, tmp in zip(suffixes, temps)}
         rows = np.arange(1, job.docs + 1, dtype=np.int64)
-        for s, width in dict(_ROW_BYTES, **({".bands": 8 * job.bands} if job.bands else {})).items():
+        for s, width in _ROW_BYTES.items():
             _keep_in_place(files[s], width * rows, kept)
         _keep_in_place(files[".shingles"], 4 * np.cumsum(counts), kept)
         _keep_in_place(files[".ids"], idpos[1:], kept)
@@ -510,9 +506,9 @@ def finish_part(job: FinishJob, kept: np.ndarray) -> int:
     return docs
 
 
-def part_files_whole(work_base: str, bands: int) -> bool:
+def part_files_whole(work_base: str) -> bool:
     """Whether the run's part still has every file its write job reads (`finish_part` takes them)."""
-    return all(os.path.exists(f"{work_base}{s}") for s in finished_suffixes(bands))
+    return all(os.path.exists(f"{work_base}{s}") for s in FINISHED_SUFFIXES)
 
 
 def _keep_in_place(f: BinaryIO, ends: np.ndarray, kept: np.ndarray) -> None:

@@ -245,6 +245,19 @@ def _signature_into(shingles: np.ndarray, order: np.ndarray, rank: np.ndarray, s
 
 
 @numba.njit(cache=True)
+def _signatures_of_sets_into(shingles: np.ndarray, counts: np.ndarray, order: np.ndarray, rank: np.ndarray, sparse_below: int,
+                             sig: np.ndarray) -> None:
+    filled = np.zeros(sig.shape[1], np.bool_)
+    best, pending = np.empty(sig.shape[1], rank.dtype), np.empty(sig.shape[1], np.int64)
+    start = 0
+    for d in range(len(counts)):
+        if counts[d]:
+            filled[:] = False
+            _signature_into(shingles[start : start + counts[d]], order, rank, sparse_below, sig[d], filled, best, pending)
+        start += counts[d]
+
+
+@numba.njit(cache=True)
 def _sort_hashes(a: np.ndarray, scratch: np.ndarray, buckets: np.ndarray) -> None:
     """Sort uniformly distributed 32-bit hashes in place: scattered into about len(a) buckets by their
     top bits (at most len(buckets) - 1), then an insertion sort, which has only the few inversions
@@ -392,6 +405,14 @@ class MinHasher:
         shingles, counts, sig = _hash_batch(buf, offsets, *_powers_for(longest), self.ngram, self._multipliers, self._order,
                                             self._rank, self._sparse_below, self.num_perm, with_signatures)
         return SignatureBatch(sig, counts > 0, shingles, counts)
+
+    def signatures_of_sets(self, shingles: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """uint32 [docs, num_perm]: the signatures of documents given by their shingle sets (sorted
+        unique uint32, concatenated; `counts` per document), equal to those of their texts: a
+        signature is a function of the set. Rows of documents without shingles are all 0xFFFFFFFF."""
+        sig = np.full((len(counts), self.num_perm), 0xFFFFFFFF, dtype=np.uint32)
+        _signatures_of_sets_into(shingles, counts.astype(np.int64), self._order, self._rank, self._sparse_below, sig)
+        return sig
 
     def large_document(self, pieces: Iterable[bytes], with_signatures: bool = True) -> SignatureBatch:
         """One large document given as consecutive pieces of its normalized bytes, each cut between

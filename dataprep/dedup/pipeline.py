@@ -70,7 +70,7 @@ from dataprep.dedup.pairs import by_hash, by_range, distinct, pack, partition_pa
 from dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, describe, resolve_range, verify_partition
 from dataprep.executors import JobRunner
 from dataprep.executors.local import LocalRunner
-from dataprep.dedup.minhash import lsh_params
+from dataprep.dedup.minhash import MinHasher, lsh_params
 from dataprep.readers import DEDUP_STATS_NAME, discover_inputs, nothing_usable, plan_read_tasks, reason_kind, refuse_inputs_inside
 from dataprep.workdir import open_work_dir, remove_work_dir
 from pretrainkit import __version__
@@ -139,7 +139,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         for i, t in enumerate(tasks)
     ]
     scans = runner.run(scan_part, scan_jobs, "scan", weights=[t.nbytes for t in tasks], unit="B")
-    new = DedupIndex.from_parts(work / "parts", options.num_perm, options.ngram, [s["docs"] for s in scans])
+    new = DedupIndex.from_parts(work / "parts", options.ngram, [s["docs"] for s in scans])
     old_parts = old.parts if old else []
     all_parts = old_parts + new.parts
     offsets = np.concatenate(([0], np.cumsum([p.docs for p in all_parts], dtype=np.int64)))
@@ -165,7 +165,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         written = runner.run(
             _write_outputs,
             [_OutputJob(WriteJob(i, tasks[i], scan_jobs[i].records_path, scan_jobs[i].verbatim_path, str(out_dir)),
-                        FinishJob(str(new.parts[i].base), str(index_dir / part_name(i)), scans[i]["docs"], bands, rows), scan_jobs[i],
+                        FinishJob(str(new.parts[i].base), str(index_dir / part_name(i)), scans[i]["docs"]), scan_jobs[i],
                         str(removed_path), int(offsets[len(old_parts) + i]) - first_new_key, str(work / f"written-{i:05d}.json"))
              for i in range(len(tasks))],
             "write", weights=[t.nbytes for t in tasks], unit="B",
@@ -189,7 +189,7 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     }
     if stats["input_docs"] != stats["kept_docs"] + stats["exact_duplicates"] + stats["near_duplicates"] + rejected:
         raise RuntimeError(f"dedup accounting does not add up: {stats}")
-    meta = DedupIndex.meta(options.num_perm, options.ngram, [docs for _, docs in written], (bands, rows))
+    meta = DedupIndex.meta(options.ngram, [docs for _, docs in written])
     write_text_atomic(index_dir / "meta.json", json.dumps(meta, indent=1) + "\n")
     _remove_stale_parts(out_dir, index_dir, len(tasks))
     for d in (out_dir, index_dir):
@@ -219,7 +219,7 @@ def _find_duplicates(options: DedupOptions, all_parts: list[IndexPart], offsets:
     labels_path = None
     if options.near:
         _write_exact_flags(exact_dir, ranges, total, budget.range_docs, work / "exact_duplicates.u8")
-        candidates_dir, fanout = _match_round("bands", *round_args, bands=bands, rows=rows, skip_path=str(work / "exact_duplicates.u8"))
+        candidates_dir, fanout = _match_round("bands", *round_args, lsh=(options.num_perm, bands, rows), skip_path=str(work / "exact_duplicates.u8"))
         links_dir = work / f"links-{candidates_dir.name}"
         links = [links_dir / f"{q:05d}.bin" for q in range(fanout)]
         runner.run(verify_partition,
@@ -245,18 +245,8 @@ def _open_against(options: DedupOptions) -> DedupIndex | None:
     if options.against is None:
         return None
     old = DedupIndex.open(options.against)
-    if (old.num_perm, old.ngram) != (options.num_perm, options.ngram):
-        raise UserError(
-            f"{options.against}: index was built with --num-perm {old.num_perm} --ngram {old.ngram}, "
-            f"this run uses --num-perm {options.num_perm} --ngram {options.ngram}"
-        )
-    lsh = lsh_params(options.threshold, options.num_perm)
-    if options.near and old.lsh != lsh:
-        built = "--no-near" if old.lsh == (0, 0) else f"LSH bands {old.lsh[0]} x {old.lsh[1]} rows"
-        raise UserError(
-            f"{options.against}: index was built with {built}; this run (--threshold {options.threshold}) needs "
-            f"{lsh[0]} x {lsh[1]}: use the --threshold of the run that built it, or --no-near"
-        )
+    if old.ngram != options.ngram:  # its shingle sets are of n-grams; any --num-perm or --threshold hashes them
+        raise UserError(f"{options.against}: index was built with --ngram {old.ngram}, this run uses --ngram {options.ngram}")
     return old
 
 
@@ -313,14 +303,14 @@ def _write_exact_flags(exact_dir: Path, ranges: int, total: int, range_docs: int
 
 
 def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_parts: int, work: Path, runner: JobRunner,
-                 budget: DedupBudget, bands: int = 0, rows: int = 0, skip_path: str | None = None) -> tuple[Path, int]:
+                 budget: DedupBudget, lsh: tuple[int, int, int] = (0, 0, 0), skip_path: str | None = None) -> tuple[Path, int]:
     """Bucket then match one kind of hash; returns the pair files the match jobs wrote (`dataprep.dedup.pairs`)
     and their number of partitions. "exact" (content) and "ids" (new documents only): (later, first
     occurrence) key pairs, by range of `budget.range_docs` keys of the later. "bands": (low, high)
     candidate pairs, by hash of the pair, distinct within a match partition (not across: the same
     pair may come from several bands)."""
     total = int(offsets[-1])
-    per_doc = bands if kind == "bands" else 1
+    per_doc = lsh[1] if kind == "bands" else 1
     # at least two per worker, so that no worker waits on a last, lone partition
     partitions = max(2 * runner.workers, math.ceil(total * ENTRY_BYTES * per_doc / budget.partition_bytes))
     bucket_dir = work / f"buckets-{kind}-{partitions}"  # a rerun with another --memory-limit cuts its own
@@ -333,8 +323,7 @@ def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_p
         return pairs_dir, fanout
     bucket_bounds = runner.run(
         _bucket_part,
-        [_BucketJob(kind, str(p.base), p.docs, int(offsets[i]), i, i < n_old_parts, bands, rows,
-                    partitions, str(bucket_dir), skip_path)
+        [_BucketJob(kind, str(p.base), p.docs, int(offsets[i]), i, i < n_old_parts, *lsh, partitions, str(bucket_dir), skip_path)
          for i, p in enumerate(parts)],
         f"bucket {kind}", weights=[p.docs for p in parts], unit="doc",
     )
@@ -359,6 +348,7 @@ class _BucketJob:
     offset: int
     part: int
     is_old: bool
+    num_perm: int  # (num_perm, bands, rows): the band round's; an old part's signatures are made of its shingle sets
     bands: int
     rows: int
     partitions: int
@@ -383,6 +373,7 @@ def _bucket_part(job: _BucketJob) -> np.ndarray:
     if job.kind == "bands":
         eligible &= np.asarray(part.counts) > 0  # documents without words have no signature
     chunk_bounds = [np.zeros((0, job.partitions + 1), np.int64)]
+    hasher = MinHasher(job.num_perm) if job.kind == "bands" and job.is_old else None
     written = 0
     with atomic_write(Path(job.bucket_dir) / f"part-{job.part:05d}.bin", durable=False) as f:
         for lo in range(0, job.docs, BUCKET_CHUNK_DOCS):
@@ -393,6 +384,8 @@ def _bucket_part(job: _BucketJob) -> np.ndarray:
             if job.kind != "bands":
                 hashes = np.asarray((part.exact if job.kind == "exact" else part.id_hashes)[lo:hi])
                 h1, h2 = hashes[:, :1], hashes[:, 1:]
+            elif job.is_old:
+                h1, h2 = band_halves(part.band_hashes_of_sets(lo, hi, hasher, job.bands, job.rows))
             else:
                 h1, h2 = band_halves(part.band_hashes(lo, hi, job.bands, job.rows))
             entries, bounds = scatter_entries(h1, h2, ok, job.offset + lo, job.partitions)
@@ -476,7 +469,7 @@ def _write_outputs(job: _OutputJob) -> tuple[int, int]:
     done = Path(job.done_path)
     if done.exists():  # finished by an earlier, interrupted run
         return tuple(json.loads(done.read_text()))
-    if not part_files_whole(job.index.work_base, job.index.bands):  # an earlier run had begun finishing the part
+    if not part_files_whole(job.index.work_base):  # an earlier run had begun finishing the part
         Path(f"{job.index.work_base}.json").unlink()
         scan_part(job.scan)
     keep = np.fromfile(job.removed_path, dtype=np.uint8, count=job.index.docs, offset=job.first) == 0
@@ -486,7 +479,7 @@ def _write_outputs(job: _OutputJob) -> tuple[int, int]:
         counts = write_kept(job.records, keep, lines), index_docs.result()
     with atomic_write(done, "w", durable=False) as f:
         f.write(json.dumps(counts))
-    for path in written_part_files(job.index.work_base, job.index.bands) + [job.records.records_path, job.records.verbatim_path]:
+    for path in written_part_files(job.index.work_base, job.scan.bands) + [job.records.records_path, job.records.verbatim_path]:
         Path(path).unlink(missing_ok=True)  # the part's arrays are the index's now, unless it was finished before a rescan
     return counts
 

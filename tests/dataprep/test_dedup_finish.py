@@ -1,7 +1,8 @@
 """Finishing an index part in place (`dataprep.dedup.index.finish_part`): the scan's files become
 the index part's, holding exactly the kept documents' rows and pieces (checked against the scan's
 files split document by document), each synced under its temporary name before it takes its
-name; and the scan's files are gone afterwards."""
+name; the scan's files are gone afterwards; and the band hashes the index no longer keeps come
+again from its shingle sets."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import numpy as np
 import pytest
 
 from dataprep.dedup import index
-from dataprep.dedup.index import FinishJob, ScanJob, finish_part, part_files_whole, scan_part
-from dataprep.dedup.minhash import lsh_params
+from dataprep.dedup.index import FinishJob, IndexPart, ScanJob, finish_part, part_files_whole, scan_part
+from dataprep.dedup.minhash import MinHasher, lsh_params
 from dataprep.readers import discover_inputs, plan_read_tasks
 from pretrainkit import files
 from pretrainkit.files import TMP_MARK
@@ -68,8 +69,6 @@ def test_finish_part_keeps_exactly_the_kept_documents_of_every_file(tmp_path, re
         ".idpos": np.cumsum([0] + [len(line) for line in kept_ids]).astype(np.uint64).tobytes(),
         ".lines": np.frombuffer(scanned[".lines"], np.uint64)[kept].tobytes(),
     }
-    if near:
-        expected[".bands"] = np.frombuffer(scanned[".bands"], np.uint64).reshape(n, bands)[kept].tobytes()
 
     synced = []
     real_fsync = os.fsync
@@ -84,14 +83,19 @@ def test_finish_part_keeps_exactly_the_kept_documents_of_every_file(tmp_path, re
     monkeypatch.setattr(index, "READ_CHUNK_DOCS", 64)
     finished = tmp_path / "index" / "part-00000"
     finished.parent.mkdir()
-    assert finish_part(FinishJob(str(base), str(finished), n, bands, rows), kept) == kept.sum()
+    assert finish_part(FinishJob(str(base), str(finished), n), kept) == kept.sum()
 
     got = {s: Path(f"{finished}{s}").read_bytes() for s in expected}
     assert got == expected
     assert sorted(synced) == sorted(f"part-00000{s}" for s in [*expected, ".json"])  # .json last: marks it finished
-    assert not part_files_whole(str(base), bands)
+    assert not part_files_whole(str(base))
     assert not [p for p in work.iterdir() if p.suffix in expected]  # taken by the index part
     assert not [p for p in finished.parent.iterdir() if TMP_MARK in p.name]
+    if near:  # no signatures kept: the band hashes come again from the shingle sets, any range of documents
+        scan_bands = np.frombuffer(scanned[".bands"], np.uint64).reshape(n, bands)[kept]
+        part, hasher = IndexPart(finished, int(kept.sum())), MinHasher(128)
+        for lo, hi in ((0, 1), (0, part.docs), (5, 77), (part.docs - 9, part.docs), (3, 3)):
+            assert (part.band_hashes_of_sets(lo, hi, hasher, bands, rows) == scan_bands[lo:hi]).all()
     # a part finished by an earlier run is not finished again
     shutil.rmtree(work)
-    assert finish_part(FinishJob(str(base), str(finished), n, bands, rows), kept) == kept.sum()
+    assert finish_part(FinishJob(str(base), str(finished), n), kept) == kept.sum()

@@ -230,3 +230,19 @@ def test_band_hashes_follow_their_definition():
                 h = mix((h * minhash._WORD_BASE + int(signatures[d, b * rows + r]) + r + 1) & mask)
             expected[d, b] = h
         np.testing.assert_array_equal(minhash.band_hashes(signatures, bands, rows), expected)
+
+
+@pytest.mark.parametrize("num_perm", [16, 128, 200])
+def test_signatures_of_shingle_sets_are_those_of_the_texts(reuters_docs, num_perm):
+    """An --against run hashes an old index's shingle sets again: the same signatures as the texts'
+    (short texts with few filled bins, long ones, texts without words, a large document)."""
+    hasher = MinHasher(num_perm=num_perm, large_bytes=4096)
+    texts = [t for _, t in reuters_docs[:300]] + ["", "one", "a b c d e f", "!!! ..."]
+    batch = hasher.signatures(texts)
+    assert (batch.shingle_counts == 0).sum() >= 2
+    again = hasher.signatures_of_sets(batch.shingles, batch.shingle_counts)
+    assert again.shape == batch.signatures.shape and (again == batch.signatures).all()
+    large = hasher.large_document([minhash.near_normal_bytes(" ".join(texts[:40]))])
+    assert (hasher.signatures_of_sets(large.shingles, large.shingle_counts) == large.signatures).all()
+    other = MinHasher(num_perm=num_perm + 1).signatures_of_sets(batch.shingles, batch.shingle_counts)
+    assert (other == MinHasher(num_perm=num_perm + 1).signatures(texts).signatures).all()
