@@ -28,7 +28,7 @@ each for the exact hashes, the id hashes (`digests`) and the shingle sets and si
 (`minhash`); a signature is only ever used for its band hashes, so only those are written. The
 finished index keeps none: a signature is a function of the shingle set, so an `--against` run
 hashes the old documents' sets again, with its own `--num-perm` and LSH bands (any threshold), and
-the index costs half the disk.
+the index costs a third less disk.
 
 Memory while scanning is one batch (~256 KB of text), whatever the size of the input. A
 document over `LARGE_TEXT_CHARS` is a batch of its own: its record is written (and freed) first,
