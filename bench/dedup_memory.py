@@ -96,11 +96,11 @@ def _measure_in_temporary(corpus: Path, workers: int, memory_limit: str | None, 
 
 def _median_run(runs: list[dict]) -> dict:
     """The run of median time (the lower middle one of an even count), with the highest peak of all
-    and every run's seconds."""
+    and every run's seconds and peak."""
     median = sorted(runs, key=lambda r: r["seconds"])[(len(runs) - 1) // 2]
     highest = max(runs, key=lambda r: r["peak_rss_mb_process_tree"])
     return dict(median, peak_rss_mb_process_tree=highest["peak_rss_mb_process_tree"], rss_bytes_per_doc=highest["rss_bytes_per_doc"],
-                all_seconds=[r["seconds"] for r in runs])
+                all_seconds=[r["seconds"] for r in runs], all_peaks_mb=[r["peak_rss_mb_process_tree"] for r in runs])
 
 
 def main() -> None:
@@ -139,7 +139,7 @@ def main() -> None:
                   f"{r['speedup_over_one_worker']}x one worker's throughput")
         if args.repeat > 1:
             print(f"{n:,} docs: {args.repeat} runs each, medians above; seconds with {args.workers} workers {r['all_seconds']}"
-                  + (f", with 1 worker {r['one_worker']['all_seconds']}" if one_worker_runs else ""))
+                  + (f", with 1 worker {r['one_worker']['all_seconds']}" if one_worker_runs else "") + f"; peaks (MB) {r['all_peaks_mb']}")
         results.append(r)
     for a, b in zip(results, results[1:]):
         growth = (b["peak_rss_mb_process_tree"] - a["peak_rss_mb_process_tree"]) * 2**20 / (b["docs"] - a["docs"])
