@@ -64,7 +64,7 @@ import numpy as np
 
 from dataprep.dedup.budget import MIN_RANGE_DOCS, DedupBudget, default_memory_limit
 from dataprep.dedup.grouping import band_halves, group_pairs, scatter_entries
-from dataprep.dedup.index import DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_files_whole, part_name, scan_part, written_part_files
+from dataprep.dedup.index import FINISHED_SUFFIXES, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_files_whole, part_name, scan_part, written_part_files
 from dataprep.dedup.kept import WriteJob, write_kept
 from dataprep.dedup.pairs import by_hash, by_range, distinct, pack, partition_pairs, read_partition, unpack, write_fanout
 from dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, describe, resolve_range, verify_partition
@@ -474,14 +474,23 @@ def _write_outputs(job: _OutputJob) -> tuple[int, int]:
         scan_part(job.scan)
     keep = np.fromfile(job.removed_path, dtype=np.uint8, count=job.index.docs, offset=job.first) == 0
     lines = np.fromfile(f"{job.index.work_base}.lines", dtype=np.uint64).astype(np.int64)  # before finish_part takes the file
+    arrays = written_part_files(job.index.work_base, job.scan.bands)
     with ThreadPoolExecutor(1) as pool:
+        # first the arrays no step reads any more (band and id hashes), in the thread: deleting a
+        # file whose blocks are on disk can wait for the device to discard them
+        deleted = pool.submit(_unlink, [p for p in arrays if not p.endswith(FINISHED_SUFFIXES)])
         index_docs = pool.submit(finish_part, job.index, keep)
         counts = write_kept(job.records, keep, lines), index_docs.result()
+        deleted.result()
     with atomic_write(done, "w", durable=False) as f:
         f.write(json.dumps(counts))
-    for path in written_part_files(job.index.work_base, job.scan.bands) + [job.records.records_path, job.records.verbatim_path]:
-        Path(path).unlink(missing_ok=True)  # the part's arrays are the index's now, unless it was finished before a rescan
+    _unlink(arrays + [job.records.records_path, job.records.verbatim_path])  # the arrays are the index's now, unless it was finished before a rescan
     return counts
+
+
+def _unlink(paths: list[str]) -> None:
+    for path in paths:
+        Path(path).unlink(missing_ok=True)
 
 
 def _rejection_reasons(path: Path) -> Counter:
