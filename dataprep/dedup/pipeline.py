@@ -45,7 +45,8 @@ the kernel can write back), and it reads the links a range's worth of pairs at a
 
 `--against INDEX`: the old index's kept documents take the first keys, so every cluster that
 contains one of them is represented by it, and the new documents in it are removed with
-`duplicate_of` naming the old id. Old documents are never written.
+`duplicate_of` naming the old id. Old documents are never written; their band hashes come from
+their shingle sets, with this run's `--num-perm` and threshold (the index keeps no signatures).
 """
 
 from __future__ import annotations
