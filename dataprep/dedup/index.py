@@ -483,12 +483,11 @@ def finish_part(job: FinishJob, kept: np.ndarray) -> int:
     counts = np.asarray(IndexPart(Path(job.work_base), job.docs).counts, dtype=np.int64)  # read before .counts is cut
     with open(f"{job.work_base}.idpos", "rb") as f:
         idpos = _read_at(f, np.uint64, 0, job.docs + 1).astype(np.int64)
-    suffixes = FINISHED_SUFFIXES
-    temps = [f"{job.index_base}{s}{TMP_MARK}{os.getpid()}" for s in suffixes]
-    for s, tmp in zip(suffixes, temps):
+    temps = [f"{job.index_base}{s}{TMP_MARK}{os.getpid()}" for s in FINISHED_SUFFIXES]
+    for s, tmp in zip(FINISHED_SUFFIXES, temps):
         os.replace(f"{job.work_base}{s}", tmp)
     with contextlib.ExitStack() as stack:
-        files = {s: stack.enter_context(open(tmp, "r+b")) for s, tmp in zip(suffixes, temps)}
+        files = {s: stack.enter_context(open(tmp, "r+b")) for s, tmp in zip(FINISHED_SUFFIXES, temps)}
         rows = np.arange(1, job.docs + 1, dtype=np.int64)
         for s, width in _ROW_BYTES.items():
             _keep_in_place(files[s], width * rows, kept)
@@ -499,7 +498,7 @@ def finish_part(job: FinishJob, kept: np.ndarray) -> int:
         os.pwrite(files[".idpos"].fileno(), kept_idpos, 0)
         os.ftruncate(files[".idpos"].fileno(), kept_idpos.nbytes)
         fsync_all(list(files.values()))
-    for s, tmp in zip(suffixes, temps):
+    for s, tmp in zip(FINISHED_SUFFIXES, temps):
         os.replace(tmp, f"{job.index_base}{s}")
     docs = int(kept.sum())
     write_text_atomic(meta_path, json.dumps({"docs": docs, "source": source}))

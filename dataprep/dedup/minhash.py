@@ -435,11 +435,8 @@ class MinHasher:
             new.append(self._grams(carry))
         h = _merge_sorted(merged, new)
         del merged
-        sig = np.full((1 if with_signatures else 0, self.num_perm), 0xFFFFFFFF, dtype=np.uint32)
-        if with_signatures and len(h):
-            _signature_into(h, self._order, self._rank, self._sparse_below, sig[0], np.zeros(self.num_perm, np.bool_),
-                            np.empty(self.num_perm, self._rank.dtype), np.empty(self.num_perm, np.int64))
         counts = np.array([len(h)], dtype=np.uint32)
+        sig = self.signatures_of_sets(h, counts) if with_signatures else np.empty((0, self.num_perm), np.uint32)
         return SignatureBatch(sig, counts > 0, h, counts)
 
     def _grams(self, words: np.ndarray) -> np.ndarray:
