@@ -69,9 +69,9 @@ def cost_per_gb(mb: int, repeats: int) -> dict:
 
 def trainer_of(mb: int):
     """A Trainer (one process) whose checkpoint, fp32 weights and two AdamW moments, is about `mb` MB."""
-    from train.config import config_from_dict
-    from train.loop.trainer import Trainer, model_config
-    from train.parallel.distributed import init_distributed
+    from pretrainkit.train.config import config_from_dict
+    from pretrainkit.train.loop.trainer import Trainer, model_config
+    from pretrainkit.train.parallel.distributed import init_distributed
 
     env = init_distributed("cpu")
 
@@ -90,7 +90,7 @@ def trainer_of(mb: int):
 
 
 def blocked_per_save(mb: int, repeats: int, steps_between: int) -> dict:
-    from train.checkpoint.checkpoints import Checkpoints
+    from pretrainkit.train.checkpoint.checkpoints import Checkpoints
 
     trainer = trainer_of(mb)
     g = torch.Generator().manual_seed(0)

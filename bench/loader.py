@@ -44,12 +44,12 @@ import torch  # noqa: E402
 
 from bench.corpora import pep_documents, reuters_documents, sentences, shared_data_dir, wikitext_documents  # noqa: E402
 from bench.results import child_pids, rss_kb, write_result  # noqa: E402
-from dataprep.tokenize.corpus import write_text_shards  # noqa: E402
-from dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
-from mixtures import MixtureSampler, TrainLoader, load_mixture  # noqa: E402
-from shards import ShardSet, ShardWriter  # noqa: E402
-from shards.manifest import build_manifest, write_manifest  # noqa: E402
-from train.reports.run_log import read_run  # noqa: E402
+from pretrainkit.dataprep.tokenize.corpus import write_text_shards  # noqa: E402
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
+from pretrainkit.mixtures import MixtureSampler, TrainLoader, load_mixture  # noqa: E402
+from pretrainkit.shards import ShardSet, ShardWriter  # noqa: E402
+from pretrainkit.shards.manifest import build_manifest, write_manifest  # noqa: E402
+from pretrainkit.train.reports.run_log import read_run  # noqa: E402
 
 SOURCES = {"reuters": 0.5, "wikitext": 0.3, "peps": 0.2}
 SHORT = {"short-2m": 2_000_000, "short-6m": 6_000_000, "short-20m": 20_000_000}

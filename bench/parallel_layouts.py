@@ -54,9 +54,9 @@ def sync(device: torch.device) -> None:
 
 def measure(args: argparse.Namespace, name: str, env) -> dict:
     """One layout's best-round tokens/s (collective: every process runs it)."""
-    from train.config import config_from_dict
-    from train.loop.metrics import device_peak_flops
-    from train.loop.trainer import Trainer, model_config
+    from pretrainkit.train.config import config_from_dict
+    from pretrainkit.train.loop.metrics import device_peak_flops
+    from pretrainkit.train.loop.trainer import Trainer, model_config
 
     section, seq, micro, accum, vocab = PRESETS[args.preset]
     parallel = LAYOUTS[name]
@@ -105,7 +105,7 @@ def measure(args: argparse.Namespace, name: str, env) -> dict:
 def worker(args: argparse.Namespace) -> int:
     """Under torchrun: every layout that fits, one after the other; rank 0 writes the results to --worker-out."""
     from pretrainkit.files import write_text_atomic
-    from train.parallel.distributed import init_distributed, shutdown
+    from pretrainkit.train.parallel.distributed import init_distributed, shutdown
 
     if args.device == "cpu":
         torch.set_num_threads(1)
@@ -179,6 +179,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from train.parallel.distributed import exit_process
+    from pretrainkit.train.parallel.distributed import exit_process
 
     exit_process(main())

@@ -31,9 +31,9 @@ import yaml
 
 from bench.corpora import pep_documents, reuters_documents, shared_data_dir, wikitext_documents
 from bench.results import RESULTS, write_result
-from shards import write_shards
-from train.config import load_config
-from train.loop.run import run_training
+from pretrainkit.shards import write_shards
+from pretrainkit.train.config import load_config
+from pretrainkit.train.loop.run import run_training
 
 ORIGINAL = ("wiki", "reuters")
 NEW = "peps"

@@ -31,11 +31,11 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from pretrainkit.files import write_text_atomic  # noqa: E402
-from train.config import config_from_dict  # noqa: E402
-from train.parallel.distributed import init_distributed, shutdown  # noqa: E402
-from train.loop.metrics import device_peak_flops  # noqa: E402
-from train.model.llama import Transformer  # noqa: E402
-from train.loop.trainer import Trainer, model_config  # noqa: E402
+from pretrainkit.train.config import config_from_dict  # noqa: E402
+from pretrainkit.train.parallel.distributed import init_distributed, shutdown  # noqa: E402
+from pretrainkit.train.loop.metrics import device_peak_flops  # noqa: E402
+from pretrainkit.train.model.llama import Transformer  # noqa: E402
+from pretrainkit.train.loop.trainer import Trainer, model_config  # noqa: E402
 
 # (model section, seq_len, micro_size, micro-batches per step, vocab)
 PRESETS = {
@@ -167,6 +167,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from train.parallel.distributed import exit_process
+    from pretrainkit.train.parallel.distributed import exit_process
 
     exit_process(main())

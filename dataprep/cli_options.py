@@ -8,7 +8,7 @@ import contextlib
 from pathlib import Path
 from typing import Iterator
 
-from dataprep.executors import EXECUTORS, JobRunner, open_runner
+from pretrainkit.dataprep.executors import EXECUTORS, JobRunner, open_runner
 from pretrainkit.files import writing_into
 from pretrainkit.quantities import count
 

@@ -14,12 +14,12 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from dataprep.dedup.pipeline import DedupOptions, run_dedup
-from dataprep.executors import JobRunner
-from dataprep.executors.local import LocalRunner
-from dataprep.readers import DEDUP_KEPT_GLOB, discover_inputs
-from dataprep.tokenize.corpus import TokenizeOptions, input_hashes, tokenize_corpus
-from dataprep.tokenize.tokenizer import load_tokenizer
+from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
+from pretrainkit.dataprep.executors import JobRunner
+from pretrainkit.dataprep.executors.local import LocalRunner
+from pretrainkit.dataprep.readers import DEDUP_KEPT_GLOB, discover_inputs
+from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, input_hashes, tokenize_corpus
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.files import output_directory
 
 

@@ -206,7 +206,7 @@ def refuse_inputs_inside(files: list[InputFile], out_dir: Path) -> None:
 def plan_read_tasks(files: list[InputFile], split_bytes: int = SPLIT_BYTES, runner=None) -> list[ReadTask]:
     """Cut the inputs into read tasks; the list depends only on the files, never on worker counts.
     A split file's lines are counted to number each range's first line: by `runner`'s workers
-    (a `dataprep.executors` runner), a range per job, when one is given."""
+    (a `pretrainkit.dataprep.executors` runner), a range per job, when one is given."""
     tasks: list[ReadTask] = []
     for f in files:
         if f.format == ".jsonl" and f.size > split_bytes:

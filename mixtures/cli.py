@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from mixtures.inspect import format_report, inspect_mixture
-from mixtures.mixture import load_mixture
+from pretrainkit.mixtures.inspect import format_report, inspect_mixture
+from pretrainkit.mixtures.mixture import load_mixture
 from pretrainkit.errors import UserError
 from pretrainkit.quantities import count
 

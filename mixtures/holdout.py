@@ -24,9 +24,9 @@ from typing import Iterator
 
 import numpy as np
 
-from mixtures.config import HoldoutConfig
+from pretrainkit.mixtures.config import HoldoutConfig
 from pretrainkit.cache import cached_arrays
-from shards import ShardSet
+from pretrainkit.shards import ShardSet
 
 _SALT = np.uint64(0x5EED_0F_4E1D_0C5)
 _BUCKET_SHIFT = np.uint64(48)  # 2^16 hash buckets: a bucket holds ~num_docs / 65536 documents

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from mixtures.mixture import Mixture, Source
-from mixtures.schedule import InterleaveSchedule
+from pretrainkit.mixtures.mixture import Mixture, Source
+from pretrainkit.mixtures.schedule import InterleaveSchedule
 
 EPOCHS_WARNING = 4.0  # beyond about four epochs repeated data adds little (Muennighoff et al., 2023)
 UPSAMPLING_WARNING = 10.0  # a share this many times a source's share of the tokens

@@ -26,8 +26,8 @@ from typing import Iterator
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from mixtures.mixture import STATE_VERSION, Mixture, StreamStart, matching_state_entry
-from mixtures.sampler import MixtureSampler, to_inputs_targets
+from pretrainkit.mixtures.mixture import STATE_VERSION, Mixture, StreamStart, matching_state_entry
+from pretrainkit.mixtures.sampler import MixtureSampler, to_inputs_targets
 from pretrainkit.errors import UserError
 
 _STATE_KEYS = {

@@ -22,17 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from mixtures.config import REPLAY_MODES, MixtureConfig, ReplayConfig, SourceConfig, read_mixture_config
-from mixtures.holdout import HeldoutSplit, split_heldout
-from mixtures.schedule import quotas_from_weights
+from pretrainkit.mixtures.config import REPLAY_MODES, MixtureConfig, ReplayConfig, SourceConfig, read_mixture_config
+from pretrainkit.mixtures.holdout import HeldoutSplit, split_heldout
+from pretrainkit.mixtures.schedule import quotas_from_weights
 from pretrainkit.errors import UserError
-from shards import ShardSet
-from shards.manifest import TokenizerInfo, tokenizer_difference
-from shards.verify import verify_shards
+from pretrainkit.shards import ShardSet
+from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
+from pretrainkit.shards.verify import verify_shards
 
 
 # The version of the loader state (`TrainLoader.state_dict()`): 2 since the windowed shuffle of
-# `mixtures.stream`, under which a saved stream position means other documents than under 1.
+# `pretrainkit.mixtures.stream`, under which a saved stream position means other documents than under 1.
 STATE_VERSION = 2
 
 
@@ -207,7 +207,7 @@ def load_mixture(
 
     `verify` checks every shard's sha256 against its manifest (reads all the data once; `progress`
     shows a bar per source). `allow_fingerprint_change` lets a loader resume from a state saved for
-    a different mixture (see `mixtures.loader`).
+    a different mixture (see `pretrainkit.mixtures.loader`).
     """
     cfg = read_mixture_config(path)
     total = sum(s.weight for s in cfg.sources)

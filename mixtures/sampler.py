@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mixtures.mixture import Mixture, Source
-from mixtures.schedule import InterleaveSchedule
-from mixtures.stream import SourceStream
+from pretrainkit.mixtures.mixture import Mixture, Source
+from pretrainkit.mixtures.schedule import InterleaveSchedule
+from pretrainkit.mixtures.stream import SourceStream
 from pretrainkit.errors import UserError
 
 

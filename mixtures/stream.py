@@ -23,7 +23,7 @@ in the stream; two documents adjacent in the stream come from the same record ba
 probability about 1 / window_batches (1/64) rather than 1 / number of batches, and from anywhere
 in the input otherwise. A source with at most `window_batches` record batches is one window: a
 full shuffle. With `shuffle=False` (validation) the stream is the documents in input order.
-`start_token` is how a source starts where another run left it (replay; see `mixtures.mixture`).
+`start_token` is how a source starts where another run left it (replay; see `pretrainkit.mixtures.mixture`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from mixtures.holdout import DocumentSubset
-from shards import ShardSet
+from pretrainkit.mixtures.holdout import DocumentSubset
+from pretrainkit.shards import ShardSet
 
 WINDOW_BATCHES = 64
 _EPOCHS_KEPT = 2  # a batch of a source's rows usually touches one epoch, at most two unless the source is tiny

@@ -18,15 +18,15 @@ from pretrainkit.progress import end_bars
 
 # Modules that own a group of subcommands; each defines `register(subparsers)`.
 COMMAND_MODULES = (
-    "dataprep.dedup.cli",
-    "dataprep.tokenize.cli",
-    "shards.cli",
-    "mixtures.cli",
-    "train.planning.cli",
-    "train.planning.init_cli",
-    "train.cli",
-    "train.evaluation.cli",
-    "train.generate_cli",
+    "pretrainkit.dataprep.dedup.cli",
+    "pretrainkit.dataprep.tokenize.cli",
+    "pretrainkit.shards.cli",
+    "pretrainkit.mixtures.cli",
+    "pretrainkit.train.planning.cli",
+    "pretrainkit.train.planning.init_cli",
+    "pretrainkit.train.cli",
+    "pretrainkit.train.evaluation.cli",
+    "pretrainkit.train.generate_cli",
 )
 
 

@@ -1,10 +1,10 @@
 """shards: zstd Arrow IPC and WebDataset token shards, their manifest, readers and checks.
 
-    from shards import ShardSet, write_shards
+    from pretrainkit.shards import ShardSet, write_shards
     ss = ShardSet.open("shards/")
 """
 
-from shards.reader import ShardSet
-from shards.writer import ShardWriter, write_shards
+from pretrainkit.shards.reader import ShardSet
+from pretrainkit.shards.writer import ShardWriter, write_shards
 
 __all__ = ["ShardSet", "ShardWriter", "write_shards"]

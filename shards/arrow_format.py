@@ -12,7 +12,7 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
-from shards.formats import ZSTD_LEVEL, DocBatch
+from pretrainkit.shards.formats import ZSTD_LEVEL, DocBatch
 
 ID, LENGTH, TOKENS = 0, 1, 2
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
-from shards.inspect import inspect_lines
-from shards.manifest import fingerprint, load_manifest
-from shards.reader import ShardSet
-from shards.verify import verify_shards
+from pretrainkit.shards.inspect import inspect_lines
+from pretrainkit.shards.manifest import fingerprint, load_manifest
+from pretrainkit.shards.reader import ShardSet
+from pretrainkit.shards.verify import verify_shards
 
 
 def register(sub: argparse._SubParsersAction) -> None:

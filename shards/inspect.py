@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from shards.reader import ShardSet
+from pretrainkit.shards.reader import ShardSet
 
 BAR_WIDTH = 40
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
-from shards.formats import FORMAT_VERSION, FORMATS, MANIFEST_NAME
+from pretrainkit.shards.formats import FORMAT_VERSION, FORMATS, MANIFEST_NAME
 
 
 @dataclass(frozen=True)

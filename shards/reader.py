@@ -26,10 +26,10 @@ import numpy as np
 
 from pretrainkit.cache import cached_arrays
 from pretrainkit.errors import UserError
-from shards.arrow_format import ArrowShardReader
-from shards.manifest import TokenizerInfo, fingerprint, load_manifest, tokenizer_info
-from shards.verify import verify_shards
-from shards.webdataset_format import WebDatasetShardReader
+from pretrainkit.shards.arrow_format import ArrowShardReader
+from pretrainkit.shards.manifest import TokenizerInfo, fingerprint, load_manifest, tokenizer_info
+from pretrainkit.shards.verify import verify_shards
+from pretrainkit.shards.webdataset_format import WebDatasetShardReader
 
 DEFAULT_CACHE_TOKENS = 1 << 24
 

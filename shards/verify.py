@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pretrainkit.files import sha256_file
-from shards.formats import SHARD_NAME_RE
-from shards.manifest import load_manifest
+from pretrainkit.shards.formats import SHARD_NAME_RE
+from pretrainkit.shards.manifest import load_manifest
 
 
 def verify_shards(directory: str | Path, manifest: dict | None = None, progress: bool = False) -> list[str]:

@@ -1,7 +1,7 @@
 """WebDataset shard files: plain tar, one sample per `DocBatch`, its payload zstd-compressed.
 
     import webdataset as wds
-    from shards.webdataset_format import decode_sample
+    from pretrainkit.shards.webdataset_format import decode_sample
     for sample in wds.WebDataset(["shards/shard-00000.tar"], shardshuffle=False).map(decode_sample):
         sample["ids"], sample["tokens"]   # lists: one id and one token array per document
 
@@ -24,7 +24,7 @@ from typing import BinaryIO
 import numpy as np
 import zstandard
 
-from shards.formats import ZSTD_LEVEL, DocBatch
+from pretrainkit.shards.formats import ZSTD_LEVEL, DocBatch
 
 MAGIC = b"PTK1"
 EXTENSION = "ptk"

@@ -32,8 +32,8 @@ import numpy as np
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, sha256_file
-from shards.arrow_format import ArrowShardWriter
-from shards.formats import (
+from pretrainkit.shards.arrow_format import ArrowShardWriter
+from pretrainkit.shards.formats import (
     DEFAULT_BATCH_TOKENS,
     DEFAULT_SHARD_TOKENS,
     FORMATS,
@@ -43,8 +43,8 @@ from shards.formats import (
     shard_file_name,
     token_dtype,
 )
-from shards.manifest import ShardEntry, TokenizerInfo, build_manifest, write_manifest
-from shards.webdataset_format import WebDatasetShardWriter
+from pretrainkit.shards.manifest import ShardEntry, TokenizerInfo, build_manifest, write_manifest
+from pretrainkit.shards.webdataset_format import WebDatasetShardWriter
 
 # (first, end) -> the ids and the tokens, back to back, of those documents of a shard
 ReadDocs = Callable[[int, int], tuple[list[str], np.ndarray]]
@@ -144,7 +144,7 @@ class ShardWriter:
         writer = ShardWriter(out_dir, "arrow", np.uint16)
         for doc_id, tokens in docs:
             writer.add(doc_id, tokens)
-        entries = writer.close()          # then write the manifest (last) with `shards.manifest`
+        entries = writer.close()          # then write the manifest (last) with `pretrainkit.shards.manifest`
     """
 
     PLAN_EVERY = 4096  # documents fed to the plan at a time
@@ -205,7 +205,7 @@ def write_shards(
     provenance: dict | None = None,
 ):
     """Write token arrays as a complete shard set (shards + manifest); returns its ShardSet."""
-    from shards.reader import ShardSet
+    from pretrainkit.shards.reader import ShardSet
 
     out_dir = Path(out_dir)
     dtype = token_dtype(vocab_size)

@@ -5,8 +5,8 @@
     ptk export runs/base -o model.safetensors
 
 The config is validated here, before any process starts, so a bad key fails in one line. With
-`--nproc N > 1` this runs `python -m train.torchrun --standalone --nproc_per_node N -m train ...`
-(torchrun, with its failure reports cut to one line); on a cluster users run `torchrun ... -m train
+`--nproc N > 1` this runs `python -m pretrainkit.train.torchrun --standalone --nproc_per_node N -m pretrainkit.train ...`
+(torchrun, with its failure reports cut to one line); on a cluster users run `torchrun ... -m pretrainkit.train
 CONFIG.yaml` themselves. Ctrl-C stops every process and says how many steps a resume will redo.
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import output_directory, output_file
 from pretrainkit.progress import end_bars
-from train.config import TrainConfig, load_config
-from train.loop.run_dir import check_run_dir, interrupted_message
+from pretrainkit.train.config import TrainConfig, load_config
+from pretrainkit.train.loop.run_dir import check_run_dir, interrupted_message
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,8 +34,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def torchrun_command(args: argparse.Namespace) -> list[str]:
-    cmd = [sys.executable, "-m", "train.torchrun", "--standalone", f"--nproc_per_node={args.nproc}",
-           "-m", "train", args.config]  # fmt: skip
+    cmd = [sys.executable, "-m", "pretrainkit.train.torchrun", "--standalone", f"--nproc_per_node={args.nproc}",
+           "-m", "pretrainkit.train", args.config]  # fmt: skip
     for item in args.overrides:
         cmd += ["--set", item]
     return cmd + (["--no-resume"] if args.no_resume else [])
@@ -54,9 +54,9 @@ def launch_env(nproc: int) -> dict[str, str]:
 def precheck(cfg: TrainConfig, where: str, nproc: int) -> None:
     """What torchrun's children would fail on, checked once here before any process starts: the
     run directory, the mixture file, and the layout over processes of model and batch."""
-    from mixtures import load_mixture
-    from train.loop.trainer import model_config
-    from train.parallel.mesh import check_layout
+    from pretrainkit.mixtures import load_mixture
+    from pretrainkit.train.loop.trainer import model_config
+    from pretrainkit.train.parallel.mesh import check_layout
 
     check_run_dir(cfg.run_dir, where)
     mix = load_mixture(cfg.data.mixture, verify=False)
@@ -86,7 +86,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UserError(f"--nproc must be >= 1, got {args.nproc}")
     try:
         if args.nproc == 1:
-            from train.loop.run import run_training  # torch and the data stack load only when training
+            from pretrainkit.train.loop.run import run_training  # torch and the data stack load only when training
 
             return run_training(cfg, where=args.config, resume=not args.no_resume)
         precheck(cfg, args.config, args.nproc)
@@ -113,7 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     import torch
 
-    from train.checkpoint.export import export_hf, export_model
+    from pretrainkit.train.checkpoint.export import export_hf, export_model
 
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     target = Path(args.output)
@@ -131,7 +131,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"ptk export: step {ckpt.step} of {ckpt.path.parent.parent} ({cfg.num_params() / 1e6:.2f}M parameters, "
               f"{args.dtype}) -> {out} ({out.stat().st_size / 2**20:.1f} MiB)")  # fmt: skip
         return 0
-    from train.checkpoint.load_model import describe, load_model
+    from pretrainkit.train.checkpoint.load_model import describe, load_model
 
     loaded = load_model(args.run_dir, tokenizer=args.tokenizer)
     try:

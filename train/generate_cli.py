@@ -16,8 +16,8 @@ from pretrainkit.errors import UserError
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from train.checkpoint.load_model import describe, load_model
-    from train.model.generate import stream
+    from pretrainkit.train.checkpoint.load_model import describe, load_model
+    from pretrainkit.train.model.generate import stream
 
     loaded = load_model(args.model, tokenizer=args.tokenizer, device=args.device)
     if loaded.tokenizer is None:

@@ -10,7 +10,7 @@ one chunk of shingle sets;
 describing a duplicates row takes ~1 KB; resolving a range of keys ~64 bytes per key), so chunks
 are a quarter of a share, within fixed bounds: small chunks only cost more jobs. The sizes never
 change the output, only how the work is cut. What stays outside the budget is said in
-`dataprep.dedup.pipeline` (4 bytes per document: the cluster labels, a memory-mapped file).
+`pretrainkit.dataprep.dedup.pipeline` (4 bytes per document: the cluster labels, a memory-mapped file).
 """
 
 from __future__ import annotations

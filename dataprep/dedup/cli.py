@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dataprep.dedup.pipeline import DedupOptions, run_dedup
-from dataprep.dedup.budget import DedupBudget, default_memory_limit
-from dataprep.cli_options import add_executor_options, add_field_options, add_inputs_and_output, runner_from_args
+from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
+from pretrainkit.dataprep.dedup.budget import DedupBudget, default_memory_limit
+from pretrainkit.dataprep.cli_options import add_executor_options, add_field_options, add_inputs_and_output, runner_from_args
 from pretrainkit.quantities import quantity
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from dataprep.dedup.minhash import mix64
+from pretrainkit.dataprep.dedup.minhash import mix64
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX = np.uint64(0xD6E8FEB86659FD93)

@@ -52,10 +52,10 @@ from typing import BinaryIO, Iterator
 import numba
 import numpy as np
 
-from dataprep.dedup.digests import blake2b_128
-from dataprep.dedup.minhash import HASH_SCHEME, MinHasher, band_hashes, near_normal_bytes
-from dataprep.dedup.pieces import copy_kept, joined
-from dataprep.readers import Document, ReadTask, read_task
+from pretrainkit.dataprep.dedup.digests import blake2b_128
+from pretrainkit.dataprep.dedup.minhash import HASH_SCHEME, MinHasher, band_hashes, near_normal_bytes
+from pretrainkit.dataprep.dedup.pieces import copy_kept, joined
+from pretrainkit.dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.errors import UserError
 from pretrainkit.files import TMP_MARK, atomic_write, fsync_all, write_text_atomic
 

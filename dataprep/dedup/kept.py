@@ -7,7 +7,7 @@ common case) is copied from the input file itself, found by its line number (the
 `.lines`); every other record from the scan's record file, which holds only those, in order. So
 the scan never writes a second copy of a corpus whose lines are already records. The documents
 are taken in runs of the same source; each source is read a block at a time, numpy finds a
-block's newlines and `dataprep.dedup.pieces.copy_kept` copies the kept lines, so no record is held
+block's newlines and `pretrainkit.dataprep.dedup.pieces.copy_kept` copies the kept lines, so no record is held
 whole: one that spans blocks is written a block's piece at a time.
 """
 
@@ -20,9 +20,9 @@ from typing import BinaryIO
 import numpy as np
 import zstandard
 
-from dataprep.dedup.index import part_name
-from dataprep.dedup.pieces import copy_kept
-from dataprep.readers import ReadTask
+from pretrainkit.dataprep.dedup.index import part_name
+from pretrainkit.dataprep.dedup.pieces import copy_kept
+from pretrainkit.dataprep.readers import ReadTask
 from pretrainkit.files import atomic_write
 
 BLOCK_BYTES = 1 << 20

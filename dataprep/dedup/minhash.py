@@ -47,7 +47,7 @@ from typing import Iterable, Iterator
 import numba
 import numpy as np
 
-from dataprep.dedup.pieces import joined
+from pretrainkit.dataprep.dedup.pieces import joined
 
 HASH_SCHEME = "oph-densified-v1"  # bump when anything below changes the values of signatures
 

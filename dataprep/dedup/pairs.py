@@ -17,7 +17,7 @@ from typing import Iterator
 
 import numpy as np
 
-from dataprep.dedup.grouping import counting_order
+from pretrainkit.dataprep.dedup.grouping import counting_order
 from pretrainkit.files import atomic_write
 
 PAIR_BYTES = 8

@@ -19,7 +19,7 @@ stopped, and the output is the same for any number of workers):
 4. resolve (per pair partition, main process, per range of keys)  each partition's distinct
                             candidates verified by the exact Jaccard of their shingle sets (the
                             verified ones: links files); connected components over the links
-                            (`dataprep.dedup.clusters`, in the main process); per range of keys,
+                            (`pretrainkit.dataprep.dedup.clusters`, in the main process); per range of keys,
                             the removed flags and `duplicates.jsonl` rows (per cluster the first
                             document in input order is kept), concatenated in key order.
 5. write   (per read task)  copy the kept records, unchanged: from the input file where a record
@@ -31,12 +31,12 @@ stopped, and the output is the same for any number of workers):
                             rerun goes straight on writing, whatever its worker count or memory
                             limit (scanning a task again where a job had begun on its part).
 
-Memory (`--memory-limit`, `dataprep.dedup.budget`): a worker holds one 256 KB text batch while
+Memory (`--memory-limit`, `pretrainkit.dataprep.dedup.budget`): a worker holds one 256 KB text batch while
 scanning, one chunk of a part's hashes while bucketing them, one partition while matching (24
 bytes per hash entry, 12 for a band's; partitions are sized from the limit, so their number grows
 with the corpus and their size does not), one pair partition while verifying (as many as the
 match partitions: at most two candidates per entry) with a chunk of shingle sets at a time
-(`dataprep.dedup.similarity`: positioned reads, never memory-mapped), and one range of keys while
+(`pretrainkit.dataprep.dedup.similarity`: positioned reads, never memory-mapped), and one range of keys while
 resolving (`range_docs`, ~64 bytes per key). No pairs or flags of the whole run are ever in one
 process: they are files. The main process's only state that grows with the corpus is the
 clustering's label per document (4 bytes, a memory-mapped file in the work directory whose pages
@@ -63,24 +63,24 @@ from pathlib import Path
 
 import numpy as np
 
-from dataprep.dedup.budget import MIN_RANGE_DOCS, DedupBudget, default_memory_limit
-from dataprep.dedup.grouping import band_halves, group_pairs, scatter_entries
-from dataprep.dedup.index import FINISHED_SUFFIXES, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_files_whole, part_name, scan_part, written_part_files
-from dataprep.dedup.kept import WriteJob, write_kept
-from dataprep.dedup.pairs import by_hash, by_range, distinct, pack, partition_pairs, read_partition, unpack, write_fanout
-from dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, describe, resolve_range, verify_partition
-from dataprep.executors import JobRunner
-from dataprep.executors.local import LocalRunner
-from dataprep.dedup.minhash import MinHasher, lsh_params
-from dataprep.readers import DEDUP_STATS_NAME, discover_inputs, nothing_usable, plan_read_tasks, reason_kind, refuse_inputs_inside
-from dataprep.workdir import open_work_dir, remove_work_dir
+from pretrainkit.dataprep.dedup.budget import MIN_RANGE_DOCS, DedupBudget, default_memory_limit
+from pretrainkit.dataprep.dedup.grouping import band_halves, group_pairs, scatter_entries
+from pretrainkit.dataprep.dedup.index import FINISHED_SUFFIXES, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_files_whole, part_name, scan_part, written_part_files
+from pretrainkit.dataprep.dedup.kept import WriteJob, write_kept
+from pretrainkit.dataprep.dedup.pairs import by_hash, by_range, distinct, pack, partition_pairs, read_partition, unpack, write_fanout
+from pretrainkit.dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, describe, resolve_range, verify_partition
+from pretrainkit.dataprep.executors import JobRunner
+from pretrainkit.dataprep.executors.local import LocalRunner
+from pretrainkit.dataprep.dedup.minhash import MinHasher, lsh_params
+from pretrainkit.dataprep.readers import DEDUP_STATS_NAME, discover_inputs, nothing_usable, plan_read_tasks, reason_kind, refuse_inputs_inside
+from pretrainkit.dataprep.workdir import open_work_dir, remove_work_dir
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_concatenation_atomic, write_text_atomic, writing_into
 
 BUCKET_CHUNK_DOCS = 1 << 16
 WORK_FORMAT = 5  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
-ENTRY_BYTES = 24  # what a match job holds per entry, at most: (h1, h2, key) uint64 (`dataprep.dedup.grouping`)
+ENTRY_BYTES = 24  # what a match job holds per entry, at most: (h1, h2, key) uint64 (`pretrainkit.dataprep.dedup.grouping`)
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, workers: 
               budget: DedupBudget | None = None) -> dict:
     """Deduplicate `inputs` into `out_dir`; returns the stats written to `out_dir/stats.json`
     (plus `seconds` and `input_bytes` for the summary). The jobs run on `runner` (an entered
-    `dataprep.executors` runner), else on `workers` local processes. `budget` (default: from
+    `pretrainkit.dataprep.executors` runner), else on `workers` local processes. `budget` (default: from
     `default_memory_limit()`) sizes the pieces the work is cut into; it never changes the output."""
     budget = budget or DedupBudget.for_limit(default_memory_limit(), runner.workers if runner is not None else workers)
     with writing_into(out_dir):  # outside the local runner: its workers stop before temporaries are swept
@@ -305,7 +305,7 @@ def _write_exact_flags(exact_dir: Path, ranges: int, total: int, range_docs: int
 
 def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_parts: int, work: Path, runner: JobRunner,
                  budget: DedupBudget, lsh: tuple[int, int, int] = (0, 0, 0), skip_path: str | None = None) -> tuple[Path, int]:
-    """Bucket then match one kind of hash; returns the pair files the match jobs wrote (`dataprep.dedup.pairs`)
+    """Bucket then match one kind of hash; returns the pair files the match jobs wrote (`pretrainkit.dataprep.dedup.pairs`)
     and their number of partitions. "exact" (content) and "ids" (new documents only): (later, first
     occurrence) key pairs, by range of `budget.range_docs` keys of the later. "bands": (low, high)
     candidate pairs, by hash of the pair, distinct within a match partition (not across: the same
@@ -414,7 +414,7 @@ class _MatchJob:
 def _match_partition(job: _MatchJob) -> None:
     """Groups of equal (h1, h2) in one partition, as pairs written to pair files (see `_match_round`).
 
-    The groups are found by `dataprep.dedup.grouping.group_pairs` (a hash table, linear in the
+    The groups are found by `pretrainkit.dataprep.dedup.grouping.group_pairs` (a hash table, linear in the
     entries); within a band group each member is paired with the group's first member and with
     its predecessor: enough to connect the group through verified pairs in the common case, and
     linear in the group size even for boilerplate shared by thousands of documents."""
@@ -434,7 +434,7 @@ def _match_partition(job: _MatchJob) -> None:
 
 
 def _entry_type(kind: str) -> type:
-    return np.uint32 if kind == "bands" else np.uint64  # `dataprep.dedup.grouping`: band entries are 12 bytes
+    return np.uint32 if kind == "bands" else np.uint64  # `pretrainkit.dataprep.dedup.grouping`: band entries are 12 bytes
 
 
 def _read_entries(bucket_dir: Path, runs: tuple[tuple[int, int, int], ...], dtype: type) -> np.ndarray:

@@ -5,7 +5,7 @@
     resolve_range(ResolveJob(...))       # a worker: removed flags and duplicates rows of a key range
 
 Nothing here holds a stage's pairs or a flag per document in memory: candidates and exact pairs
-come from pair files (`dataprep.dedup.pairs`) a partition at a time; the verified pairs (links)
+come from pair files (`pretrainkit.dataprep.dedup.pairs`) a partition at a time; the verified pairs (links)
 go to one file per partition; the clustering keeps its labels (4 bytes per key) in a
 memory-mapped file of the work directory and reads the links a chunk at a time; and each range
 job writes its piece of `removed.u8` and `duplicates.jsonl`, which the pipeline concatenates.
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from dataprep.dedup.budget import DedupBudget
-from dataprep.dedup.clusters import label_components
-from dataprep.dedup.index import IndexPart
-from dataprep.dedup.pairs import distinct, pack, pair_chunks, read_partition, unpack
-from dataprep.dedup.rows import write_duplicates
-from dataprep.dedup.similarity import pair_similarities, pairs_reaching
+from pretrainkit.dataprep.dedup.budget import DedupBudget
+from pretrainkit.dataprep.dedup.clusters import label_components
+from pretrainkit.dataprep.dedup.index import IndexPart
+from pretrainkit.dataprep.dedup.pairs import distinct, pack, pair_chunks, read_partition, unpack
+from pretrainkit.dataprep.dedup.rows import write_duplicates
+from pretrainkit.dataprep.dedup.similarity import pair_similarities, pairs_reaching
 from pretrainkit.files import atomic_write, write_text_atomic
 
 LABEL = np.dtype("<u4")

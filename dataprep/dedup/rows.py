@@ -20,9 +20,9 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from dataprep.dedup.index import IndexPart, read_extents
-from dataprep.dedup.pairs import distinct
-from dataprep.dedup.pieces import joined
+from pretrainkit.dataprep.dedup.index import IndexPart, read_extents
+from pretrainkit.dataprep.dedup.pairs import distinct
+from pretrainkit.dataprep.dedup.pieces import joined
 from pretrainkit.files import atomic_write
 
 _FIELDS = (b'{"id": ', b', "source": ', b', "line": ', b', "duplicate_of": ', b', "duplicate_of_source": ',

@@ -23,8 +23,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from dataprep.dedup.index import IndexPart, read_extents
-from dataprep.dedup.pairs import distinct
+from pretrainkit.dataprep.dedup.index import IndexPart, read_extents
+from pretrainkit.dataprep.dedup.pairs import distinct
 
 
 @numba.njit(cache=True)

@@ -48,11 +48,11 @@ def open_runner(executor: str = "local", workers: int | None = None, ray_address
     if executor == "local":
         if ray_address:
             raise UserError("--ray-address needs --executor ray")
-        from dataprep.executors.local import LocalRunner
+        from pretrainkit.dataprep.executors.local import LocalRunner
 
         return LocalRunner(workers or os.cpu_count() or 1)
     if executor == "ray":
-        from dataprep.executors.ray import RayRunner
+        from pretrainkit.dataprep.executors.ray import RayRunner
 
         return RayRunner(workers, ray_address)
     raise UserError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")

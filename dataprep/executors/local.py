@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from dataprep.executors import J, R, largest_first, limit_threads, stage_progress
+from pretrainkit.dataprep.executors import J, R, largest_first, limit_threads, stage_progress
 from pretrainkit.processes import die_with_parent
 
 

@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from dataprep.executors import J, R, largest_first, limit_threads, stage_progress
+from pretrainkit.dataprep.executors import J, R, largest_first, limit_threads, stage_progress
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
 

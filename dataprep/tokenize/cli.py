@@ -8,15 +8,15 @@ from pathlib import Path
 
 from pretrainkit.progress import progress_bar
 
-from dataprep.cli_options import add_executor_options, add_field_options, add_inputs_and_output, runner_from_args
-from dataprep.dedup.cli import add_dedup_options, dedup_options_from_args, format_summary
-from dataprep.prepare import run_prepare
-from dataprep.readers import Document, discover_inputs, nothing_usable, plan_read_tasks, read_task, reason_kind
-from dataprep.tokenize.corpus import REJECTED_NAME, TokenizeOptions, tokenize_corpus
-from dataprep.tokenize.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
+from pretrainkit.dataprep.cli_options import add_executor_options, add_field_options, add_inputs_and_output, runner_from_args
+from pretrainkit.dataprep.dedup.cli import add_dedup_options, dedup_options_from_args, format_summary
+from pretrainkit.dataprep.prepare import run_prepare
+from pretrainkit.dataprep.readers import Document, discover_inputs, nothing_usable, plan_read_tasks, read_task, reason_kind
+from pretrainkit.dataprep.tokenize.corpus import REJECTED_NAME, TokenizeOptions, tokenize_corpus
+from pretrainkit.dataprep.tokenize.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
 from pretrainkit.quantities import count
 from pretrainkit.files import output_file, write_text_atomic, writing_into
-from shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
+from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
 
 def register(sub: argparse._SubParsersAction) -> None:
     tok = sub.add_parser("tokenizer", help="train a byte-level BPE tokenizer", description="Tokenizer tools.")

@@ -2,7 +2,7 @@
 
     options = TokenizeOptions(format="arrow", shard_tokens=32 << 20)
     manifest = tokenize_corpus(["corpus/"], Path("shards"), "tokenizer.json", options, workers=4)
-    manifest = tokenize_corpus([...], ..., runner=runner)     # any `dataprep.executors` runner (Ray)
+    manifest = tokenize_corpus([...], ..., runner=runner)     # any `pretrainkit.dataprep.executors` runner (Ray)
 
     ss = write_text_shards(["first doc", "second doc"], out_dir, "tokenizer.json")   # tests: one call
 
@@ -41,10 +41,10 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 from tokenizers import Tokenizer
 
-from dataprep.dedup.index import id_line
-from dataprep.executors import JobRunner
-from dataprep.executors.local import LocalRunner
-from dataprep.readers import (
+from pretrainkit.dataprep.dedup.index import id_line
+from pretrainkit.dataprep.executors import JobRunner
+from pretrainkit.dataprep.executors.local import LocalRunner
+from pretrainkit.dataprep.readers import (
     Document,
     InputFile,
     ReadTask,
@@ -56,8 +56,8 @@ from dataprep.readers import (
     reason_kind,
     refuse_inputs_inside,
 )
-from dataprep.tokenize.tokenizer import load_tokenizer
-from dataprep.workdir import open_work_dir, remove_work_dir
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
+from pretrainkit.dataprep.workdir import open_work_dir, remove_work_dir
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import (
@@ -69,9 +69,9 @@ from pretrainkit.files import (
     write_text_atomic,
     writing_into,
 )
-from shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS, FORMATS, token_dtype
-from shards.manifest import ShardEntry, build_manifest, write_manifest
-from shards.writer import ShardPlan, prepare_output_dir, remove_stale_shards, write_shard, write_shards
+from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS, FORMATS, token_dtype
+from pretrainkit.shards.manifest import ShardEntry, build_manifest, write_manifest
+from pretrainkit.shards.writer import ShardPlan, prepare_output_dir, remove_stale_shards, write_shard, write_shards
 
 REJECTED_NAME = "rejected.jsonl"
 WORK_NAME = ".work"

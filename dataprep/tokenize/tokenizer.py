@@ -32,7 +32,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
-from shards.manifest import TokenizerInfo
+from pretrainkit.shards.manifest import TokenizerInfo
 
 TOKENIZER_FILE = "tokenizer.json"
 DEFAULT_EOS = "<|endoftext|>"

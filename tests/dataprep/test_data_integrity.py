@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.cli import main
-from shards import ShardSet
+from pretrainkit.shards import ShardSet
 
 
 def write_corpus(path: Path, texts: list[str]) -> Path:

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import zstandard
 
-from dataprep.dedup.pipeline import DedupOptions, run_dedup
-from dataprep.dedup.budget import DedupBudget
-from dataprep.dedup.index import DedupIndex
-from dataprep.dedup.pairs import partition_pairs
-from dataprep.executors.local import LocalRunner
+from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
+from pretrainkit.dataprep.dedup.budget import DedupBudget
+from pretrainkit.dataprep.dedup.index import DedupIndex
+from pretrainkit.dataprep.dedup.pairs import partition_pairs
+from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.errors import UserError
 
 
@@ -129,8 +129,8 @@ def test_output_is_byte_identical_whatever_the_chunks_of_bucketing_and_writing(t
     """Buckets of many chunks per part (each chunk's partitions a run of the part's file), and kept
     records read in blocks smaller than a record (records over several blocks, blocks without a
     newline), give the bytes of the default sizes."""
-    import dataprep.dedup.kept as kept
-    import dataprep.dedup.pipeline as pipeline
+    import pretrainkit.dataprep.dedup.kept as kept
+    import pretrainkit.dataprep.dedup.pipeline as pipeline
     from bench.corpora import write_jsonl
 
     inputs = write_jsonl(reuters_docs, tmp_path / "in" / "reuters.jsonl")
@@ -214,7 +214,7 @@ def test_a_run_stopped_while_finishing_an_index_part_scans_its_task_again(tmp_pa
     """A write job makes the index part of the scan's files, in place: stopped half way (some files
     taken, one cut short), the rerun scans that task again and writes the same bytes."""
     from bench.corpora import write_jsonl
-    from dataprep.dedup import index
+    from pretrainkit.dataprep.dedup import index
 
     docs = reuters_docs[:900] + [(f"{i}-again", t) for i, t in reuters_docs[:200]]
     for k in range(3):
@@ -445,8 +445,8 @@ def test_kept_records_come_from_the_input_or_the_record_file_in_input_order(tmp_
     line, the last line without a line feed, a compressed file) from the scan's record file, in
     runs that alternate, around rejected lines: the output is every kept record as the reader gives
     it, in input order, also when blocks are shorter than a line."""
-    import dataprep.dedup.kept as kept
-    from dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
+    import pretrainkit.dataprep.dedup.kept as kept
+    from pretrainkit.dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
 
     lines = [b"\xef\xbb\xbf" + json.dumps({"id": "bom", "text": reuters_docs[0][1]}).encode() + b"\n"]
     for i, (doc_id, text) in enumerate(reuters_docs[1:400]):

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataprep.dedup.clusters import label_components
-from dataprep.dedup.pairs import by_hash, by_range, pair_chunks, read_partition, write_fanout
+from pretrainkit.dataprep.dedup.clusters import label_components
+from pretrainkit.dataprep.dedup.pairs import by_hash, by_range, pair_chunks, read_partition, write_fanout
 
 
 def union_find_minima(n: int, edges: np.ndarray) -> np.ndarray:

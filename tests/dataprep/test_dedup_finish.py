@@ -1,4 +1,4 @@
-"""Finishing an index part in place (`dataprep.dedup.index.finish_part`): the scan's files become
+"""Finishing an index part in place (`pretrainkit.dataprep.dedup.index.finish_part`): the scan's files become
 the index part's, holding exactly the kept documents' rows and pieces (checked against the scan's
 files split document by document), each synced under its temporary name before it takes its
 name; the scan's files are gone afterwards; and the band hashes the index no longer keeps come
@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataprep.dedup import index
-from dataprep.dedup.index import FinishJob, IndexPart, ScanJob, finish_part, part_files_whole, scan_part
-from dataprep.dedup.minhash import MinHasher, lsh_params
-from dataprep.readers import discover_inputs, plan_read_tasks
+from pretrainkit.dataprep.dedup import index
+from pretrainkit.dataprep.dedup.index import FinishJob, IndexPart, ScanJob, finish_part, part_files_whole, scan_part
+from pretrainkit.dataprep.dedup.minhash import MinHasher, lsh_params
+from pretrainkit.dataprep.readers import discover_inputs, plan_read_tasks
 from pretrainkit import files
 from pretrainkit.files import TMP_MARK
 

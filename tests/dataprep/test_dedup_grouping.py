@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dataprep.dedup.grouping import band_halves, counting_order, group_pairs, scatter_entries
+from pretrainkit.dataprep.dedup.grouping import band_halves, counting_order, group_pairs, scatter_entries
 
 
 def reference_pairs(entries: np.ndarray, predecessors: bool) -> list[tuple[int, int]]:

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from bench.corpora import need_data
-from dataprep.dedup.pipeline import DedupOptions, run_dedup
+from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
 
 NGRAM = 5
 

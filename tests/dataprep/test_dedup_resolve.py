@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from bench import corpora
-from dataprep.dedup.index import COALESCE_GAP, SCRATCH_BYTES, DedupIndex, read_extents
-from dataprep.dedup.pipeline import DedupOptions, run_dedup
-from dataprep.dedup.rows import _decimals
-from dataprep.dedup.similarity import jaccard, pair_similarities, pairs_reaching
+from pretrainkit.dataprep.dedup.index import COALESCE_GAP, SCRATCH_BYTES, DedupIndex, read_extents
+from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
+from pretrainkit.dataprep.dedup.rows import _decimals
+from pretrainkit.dataprep.dedup.similarity import jaccard, pair_similarities, pairs_reaching
 from pretrainkit.errors import UserError
 
 

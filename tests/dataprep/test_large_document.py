@@ -24,8 +24,8 @@ import pytest
 
 from bench.corpora import ROOT, need_data
 from bench.large_document import write_document
-from dataprep.dedup.minhash import MinHasher, band_hashes, near_normal_bytes
-from dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
+from pretrainkit.dataprep.dedup.minhash import MinHasher, band_hashes, near_normal_bytes
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 
 pytestmark = pytest.mark.slow  # two child processes and two whole-document references: ~10 s
 
@@ -35,7 +35,7 @@ MULTIPLE = 6.0  # peak growth over the document's UTF-8 size, the bound the READ
 _WORKER = r"""
 import json, sys
 mode, doc, small, work, tok = sys.argv[1:6]
-from dataprep.readers import discover_inputs, plan_read_tasks
+from pretrainkit.dataprep.readers import discover_inputs, plan_read_tasks
 
 def kb(field):
     with open("/proc/self/status") as f:
@@ -45,13 +45,13 @@ def tasks(path):
     return tuple(plan_read_tasks(discover_inputs([path])))
 
 if mode == "dedup":
-    from dataprep.dedup.index import ScanJob, scan_part
+    from pretrainkit.dataprep.dedup.index import ScanJob, scan_part
 
     def job(path, i):
         scan_part(ScanJob(i, tasks(path)[0], work, f"{work}/rejected-{i}", f"{work}/records-{i}.zst", f"{work}/records-{i}.verbatim", 128, 5, "text", "id", 16, 8))
 else:
-    from dataprep.tokenize.corpus import EncodeJob, encode_part
-    from dataprep.tokenize.tokenizer import load_tokenizer
+    from pretrainkit.dataprep.tokenize.corpus import EncodeJob, encode_part
+    from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
     t = load_tokenizer(tok)
 
     def job(path, i):

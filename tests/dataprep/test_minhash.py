@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataprep.dedup import minhash
+from pretrainkit.dataprep.dedup import minhash
 
-from dataprep.dedup.minhash import MinHasher, lsh_params
-from dataprep.dedup.similarity import jaccard
+from pretrainkit.dataprep.dedup.minhash import MinHasher, lsh_params
+from pretrainkit.dataprep.dedup.similarity import jaccard
 
 
 def test_agreement_estimates_jaccard_without_bias(reuters_docs):
@@ -195,8 +195,8 @@ def test_a_large_text_normalized_in_pieces_hashes_as_whole(ascii_only):
     them at once: the exact hash, the signature and the shingle set are those of the whole text."""
     import hashlib
 
-    from dataprep.dedup.digests import blake2b_128
-    from dataprep.dedup.index import hash_inputs, normalized_pieces
+    from pretrainkit.dataprep.dedup.digests import blake2b_128
+    from pretrainkit.dataprep.dedup.index import hash_inputs, normalized_pieces
 
     text = (Path(__file__).resolve().parents[3] / "shared" / "data" / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
     text = "  \n " + text[:200_000] + " Ça dépend: ÉTÉ, naïve café, ΟΔΟΣ Σ. " * 40 + " \n\t  "

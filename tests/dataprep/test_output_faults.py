@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dataprep.tokenize.tokenizer import train_tokenizer
+from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.cli import main
 from pretrainkit.files import TMP_MARK
 

@@ -10,9 +10,9 @@ import pytest
 import zstandard
 
 from bench.corpora import need_data
-from dataprep.tokenize.tokenizer import train_tokenizer
+from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.cli import main
-from shards import ShardSet
+from pretrainkit.shards import ShardSet
 
 CLOUGH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "clough_stevenson_plagiarism" / "texts"
 

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from dataprep.executors.local import LocalRunner
-from dataprep.readers import Document, Rejected, discover_inputs, plan_read_tasks, read_task
+from pretrainkit.dataprep.executors.local import LocalRunner
+from pretrainkit.dataprep.readers import Document, Rejected, discover_inputs, plan_read_tasks, read_task
 from pretrainkit.errors import UserError
 
 
@@ -208,7 +208,7 @@ def test_directory_scan_skips_hidden_accepts_upper_case_and_says_what_it_ignored
 def test_fast_json_path_reads_every_line_as_json_does(tmp_path, monkeypatch):
     """Lines orjson reads differently from json (integers over 64 bits, NaN, lone surrogates) or
     rejects with other words give exactly the Document or Rejected row json gives."""
-    from dataprep import readers
+    from pretrainkit.dataprep import readers
 
     lines = [
         b'{"id": 123456789012345678901234567890, "text": "big integer id"}',

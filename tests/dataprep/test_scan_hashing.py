@@ -8,9 +8,9 @@ import unicodedata
 
 import numpy as np
 
-from dataprep.dedup.digests import blake2b_128
-from dataprep.dedup.index import hash_inputs, id_line, id_lines
-from dataprep.dedup.minhash import near_normal_bytes
+from pretrainkit.dataprep.dedup.digests import blake2b_128
+from pretrainkit.dataprep.dedup.index import hash_inputs, id_line, id_lines
+from pretrainkit.dataprep.dedup.minhash import near_normal_bytes
 
 _ASCII_WHITESPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
 
@@ -53,9 +53,9 @@ def test_the_scan_writes_each_documents_band_hashes_and_none_without_near_dedup(
     """A scan part holds, per document, the band hashes of its MinHash signature (no signature);
     with --no-near (0 bands) it writes no band hashes and the same everything else."""
     from bench.corpora import write_jsonl
-    from dataprep.dedup.index import ScanJob, scan_part
-    from dataprep.dedup.minhash import MinHasher, band_hashes, lsh_params
-    from dataprep.readers import discover_inputs, plan_read_tasks
+    from pretrainkit.dataprep.dedup.index import ScanJob, scan_part
+    from pretrainkit.dataprep.dedup.minhash import MinHasher, band_hashes, lsh_params
+    from pretrainkit.dataprep.readers import discover_inputs, plan_read_tasks
 
     docs = reuters_docs[:300] + [("accents", "Ça dépend: ÉTÉ, naïve café. " * 20), ("short", "two words")]
     task = plan_read_tasks(discover_inputs([str(write_jsonl(docs, tmp_path / "in.jsonl"))]))[0]

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from bench.corpora import need_data
-from dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.cli import main
-from shards import ShardSet
+from pretrainkit.shards import ShardSet
 from pretrainkit.errors import UserError
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -140,8 +140,8 @@ def test_a_long_document_encoded_in_pieces_gives_the_tokens_of_the_whole(corpus)
     every piece (so no cut is safe) still gets the whole document's tokens."""
     from tokenizers import Tokenizer, normalizers
 
-    from dataprep.tokenize.corpus import _Encoder
-    from dataprep.tokenize.tokenizer import load_tokenizer
+    from pretrainkit.dataprep.tokenize.corpus import _Encoder
+    from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 
     text = " ".join(corpus["texts"])[:400_000] + " <|endoftext|> ends nothing"
     tok = load_tokenizer(corpus["tok"]).tokenizer

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dataprep.tokenize.tokenizer import train_tokenizer
+from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 
 
 @pytest.fixture(scope="module")

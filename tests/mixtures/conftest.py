@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bench.corpora import need_data
-from shards import write_shards
+from pretrainkit.shards import write_shards
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 BYTE_EOS = 256

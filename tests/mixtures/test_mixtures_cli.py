@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mixtures import load_mixture
+from pretrainkit.mixtures import load_mixture
 from pretrainkit.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "mixtures" / "examples"

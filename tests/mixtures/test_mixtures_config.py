@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mixtures import load_mixture
+from pretrainkit.mixtures import load_mixture
 from pretrainkit.errors import UserError
 
 THREE = """seed: 5
@@ -117,8 +117,8 @@ def test_the_same_shard_set_under_two_names_is_refused(write_yaml, shard_root, t
 def test_one_tokenizer_means_one_vocabulary_not_one_file(tmp_path, tokenizer_variant):
     """Sources tokenized with a tokenizer.json and with that file written again in other bytes mix;
     with two token ids exchanged they do not, and the error names both shard sets and what differs."""
-    from dataprep.tokenize.corpus import write_text_shards
-    from dataprep.tokenize.tokenizer import train_tokenizer
+    from pretrainkit.dataprep.tokenize.corpus import write_text_shards
+    from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 
     plays = [f"the {w} of the {w}s and the other {w}" for w in ("cat", "dog", "bird", "fish", "horse")] * 5
     train_tokenizer(plays, vocab_size=300, min_frequency=1).save(str(tmp_path / "tokenizer.json"))

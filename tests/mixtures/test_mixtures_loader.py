@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from mixtures import MixtureSampler, TrainLoader, load_mixture
-from mixtures.mixture import STATE_VERSION
+from pretrainkit.mixtures import MixtureSampler, TrainLoader, load_mixture
+from pretrainkit.mixtures.mixture import STATE_VERSION
 from pretrainkit.errors import UserError
 
 SEQ, B = 48, 8

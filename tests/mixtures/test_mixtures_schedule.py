@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mixtures import MixtureSampler, load_mixture
-from mixtures.schedule import InterleaveSchedule, quotas_from_weights
+from pretrainkit.mixtures import MixtureSampler, load_mixture
+from pretrainkit.mixtures.schedule import InterleaveSchedule, quotas_from_weights
 
 WEIGHTS = [
     [1.0],

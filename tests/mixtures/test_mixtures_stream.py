@@ -9,12 +9,12 @@ import pickle
 import numpy as np
 import pytest
 
-from mixtures.config import HoldoutConfig
-from mixtures.holdout import doc_hashes, split_heldout
-from mixtures.sampler import MixtureSampler
-from mixtures.mixture import load_mixture
-from mixtures.stream import SourceStream
-from shards import ShardSet, write_shards
+from pretrainkit.mixtures.config import HoldoutConfig
+from pretrainkit.mixtures.holdout import doc_hashes, split_heldout
+from pretrainkit.mixtures.sampler import MixtureSampler
+from pretrainkit.mixtures.mixture import load_mixture
+from pretrainkit.mixtures.stream import SourceStream
+from pretrainkit.shards import ShardSet, write_shards
 
 
 def _stream(shard_root, name="shakespeare", seq_len=100, seed=7, start_token=0, window_batches=4, shuffle=True):

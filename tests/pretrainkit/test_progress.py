@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shards import write_shards
+from pretrainkit.shards import write_shards
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pretrainkit.cli import main
-from shards import write_shards
+from pretrainkit.shards import write_shards
 
 
 @pytest.fixture()

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import webdataset
 
-from shards import ShardSet, write_shards
-from shards.webdataset_format import decode_sample
+from pretrainkit.shards import ShardSet, write_shards
+from pretrainkit.shards.webdataset_format import decode_sample
 
 BYTE_EOS = 256  # the conftest's byte-level documents: token = UTF-8 byte, vocabulary 257
 
@@ -100,7 +100,7 @@ def test_stock_webdataset_pipeline_reads_the_shards(tmp_path, wikitext_docs):
 def test_shard_plan_does_not_depend_on_how_lengths_arrive():
     """Boundaries from token counts fed in any pieces are the same; every shard but the last reaches
     shard_tokens at a batch end (so each shard can be written by its own job)."""
-    from shards.writer import ShardPlan, batch_ends
+    from pretrainkit.shards.writer import ShardPlan, batch_ends
 
     rng = np.random.default_rng(0)
     for _ in range(200):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from pretrainkit.errors import UserError
-from shards import ShardSet, write_shards
-from shards.verify import verify_shards
-from shards.writer import prepare_output_dir, write_shard
+from pretrainkit.shards import ShardSet, write_shards
+from pretrainkit.shards.verify import verify_shards
+from pretrainkit.shards.writer import prepare_output_dir, write_shard
 
 
 @pytest.fixture()

@@ -37,7 +37,7 @@ def _bytes(text: str) -> np.ndarray:
 @pytest.fixture(scope="session")
 def byte_mixture(tmp_path_factory) -> Path:
     """A mixture YAML over two byte-level shard sets (shakespeare 0.7, wiki 0.3) with a held-out split."""
-    from shards import write_shards
+    from pretrainkit.shards import write_shards
 
     root = tmp_path_factory.mktemp("train_shards")
     text = need_data(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:200_000]
@@ -198,7 +198,7 @@ def hf_model(tmp_path: Path):
 def hf_corpus(tmp_path_factory):
     """A byte-level BPE tokenizer (HF `tokenizer_config.json` naming its EOS) trained on Tiny
     Shakespeare, and the text split into documents: what an HF model directory gets as its tokenizer."""
-    from dataprep.tokenize.tokenizer import train_tokenizer
+    from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("hf_tokenizer")
     text = need_data(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:300_000]
@@ -215,7 +215,7 @@ def hf_model_with_tokenizer(hf_model, hf_corpus, tmp_path: Path):
     often are) and a mixture of Shakespeare tokenized with `--tokenizer DIR`: (directory, model, mixture)."""
     import shutil
 
-    from dataprep.tokenize.corpus import write_text_shards
+    from pretrainkit.dataprep.tokenize.corpus import write_text_shards
 
     def build(family: str, **kw):
         directory, model = hf_model(family, vocab_size=320, **kw)

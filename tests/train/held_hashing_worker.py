@@ -1,8 +1,8 @@
-"""One `python -m train` process whose hashing of one checkpoint's files is held forever or fails: a run to
+"""One `python -m pretrainkit.train` process whose hashing of one checkpoint's files is held forever or fails: a run to
 kill, or to watch fail, while that checkpoint is finalized in the background. Launched by the tests:
 
-    python -m train.torchrun --standalone --nproc_per_node 2 tests/train/held_hashing_worker.py hold 8 any CONFIG
-    python -m train.torchrun --standalone --nproc_per_node 2 tests/train/held_hashing_worker.py fail 8 1 CONFIG
+    python -m pretrainkit.train.torchrun --standalone --nproc_per_node 2 tests/train/held_hashing_worker.py hold 8 any CONFIG
+    python -m pretrainkit.train.torchrun --standalone --nproc_per_node 2 tests/train/held_hashing_worker.py fail 8 1 CONFIG
 
 `hold STEP RANK`: the processes of rank RANK (`any`: every process) block as they start hashing a file of
 checkpoint STEP, after writing `held-rank<r>` beside CONFIG. `fail STEP RANK`: that process's hashing of
@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import train.checkpoint.checkpoints as checkpoints  # noqa: E402
-from train.__main__ import main  # noqa: E402
-from train.checkpoint.names import TMP_PREFIX, checkpoint_name  # noqa: E402
-from train.parallel.distributed import exit_process  # noqa: E402
+import pretrainkit.train.checkpoint.checkpoints as checkpoints  # noqa: E402
+from pretrainkit.train.__main__ import main  # noqa: E402
+from pretrainkit.train.checkpoint.names import TMP_PREFIX, checkpoint_name  # noqa: E402
+from pretrainkit.train.parallel.distributed import exit_process  # noqa: E402
 
 
 def patch(mode: str, step: int, rank: str, config: Path) -> None:
@@ -43,4 +43,4 @@ def patch(mode: str, step: int, rank: str, config: Path) -> None:
 if __name__ == "__main__":
     mode, step, rank, config, *rest = sys.argv[1:]
     patch(mode, int(step), rank, Path(config))
-    exit_process(main([config, *rest]))  # as `python -m train` ends
+    exit_process(main([config, *rest]))  # as `python -m pretrainkit.train` ends

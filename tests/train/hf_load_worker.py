@@ -20,13 +20,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from train.config import ParallelConfig  # noqa: E402
-from train.model.hf_adapter import HFWeights, model_config_from_hf, read_hf_config  # noqa: E402
-from train.model.llama import ModelConfig, Transformer  # noqa: E402
-from train.model.materialize import init_weights, load_hf_weights  # noqa: E402
-from train.parallel.data_parallel import parallelize  # noqa: E402
-from train.parallel.distributed import DistEnv, exit_process, init_distributed, shutdown  # noqa: E402
-from train.parallel.mesh import ParallelMesh, layout_of  # noqa: E402
+from pretrainkit.train.config import ParallelConfig  # noqa: E402
+from pretrainkit.train.model.hf_adapter import HFWeights, model_config_from_hf, read_hf_config  # noqa: E402
+from pretrainkit.train.model.llama import ModelConfig, Transformer  # noqa: E402
+from pretrainkit.train.model.materialize import init_weights, load_hf_weights  # noqa: E402
+from pretrainkit.train.parallel.data_parallel import parallelize  # noqa: E402
+from pretrainkit.train.parallel.distributed import DistEnv, exit_process, init_distributed, shutdown  # noqa: E402
+from pretrainkit.train.parallel.mesh import ParallelMesh, layout_of  # noqa: E402
 
 
 def status_kib(field: str) -> int:

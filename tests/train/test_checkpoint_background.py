@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 import torch
 
-import train.checkpoint.checkpoints as checkpoints
+import pretrainkit.train.checkpoint.checkpoints as checkpoints
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
-from train.checkpoint.checkpoints import META_FILE, Checkpoints, verify
-from train.checkpoint.export import export_model, load_exported
-from train.checkpoint.names import checkpoint_name
-from train.config import load_config
-from train.loop.run import run_training
-from train.loop.trainer import Trainer
+from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoints, verify
+from pretrainkit.train.checkpoint.export import export_model, load_exported
+from pretrainkit.train.checkpoint.names import checkpoint_name
+from pretrainkit.train.config import load_config
+from pretrainkit.train.loop.run import run_training
+from pretrainkit.train.loop.trainer import Trainer
 
 RUN = {"max_steps": 12, "checkpoint": {"every": 4, "keep": 3}, "eval": {"every": 0}}
 WORKER = Path(__file__).with_name("held_hashing_worker.py")
@@ -159,7 +159,7 @@ def test_a_finalization_failing_while_the_run_stops_is_reported_and_leaves_nothi
 
 def held_run(config: Path, mode: str, step: int, rank: str, nproc: int = 2) -> list[str]:
     """`ptk train`'s torchrun command, through held_hashing_worker.py (see there for the modes)."""
-    return [sys.executable, "-m", "train.torchrun", "--standalone", f"--nproc_per_node={nproc}", str(WORKER), mode,
+    return [sys.executable, "-m", "pretrainkit.train.torchrun", "--standalone", f"--nproc_per_node={nproc}", str(WORKER), mode,
             str(step), rank, str(config)]  # fmt: skip
 
 

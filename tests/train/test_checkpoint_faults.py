@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pretrainkit.cli import main
-from train.checkpoint.checkpoints import Checkpoints
+from pretrainkit.train.checkpoint.checkpoints import Checkpoints
 
 RUN = {"max_steps": 8, "checkpoint": {"every": 4, "keep": 2}, "eval": {"every": 0}}
 
@@ -162,7 +162,7 @@ def test_ctrl_c_inside_a_checkpoint_save_is_an_interrupt_not_a_failure(tmp_path:
     launcher as the interrupt (one line, exit 130), not as a failed save."""
     from torch.distributed.checkpoint.api import CheckpointException
 
-    from train.checkpoint.checkpoints import together
+    from pretrainkit.train.checkpoint.checkpoints import together
 
     def save() -> None:
         raise CheckpointException("save failed", {0: (KeyboardInterrupt(), None)})

@@ -15,20 +15,20 @@ import torch
 import yaml
 
 from bench.corpora import need_data
-from mixtures import MixtureSampler, load_mixture
+from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.errors import UserError
-from train.checkpoint.checkpoints import loader_state_of
-from train.config import load_config
-from train.checkpoint.export import export_model
-from train.checkpoint.init_from import find_init_source
-from train.loop.run import run_training
+from pretrainkit.train.checkpoint.checkpoints import loader_state_of
+from pretrainkit.train.config import load_config
+from pretrainkit.train.checkpoint.export import export_model
+from pretrainkit.train.checkpoint.init_from import find_init_source
+from pretrainkit.train.loop.run import run_training
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 SEQ, BATCH, BASE_STEPS = 32, 8, 8  # conftest's tiny config: seq_len 32, global batch 8
 
 
 def _peps_shards(root: Path, tokenizer_sha256: str) -> Path:
-    from shards import write_shards
+    from pretrainkit.shards import write_shards
 
     peps = need_data(DATA / "python_peps" / "peps")
     texts = [p.read_bytes()[:20_000] for p in sorted(peps.glob("pep-*.rst"))[:40]]

@@ -13,10 +13,10 @@ import pytest
 import torch
 import yaml
 
-from dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.cli import main
-from train.evaluation.scoring import score_documents, stream_windows
-from train.model.llama import ModelConfig, Transformer
+from pretrainkit.train.evaluation.scoring import score_documents, stream_windows
+from pretrainkit.train.model.llama import ModelConfig, Transformer
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
@@ -80,7 +80,7 @@ def _eval_json(capsys, *args: str) -> dict:
 
 
 def test_mixture_held_out_scores_are_deterministic_and_consistent(trained, capsys) -> None:
-    from mixtures import load_mixture
+    from pretrainkit.mixtures import load_mixture
 
     root = trained["root"]
     args = (str(root / "run"), "--mixture", str(root / "mix.yaml"), "--tokenizer", str(root / "tok.json"))

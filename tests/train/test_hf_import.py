@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pretrainkit.errors import UserError
-from train.model.materialize import load_hf_model
+from pretrainkit.train.model.materialize import load_hf_model
 
 
 def test_each_family_gives_transformers_logits(hf_model, family: str) -> None:
@@ -62,7 +62,7 @@ def test_missing_tensor_names_the_directory_and_tensor(hf_model, tmp_path: Path)
 
 def test_any_region_of_a_permuted_tensor_reads_like_the_full_one(hf_model) -> None:
     """What an FSDP or tensor-parallel shard reads: rows cut inside a head, columns cut anywhere."""
-    from train.model.hf_adapter import HFWeights
+    from pretrainkit.train.model.hf_adapter import HFWeights
 
     directory, _ = hf_model("mistral")  # head_dim 24
     model, cfg = load_hf_model(directory)

@@ -13,11 +13,11 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from dataprep.tokenize.tokenizer import load_tokenizer
-from mixtures import MixtureSampler, load_mixture
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
+from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.cli import main
-from train.checkpoint.load_model import load_model
-from train.model.generate import generate
+from pretrainkit.train.checkpoint.load_model import load_model
+from pretrainkit.train.model.generate import generate
 
 SEQ, BATCH = 32, 8
 

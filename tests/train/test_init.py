@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mixtures import load_mixture
+from pretrainkit.mixtures import load_mixture
 from pretrainkit.cli import main
-from train.config import load_config
-from train.planning.first_run import MAX_EPOCHS, Corpus, Machine, plan_first_run
-from train.planning.plan import LAWS
+from pretrainkit.train.config import load_config
+from pretrainkit.train.planning.first_run import MAX_EPOCHS, Corpus, Machine, plan_first_run
+from pretrainkit.train.planning.plan import LAWS
 
 LAW = LAWS["besiroglu"]
 CPU = Machine("cpu", 2, "2 CPU cores", 8e10)

@@ -49,10 +49,10 @@ def measure(case: dict) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from train.config import config_from_dict
-    from train.parallel.distributed import init_distributed
-    from train.planning.memory import PARALLEL_STRATEGY, ActivationShape, Split, model_states, stage_activation_bytes, stage_params
-    from train.loop.trainer import Trainer, model_config
+    from pretrainkit.train.config import config_from_dict
+    from pretrainkit.train.parallel.distributed import init_distributed
+    from pretrainkit.train.planning.memory import PARALLEL_STRATEGY, ActivationShape, Split, model_states, stage_activation_bytes, stage_params
+    from pretrainkit.train.loop.trainer import Trainer, model_config
 
     env = init_distributed("cpu")
     v, s, b, parallel = case["vocab"], case["seq"], case["micro"], case.get("parallel", "ddp")
@@ -119,7 +119,7 @@ def test_memory_model_within_25_percent_under_ddp_each_zero_stage_tp2_and_pp2():
 if __name__ == "__main__":
     import torch.distributed as dist
 
-    from train.parallel.distributed import exit_process, shutdown
+    from pretrainkit.train.parallel.distributed import exit_process, shutdown
 
     results = []
     for case in ONE_PROCESS if sys.argv[1] == "one" else TWO_PROCESSES:

@@ -11,10 +11,10 @@ import yaml
 from bench.corpora import need_data
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
-from shards import write_shards
-from train.model.llama import ModelConfig
-from train.planning.plan import LAWS, LossLaw, load_law, resolve_budget
-from train.planning.cli import human
+from pretrainkit.shards import write_shards
+from pretrainkit.train.model.llama import ModelConfig
+from pretrainkit.train.planning.plan import LAWS, LossLaw, load_law, resolve_budget
+from pretrainkit.train.planning.cli import human
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from train.config import load_config
+from pretrainkit.train.config import load_config
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from pretrainkit.cli import main
-from train.reports.report import RUN_COLORS, build_figure, smoothed
-from train.reports.run_log import read_run
+from pretrainkit.train.reports.report import RUN_COLORS, build_figure, smoothed
+from pretrainkit.train.reports.run_log import read_run
 
 
 @pytest.fixture(scope="module")

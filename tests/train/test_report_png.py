@@ -20,8 +20,8 @@ from matplotlib.image import imread
 
 from bench.corpora import need_data
 from pretrainkit.cli import main
-from shards import write_shards
-from train.reports.report import PANELS, SPIKE_COLOR
+from pretrainkit.shards import write_shards
+from pretrainkit.train.reports.report import PANELS, SPIKE_COLOR
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"

@@ -11,8 +11,8 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from pretrainkit.cli import main
-from train.config import load_config
-from train.loop.run import run_training
+from pretrainkit.train.config import load_config
+from pretrainkit.train.loop.run import run_training
 
 TRAIN_KEYS = ("loss", "lr", "grad_norm", "tokens", "tokens_per_s")
 

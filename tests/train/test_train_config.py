@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from pretrainkit.errors import UserError
-from train.config import load_config, to_dict
-from train.loop.trainer import model_config
+from pretrainkit.train.config import load_config, to_dict
+from pretrainkit.train.loop.trainer import model_config
 
 GOOD = """
 run_dir: runs/tiny

@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mixtures import MixtureSampler, load_mixture
+from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
-from train.checkpoint.export import load_exported
+from pretrainkit.train.checkpoint.export import load_exported
 
 
 def test_export_loads_alone_and_reproduces_the_validation_loss(kit, tmp_path: Path, capsys) -> None:

@@ -9,9 +9,9 @@ import yaml
 
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
-from train.config import config_from_dict, load_config, to_dict
-from train.loop.trainer import model_config
-from train.parallel.mesh import Layout, check_layout
+from pretrainkit.train.config import config_from_dict, load_config, to_dict
+from pretrainkit.train.loop.trainer import model_config
+from pretrainkit.train.parallel.mesh import Layout, check_layout
 
 BASE = {
     "run_dir": "r", "data": {"mixture": "m.yaml", "seq_len": 32}, "max_steps": 400,

@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mixtures import MixtureSampler, load_mixture
+from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.cli import main
-from train.checkpoint.export import load_exported
+from pretrainkit.train.checkpoint.export import load_exported
 
 # Pipeline stages cannot share a tied embedding (tensor parallelism can: test_train_parallel.py).
 RUN = {"max_steps": 12, "checkpoint": {"every": 4, "keep": 3}, "eval": {"every": 0},

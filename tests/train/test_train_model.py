@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from train.model.llama import ModelConfig, Transformer, apply_rope, rope_frequencies, rope_tables
+from pretrainkit.train.model.llama import ModelConfig, Transformer, apply_rope, rope_frequencies, rope_tables
 
 
 def tiny(**kw) -> ModelConfig:
@@ -87,7 +87,7 @@ def test_bad_shapes_are_rejected(bad: dict) -> None:
 
 
 def test_initial_values_do_not_depend_on_how_rows_are_split() -> None:
-    from train.model.llama import INIT_BLOCK_ROWS, initial_value
+    from pretrainkit.train.model.llama import INIT_BLOCK_ROWS, initial_value
 
     cfg = tiny(vocab_size=3 * INIT_BLOCK_ROWS + 17)
     whole = Transformer(cfg, seed=7).tok_embeddings.weight.detach()

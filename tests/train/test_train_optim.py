@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
-from train.model.llama import ModelConfig, Transformer
-from train.loop.optim import Schedule, lr_at, param_groups
-from train.parallel.data_parallel import clip_grad_norm
+from pretrainkit.train.model.llama import ModelConfig, Transformer
+from pretrainkit.train.loop.optim import Schedule, lr_at, param_groups
+from pretrainkit.train.parallel.data_parallel import clip_grad_norm
 
 
 def test_warmup_then_cosine_documented_values() -> None:

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from pretrainkit.cli import main
-from train.checkpoint.checkpoints import loader_state_of
-from train.checkpoint.export import export_model, load_exported
+from pretrainkit.train.checkpoint.checkpoints import loader_state_of
+from pretrainkit.train.checkpoint.export import export_model, load_exported
 
 FSDP = {"parallel": "fsdp", "max_steps": 40, "checkpoint": {"every": 4, "keep": 3}, "eval": {"every": 0}}
 DDP = {"parallel": "ddp", "max_steps": 12, "checkpoint": {"every": 4, "keep": 3}, "eval": {"every": 0}}

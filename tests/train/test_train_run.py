@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pretrainkit.cli import main
-from train.config import load_config, to_dict
+from pretrainkit.train.config import load_config, to_dict
 
 ROW_KEYS = {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s"}
 

@@ -12,9 +12,9 @@ import torch
 import yaml
 
 from pretrainkit.errors import UserError
-from train.config import SpikeConfig, load_config
-from train.loop.run import run_training
-from train.loop.spikes import SpikeDetector
+from pretrainkit.train.config import SpikeConfig, load_config
+from pretrainkit.train.loop.run import run_training
+from pretrainkit.train.loop.spikes import SpikeDetector
 
 SPIKE_BATCH = 24
 RUN = {"max_steps": 32, "checkpoint": {"every": 5, "keep": 2}, "eval": {"every": 0}}

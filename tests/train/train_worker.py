@@ -21,10 +21,10 @@ from torch.distributed.fsdp import FSDPModule
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pretrainkit.files import write_text_atomic  # noqa: E402
-from train.checkpoint.init_from import find_init_source, initialize  # noqa: E402
-from train.config import config_from_dict  # noqa: E402
-from train.parallel.distributed import DistEnv, exit_process, init_distributed, shutdown  # noqa: E402
-from train.loop.trainer import Trainer, model_config  # noqa: E402
+from pretrainkit.train.checkpoint.init_from import find_init_source, initialize  # noqa: E402
+from pretrainkit.train.config import config_from_dict  # noqa: E402
+from pretrainkit.train.parallel.distributed import DistEnv, exit_process, init_distributed, shutdown  # noqa: E402
+from pretrainkit.train.loop.trainer import Trainer, model_config  # noqa: E402
 
 VOCAB, SEQ = 97, 16
 BASE = {

@@ -52,10 +52,10 @@ from torch.distributed.checkpoint.state_dict import (
 
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import fsync_directory, sha256_file, write_bytes_atomic, write_text_atomic
-from train.checkpoint.names import TMP_PREFIX, checkpoint_dirs, checkpoint_name, step_of
-from train.loop.trainer import Trainer
-from train.model.llama import ModelConfig
-from train.parallel.data_parallel import sharded_optimizer, unwrap
+from pretrainkit.train.checkpoint.names import TMP_PREFIX, checkpoint_dirs, checkpoint_name, step_of
+from pretrainkit.train.loop.trainer import Trainer
+from pretrainkit.train.model.llama import ModelConfig
+from pretrainkit.train.parallel.data_parallel import sharded_optimizer, unwrap
 
 META_FILE = "meta.json"
 LOW_SPACE = 1 << 20  # bytes free under which a failed write is taken for a full disk

@@ -34,12 +34,12 @@ from safetensors.torch import load_file, safe_open, save
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_bytes_atomic, write_text_atomic
-from train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, verify
-from train.model.hf_adapter import CONFIG_FILE, INDEX_FILE, hf_config, to_hf_state_dict
-from train.model.llama import ModelConfig, Transformer
+from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, verify
+from pretrainkit.train.model.hf_adapter import CONFIG_FILE, INDEX_FILE, hf_config, to_hf_state_dict
+from pretrainkit.train.model.llama import ModelConfig, Transformer
 
 if TYPE_CHECKING:
-    from train.checkpoint.load_model import LoadedModel
+    from pretrainkit.train.checkpoint.load_model import LoadedModel
 
 WEIGHTS_FILE = "model.safetensors"
 NATIVE_CONFIG = "pretrainkit_model.json"

@@ -32,15 +32,15 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_text_atomic
-from dataprep.tokenize.tokenizer import load_tokenizer
-from shards.manifest import TokenizerInfo, tokenizer_difference
-from train.checkpoint.checkpoints import Checkpoint, load_weights
-from train.config import TrainConfig
-from train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
-from train.model.hf_adapter import CONFIG_FILE, HFWeights, is_hf_model_dir, model_config_from_hf, read_hf_config
-from train.model.llama import ModelConfig
-from train.model.materialize import load_hf_weights
-from train.loop.trainer import Trainer
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
+from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
+from pretrainkit.train.checkpoint.checkpoints import Checkpoint, load_weights
+from pretrainkit.train.config import TrainConfig
+from pretrainkit.train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
+from pretrainkit.train.model.hf_adapter import CONFIG_FILE, HFWeights, is_hf_model_dir, model_config_from_hf, read_hf_config
+from pretrainkit.train.model.llama import ModelConfig
+from pretrainkit.train.model.materialize import load_hf_weights
+from pretrainkit.train.loop.trainer import Trainer
 
 # What decides the parameter tensors' shapes and meaning; max_seq_len (RoPE tables are derived,
 # never stored) and rope_theta may change in a continued run.

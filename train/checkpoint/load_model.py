@@ -21,14 +21,14 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from dataprep.tokenize.tokenizer import LoadedTokenizer, load_tokenizer
+from pretrainkit.dataprep.tokenize.tokenizer import LoadedTokenizer, load_tokenizer
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
-from train.checkpoint.checkpoints import META_FILE
-from train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, checkpoint_model, find_checkpoint, load_exported
-from train.model.hf_adapter import is_hf_model_dir
-from train.model.llama import ModelConfig, Transformer
-from train.model.materialize import load_hf_model
+from pretrainkit.train.checkpoint.checkpoints import META_FILE
+from pretrainkit.train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, checkpoint_model, find_checkpoint, load_exported
+from pretrainkit.train.model.hf_adapter import is_hf_model_dir
+from pretrainkit.train.model.llama import ModelConfig, Transformer
+from pretrainkit.train.model.materialize import load_hf_model
 
 KINDS = ("checkpoint", "native export", "hf")
 

@@ -5,7 +5,7 @@
     ptk eval runs/base --text notes.txt more.jsonl.zst --tokenizer tokenizer.json
 
 MODEL is a run dir (its newest valid checkpoint), a checkpoint dir, a `ptk export` (native or
-`--format hf`) or a Hugging Face model directory, loaded by `train.checkpoint.load_model`. Each
+`--format hf`) or a Hugging Face model directory, loaded by `pretrainkit.train.checkpoint.load_model`. Each
 shard set, text input or mixture source is one row; with more than one, an `all` row sums them.
 The table goes to stdout (with `--json`, one JSON object instead), the progress bar to stderr.
 """
@@ -24,7 +24,7 @@ DIGITS = 6
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from dataprep.cli_options import add_field_options
+    from pretrainkit.dataprep.cli_options import add_field_options
 
     p = sub.add_parser("eval", help="loss, perplexity and bits per byte of a model on shards, text or a mixture",
                        description="Score every token of every document once (windows of --seq-len tokens) and "
@@ -46,10 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     import torch
 
-    from train.checkpoint.load_model import describe, load_model
-    from train.evaluation import eval_sets
-    from train.evaluation.scoring import score_documents
-    from train.parallel.distributed import select_device
+    from pretrainkit.train.checkpoint.load_model import describe, load_model
+    from pretrainkit.train.evaluation import eval_sets
+    from pretrainkit.train.evaluation.scoring import score_documents
+    from pretrainkit.train.parallel.distributed import select_device
 
     if args.batch_size < 1:
         raise UserError(f"--batch-size must be >= 1, got {args.batch_size}")
@@ -89,18 +89,18 @@ def recorded_tokenizer(loaded) -> str | None:
         return loaded.tokenizer.sha256
     if loaded.kind == "hf":
         return None
-    from train.checkpoint.init_from import find_init_source
+    from pretrainkit.train.checkpoint.init_from import find_init_source
 
     return find_init_source(loaded.path).tokenizer_sha256
 
 
 def sets_eos(args: argparse.Namespace) -> int:
     """The end-of-text id the shards were written with (no tokenizer at hand)."""
-    from shards import ShardSet
+    from pretrainkit.shards import ShardSet
 
     if args.shards:
         return ShardSet.open(args.shards[0]).eos_id
-    from mixtures import load_mixture
+    from pretrainkit.mixtures import load_mixture
 
     return load_mixture(args.mixture, verify=False).eos_id
 

@@ -20,10 +20,10 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
-from dataprep.tokenize.tokenizer import LoadedTokenizer
+from pretrainkit.dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
+from pretrainkit.dataprep.tokenize.tokenizer import LoadedTokenizer
 from pretrainkit.errors import UserError
-from shards import ShardSet
+from pretrainkit.shards import ShardSet
 
 
 @dataclass
@@ -81,7 +81,7 @@ def shard_sets(dirs: list[str], vocab_size: int, tokenizer: LoadedTokenizer | No
 
 
 def mixture_sets(path: str, vocab_size: int, tokenizer: LoadedTokenizer | None, model_sha: str | None) -> list[EvalSet]:
-    from mixtures import load_mixture
+    from pretrainkit.mixtures import load_mixture
 
     mix = load_mixture(path)
     out = []

@@ -18,16 +18,16 @@ import torch
 import torch.distributed as dist
 import yaml
 
-from mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
+from pretrainkit.mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import write_text_atomic
-from train.checkpoint.checkpoints import AgreedError, loader_state_of
-from train.config import TrainConfig, to_dict
-from train.parallel.distributed import end_process_groups, init_distributed, shutdown
-from train.checkpoint.init_from import initialize_from
-from train.loop.run_dir import check_run_dir
-from train.loop.training_loop import BatchTransform, TrainingLoop, format_summary
-from train.loop.trainer import Trainer, model_config
+from pretrainkit.train.checkpoint.checkpoints import AgreedError, loader_state_of
+from pretrainkit.train.config import TrainConfig, to_dict
+from pretrainkit.train.parallel.distributed import end_process_groups, init_distributed, shutdown
+from pretrainkit.train.checkpoint.init_from import initialize_from
+from pretrainkit.train.loop.run_dir import check_run_dir
+from pretrainkit.train.loop.training_loop import BatchTransform, TrainingLoop, format_summary
+from pretrainkit.train.loop.trainer import Trainer, model_config
 
 CONFIG_FILE = "config.yaml"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import output_directory
-from train.checkpoint.names import checkpoint_dirs, step_of
+from pretrainkit.train.checkpoint.names import checkpoint_dirs, step_of
 
 CHECKPOINTS_DIR = "checkpoints"
 METRICS_FILE = "metrics.jsonl"

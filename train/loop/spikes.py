@@ -22,7 +22,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass
 
-from train.config import SpikeConfig
+from pretrainkit.train.config import SpikeConfig
 
 
 @dataclass(frozen=True)

@@ -29,15 +29,15 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from train.config import TrainConfig
-from train.parallel.distributed import DistEnv
-from train.model.llama import ModelConfig, Transformer
-from train.model.materialize import init_weights
-from train.model.resolve import model_config  # noqa: F401 - where callers have always found it
-from train.loop.optim import Schedule, lr_at, set_lr
-from train.parallel.data_parallel import autocast_context, build_optimizer, clip_grad_norm, gradient_sync, parallelize
-from train.parallel.mesh import ParallelMesh, check_layout
-from train.parallel.pipeline import Pipeline, rank_stages, split_stages
+from pretrainkit.train.config import TrainConfig
+from pretrainkit.train.parallel.distributed import DistEnv
+from pretrainkit.train.model.llama import ModelConfig, Transformer
+from pretrainkit.train.model.materialize import init_weights
+from pretrainkit.train.model.resolve import model_config  # noqa: F401 - where callers have always found it
+from pretrainkit.train.loop.optim import Schedule, lr_at, set_lr
+from pretrainkit.train.parallel.data_parallel import autocast_context, build_optimizer, clip_grad_norm, gradient_sync, parallelize
+from pretrainkit.train.parallel.mesh import ParallelMesh, check_layout
+from pretrainkit.train.parallel.pipeline import Pipeline, rank_stages, split_stages
 
 IGNORE_INDEX = -100  # target value that counts neither in the loss nor in the token count
 

@@ -34,17 +34,17 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from mixtures import Mixture, TrainLoader
+from pretrainkit.mixtures import Mixture, TrainLoader
 from pretrainkit.errors import UserError
 from pretrainkit.progress import progress_bar, progress_write
-from train.checkpoint.checkpoints import AgreedError, Checkpoint, Checkpoints
-from train.config import TrainConfig, to_dict
-from train.parallel.distributed import DistEnv
-from train.loop.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
-from train.loop.optim import Schedule, lr_at
-from train.loop.spikes import Spike, SpikeDetector
-from train.loop.trainer import Batch, Trainer
-from train.tracking.trackers import Trackers
+from pretrainkit.train.checkpoint.checkpoints import AgreedError, Checkpoint, Checkpoints
+from pretrainkit.train.config import TrainConfig, to_dict
+from pretrainkit.train.parallel.distributed import DistEnv
+from pretrainkit.train.loop.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
+from pretrainkit.train.loop.optim import Schedule, lr_at
+from pretrainkit.train.loop.spikes import Spike, SpikeDetector
+from pretrainkit.train.loop.trainer import Batch, Trainer
+from pretrainkit.train.tracking.trackers import Trackers
 
 SUMMARY_STEPS = 10
 

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import torch
 
-from train.model.llama import Transformer
+from pretrainkit.train.model.llama import Transformer
 
 
 class KVCache:

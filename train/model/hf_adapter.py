@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 from pretrainkit.errors import UserError
 from pretrainkit.files import read_json_object
-from train.model.llama import FAMILIES, ROPE_SCALING_KEYS, ModelConfig
-from train.model.safetensors_rows import SafetensorsFile
+from pretrainkit.train.model.llama import FAMILIES, ROPE_SCALING_KEYS, ModelConfig
+from pretrainkit.train.model.safetensors_rows import SafetensorsFile
 
 CONFIG_FILE = "config.json"
 SINGLE_FILE = "model.safetensors"

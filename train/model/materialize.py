@@ -24,8 +24,8 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
 from pretrainkit.errors import UserError
-from train.model.hf_adapter import CONFIG_FILE, HFWeights, hf_name, model_config_from_hf, read_hf_config
-from train.model.llama import ModelConfig, Transformer, fill_initial, initial_value
+from pretrainkit.train.model.hf_adapter import CONFIG_FILE, HFWeights, hf_name, model_config_from_hf, read_hf_config
+from pretrainkit.train.model.llama import ModelConfig, Transformer, fill_initial, initial_value
 
 # Wrappers that insert a level into parameter names: DDP, activation checkpointing, torch.compile.
 _WRAPPER_LEVELS = {"module", "_checkpoint_wrapped_module", "_orig_mod"}

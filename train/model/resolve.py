@@ -15,9 +15,9 @@ from dataclasses import fields
 from pathlib import Path
 
 from pretrainkit.errors import UserError
-from train.config import ModelSection, TrainConfig
-from train.model.hf_adapter import CONFIG_FILE, is_hf_model_dir, model_config_from_hf, read_hf_config
-from train.model.llama import ModelConfig
+from pretrainkit.train.config import ModelSection, TrainConfig
+from pretrainkit.train.model.hf_adapter import CONFIG_FILE, is_hf_model_dir, model_config_from_hf, read_hf_config
+from pretrainkit.train.model.llama import ModelConfig
 
 # What an unset key of the `model:` section means (ffn_hidden, n_kv_heads and head_dim: derived).
 MODEL_DEFAULTS = {"d_model": 512, "n_layers": 8, "n_heads": 8, "n_kv_heads": None, "ffn_hidden": None,

@@ -39,11 +39,11 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
-from train.config import ParallelConfig
-from train.loop.optim import param_groups
-from train.model.materialize import to_device
-from train.parallel.mesh import FSDP_MODES, ParallelMesh
-from train.parallel.tensor import apply_tensor_parallel
+from pretrainkit.train.config import ParallelConfig
+from pretrainkit.train.loop.optim import param_groups
+from pretrainkit.train.model.materialize import to_device
+from pretrainkit.train.parallel.mesh import FSDP_MODES, ParallelMesh
+from pretrainkit.train.parallel.tensor import apply_tensor_parallel
 
 
 def apply_activation_checkpointing(model: nn.Module) -> None:

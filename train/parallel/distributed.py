@@ -69,7 +69,7 @@ def shutdown() -> None:
 
 
 def end_process_groups() -> None:
-    """`destroy_process_group()`, except in a process a launcher started (`python -m train` under
+    """`destroy_process_group()`, except in a process a launcher started (`python -m pretrainkit.train` under
     torchrun, which ends with os._exit): there the groups stay alive until the process ends. Destroying
     a gloo group joins its worker threads while holding the GIL, and a worker still releasing the
     tensors of the last collective waits for the GIL: both processes of a finished or failed run then

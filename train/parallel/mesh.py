@@ -24,8 +24,8 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from pretrainkit.errors import UserError
-from train.config import ParallelConfig, TrainConfig
-from train.model.llama import ModelConfig
+from pretrainkit.train.config import ParallelConfig, TrainConfig
+from pretrainkit.train.model.llama import ModelConfig
 
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "tp")
 FSDP_MODES = ("zero2", "fsdp", "hsdp")  # the data modes built on FSDP2

@@ -27,8 +27,8 @@ import torch
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
-from train.model.llama import Transformer, rope_tables
-from train.parallel.mesh import ParallelMesh
+from pretrainkit.train.model.llama import Transformer, rope_tables
+from pretrainkit.train.parallel.mesh import ParallelMesh
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved_1f1b": ScheduleInterleaved1F1B}
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
 from pretrainkit.quantities import quantity
-from train.planning.memory import PARALLEL_STRATEGY, STATE_BYTES, STRATEGY_LABELS, ActivationShape, Split, memory_table
-from train.planning.plan import LAWS, LossLaw, load_law, resolve_budget, training_seconds
+from pretrainkit.train.planning.memory import PARALLEL_STRATEGY, STATE_BYTES, STRATEGY_LABELS, ActivationShape, Split, memory_table
+from pretrainkit.train.planning.plan import LAWS, LossLaw, load_law, resolve_budget, training_seconds
 
 GB = 1e9
 
@@ -102,10 +102,10 @@ def law_formula(law: LossLaw) -> str:
 
 def model_of_config(cfg, vocab_size: int | None, where: str):
     """The ModelConfig of a training config, its vocabulary from `vocab_size` or else from the mixture."""
-    from train.loop.trainer import model_config
+    from pretrainkit.train.loop.trainer import model_config
 
     if vocab_size is None:
-        from mixtures import load_mixture
+        from pretrainkit.mixtures import load_mixture
 
         try:
             vocab_size = load_mixture(cfg.data.mixture, verify=False).vocab_size
@@ -188,7 +188,7 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.config:
         if args.params:
             raise UserError("give --params or --config, not both")
-        from train.config import load_config
+        from pretrainkit.train.config import load_config
 
         cfg = load_config(args.config)
         model = model_of_config(cfg, args.vocab_size, str(args.config))
@@ -239,9 +239,9 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def _run_point(run_dir: Path, metric: str, vocab_size: int | None):
-    from train.config import load_config
-    from train.reports.run_log import read_run
-    from train.planning.scaling import RunPoint
+    from pretrainkit.train.config import load_config
+    from pretrainkit.train.reports.run_log import read_run
+    from pretrainkit.train.planning.scaling import RunPoint
 
     config_path = run_dir / "config.yaml"
     cfg = load_config(config_path)
@@ -257,7 +257,7 @@ def _run_point(run_dir: Path, metric: str, vocab_size: int | None):
 
 
 def _points_file(path: Path):
-    from train.planning.scaling import RunPoint
+    from pretrainkit.train.planning.scaling import RunPoint
 
     points = []
     try:
@@ -284,7 +284,7 @@ def _prediction(text: str) -> tuple[float, float]:
 
 
 def run_scaling_fit(args: argparse.Namespace) -> int:
-    from train.planning.scaling import fit_loss_law
+    from pretrainkit.train.planning.scaling import fit_loss_law
 
     points = [_run_point(Path(d), args.metric, args.vocab_size) for d in args.run_dirs]
     for f in args.points or []:
@@ -316,8 +316,8 @@ def run_scaling_fit(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from train.reports.report import draw_report, summary_text
-    from train.reports.run_log import METRICS_FILE, read_run
+    from pretrainkit.train.reports.report import draw_report, summary_text
+    from pretrainkit.train.reports.run_log import METRICS_FILE, read_run
 
     output = Path(args.output) if args.output else Path(args.run_dir) / "report.png"
     if output.suffix.lower() != ".png":  # PNG bytes under another name would mislead every viewer

@@ -20,8 +20,8 @@ import math
 import os
 from dataclasses import dataclass
 
-from train.model.llama import ModelConfig
-from train.planning.plan import LossLaw
+from pretrainkit.train.model.llama import ModelConfig
+from pretrainkit.train.planning.plan import LossLaw
 
 # Sustained fp32 training FLOP/s of one CPU core, with room left for the loader: bench.train_step
 # measured 6.9e10 on one core of the 2-core development machine (6.5M parameters, 1,770 tokens/s).
@@ -47,7 +47,7 @@ def this_machine() -> Machine:
     import torch
 
     if torch.cuda.is_available():
-        from train.loop.metrics import PEAK_FLOPS
+        from pretrainkit.train.loop.metrics import PEAK_FLOPS
 
         count, name = torch.cuda.device_count(), torch.cuda.get_device_name(0)
         peak = next((v for k, v in PEAK_FLOPS["bf16"].items() if k in name), None)

@@ -44,7 +44,7 @@ def _rel(path: Path, start: Path) -> str:
 
 
 def mixture_from_shards(dirs: list[str], run: Path) -> str:
-    from shards import ShardSet
+    from pretrainkit.shards import ShardSet
 
     sets = [(Path(d), ShardSet.open(d)) for d in dirs]
     names: list[str] = []
@@ -68,7 +68,7 @@ def mixture_from_shards(dirs: list[str], run: Path) -> str:
 
 
 def mixture_from_yaml(given: str, run: Path) -> str:
-    from mixtures.config import read_mixture_config
+    from pretrainkit.mixtures.config import read_mixture_config
 
     cfg = read_mixture_config(given)
     doc = {"seed": cfg.seed, "holdout": {"fraction": cfg.holdout.fraction, "min_tokens": cfg.holdout.min_tokens},
@@ -122,10 +122,10 @@ checkpoint: {{every: {max(1, plan.max_steps // 4)}, keep: 2}}  # the same comman
 
 
 def run_init(args: argparse.Namespace) -> int:
-    from mixtures import load_mixture
-    from train.config import load_config
-    from train.planning.first_run import Corpus, plan_first_run, this_machine
-    from train.planning.plan import load_law
+    from pretrainkit.mixtures import load_mixture
+    from pretrainkit.train.config import load_config
+    from pretrainkit.train.planning.first_run import Corpus, plan_first_run, this_machine
+    from pretrainkit.train.planning.plan import load_law
 
     if not args.minutes > 0:
         raise UserError(f"--minutes must be > 0, got {args.minutes}")

@@ -21,7 +21,7 @@ import torch
 from pretrainkit.progress import progress_bar
 
 from pretrainkit.errors import UserError
-from train.planning.plan import LossLaw
+from pretrainkit.train.planning.plan import LossLaw
 
 HUBER_DELTA = 1e-3
 # Hoffmann et al.'s grid of initialisations (appendix D.2).

@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
 from pretrainkit.files import write_bytes_atomic
-from train.reports.run_log import RunLog
+from pretrainkit.train.reports.run_log import RunLog
 
 PANELS = ("training loss", "validation loss", "learning rate", "gradient norm", "tokens/s", "MFU")
 SPIKE_COLOR = "#d62728"

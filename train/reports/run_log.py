@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from mixtures.config import read_mixture_config
+from pretrainkit.mixtures.config import read_mixture_config
 from pretrainkit.errors import UserError
 
 METRICS_FILE = "metrics.jsonl"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pretrainkit.progress import progress_write
-from train.config import TrainConfig
+from pretrainkit.train.config import TrainConfig
 
 QUEUE_ROWS = 10_000  # rows a tracker may lag behind before it is switched off
 CLOSE_SECONDS = 120.0  # how long the end of a run waits for the trackers to finish writing
@@ -56,11 +56,11 @@ class Trackers:
         run_dir = Path(cfg.run_dir)
         trackers: list[Tracker] = []
         if cfg.logging.tensorboard:
-            from train.tracking.tensorboard_log import TensorBoardTracker
+            from pretrainkit.train.tracking.tensorboard_log import TensorBoardTracker
 
             trackers.append(TensorBoardTracker(run_dir))
         if cfg.logging.wandb is not None:
-            from train.tracking.wandb_log import WandbTracker
+            from pretrainkit.train.tracking.wandb_log import WandbTracker
 
             trackers.append(WandbTracker(run_dir, cfg.logging.wandb, config))
         return cls(trackers) if trackers else None

@@ -14,8 +14,8 @@ from pathlib import Path
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
 from pretrainkit.progress import progress_write
-from train.config import WandbConfig
-from train.tracking.tensorboard_log import TRAIN_KEYS
+from pretrainkit.train.config import WandbConfig
+from pretrainkit.train.tracking.tensorboard_log import TRAIN_KEYS
 
 RUN_ID_FILE = "wandb-run-id"
 
