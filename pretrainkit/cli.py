@@ -8,25 +8,39 @@ A closed stdout (`| head`) ends the command quietly with status 141.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
+from pretrainkit.dataprep import cli as dataprep_cli
+from pretrainkit.dataprep.dedup import cli as dedup_cli
+from pretrainkit.dataprep.tokenize import cli as tokenize_cli
+from pretrainkit.mixtures import cli as mixtures_cli
 from pretrainkit.progress import end_bars
+from pretrainkit.shards import cli as shards_cli
+from pretrainkit.train import cli as train_cli
+from pretrainkit.train.checkpoint import cli as checkpoint_cli
+from pretrainkit.train.evaluation import cli as evaluation_cli
+from pretrainkit.train.model import cli as model_cli
+from pretrainkit.train.planning import cli as planning_cli
+from pretrainkit.train.planning import init_cli
+from pretrainkit.train.reports import cli as reports_cli
 
-# Modules that own a group of subcommands; each defines `register(subparsers)`.
+# Each folder's cli.py registers the commands it owns (`register(subparsers)`), in the order `ptk --help` lists them.
 COMMAND_MODULES = (
-    "pretrainkit.dataprep.dedup.cli",
-    "pretrainkit.dataprep.tokenize.cli",
-    "pretrainkit.shards.cli",
-    "pretrainkit.mixtures.cli",
-    "pretrainkit.train.planning.cli",
-    "pretrainkit.train.planning.init_cli",
-    "pretrainkit.train.cli",
-    "pretrainkit.train.evaluation.cli",
-    "pretrainkit.train.generate_cli",
+    dedup_cli,
+    tokenize_cli,
+    dataprep_cli,
+    shards_cli,
+    mixtures_cli,
+    planning_cli,
+    init_cli,
+    train_cli,
+    reports_cli,
+    checkpoint_cli,
+    evaluation_cli,
+    model_cli,
 )
 
 
@@ -34,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ptk", description="pretrainkit: data pipeline and pretraining toolkit")
     parser.add_argument("--version", action="version", version=f"pretrainkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for module in COMMAND_MODULES:
+        module.register(sub)
     return parser
 
 

@@ -1,8 +1,6 @@
-"""`ptk train`: train from a YAML config on one process, or launch `torchrun` for `--nproc N`;
-`ptk export`: a run's newest checkpoint as one safetensors file.
+"""`ptk train`: train from a YAML config on one process, or launch `torchrun` for `--nproc N`.
 
     ptk train run.yaml --set optim.lr=1e-3 --set parallel=fsdp --nproc 2
-    ptk export runs/base -o model.safetensors
 
 The config is validated here, before any process starts, so a bad key fails in one line. With
 `--nproc N > 1` this runs `python -m pretrainkit.train.torchrun --standalone --nproc_per_node N -m pretrainkit.train ...`
@@ -19,8 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pretrainkit.errors import UserError, os_error
-from pretrainkit.files import output_directory, output_file
+from pretrainkit.errors import UserError
 from pretrainkit.progress import end_bars
 from pretrainkit.train.config import TrainConfig, load_config
 from pretrainkit.train.loop.run_dir import check_run_dir, interrupted_message
@@ -107,58 +104,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_train_arguments(p)
     p.add_argument("--nproc", type=int, default=1, help="processes on this machine (launches torchrun when > 1)")
     p.set_defaults(func=cmd_train)
-    register_export(sub)
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    import torch
-
-    from pretrainkit.train.checkpoint.export import export_hf, export_model
-
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
-    target = Path(args.output)
-    try:  # native: FILE.safetensors, or a directory for model.safetensors + pretrainkit_model.json; hf: a directory
-        output_file(target) if args.format == "native" and target.suffix == ".safetensors" else output_directory(target)
-    except UserError as e:
-        raise UserError(f"-o {e}") from None
-    if args.format == "native":
-        if args.tokenizer is not None:
-            raise UserError("--tokenizer is for --format hf (a native export records the tokenizer's sha256 only)")
-        try:
-            out, ckpt, cfg = export_model(args.run_dir, target, dtype)
-        except OSError as e:
-            raise os_error(e, target) from None
-        print(f"ptk export: step {ckpt.step} of {ckpt.path.parent.parent} ({cfg.num_params() / 1e6:.2f}M parameters, "
-              f"{args.dtype}) -> {out} ({out.stat().st_size / 2**20:.1f} MiB)")  # fmt: skip
-        return 0
-    from pretrainkit.train.checkpoint.load_model import describe, load_model
-
-    loaded = load_model(args.run_dir, tokenizer=args.tokenizer)
-    try:
-        files = export_hf(loaded, target, dtype, max_shard_bytes=args.max_shard_size)
-    except OSError as e:
-        raise os_error(e, target) from None
-    size = sum(f.stat().st_size for f in files) / 2**20
-    print(f"ptk export: {describe(loaded)} -> {target} (Hugging Face {loaded.config.family}, {args.dtype}, "
-          f"{len(files)} safetensors file(s), {size:.1f} MiB)")  # fmt: skip
-    return 0
-
-
-def register_export(sub: argparse._SubParsersAction) -> None:
-    from pretrainkit.quantities import count
-
-    p = sub.add_parser("export", help="write a run's model as one safetensors file, or as a Hugging Face directory",
-                       description="native: consolidate the newest valid checkpoint (any world size / parallel mode) "
-                       "into one safetensors file loadable on one process (train.checkpoint.export.load_exported). "
-                       "hf: a directory transformers' AutoModelForCausalLM and AutoTokenizer load.")  # fmt: skip
-    p.add_argument("run_dir", metavar="MODEL", help="a run directory (its newest valid checkpoint) or one checkpoint "
-                   "directory; with --format hf also a native export or a Hugging Face directory")  # fmt: skip
-    p.add_argument("-o", "--output", required=True,
-                   help="native: FILE.safetensors, or a directory (model.safetensors + pretrainkit_model.json); hf: a directory")  # fmt: skip
-    p.add_argument("--format", choices=["native", "hf"], default="native")
-    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
-    p.add_argument("--tokenizer", help="hf: the model's tokenizer.json or HF directory, when the run does not lead to it "
-                   "(checked against the sha256 the run recorded)")  # fmt: skip
-    p.add_argument("--max-shard-size", type=count, default=5_000_000_000, metavar="BYTES",
-                   help="hf: weight files above this size are split, with model.safetensors.index.json (default 5G)")
-    p.set_defaults(func=cmd_export)

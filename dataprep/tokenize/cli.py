@@ -1,4 +1,5 @@
-"""`ptk tokenizer train`, `ptk tokenize` and `ptk prepare`: the command-line side of tokenization."""
+"""`ptk tokenizer train` and `ptk tokenize`: the command-line side of tokenization (`ptk prepare`, which
+chains dedup and tokenize, is in dataprep/cli.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from pathlib import Path
 from pretrainkit.progress import progress_bar
 
 from pretrainkit.dataprep.cli_options import add_executor_options, add_field_options, add_inputs_and_output, runner_from_args
-from pretrainkit.dataprep.dedup.cli import add_dedup_options, dedup_options_from_args, format_summary
-from pretrainkit.dataprep.prepare import run_prepare
 from pretrainkit.dataprep.readers import Document, discover_inputs, nothing_usable, plan_read_tasks, read_task, reason_kind
 from pretrainkit.dataprep.tokenize.corpus import REJECTED_NAME, TokenizeOptions, tokenize_corpus
 from pretrainkit.dataprep.tokenize.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
@@ -45,18 +44,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_field_options(tokenize)
     add_executor_options(tokenize)
     tokenize.set_defaults(func=run_tokenize)
-
-    prepare = sub.add_parser(
-        "prepare",
-        help="dedup + tokenize + shard in one pipeline",
-        description="Deduplicate (as `ptk dedup`, into OUT/dedup/) and tokenize the kept documents (as `ptk "
-        "tokenize`, into OUT/shards/). The shard manifest records the raw inputs and the dedup stats.",
-    )
-    add_inputs_and_output(prepare, "output directory (OUT/dedup/, OUT/shards/)")
-    add_tokenize_options(prepare)
-    add_dedup_options(prepare)
-    add_executor_options(prepare)
-    prepare.set_defaults(func=run_prepare_command)
 
 
 def add_tokenize_options(p: argparse.ArgumentParser) -> None:
@@ -115,17 +102,6 @@ def run_tokenize(args: argparse.Namespace) -> int:
     with runner_from_args(args) as runner:
         manifest = tokenize_corpus(args.inputs, out, args.tokenizer, tokenize_options(args), runner=runner)
     print_tokenize_summary(manifest, out)
-    return 0
-
-
-def run_prepare_command(args: argparse.Namespace) -> int:
-    out = Path(args.output)
-    with runner_from_args(args) as runner:
-        stats, manifest = run_prepare(
-            args.inputs, out, args.tokenizer, dedup_options_from_args(args), tokenize_options(args), runner=runner
-        )
-    print(format_summary(stats, out / "dedup"))
-    print_tokenize_summary(manifest, out / "shards")
     return 0
 
 

@@ -54,8 +54,7 @@ def fail(args):
 def register(sub):
     sub.add_parser("fail").set_defaults(func=fail)
 
-sys.modules["failing_command"] = sys.modules[__name__]
-cli.COMMAND_MODULES += ("failing_command",)
+cli.COMMAND_MODULES += (sys.modules[__name__],)
 sys.exit(cli.main(["fail"]))
 """
 

@@ -10,7 +10,7 @@ trains on global batch k-1. Everything that decides what happens next (model, op
 loader position, next batch, skip set, spike window, RNG) is in every checkpoint, so a resumed run
 continues exactly like an uninterrupted one.
 
-Loss spikes (`spikes` config, see `train/spikes.py` for detection): each is one row of
+Loss spikes (`spikes` config, see `train/loop/spikes.py` for detection): each is one row of
 `RUN_DIR/events.jsonl` with `step`, `batch`, `loss`, `grad_norm`, the window statistics, `reason`
 and `action`:
 - `none`: logged; the update is applied (unless loss or gradients are not finite: then dropped).

@@ -1,10 +1,9 @@
-"""`ptk plan`, `ptk scaling fit` and `ptk report`: sizing a run before it starts, and reading it after.
+"""`ptk plan` and `ptk scaling fit`: sizing a run before it starts.
 
     ptk plan --flops 1e21 --devices 64 --device-memory 80 --peak-flops 989e12
     ptk plan --config run.yaml --tokens 2B --devices 2
     ptk plan --config run.yaml --devices 8 --tp 2 --pp 2
     ptk scaling fit runs/s1 runs/s2 runs/s3 runs/s4 runs/s5 --flops 1e20 -o law.json
-    ptk report runs/base --compare runs/bigger -o report.png
 
 Quantities accept SI suffixes: `7.5B` parameters, `300B` tokens, `989T` FLOP/s.
 """
@@ -315,26 +314,6 @@ def run_scaling_fit(args: argparse.Namespace) -> int:
 # ---- ptk report -------------------------------------------------------------------------------------
 
 
-def run_report(args: argparse.Namespace) -> int:
-    from pretrainkit.train.reports.report import draw_report, summary_text
-    from pretrainkit.train.reports.run_log import METRICS_FILE, read_run
-
-    output = Path(args.output) if args.output else Path(args.run_dir) / "report.png"
-    if output.suffix.lower() != ".png":  # PNG bytes under another name would mislead every viewer
-        raise UserError(f"-o {output}: ptk report writes PNG; name the file .png")
-    runs = [read_run(d) for d in [args.run_dir, *(args.compare or [])]]
-    for run in runs:
-        if not run.steps:  # six blank panels are no report
-            raise UserError(f"{run.path / METRICS_FILE}: no training steps logged; nothing to report")
-    panels = draw_report(runs, output, axis=args.x)
-    text = "".join(summary_text(r) for r in runs)
-    summary = output.with_suffix(".txt")
-    write_text_atomic(summary, text)
-    print(text, end="")
-    print(f"wrote {output} ({len(panels)} panels: {', '.join(panels)}) and {summary}")
-    return 0
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="compute-optimal size, tokens, loss, time and memory per device of a run",
                        description="Any one or two of --flops, --params (or --config), --tokens: the rest follows "
@@ -377,13 +356,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--flops", type=quantity, action="append", metavar="C", help="print the compute-optimal N, D for C")
     f.add_argument("-o", "--output", help="write the fitted law as JSON (for ptk plan --law)")
     f.set_defaults(func=run_scaling_fit)
-
-    r = sub.add_parser("report", help="PNG figures and a text summary of a run",
-                       description="Training loss, per-source validation loss, learning rate, grad norm, tokens/s "
-                                   "and MFU, spike events marked; writes OUTPUT (.png) and OUTPUT with .txt.")
-    r.add_argument("run_dir", metavar="RUN_DIR")
-    r.add_argument("--compare", nargs="+", metavar="RUN_DIR", help="runs to overlay")
-    r.add_argument("-o", "--output", help="PNG path (default RUN_DIR/report.png)")
-    r.add_argument("--x", choices=("step", "tokens"), default="step",
-                   help="x axis: steps or tokens trained on; a continued run starts where its base stopped (default step)")
-    r.set_defaults(func=run_report)

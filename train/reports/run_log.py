@@ -5,7 +5,7 @@
 
 Training rows carry `step, loss, lr, grad_norm, tokens` (cumulative), `tokens_per_s` (and `mfu` when the device's
 peak is known); validation rows carry `{"step", "val_loss": {source: value}}`; events rows (loss
-spikes, written by `train/loop.py`) carry `step`, `loss`, `grad_norm`, window statistics, `reason`
+spikes, written by `train/loop/training_loop.py`) carry `step`, `loss`, `grad_norm`, window statistics, `reason`
 and `action`; only `step` is required here. A resumed run may log a step twice:
 the last row for a step wins, as it is the one the surviving run produced. A continued run
 (`init_from`) also has `init_from.json` (its base's path, step and tokens), and its `config.yaml`

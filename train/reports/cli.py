@@ -1,0 +1,46 @@
+"""`ptk report RUN_DIR`: PNG figures and a text summary of a finished or running run.
+
+    ptk report runs/base
+    ptk report runs/base --compare runs/bigger -o report.png --x tokens
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pretrainkit.errors import UserError
+from pretrainkit.files import write_text_atomic
+
+
+def run_report(args: argparse.Namespace) -> int:
+    # Imported here: matplotlib would otherwise slow every `ptk` command's start.
+    from pretrainkit.train.reports.report import draw_report, summary_text
+    from pretrainkit.train.reports.run_log import METRICS_FILE, read_run
+
+    output = Path(args.output) if args.output else Path(args.run_dir) / "report.png"
+    if output.suffix.lower() != ".png":  # PNG bytes under another name would mislead every viewer
+        raise UserError(f"-o {output}: ptk report writes PNG; name the file .png")
+    runs = [read_run(d) for d in [args.run_dir, *(args.compare or [])]]
+    for run in runs:
+        if not run.steps:  # six blank panels are no report
+            raise UserError(f"{run.path / METRICS_FILE}: no training steps logged; nothing to report")
+    panels = draw_report(runs, output, axis=args.x)
+    text = "".join(summary_text(r) for r in runs)
+    summary = output.with_suffix(".txt")
+    write_text_atomic(summary, text)
+    print(text, end="")
+    print(f"wrote {output} ({len(panels)} panels: {', '.join(panels)}) and {summary}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser("report", help="PNG figures and a text summary of a run",
+                       description="Training loss, per-source validation loss, learning rate, grad norm, tokens/s "
+                                   "and MFU, spike events marked; writes OUTPUT (.png) and OUTPUT with .txt.")
+    r.add_argument("run_dir", metavar="RUN_DIR")
+    r.add_argument("--compare", nargs="+", metavar="RUN_DIR", help="runs to overlay")
+    r.add_argument("-o", "--output", help="PNG path (default RUN_DIR/report.png)")
+    r.add_argument("--x", choices=("step", "tokens"), default="step",
+                   help="x axis: steps or tokens trained on; a continued run starts where its base stopped (default step)")
+    r.set_defaults(func=run_report)
