@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.corpora import sentences, shared_data_dir  # noqa: E402
+from fixtures.corpora import sentences, shared_data_dir  # noqa: E402
 from bench.results import peak_tree_rss_kb, write_result  # noqa: E402
 
 

@@ -14,8 +14,6 @@ bench/results/large_document.json.
 from __future__ import annotations
 
 import argparse
-import json
-import random
 import subprocess
 import sys
 import tempfile
@@ -24,29 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.corpora import shared_data_dir  # noqa: E402
+from fixtures.corpora import SMALL_RECORD, shared_data_dir, write_document  # noqa: E402
 from bench.results import peak_tree_rss_kb, write_result  # noqa: E402
-
-
-def write_document(path: Path, mb: float) -> str:
-    data = shared_data_dir()
-    paragraphs = []
-    for name in ("wikitext2/valid.txt", "wikitext2/test.txt", "tinyshakespeare/input.txt"):
-        paragraphs += [p for p in (data / name).read_text(encoding="utf-8").split("\n\n") if p.strip()]
-    rng = random.Random(0)
-    chosen, size = [], 0
-    while size < mb * 1e6:
-        p = rng.choice(paragraphs)
-        chosen.append(p)
-        size += len(p.encode("utf-8")) + 2
-    text = "\n\n".join(chosen)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(json.dumps({"id": "large", "text": text}, ensure_ascii=False) + "\n")
-        f.write(SMALL_RECORD)
-    return text
-
-
-SMALL_RECORD = json.dumps({"id": "small", "text": "and one small document"}) + "\n"
 
 
 def peak_of(cmd: list[str]) -> tuple[int, float]:

@@ -74,19 +74,19 @@ def measure(args: argparse.Namespace, name: str, env) -> dict:
     rows = micro * accum
     group = trainer.mesh.dp_rank
 
-    def step() -> None:
+    def step(trainer: Trainer) -> None:
         x = torch.randint(0, vocab, (rows * dp, seq + 1), generator=g)[group * rows : (group + 1) * rows]
         trainer.train_step([(m[:, :-1], m[:, 1:]) for m in x.split(micro)])
 
     for _ in range(args.warmup):
-        step()
+        step(trainer)
     tokens = args.steps * rows * dp * seq
     rates = []
     for _ in range(args.rounds):
         sync(env.device)
         t0 = time.perf_counter()
         for _ in range(args.steps):
-            step()
+            step(trainer)
         sync(env.device)
         rates.append(tokens / (time.perf_counter() - t0))
     result = {"tokens_per_s": max(rates), "rounds": rates, "params": mcfg.num_params(), "processes": env.world_size}

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import yaml
 
-from bench.corpora import pep_documents, reuters_documents, shared_data_dir, wikitext_documents
+from fixtures.corpora import pep_documents, reuters_documents, shared_data_dir, wikitext_documents
 from bench.results import RESULTS, write_result
 from pretrainkit.shards import write_shards
 from pretrainkit.train.config import load_config

@@ -34,7 +34,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-from bench.corpora import license_documents, pep_documents, reuters_documents, shared_data_dir, wikitext_documents, write_jsonl  # noqa: E402
+from fixtures.corpora import license_documents, pep_documents, reuters_documents, shared_data_dir, wikitext_documents, write_jsonl  # noqa: E402
 from bench.results import write_result  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus  # noqa: E402
 from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer  # noqa: E402

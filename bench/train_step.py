@@ -23,6 +23,7 @@ sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != 
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
+import functools  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
@@ -101,8 +102,8 @@ def measure(args: argparse.Namespace, precision: str, env) -> dict:
     opt = torch.optim.AdamW(base.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
     data = batches(args.warmup + args.rounds * args.steps, accum, micro, seq, vocab)
     bf16 = precision == "bf16"
-    project = lambda mb: trainer.train_step(mb)  # noqa: E731
-    baseline = lambda mb: baseline_step(base, opt, mb, env.device, bf16)  # noqa: E731
+    project = trainer.train_step
+    baseline = functools.partial(baseline_step, base, opt, device=env.device, bf16=bf16)
     timed(project, data[: args.warmup], env.device)
     timed(baseline, data[: args.warmup], env.device)
     tokens = args.steps * micro * accum * seq
@@ -124,7 +125,7 @@ def measure(args: argparse.Namespace, precision: str, env) -> dict:
     result["params"] = mcfg.num_params()
     if env.device.type == "cuda":
         result["max_memory_gib"] = torch.cuda.max_memory_allocated(env.device) / 2**30
-    del trainer, base, opt
+    del project, baseline, trainer, base, opt  # the next measurement starts with this one's memory freed
     if env.device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(env.device)

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench import corpora  # noqa: E402
+from fixtures import corpora
 
 
 def need_shared_data() -> None:
-    corpora.need_data(corpora.ROOT.parent / "shared" / "data")
+    corpora.need_data(corpora.DATA)
 
 
 @pytest.fixture(scope="session")

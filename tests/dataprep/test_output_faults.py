@@ -38,7 +38,7 @@ def ptk(*args: str) -> str:
 
 @pytest.fixture()
 def corpus(tmp_path, reuters_docs) -> Path:
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     for i in range(3):
         write_jsonl(reuters_docs[i:1800:3], tmp_path / "in" / f"part{i}.jsonl")

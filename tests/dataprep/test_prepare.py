@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from bench.corpora import need_data
+from fixtures.corpora import need_data
 from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.cli import main
 from pretrainkit.shards import ShardSet

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.corpora import need_data
+from fixtures.corpora import need_data
 from pretrainkit.shards import write_shards
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"

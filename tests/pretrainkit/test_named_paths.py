@@ -7,8 +7,12 @@ from __future__ import annotations
 import ast
 import importlib
 import re
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    from pip._vendor import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_FOLDERS = ("pretrainkit", "dataprep", "shards", "mixtures", "train", "bench", "tests", "demo")

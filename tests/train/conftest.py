@@ -21,7 +21,7 @@ import pytest
 import torch
 import yaml
 
-from bench.corpora import need_data
+from fixtures.corpora import need_data
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 ROOT = Path(__file__).resolve().parents[2]

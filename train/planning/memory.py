@@ -19,7 +19,7 @@ largest stage. Data parallelism then shards what a device holds as its ZeRO stag
 
 Activations are the tensors autograd saves for backward in `train/model/llama.py`'s decoder, counted per
 token, plus the logits and their gradient at the loss (where a step peaks). The coefficients were
-derived by listing the saved tensors of each operation (tests/train/test_memory_model.py checks
+derived by listing the saved tensors of each operation (tests/train/planning/test_memory_model.py checks
 them against `torch.autograd.graph.saved_tensors_hooks` on the real model). With per-block
 activation checkpointing only each block's input is kept, and one block at a time is recomputed
 during backward. Under tensor parallelism with sequence parallelism every saved tensor of a block is
@@ -145,13 +145,6 @@ def _per_token(shape: ActivationShape, c: ActivationCoefficients) -> tuple[int, 
     block = (c.d_model * shape.d_model + c.kv_dim * shape.kv_dim + c.ffn * shape.ffn_hidden
              + c.heads * shape.n_heads + c.const)
     return block, c.head_d_model * shape.d_model + c.logits * shape.vocab_size
-
-
-def saved_activation_bytes(shape: ActivationShape, micro_batch: int, seq_len: int, dtype: str) -> float:
-    """What autograd holds for backward after one micro-batch's forward, without checkpointing."""
-    c = ACTIVATION_COEFFICIENTS[dtype]
-    block, head = _per_token(shape, c)
-    return micro_batch * seq_len * (shape.n_layers * block + head) + c.weight_copy * shape.matmul_params
 
 
 def activation_bytes(shape: ActivationShape, micro_batch: int, seq_len: int, dtype: str, checkpointing: bool) -> float:

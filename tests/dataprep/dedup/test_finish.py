@@ -39,7 +39,7 @@ def test_keep_in_place_leaves_the_kept_pieces_in_order(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("near", [True, False])
 def test_finish_part_keeps_exactly_the_kept_documents_of_every_file(tmp_path, reuters_docs, monkeypatch, near):
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     docs = reuters_docs[:600] + [("no-words", "  ... !!"), ("last", reuters_docs[0][1])]
     source = write_jsonl(docs, tmp_path / "in" / "r.jsonl")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from bench.corpora import need_data
+from fixtures.corpora import need_data
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
 from pretrainkit.shards import write_shards
@@ -16,7 +16,7 @@ from pretrainkit.train.model.llama import ModelConfig
 from pretrainkit.train.planning.plan import LAWS, LossLaw, load_law, resolve_budget
 from pretrainkit.train.planning.cli import human
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
 
 
 @pytest.mark.parametrize("name", sorted(LAWS))

@@ -18,7 +18,7 @@ from pretrainkit.cli import main
 from pretrainkit.train.evaluation.scoring import score_documents, stream_windows
 from pretrainkit.train.model.llama import ModelConfig, Transformer
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 
 
 @pytest.mark.parametrize("seq_len", [1, 3, 8, 64])

@@ -76,13 +76,24 @@ def test_gqa_matches_repeated_kv_heads() -> None:
 def test_tied_embeddings_share_storage() -> None:
     model = Transformer(tiny())
     assert model.output.weight is model.tok_embeddings.weight
-    assert Transformer(tiny(tie_embeddings=False)).output.weight is not None
+    untied = Transformer(tiny(tie_embeddings=False))
+    assert untied.output.weight is not untied.tok_embeddings.weight
+    assert untied.output.weight.data_ptr() != untied.tok_embeddings.weight.data_ptr()
+    assert set(untied.state_dict()) == {n for n, _ in untied.named_parameters()}
     assert set(model.state_dict()) == {n for n, _ in model.named_parameters()} | {"output.weight"}
 
 
-@pytest.mark.parametrize("bad", [dict(d_model=65), dict(n_kv_heads=3), dict(n_layers=0), dict(d_model=12, n_heads=4)])
-def test_bad_shapes_are_rejected(bad: dict) -> None:
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (dict(d_model=65), r"d_model \(65\) must be divisible by n_heads \(4\)"),
+        (dict(n_kv_heads=3), r"n_heads \(4\) must be a multiple of n_kv_heads \(3\)"),
+        (dict(n_layers=0), r"n_layers must be >= 1, got 0"),
+        (dict(d_model=12, n_heads=4), r"head_dim \(3\) must be even"),
+    ],
+)
+def test_bad_shapes_are_rejected(bad: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
         tiny(**bad)
 
 

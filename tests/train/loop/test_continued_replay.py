@@ -14,7 +14,7 @@ import pytest
 import torch
 import yaml
 
-from bench.corpora import need_data
+from fixtures.corpora import need_data
 from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.errors import UserError
 from pretrainkit.train.checkpoint.checkpoints import loader_state_of
@@ -23,7 +23,7 @@ from pretrainkit.train.checkpoint.export import export_model
 from pretrainkit.train.checkpoint.init_from import find_init_source
 from pretrainkit.train.loop.run import run_training
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 SEQ, BATCH, BASE_STEPS = 32, 8, 8  # conftest's tiny config: seq_len 32, global batch 8
 
 
@@ -184,7 +184,7 @@ def test_init_from_a_different_shape_or_a_missing_path_fails_clearly(session_kit
 
 
 def test_demo_continued_config_continues_the_demo_base_run():
-    examples = Path(__file__).resolve().parents[2] / "train" / "examples"
+    examples = Path(__file__).resolve().parents[3] / "train" / "examples"
     base, cont = load_config(examples / "demo.yaml"), load_config(examples / "continued.yaml")
     assert (cont.model, cont.data.seq_len) == (base.model, base.data.seq_len)  # init_from needs the same shape
     # Read as plain YAML: the demo's shard directories exist only after `make demo` (not on a fresh clone).

@@ -1,6 +1,6 @@
 """Runs a few training steps per setting on synthetic global batches; launched by the tests under torchrun.
 
-    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/train/train_worker.py OUT.json SPEC.json
+    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/train/parallel/train_worker.py OUT.json SPEC.json
 
 SPEC is a JSON list of runs, each `{"name", "steps", "global_size", "micro_size", "config": {...}}`
 (config: TrainConfig overrides; `init_from` loads its weights as `ptk train` does). Rank 0 writes `{name: {"loss": [...], "grad_norm": [...], "val":
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch.distributed.fsdp import FSDPModule
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from pretrainkit.files import write_text_atomic  # noqa: E402
 from pretrainkit.train.checkpoint.init_from import find_init_source, initialize  # noqa: E402

@@ -1,7 +1,7 @@
 """Loads a Hugging Face directory as the trainer does (meta device, FSDP2, init, sliced reads) and
 reports how much this process's resident memory grew; launched by the tests under torchrun.
 
-    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/train/hf_load_worker.py HF_DIR OUT_DIR
+    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/train/model/hf_load_worker.py HF_DIR OUT_DIR
 
 Each rank writes OUT_DIR/rank<r>.json: `peak_growth` (bytes: the peak resident set, VmHWM, reset just
 before the model is built, minus the resident set then; after the same steps on a tiny model, so that
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from pretrainkit.train.config import ParallelConfig  # noqa: E402
 from pretrainkit.train.model.hf_adapter import HFWeights, model_config_from_hf, read_hf_config  # noqa: E402

@@ -71,7 +71,7 @@ def test_counts_add_up_and_kept_records_are_unchanged(tmp_path, reuters_jsonl):
 
 
 def test_output_is_byte_identical_for_any_worker_count(tmp_path, reuters_docs):
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     inputs = tmp_path / "in"
     for i in range(3):  # several files and tasks, so that workers really share the work
@@ -107,7 +107,7 @@ def test_output_is_byte_identical_for_any_memory_budget(tmp_path, reuters_docs):
     """A budget smaller than the run's pair state, so that every stage is cut into many pieces
     (partitions, pair files, verification and resolve jobs, chunks of duplicates rows), gives the
     bytes of the default one, and no job held more than its piece."""
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     inputs = write_jsonl(reuters_docs, tmp_path / "in" / "reuters.jsonl")
     run_dedup([str(inputs)], tmp_path / "default", DedupOptions(), workers=2)
@@ -131,7 +131,7 @@ def test_output_is_byte_identical_whatever_the_chunks_of_bucketing_and_writing(t
     newline), give the bytes of the default sizes."""
     import pretrainkit.dataprep.dedup.kept as kept
     import pretrainkit.dataprep.dedup.pipeline as pipeline
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     inputs = write_jsonl(reuters_docs, tmp_path / "in" / "reuters.jsonl")
     stats = run_dedup([str(inputs)], tmp_path / "default", DedupOptions(), workers=1)
@@ -172,7 +172,7 @@ class InterruptingRunner(LocalRunner):
 def test_a_run_interrupted_in_a_stage_resumes_to_the_same_bytes(tmp_path, reuters_docs, stage):
     """The pair files, links, labels and resolve pieces an interrupted run left are reused or redone
     so that the rerun's output is the uninterrupted one's."""
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     inputs = write_jsonl(reuters_docs[:1500] + [(f"{i}-again", t) for i, t in reuters_docs[:300]], tmp_path / "in" / "r.jsonl")
     budget = DedupBudget(partition_bytes=8192, verify_pairs=16, shingle_bytes=4096, describe_rows=8, range_docs=256)
@@ -193,7 +193,7 @@ def test_a_run_interrupted_in_a_stage_resumes_to_the_same_bytes(tmp_path, reuter
 def test_a_run_interrupted_while_writing_resumes_with_other_workers_and_limit(tmp_path, reuters_docs):
     """Write jobs delete the scan files that the stages before them read, and another worker count or
     memory limit would cut those stages otherwise: the rerun goes straight on writing, to the same bytes."""
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     docs = reuters_docs[:1500] + [(f"{i}-again", t) for i, t in reuters_docs[:300]]
     for k in range(4):  # four read tasks: half of them written before the interruption
@@ -213,7 +213,7 @@ def test_a_run_interrupted_while_writing_resumes_with_other_workers_and_limit(tm
 def test_a_run_stopped_while_finishing_an_index_part_scans_its_task_again(tmp_path, reuters_docs, monkeypatch):
     """A write job makes the index part of the scan's files, in place: stopped half way (some files
     taken, one cut short), the rerun scans that task again and writes the same bytes."""
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
     from pretrainkit.dataprep.dedup import index
 
     docs = reuters_docs[:900] + [(f"{i}-again", t) for i, t in reuters_docs[:200]]
@@ -243,7 +243,7 @@ def test_a_run_stopped_while_finishing_an_index_part_scans_its_task_again(tmp_pa
 
 
 def test_against_removes_documents_already_in_the_old_corpus(tmp_path, reuters_docs):
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     old_docs = reuters_docs[:1500]
     old = write_jsonl(old_docs, tmp_path / "old.jsonl")
@@ -391,7 +391,7 @@ def test_repeated_ids_are_counted_and_named_alike_whatever_the_ranges_of_the_pai
 
 
 def test_index_keeps_only_what_against_needs_and_costs_less_than_the_input(tmp_path, reuters_docs):
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     copies = [(f"copy-{doc_id}", text) for doc_id, text in reuters_docs[:50]]
     corpus = write_jsonl(reuters_docs + copies, tmp_path / "in" / "reuters.jsonl")
@@ -415,7 +415,7 @@ def test_against_an_index_keeps_what_one_run_over_both_corpora_keeps(tmp_path, r
     """The index keeps shingle sets, no signatures: a run against it, with any --num-perm and
     --threshold, hashes them again and finds the candidates that one run over the old corpus's kept
     records and the new corpus would: the same new documents are kept."""
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     old_docs = reuters_docs[:700]
     rng = np.random.default_rng(3)

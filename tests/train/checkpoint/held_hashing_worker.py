@@ -1,8 +1,8 @@
 """One `python -m pretrainkit.train` process whose hashing of one checkpoint's files is held forever or fails: a run to
 kill, or to watch fail, while that checkpoint is finalized in the background. Launched by the tests:
 
-    python -m pretrainkit.train.torchrun --standalone --nproc_per_node 2 tests/train/held_hashing_worker.py hold 8 any CONFIG
-    python -m pretrainkit.train.torchrun --standalone --nproc_per_node 2 tests/train/held_hashing_worker.py fail 8 1 CONFIG
+    python -m pretrainkit.train.torchrun --standalone --nproc_per_node 2 tests/train/checkpoint/held_hashing_worker.py hold 8 any CONFIG
+    python -m pretrainkit.train.torchrun --standalone --nproc_per_node 2 tests/train/checkpoint/held_hashing_worker.py fail 8 1 CONFIG
 
 `hold STEP RANK`: the processes of rank RANK (`any`: every process) block as they start hashing a file of
 checkpoint STEP, after writing `held-rank<r>` beside CONFIG. `fail STEP RANK`: that process's hashing of
@@ -17,7 +17,7 @@ import sys
 import threading
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import pretrainkit.train.checkpoint.checkpoints as checkpoints  # noqa: E402
 from pretrainkit.train.__main__ import main  # noqa: E402

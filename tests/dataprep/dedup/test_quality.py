@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.corpora import need_data
+from fixtures.corpora import need_data
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
 
 NGRAM = 5
@@ -62,7 +62,7 @@ def pairs_above(sets: list[frozenset], t: float) -> list[tuple[int, int, float]]
 
 
 def dedup_clusters(tmp_path: Path, docs: list[tuple[str, str]]) -> tuple[dict[str, str], list[dict]]:
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     src = write_jsonl(docs, tmp_path / "in.jsonl")
     run_dedup([str(src)], tmp_path / "out", DedupOptions(threshold=0.8), workers=2)
@@ -96,7 +96,7 @@ def check_quality(tmp_path: Path, docs: list[tuple[str, str]]) -> tuple[int, int
 
 @pytest.mark.slow
 def test_reuters_near_duplicates_match_brute_force(tmp_path):
-    from bench.corpora import ROOT, reuters_documents
+    from fixtures.corpora import ROOT, reuters_documents
 
     need_data(ROOT.parent / "shared" / "data")
     truth, near = check_quality(tmp_path, reuters_documents())
@@ -104,7 +104,7 @@ def test_reuters_near_duplicates_match_brute_force(tmp_path):
 
 
 def test_license_texts_cluster_only_within_their_license(tmp_path, license_docs):
-    from bench.corpora import shared_data_dir
+    from fixtures.corpora import shared_data_dir
 
     truth, near = check_quality(tmp_path, license_docs)
     assert truth > 10 and near > 10

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models
 
-from bench.corpora import need_data
+from fixtures.corpora import need_data
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
 
-WIKI = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "wikitext2"
+WIKI = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "wikitext2"
 
 
 @pytest.fixture(scope="module")

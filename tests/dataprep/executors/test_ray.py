@@ -28,7 +28,7 @@ from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer  # noqa: E40
 from pretrainkit.cli import main  # noqa: E402
 from pretrainkit.errors import UserError  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def snapshot(out: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, reuters_docs) -> Path:
     """3000 Reuters articles in 6 files, each doubled (exact and near duplicates): 6 jobs per stage for 2 CPUs."""
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     inputs = tmp_path_factory.mktemp("ray-corpus") / "in"
     for i in range(6):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SMALL = {"d_model": 128, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2}
 ONE_PROCESS = [
     {"name": "fp32", "vocab": 2048, "seq": 128, "micro": 8, "precision": "fp32", "ckpt": False, "model": SMALL},

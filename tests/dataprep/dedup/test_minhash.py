@@ -174,7 +174,7 @@ def test_hash_sort_orders_any_values():
 def test_a_large_document_hashed_in_windows_equals_hashing_it_whole(ascii_only):
     """Documents over `large_bytes` are hashed piece by piece (bounded memory, issue 13 item 7); the
     signature, shingle set and count are exactly those of the whole-document computation."""
-    text = (Path(__file__).resolve().parents[3] / "shared" / "data" / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[4] / "shared" / "data" / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
     text = text[:300_000] + " Ça dépend: ÉTÉ, naïve café. " * 50
     if ascii_only:
         text = text.encode("ascii", "ignore").decode()
@@ -198,7 +198,7 @@ def test_a_large_text_normalized_in_pieces_hashes_as_whole(ascii_only):
     from pretrainkit.dataprep.dedup.digests import blake2b_128
     from pretrainkit.dataprep.dedup.index import hash_inputs, normalized_pieces
 
-    text = (Path(__file__).resolve().parents[3] / "shared" / "data" / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[4] / "shared" / "data" / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
     text = "  \n " + text[:200_000] + " Ça dépend: ÉTÉ, naïve café, ΟΔΟΣ Σ. " * 40 + " \n\t  "
     if ascii_only:
         text = text.encode("ascii", "ignore").decode()

@@ -52,7 +52,7 @@ def test_id_lines_of_a_batch_are_each_ids_line():
 def test_the_scan_writes_each_documents_band_hashes_and_none_without_near_dedup(tmp_path, reuters_docs):
     """A scan part holds, per document, the band hashes of its MinHash signature (no signature);
     with --no-near (0 bands) it writes no band hashes and the same everything else."""
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
     from pretrainkit.dataprep.dedup.index import ScanJob, scan_part
     from pretrainkit.dataprep.dedup.minhash import MinHasher, band_hashes, lsh_params
     from pretrainkit.dataprep.readers import discover_inputs, plan_read_tasks

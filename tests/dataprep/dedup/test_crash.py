@@ -25,7 +25,7 @@ def snapshot(out: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_killed_runs_resume_to_identical_output(tmp_path, reuters_docs):
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     inputs = tmp_path / "in"
     for i in range(4):

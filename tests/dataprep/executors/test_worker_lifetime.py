@@ -17,7 +17,7 @@ from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory, reuters_docs) -> dict[str, str]:
-    from bench.corpora import write_jsonl
+    from fixtures.corpora import write_jsonl
 
     root = tmp_path_factory.mktemp("lifetime")
     write_jsonl(reuters_docs, root / "reuters.jsonl")

@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.corpora import need_data
+from fixtures.corpora import need_data
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.cli import main
 from pretrainkit.shards import ShardSet
 from pretrainkit.errors import UserError
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _paragraphs(name: str) -> list[str]:
