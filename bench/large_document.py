@@ -7,7 +7,7 @@ The document is paragraphs of WikiText-2 and Tiny Shakespeare (../shared/data) d
 document, as JSONL. Each command runs as a child process; the resident memory of its whole process
 tree is sampled every 20 ms. Baselines, in the same run: the document's own size, which the peak is
 divided by, and the same command on the small document alone (the process's own memory: modules,
-tokenizer), whose peak is subtracted for the growth (the multiple the README states). Writes
+tokenizer), whose peak is subtracted for the growth (the multiple docs/dedup.md states). Writes
 bench/results/large_document.json.
 """
 

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCE_FOLDERS = ("pretrainkit", "dataprep", "shards", "mixtures", "train", "bench", "tests", "demo")
 # A repository file named in prose: `train/loop/spikes.py`, `docs/dedup.md` (user paths in examples,
 # such as `shards/web` or `runs/first/train.yaml`, are not .py files or docs pages).
-FILE_NAME = re.compile(r"(?<![\w./-])((?:[\w-]+/)+[\w-]+\.py|docs/[\w-]+\.md)\b")
+# `$REPO/demo/x.py` names the checkout's file too.
+FILE_NAME = re.compile(r"(?<![\w./-])(?:\$\{?\w+\}?/)?((?:[\w-]+/)+[\w-]+\.py|docs/[\w-]+\.md)\b")
 # A module named in prose, with or without its `pretrainkit.` prefix (`train.checkpoint.export.load_exported`).
 MODULE_NAME = re.compile(r"(?<![\w./-])(pretrainkit(?:\.\w+)+|(?:dataprep|shards|mixtures|train)(?:\.[a-z_]+){2,})\b")
 PACKAGE_DIR = {"pretrainkit.dataprep": "dataprep", "pretrainkit.shards": "shards",

@@ -30,7 +30,7 @@ from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokeni
 pytestmark = pytest.mark.slow  # two child processes and two whole-document references: ~10 s
 
 DOCUMENT_MB = 8
-MULTIPLE = 6.0  # peak growth over the document's UTF-8 size, the bound the README states
+MULTIPLE = 6.0  # peak growth over the document's UTF-8 size, the bound docs/dedup.md states
 
 _WORKER = r"""
 import json, sys

@@ -1,4 +1,5 @@
-"""The README's minimal annotated run.yaml is a valid training config with the values it explains."""
+"""The minimal annotated run.yaml of docs/training-and-layouts.md is a valid training config with the values
+it explains."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from pathlib import Path
 
 from pretrainkit.train.config import load_config
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "training-and-layouts.md"
 
 
-def test_the_readme_run_yaml_loads(tmp_path: Path) -> None:
-    section = README.read_text(encoding="utf-8").split("## A minimal run.yaml", 1)[1]
+def test_the_documented_run_yaml_loads(tmp_path: Path) -> None:
+    section = PAGE.read_text(encoding="utf-8").split("## A minimal run.yaml", 1)[1]
     block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
     (tmp_path / "run.yaml").write_text(block)
     cfg = load_config(tmp_path / "run.yaml")
