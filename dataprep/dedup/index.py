@@ -19,12 +19,11 @@ files are the run's, moved and cut down in place):
 | `.shingles` | uint32, every document's sorted unique shingle hashes         | both |
 | `.ids`      | one JSON string (the document id) per line                    | both |
 | `.idpos`    | uint64 [docs + 1] byte offset of each line of `.ids`          | both |
-| `.idhash`   | uint64 [docs, 2] BLAKE2b-128 of the id (finds repeated ids)   | run |
 | `.lines`    | uint64 [docs] line (row) of each document in its input file   | both |
 | `.json`     | the part's counts and its input file (`source`, relative to the run's input root); written after the arrays: marks the part whole | both |
 
 The scan hashes a batch of documents at once: their texts and id lines joined, one compiled call
-each for the exact hashes, the id hashes (`digests`) and the shingle sets and signatures
+for the exact hashes (`digests`) and the shingle sets and signatures
 (`minhash`); a signature is only ever used for its band hashes, so only those are written. The
 finished index keeps none: a signature is a function of the shingle set, so an `--against` run
 hashes the old documents' sets again, with its own `--num-perm` and LSH bands (any threshold), and
@@ -66,7 +65,7 @@ LARGE_TEXT_CHARS = 1 << 20
 READ_CHUNK_DOCS = 1 << 18
 COALESCE_GAP = 4096  # bytes between two extents still read by one call: about what a call costs in copying
 SCRATCH_BYTES = 1 << 20
-ARRAY_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".idhash", ".lines")  # and .bands, with near-dedup
+ARRAY_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".lines")  # and .bands, with near-dedup
 
 
 def written_part_files(work_base: str, bands: int) -> list[str]:
@@ -208,7 +207,6 @@ def scan_part(job: ScanJob) -> dict:
             out[".ids"].write(lines)
             out[".idpos"].write((offsets[1:] + id_end).astype(np.uint64))
             id_end += int(offsets[-1])
-            out[".idhash"].write(blake2b_128(lines, offsets))
             out[".lines"].write(np.array(batch.lines, dtype=np.uint64))
             batch.clear()
 
@@ -350,10 +348,6 @@ class IndexPart:
     @cached_property
     def exact(self) -> np.ndarray:
         return _array(Path(f"{self.base}.exact"), np.uint64, (self.docs, 2))
-
-    @cached_property
-    def id_hashes(self) -> np.ndarray:
-        return _array(Path(f"{self.base}.idhash"), np.uint64, (self.docs, 2))
 
     @cached_property
     def counts(self) -> np.ndarray:

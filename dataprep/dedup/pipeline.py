@@ -8,8 +8,6 @@ stopped, and the output is the same for any number of workers):
 1. scan    (per read task)  read records; write the index part (band hashes, exact hash, shingle
                             set, id, id hash and input line per document), the records that are not
                             their input line verbatim, and the rejected rows.
-   ids     (as exact, below, over id hashes)  an id that repeats an earlier record's stops the run
-                            with the count and the first examples: ids must be unique within a run.
 2. exact   (per part, then per partition)  exact hashes scattered by hash into partitions, then
                             sorted: equal hashes give (duplicate, first occurrence) pairs, written
                             by each match job to pair files by range of the duplicate's key.
@@ -68,7 +66,7 @@ from pretrainkit.dataprep.dedup.grouping import band_halves, group_pairs, scatte
 from pretrainkit.dataprep.dedup.index import FINISHED_SUFFIXES, DedupIndex, FinishJob, IndexPart, ScanJob, finish_part, part_files_whole, part_name, scan_part, written_part_files
 from pretrainkit.dataprep.dedup.kept import WriteJob, write_kept
 from pretrainkit.dataprep.dedup.pairs import by_hash, by_range, distinct, pack, partition_pairs, read_partition, unpack, write_fanout
-from pretrainkit.dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, describe, resolve_range, verify_partition
+from pretrainkit.dataprep.dedup.resolve import Parts, ResolveJob, VerifyJob, cluster, resolve_range, verify_partition
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.dataprep.dedup.minhash import MinHasher, lsh_params
@@ -79,7 +77,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_concatenation_atomic, write_text_atomic, writing_into
 
 BUCKET_CHUNK_DOCS = 1 << 16
-WORK_FORMAT = 5  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
+WORK_FORMAT = 6  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 ENTRY_BYTES = 24  # what a match job holds per entry, at most: (h1, h2, key) uint64 (`pretrainkit.dataprep.dedup.grouping`)
 
 
@@ -213,8 +211,6 @@ def _find_duplicates(options: DedupOptions, all_parts: list[IndexPart], offsets:
     budget = replace(budget, range_docs=min(budget.range_docs, max(MIN_RANGE_DOCS, per_worker)))
     round_args = (all_parts, offsets, n_old_parts, work, runner, budget)
     ranges = math.ceil(total / budget.range_docs)
-    ids_dir, _ = _match_round("ids", *round_args)
-    _refuse_repeated_ids(ids_dir, ranges, all_parts, offsets, options.id_field)
     exact_dir, _ = _match_round("exact", *round_args)
     parts = Parts.of(all_parts, offsets)
     labels_path = None
@@ -271,28 +267,6 @@ def _prepare_work_dir(work: Path, index_dir: Path, files, tasks, options: DedupO
     index_dir.mkdir(parents=True, exist_ok=True)
 
 
-def _refuse_repeated_ids(ids_dir: Path, ranges: int, parts: list[IndexPart], offsets: np.ndarray, id_field: str) -> None:
-    """`ids_dir`: pair files of (record, earlier record with the same id) keys, by range of the first.
-    Any at all is an error naming the first few; one range's pairs are read at a time."""
-    count = sum(partition_pairs(ids_dir, r) for r in range(ranges))
-    if count == 0:
-        return
-    first_three = np.empty((0, 2), np.int64)
-    for r in range(ranges):
-        pairs = read_partition(ids_dir, r).astype(np.int64)
-        first_three = np.concatenate([first_three, pairs[np.argsort(pairs[:, 0], kind="stable")]])[:3]
-        if len(first_three) == 3:
-            break
-    later, first = describe(parts, offsets, first_three[:, 0]), describe(parts, offsets, first_three[:, 1])
-    examples = "; ".join(f"{doc_id!r} at {src}:{line} (first at {src0}:{line0})"
-                         for (doc_id, src, line), (_, src0, line0) in zip(later, first))
-    raise UserError(
-        f"{count:,} record{'s have' if count > 1 else ' has'} the id of an earlier record, e.g. {examples}: "
-        f"ids must be unique within a run; fix them, or give --id-field a field no record has to use generated "
-        f"<file>:<line> ids (this run: --id-field {id_field})"
-    )
-
-
 def _write_exact_flags(exact_dir: Path, ranges: int, total: int, range_docs: int, path: Path) -> None:
     """uint8 per key, 1 for an exact duplicate (left out of the band round), one range at a time."""
     with atomic_write(path, durable=False) as f:
@@ -306,8 +280,7 @@ def _write_exact_flags(exact_dir: Path, ranges: int, total: int, range_docs: int
 def _match_round(kind: str, parts: list[IndexPart], offsets: np.ndarray, n_old_parts: int, work: Path, runner: JobRunner,
                  budget: DedupBudget, lsh: tuple[int, int, int] = (0, 0, 0), skip_path: str | None = None) -> tuple[Path, int]:
     """Bucket then match one kind of hash; returns the pair files the match jobs wrote (`pretrainkit.dataprep.dedup.pairs`)
-    and their number of partitions. "exact" (content) and "ids" (new documents only): (later, first
-    occurrence) key pairs, by range of `budget.range_docs` keys of the later. "bands": (low, high)
+    and their number of partitions. "exact": (later, first occurrence) key pairs, by range of `budget.range_docs` keys of the later. "bands": (low, high)
     candidate pairs, by hash of the pair, distinct within a match partition (not across: the same
     pair may come from several bands)."""
     total = int(offsets[-1])
@@ -365,10 +338,7 @@ def _bucket_part(job: _BucketJob) -> np.ndarray:
     if bounds_path.exists():
         return np.fromfile(bounds_path, dtype=np.int64).reshape(-1, job.partitions + 1)
     part = IndexPart(Path(job.base), job.docs)
-    if job.kind == "ids":  # ids must be unique among this run's documents; an old corpus may share them
-        eligible = np.full(job.docs, not job.is_old)
-    else:
-        eligible = np.ones(job.docs, dtype=bool)  # a finished index holds its run's kept documents only
+    eligible = np.ones(job.docs, dtype=bool)  # a finished index holds its run's kept documents only
     if job.skip_path:
         eligible &= np.fromfile(job.skip_path, dtype=np.uint8, count=job.docs, offset=job.offset) == 0
     if job.kind == "bands":
@@ -380,10 +350,10 @@ def _bucket_part(job: _BucketJob) -> np.ndarray:
         for lo in range(0, job.docs, BUCKET_CHUNK_DOCS):
             hi = min(lo + BUCKET_CHUNK_DOCS, job.docs)
             ok = eligible[lo:hi]
-            if not ok.any():  # e.g. an old index's part in the ids round: it keeps no id hashes
+            if not ok.any():
                 continue
             if job.kind != "bands":
-                hashes = np.asarray((part.exact if job.kind == "exact" else part.id_hashes)[lo:hi])
+                hashes = np.asarray(part.exact[lo:hi])
                 h1, h2 = hashes[:, :1], hashes[:, 1:]
             elif job.is_old:
                 h1, h2 = band_halves(part.band_hashes_of_sets(lo, hi, hasher, job.bands, job.rows))

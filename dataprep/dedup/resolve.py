@@ -45,19 +45,6 @@ class Parts:
         return [IndexPart(Path(b), n) for b, n in self.described]
 
 
-def describe(parts: list[IndexPart], offsets: np.ndarray, keys: np.ndarray) -> list[tuple[str, str, int]]:
-    """(id, input file, line) of each global key, in the order given; reads only those entries."""
-    keys = np.asarray(keys, dtype=np.int64)
-    where = np.searchsorted(offsets, keys, side="right") - 1
-    out: list = [None] * len(keys)
-    for p in distinct(where).tolist():
-        at = np.flatnonzero(where == p)
-        local = (keys[at] - int(offsets[p])).tolist()
-        for i, doc_id, (source, line) in zip(at.tolist(), parts[p].ids_of(local), parts[p].locations_of(local)):
-            out[i] = (doc_id, source, line)
-    return out
-
-
 @dataclass(frozen=True)
 class VerifyJob:
     candidates_dir: str  # pair partitions of (low, high) candidate keys

@@ -7,6 +7,7 @@ import gzip
 from dataclasses import replace
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -181,7 +182,7 @@ def test_a_run_interrupted_in_a_stage_resumes_to_the_same_bytes(tmp_path, reuter
         run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner=runner, budget=budget)
     work = tmp_path / "resumed" / ".work"
     assert work.is_dir() and not (tmp_path / "resumed" / "stats.json").exists()
-    matched = {"match exact": ["ids"], "match bands": ["ids", "exact"]}.get(stage, ["ids", "exact", "bands"])
+    matched = {"match exact": [], "match bands": ["exact"]}.get(stage, ["exact", "bands"])
     unmatched = {"match exact": ["exact"], "match bands": ["bands"]}.get(stage, [])
     assert [p.name.split("-")[1] for p in work.glob("buckets-*")] == unmatched  # a matched round's buckets are deleted
     with RecordingRunner(2) as runner:
@@ -362,32 +363,41 @@ def test_same_file_names_under_two_inputs_get_distinct_ids_and_rows_locate_the_r
     assert kept_ids == ["x/data.jsonl:1", "x/data.jsonl:2", "y/data.jsonl:1"]
 
 
-def test_duplicate_ids_in_the_input_are_reported_never_merged(tmp_path):
+def test_the_same_corpus_given_twice_keeps_each_document_once_and_rows_name_the_second_files_lines(tmp_path, reuters_docs):
+    """Repeated ids no longer stop a run (issue 22 part 8): the second copy's records are exact duplicates
+    of the first's, each row naming the removed record by its file and line."""
+    from bench.corpora import write_jsonl
+
+    once = write_jsonl(reuters_docs[:600], tmp_path / "x" / "a.jsonl")
+    (tmp_path / "y").mkdir()
+    shutil.copy(once, tmp_path / "y" / "a.jsonl")
+    run_dedup([str(once)], tmp_path / "once", DedupOptions(), workers=1)
+    stats = run_dedup([str(once), str(tmp_path / "y" / "a.jsonl")], tmp_path / "twice", DedupOptions(), workers=2)
+    assert kept_records(tmp_path / "twice") == kept_records(tmp_path / "once")
+    assert stats["kept_docs"] == json.loads((tmp_path / "once" / "stats.json").read_text())["kept_docs"]
+    second = [r for r in jsonl_rows(tmp_path / "twice" / "duplicates.jsonl") if r["source"] == "y/a.jsonl"]
+    assert sorted(r["line"] for r in second) == list(range(1, 601))
+    ids = {line: doc_id for line, (doc_id, _) in enumerate(reuters_docs[:600], 1)}
+    assert all(r["id"] == ids[r["line"]] for r in second)
+    assert all(r["kind"] == "exact" and r["duplicate_of_source"] == "x/a.jsonl" and r["similarity"] == 1.0 for r in second)
+    # its twin in x, unless that one repeats an earlier text of x: then that text's first record
+    repeats = {r["line"] for r in jsonl_rows(tmp_path / "once" / "duplicates.jsonl") if r["kind"] == "exact"}
+    assert {r["line"] for r in second if r["duplicate_of_line"] == r["line"]} == set(range(1, 601)) - repeats
+
+
+def test_a_repeated_id_is_no_identity_records_are_deduplicated_by_content_only(tmp_path):
+    """Records are identified by file and line: one id on three records, two of them of the same text,
+    keeps the two texts and removes the repeat as an exact duplicate; an id shared with nothing else
+    in common changes nothing."""
     (tmp_path / "a.jsonl").write_text(
-        '{"id": "k", "text": "first text"}\n{"id": 7, "text": "an integer id"}\n{"id": "m", "text": "fine"}\n')
-    (tmp_path / "b.jsonl").write_text('{"id": "7", "text": "a string id"}\n{"id": "k", "text": "other text"}\n')
-    with pytest.raises(UserError) as e:
-        run_dedup([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")], tmp_path / "out", DedupOptions(), workers=2)
-    message = str(e.value)
-    assert "\n" not in message and message.startswith("2 records have the id of an earlier record")
-    assert "'7' at b.jsonl:1 (first at a.jsonl:2)" in message and "'k' at b.jsonl:2 (first at a.jsonl:1)" in message
-    assert "--id-field" in message
-    assert not (tmp_path / "out" / "stats.json").exists()
-
-
-def test_repeated_ids_are_counted_and_named_alike_whatever_the_ranges_of_the_pair_files(tmp_path):
-    """Repeated ids spread over many ranges of documents: the count of all, the first three in input order."""
-    rows = [{"id": f"d{i % 50}" if i % 7 == 0 else f"u{i}", "text": f"text number {i}"} for i in range(400)]
-    src = tmp_path / "a.jsonl"
-    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    messages = []
-    for budget in (None, DedupBudget(partition_bytes=1024, verify_pairs=4, shingle_bytes=1024, describe_rows=2, range_docs=16)):
-        with pytest.raises(UserError) as e:
-            run_dedup([str(src)], tmp_path / "out", DedupOptions(), workers=2, budget=budget)
-        messages.append(str(e.value))
-    repeated = sum(1 for i in range(400) if i % 7 == 0) - len({i % 50 for i in range(0, 400, 7)})
-    assert messages[0] == messages[1] and messages[0].startswith(f"{repeated} records have the id of an earlier record")
-    assert "'d0' at a.jsonl:351 (first at a.jsonl:1)" in messages[0]  # row 350 = 7 * 50 repeats row 0's id first
+        '{"id": "k", "text": "first text of the record"}\n{"id": "k", "text": "other words entirely here"}\n'
+        '{"id": "m", "text": "fine"}\n{"id": "k", "text": "first text of the record"}\n')
+    stats = run_dedup([str(tmp_path / "a.jsonl")], tmp_path / "out", DedupOptions(), workers=2)
+    assert [json.loads(r)["text"] for r in kept_records(tmp_path / "out")] == [
+        "first text of the record", "other words entirely here", "fine"]
+    (row,) = jsonl_rows(tmp_path / "out" / "duplicates.jsonl")
+    assert (row["id"], row["line"], row["duplicate_of"], row["duplicate_of_line"], row["kind"]) == ("k", 4, "k", 1, "exact")
+    assert (stats["exact_duplicates"], stats["near_duplicates"]) == (1, 0)
 
 
 def test_index_keeps_only_what_against_needs_and_costs_less_than_the_input(tmp_path, reuters_docs):
