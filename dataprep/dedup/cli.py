@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
-from pretrainkit.dataprep.dedup.budget import DedupBudget, default_memory_limit
+from pretrainkit.dataprep.dedup.budget import DedupBudget
 from pretrainkit.dataprep.cli_options import add_executor_options, add_field_options, add_inputs_and_output, runner_from_args
 from pretrainkit.quantities import quantity
 
@@ -46,8 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     with runner_from_args(args) as runner:
-        budget = DedupBudget.for_limit(int(args.memory_limit or default_memory_limit()), runner.workers)
-        stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), runner=runner, budget=budget)
+        budget = DedupBudget.for_limit(int(args.memory_limit), runner.workers) if args.memory_limit else None
+        stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), runner, budget)
     print(format_summary(stats, args.output))
     return 0
 

@@ -1,92 +1,57 @@
-"""Dedup's resolve stage: candidates verified, clusters found, and what each range of keys removes.
+"""Dedup's resolve stage: per range of keys, which documents are removed and their duplicates.jsonl rows.
 
-    verify_partition(VerifyJob(...))     # a worker: one pair partition's candidates -> its links file
-    cluster(link_files, labels_path, total, budget)   # the main process: component labels, a file
-    resolve_range(ResolveJob(...))       # a worker: removed flags and duplicates rows of a key range
+    resolved = resolve(parts, exact, labels_path, work, runner, budget, removed_path)
 
-Nothing here holds a stage's pairs or a flag per document in memory: candidates and exact pairs
-come from pair files (`pretrainkit.dataprep.dedup.pairs`) a partition at a time; the verified pairs (links)
-go to one file per partition; the clustering keeps its labels (4 bytes per key) in a
-memory-mapped file of the work directory and reads the links a chunk at a time; and each range
-job writes its piece of `removed.u8` and `duplicates.jsonl`, which the pipeline concatenates.
+One job per range of `budget.range_docs` keys (new documents only) reads its range's exact pairs
+(`pretrainkit.dataprep.dedup.pairs`, by range of the later key) and its labels (the cluster stage's
+file, `pretrainkit.dataprep.dedup.clusters`), and writes its piece of the removed flags (uint8 per
+key) and of `duplicates.jsonl` (`pretrainkit.dataprep.dedup.rows`): an exact duplicate names its
+first occurrence; a near one its cluster's smallest key (the kept document), with the Jaccard of
+the two. Nothing holds a flag per document of the run in memory: the pieces are concatenated, the
+flags into `removed_path`, the rows by the write stage.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from pretrainkit.dataprep.dedup.budget import DedupBudget
-from pretrainkit.dataprep.dedup.clusters import label_components
-from pretrainkit.dataprep.dedup.index import IndexPart
-from pretrainkit.dataprep.dedup.pairs import distinct, pack, pair_chunks, read_partition, unpack
+from pretrainkit.dataprep.dedup.clusters import LABEL
+from pretrainkit.dataprep.dedup.index import Parts
+from pretrainkit.dataprep.dedup.match import PairFiles
+from pretrainkit.dataprep.dedup.pairs import read_partition
 from pretrainkit.dataprep.dedup.rows import write_duplicates
-from pretrainkit.dataprep.dedup.similarity import pair_similarities, pairs_reaching
-from pretrainkit.files import atomic_write, write_text_atomic
-
-LABEL = np.dtype("<u4")
-
-
-@dataclass(frozen=True)
-class Parts:
-    """What a job needs to read the index parts: (base, docs) of each, and the offsets."""
-
-    described: tuple[tuple[str, int], ...]
-    offsets: np.ndarray
-
-    @classmethod
-    def of(cls, parts: list[IndexPart], offsets: np.ndarray) -> "Parts":
-        return cls(tuple((str(p.base), p.docs) for p in parts), offsets)
-
-    def open(self) -> list[IndexPart]:
-        return [IndexPart(Path(b), n) for b, n in self.described]
+from pretrainkit.dataprep.dedup.similarity import pair_similarities
+from pretrainkit.dataprep.executors import JobRunner
+from pretrainkit.files import atomic_write, write_concatenation_atomic, write_text_atomic
 
 
-@dataclass(frozen=True)
-class VerifyJob:
-    candidates_dir: str  # pair partitions of (low, high) candidate keys
-    partition: int
-    links_path: str
-    parts: Parts
-    threshold: float
-    chunk_pairs: int
-    chunk_bytes: int
-
-
-def verify_partition(job: VerifyJob) -> None:
-    """Write the partition's distinct candidates whose shingle sets' Jaccard reaches the threshold."""
-    if Path(job.links_path).exists():  # finished by an earlier, interrupted run
-        return
-    found = read_partition(Path(job.candidates_dir), job.partition)
-    packed = distinct(pack(found[:, 0], found[:, 1]))  # the same pair from other bands
-    del found
-    pairs = unpack(packed, np.uint32)
-    del packed
-    linked = pairs[pairs_reaching(job.threshold, pairs, job.parts.open(), job.parts.offsets, job.chunk_pairs, job.chunk_bytes)]
-    with atomic_write(job.links_path, durable=False) as f:
-        f.write(linked.tobytes())
-
-
-def cluster(link_files: list[Path], labels_path: Path, total: int, budget: DedupBudget) -> None:
-    """Write `labels_path`: uint32 [total], the smallest key of each key's component over the links
-    (the key itself when it has none), built in place in a memory-mapped temporary, then renamed."""
-    if labels_path.exists():  # finished by an earlier, interrupted run
-        return
-    with atomic_write(labels_path, durable=False) as f:
-        for lo in range(0, total, budget.range_docs):
-            f.write(np.arange(lo, min(lo + budget.range_docs, total), dtype=LABEL).tobytes())
-        f.flush()
-        label = np.memmap(f.name, dtype=LABEL, mode="r+", shape=(total,))
-        label_components(label, lambda: (c for p in link_files for c in pair_chunks(p, budget.range_docs)), budget.range_docs)
-        label.flush()
-        del label
+def resolve(parts: Parts, exact: PairFiles, labels_path: Path | None, work: Path, runner: JobRunner, budget: DedupBudget,
+            removed_path: Path) -> dict:
+    """Write `removed_path` (a flag per new document); returns each range job's (exact, near) counts
+    (`found`) and its duplicates.jsonl piece (`rows`), in key order. `labels_path` None: no links."""
+    resolve_dir = work / f"resolve-{budget.range_docs}"
+    ranges = math.ceil(parts.total / budget.range_docs)
+    jobs = [
+        _ResolveJob(lo=lo, hi=hi, exact_dir=str(exact.directory), exact_partition=r, labels_path=str(labels_path) if labels_path else None,
+                    removed_path=str(resolve_dir / f"{r:05d}.removed"), rows_path=str(resolve_dir / f"{r:05d}.jsonl"),
+                    done_path=str(resolve_dir / f"{r:05d}.json"), parts=parts, verify_pairs=budget.verify_pairs,
+                    shingle_bytes=budget.shingle_bytes, describe_rows=budget.describe_rows)
+        for r in range(parts.first_new_key // budget.range_docs, ranges)
+        for lo, hi in [(max(r * budget.range_docs, parts.first_new_key), min((r + 1) * budget.range_docs, parts.total))] if lo < hi
+    ]
+    found = runner.run(_resolve_range, jobs, "resolve", weights=[j.hi - j.lo for j in jobs], unit="doc")
+    write_concatenation_atomic([Path(j.removed_path) for j in jobs], removed_path)
+    return {"found": found, "rows": [j.rows_path for j in jobs]}
 
 
 @dataclass(frozen=True)
-class ResolveJob:
+class _ResolveJob:
     lo: int  # keys lo .. hi - 1, new documents all, within one range of the exact pair files
     hi: int
     exact_dir: str
@@ -101,10 +66,9 @@ class ResolveJob:
     describe_rows: int
 
 
-def resolve_range(job: ResolveJob) -> tuple[int, int]:
+def _resolve_range(job: _ResolveJob) -> tuple[int, int]:
     """Removed flags (uint8 per key) and duplicates.jsonl rows of keys lo .. hi - 1; returns the
-    (exact, near) duplicates among them. An exact duplicate names its first occurrence; a near one
-    its component's smallest key, with the Jaccard of the two."""
+    (exact, near) duplicates among them."""
     done = Path(job.done_path)
     if done.exists():  # finished by an earlier, interrupted run
         return tuple(json.loads(done.read_text()))

@@ -14,6 +14,7 @@ import pytest
 from bench import corpora
 from pretrainkit.dataprep.dedup.index import COALESCE_GAP, SCRATCH_BYTES, DedupIndex, read_extents
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
+from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.dataprep.dedup.rows import _decimals
 from pretrainkit.dataprep.dedup.similarity import jaccard, pair_similarities, pairs_reaching
 from pretrainkit.errors import UserError
@@ -41,7 +42,8 @@ def index(tmp_path_factory, reuters_docs) -> DedupIndex:
         docs = reuters_docs[i * third : (i + 1) * third] + [(f"empty-{i}-{j}", "!?" * (1 + j + 2 * i)) for j in range(2)]
         docs += [("nested-large", " ".join(words)), ("nested-small", " ".join(words[:30]))] if i == 0 else []
         corpora.write_jsonl(docs, root / "in" / f"r{i}.jsonl")
-    run_dedup([str(root / "in")], root / "out", DedupOptions(), workers=1)
+    with LocalRunner(1) as runner:
+        run_dedup([str(root / "in")], root / "out", DedupOptions(), runner)
     return DedupIndex.open(root / "out" / "index")
 
 
@@ -153,7 +155,8 @@ def test_duplicates_rows_are_the_bytes_of_json_dumps_whatever_the_ids(tmp_path):
         rows += [(doc_id, text), (doc_id + " exact copy", text), (doc_id + " near copy", near)]
     src = tmp_path / "in" / 'données "q" \\ é.jsonl'
     corpora.write_jsonl(rows, src)
-    run_dedup([str(src)], tmp_path / "out", DedupOptions(), workers=2)
+    with LocalRunner(2) as runner:
+        run_dedup([str(src)], tmp_path / "out", DedupOptions(), runner)
     lines = (tmp_path / "out" / "duplicates.jsonl").read_bytes().splitlines(keepends=True)
     assert len(lines) == 2 * len(ODD_IDS)
     for line in lines:
