@@ -33,7 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "dedup", help="remove exact and near-duplicate documents",
         description="Remove exact and MinHash-LSH near-duplicate documents. Writes OUT/*.jsonl.zst (kept records, "
-        "unchanged), OUT/duplicates.jsonl, OUT/rejected.jsonl, OUT/stats.json and OUT/index/ (for a later --against).",
+        "unchanged), OUT/duplicates.jsonl, OUT/rejected.jsonl, OUT/stats.json and OUT/index/ (for a later --against). "
+        "Near-duplicate clusters are transitive: documents joined by a chain of pairs at --threshold or above are one "
+        "cluster, of which the first in input order is kept; a removed document's row gives its similarity to that one "
+        "(which may be below the threshold) and the document it matched (`matched`, `matched_similarity` >= threshold). "
+        "Records are identified by file and line: ids need not be unique.",
     )
     add_inputs_and_output(p, "output directory")
     add_dedup_options(p)

@@ -79,7 +79,7 @@ from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_text_atomic, writing_into
 
-WORK_FORMAT = 6  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
+WORK_FORMAT = 7  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 
 
 @dataclass(frozen=True)
@@ -191,10 +191,11 @@ def _find_duplicates(options: DedupOptions, parts: Parts, work: Path, runner: Jo
         _write_exact_flags(exact, parts.total, budget.range_docs, skip_path)
         candidates = match(BandHashes(num_perm=options.num_perm, bands=bands, rows=rows, skip_path=str(skip_path)), parts, work, runner, budget)
         links = verify(candidates, parts, options.threshold, work, runner, budget)
-        if any(f.stat().st_size for f in links):
+        if any(f.stat().st_size for f in links.files):
             labels_path = work / "labels.u32"
-            cluster(links, labels_path, parts.total, budget)
-    return resolve(parts, exact, labels_path, work, runner, budget, removed_path)
+            cluster(links.files, labels_path, parts.total, budget)
+            return resolve(parts, exact, (labels_path, links.by_range), work, runner, budget, removed_path)
+    return resolve(parts, exact, None, work, runner, budget, removed_path)
 
 
 def _open_against(options: DedupOptions) -> DedupIndex | None:

@@ -304,7 +304,8 @@ def test_short_documents_are_compared_whole_never_merged_blindly(tmp_path):
     dups = {d["id"]: d for d in jsonl_rows(tmp_path / "out" / "duplicates.jsonl")}
     assert set(dups) == {"s1", "s5"}
     assert dups["s1"] == {"id": "s1", "source": "short.jsonl", "line": 2, "duplicate_of": "s0", "duplicate_of_source": "short.jsonl",
-                          "duplicate_of_line": 1, "kind": "near", "similarity": 1.0}
+                          "duplicate_of_line": 1, "kind": "near", "similarity": 1.0,
+                          "matched": "s0", "matched_source": "short.jsonl", "matched_line": 1, "matched_similarity": 1.0}
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert stats["docs_without_words"] == 2 and stats["kept_docs"] == 5
 
@@ -363,7 +364,8 @@ def test_same_file_names_under_two_inputs_get_distinct_ids_and_rows_locate_the_r
     (row,) = jsonl_rows(tmp_path / "out" / "duplicates.jsonl")
     assert row == {"id": "y/data.jsonl:2", "source": "y/data.jsonl", "line": 2,
                    "duplicate_of": "x/data.jsonl:1", "duplicate_of_source": "x/data.jsonl", "duplicate_of_line": 1,
-                   "kind": "exact", "similarity": 1.0}
+                   "kind": "exact", "similarity": 1.0,
+                   "matched": "x/data.jsonl:1", "matched_source": "x/data.jsonl", "matched_line": 1, "matched_similarity": 1.0}
     kept_ids = [json.loads(r)["id"] for r in kept_records(tmp_path / "out")]
     assert kept_ids == ["x/data.jsonl:1", "x/data.jsonl:2", "y/data.jsonl:1"]
 
