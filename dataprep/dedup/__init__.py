@@ -4,3 +4,7 @@ of MinHash signatures per document, by `digests` and `minhash`), `match` (equal 
 as partitioned `pairs` files), `verify` (candidates by Jaccard), `clusters` (connected components
 of the links), `resolve` (what each range of keys removes, its `rows`) and `write` (the kept
 records, `kept`, and the finished index), all within a memory `budget`; `cli` is `ptk dedup`."""
+
+from pretrainkit.dataprep.dedup.kernels import use_cache_dir
+
+use_cache_dir()  # before any module of the package imports numba, in every process that imports it

@@ -55,6 +55,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
@@ -65,6 +66,7 @@ import numpy as np
 from pretrainkit.dataprep.dedup.budget import MIN_RANGE_DOCS, DedupBudget, default_memory_limit
 from pretrainkit.dataprep.dedup.clusters import cluster
 from pretrainkit.dataprep.dedup.index import DedupIndex, Parts
+from pretrainkit.dataprep.dedup.kernels import kernels_cached
 from pretrainkit.dataprep.dedup.match import BandHashes, ExactHashes, PairFiles, match
 from pretrainkit.dataprep.dedup.minhash import lsh_params
 from pretrainkit.dataprep.dedup.pairs import read_partition
@@ -107,6 +109,8 @@ def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: J
     `pretrainkit.dataprep.executors` runner). `budget` (default: from `default_memory_limit()`)
     sizes the pieces the work is cut into; it never changes the output."""
     options.validate()
+    if not kernels_cached():  # else the first run on a machine would be silent for its 10-55 s of compiling
+        print("dedup: compiling kernels (first run only)", file=sys.stderr, flush=True)
     budget = budget or DedupBudget.for_limit(default_memory_limit(), runner.workers)
     out_dir = Path(out_dir)
     with writing_into(out_dir):
