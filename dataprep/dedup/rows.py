@@ -1,11 +1,12 @@
 """duplicates.jsonl rows: one per removed document, described in bulk and assembled by a compiled loop.
 
-    write_duplicates(path, Duplicates(keys, dup_of, kinds, sims, matched, matched_sims), parts, offsets, chunk_rows)
+    dups = Duplicates(keys, dup_of, kinds, sims, matched, matched_sims)
+    write_duplicates(path, dups, parts, offsets, chunk_rows)
 
 Each row is the bytes `json.dumps(row, ensure_ascii=False)` gives for
 {"id", "source", "line", "duplicate_of", "duplicate_of_source", "duplicate_of_line", "kind",
-"similarity", "matched", "matched_source", "matched_line", "matched_similarity"}: the ids come as `.ids` holds them (their JSON strings in UTF-8, `index.id_line`),
-each part's source is encoded once, each distinct similarity is Python's repr of round(s, 4)
+"similarity", "matched", "matched_source", "matched_line", "matched_similarity"}: the ids come as
+`.ids` holds them (their JSON strings in UTF-8, `index.id_line`), each part's source is encoded once, each distinct similarity is Python's repr of round(s, 4)
 (what json.dumps writes for a float), and the lines are written in decimal. A chunk of rows at a
 time, the ids, id positions and lines of the keys it names are read by `index.read_extents`, and
 one compiled loop copies the pieces of every row into the output: Python does nothing per row,
