@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fixtures.corpora import license_documents, pep_documents, reuters_documents, shared_data_dir, wikitext_documents, write_jsonl  # noqa: E402
 from bench.results import peak_rss_mb, write_result  # noqa: E402
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup  # noqa: E402
+from pretrainkit.dataprep.executors.local import LocalRunner  # noqa: E402
 from pretrainkit.dataprep.executors.ray import RayRunner  # noqa: E402
 
 _WORD = re.compile(r"\w+")
@@ -78,14 +79,16 @@ def main() -> None:
         mb = corpus.stat().st_size / 1e6
 
         t0 = time.perf_counter()
-        stats = run_dedup([str(corpus)], Path(tmp) / "out", DedupOptions(threshold=args.threshold), workers=args.workers)
+        with LocalRunner(args.workers) as runner:
+            stats = run_dedup([str(corpus)], Path(tmp) / "out", DedupOptions(threshold=args.threshold), runner)
         ours = time.perf_counter() - t0
         ours_rss = peak_rss_mb()
 
         one_worker = None
         if args.workers > 1:
             t0 = time.perf_counter()
-            run_dedup([str(corpus)], Path(tmp) / "out-1", DedupOptions(threshold=args.threshold), workers=1)
+            with LocalRunner(1) as runner:
+                run_dedup([str(corpus)], Path(tmp) / "out-1", DedupOptions(threshold=args.threshold), runner)
             one_worker = time.perf_counter() - t0
 
         t0 = time.perf_counter()

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
-from pretrainkit.dataprep.dedup.budget import DedupBudget, default_memory_limit
+from pretrainkit.dataprep.dedup.budget import DedupBudget
 from pretrainkit.dataprep.cli_options import add_executor_options, add_field_options, add_inputs_and_output, runner_from_args
 from pretrainkit.quantities import quantity
 
@@ -33,7 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "dedup", help="remove exact and near-duplicate documents",
         description="Remove exact and MinHash-LSH near-duplicate documents. Writes OUT/*.jsonl.zst (kept records, "
-        "unchanged), OUT/duplicates.jsonl, OUT/rejected.jsonl, OUT/stats.json and OUT/index/ (for a later --against).",
+        "unchanged), OUT/duplicates.jsonl, OUT/rejected.jsonl, OUT/stats.json and OUT/index/ (for a later --against). "
+        "Near-duplicate clusters are transitive: documents joined by a chain of pairs at --threshold or above are one "
+        "cluster, of which the first in input order is kept; a removed document's row gives its similarity to that one "
+        "(which may be below the threshold) and the document it matched (`matched`, `matched_similarity` >= threshold). "
+        "Records are identified by file and line: ids need not be unique.",
     )
     add_inputs_and_output(p, "output directory")
     add_dedup_options(p)
@@ -46,8 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     with runner_from_args(args) as runner:
-        budget = DedupBudget.for_limit(int(args.memory_limit or default_memory_limit()), runner.workers)
-        stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), runner=runner, budget=budget)
+        budget = DedupBudget.for_limit(int(args.memory_limit), runner.workers) if args.memory_limit else None
+        stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), runner, budget)
     print(format_summary(stats, args.output))
     return 0
 

@@ -1,9 +1,14 @@
-"""Connected components of a duplicate graph, each labelled by its smallest key, in a label array
-that may be a memory-mapped file.
+"""Dedup's cluster stage: connected components of the verified links, each labelled by its smallest
+key, in a label array that may be a memory-mapped file.
 
+    cluster(link_files, labels_path, total, budget)  # the stage, in the main process: a labels file
     label = np.arange(n_keys, dtype=np.uint32)       # or np.memmap(...) of the same, in a work dir
     label_components(label, lambda: iter(edge_chunks), chunk_keys=1 << 20)
     # label[k] is now the smallest key of k's component (k itself when k is alone)
+
+Clusters are transitive: two documents are in one cluster when a chain of links joins them, each
+link a pair whose similarity reaches the threshold, so two members of a cluster may be less similar
+than that to each other (and to the cluster's kept document).
 
 Keys are input positions, so the smallest key of a cluster is its first document in input order,
 the one dedup keeps. Edges are read again on every pass, a chunk at a time, so memory holds one
@@ -16,9 +21,31 @@ names a key of the same component, so the fixpoint is the component's minimum.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
+
+from pretrainkit.dataprep.dedup.budget import DedupBudget
+from pretrainkit.dataprep.dedup.pairs import pair_chunks
+from pretrainkit.files import atomic_write
+
+LABEL = np.dtype("<u4")
+
+
+def cluster(link_files: list[Path], labels_path: Path, total: int, budget: DedupBudget) -> None:
+    """Write `labels_path`: uint32 [total], the smallest key of each key's component over the links
+    (the key itself when it has none), built in place in a memory-mapped temporary, then renamed."""
+    if labels_path.exists():  # finished by an earlier, interrupted run
+        return
+    with atomic_write(labels_path, durable=False) as f:
+        for lo in range(0, total, budget.range_docs):
+            f.write(np.arange(lo, min(lo + budget.range_docs, total), dtype=LABEL).tobytes())
+        f.flush()
+        label = np.memmap(f.name, dtype=LABEL, mode="r+", shape=(total,))
+        label_components(label, lambda: (c for p in link_files for c in pair_chunks(p, budget.range_docs)), budget.range_docs)
+        label.flush()
+        del label
 
 
 def label_components(label: np.ndarray, edge_chunks: Callable[[], Iterable[np.ndarray]], chunk_keys: int) -> int:

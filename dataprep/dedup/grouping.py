@@ -6,7 +6,7 @@
     later, earlier = group_pairs(entries, predecessors=True)
 
 An entry is (h1, h2, key), the rows of an [n, 3] array of the hashes' type: uint64 for the exact
-and id rounds (h1, h2: a 128-bit digest), uint32 for the band round (h1, h2: the low and high
+round (h1, h2: a 128-bit digest), uint32 for the band round (h1, h2: the low and high
 halves of the band hash with its band number mixed in, so 12 bytes an entry, half the bucket
 files the rounds write and read). Every loop is linear in its input: a counting sort instead of
 a comparison sort, and a hash table instead of sorting to find equal hashes. A group's table is

@@ -1,6 +1,5 @@
 """The dedup index: per-document hashes that later runs can deduplicate against.
 
-    part = scan_part(ScanJob(...))          # read one input task, write OUT/.work/parts/part-00003.*
     finish_part(FinishJob(...), keep)      # its files become OUT/index/part-00003.*, kept documents only
     idx = DedupIndex.open("OUT/index")     # a finished index (meta.json present)
     read_extents(paths, which, offsets, sizes)   # many small pieces of index files, read at once
@@ -19,54 +18,34 @@ files are the run's, moved and cut down in place):
 | `.shingles` | uint32, every document's sorted unique shingle hashes         | both |
 | `.ids`      | one JSON string (the document id) per line                    | both |
 | `.idpos`    | uint64 [docs + 1] byte offset of each line of `.ids`          | both |
-| `.idhash`   | uint64 [docs, 2] BLAKE2b-128 of the id (finds repeated ids)   | run |
 | `.lines`    | uint64 [docs] line (row) of each document in its input file   | both |
 | `.json`     | the part's counts and its input file (`source`, relative to the run's input root); written after the arrays: marks the part whole | both |
 
-The scan hashes a batch of documents at once: their texts and id lines joined, one compiled call
-each for the exact hashes, the id hashes (`digests`) and the shingle sets and signatures
-(`minhash`); a signature is only ever used for its band hashes, so only those are written. The
-finished index keeps none: a signature is a function of the shingle set, so an `--against` run
-hashes the old documents' sets again, with its own `--num-perm` and LSH bands (any threshold), and
-the index costs a third less disk.
-
-Memory while scanning is one batch (~256 KB of text), whatever the size of the input. A
-document over `LARGE_TEXT_CHARS` is a batch of its own: its record is written (and freed) first,
-then its text is normalized and hashed a piece at a time (`normalized_pieces`), so beyond the
-text itself a worker holds the shingle set (twice, while merging) and one piece.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import re
-import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 import numba
 import numpy as np
 
-from pretrainkit.dataprep.dedup.digests import blake2b_128
-from pretrainkit.dataprep.dedup.minhash import HASH_SCHEME, MinHasher, band_hashes, near_normal_bytes
+from pretrainkit.dataprep.dedup.minhash import HASH_SCHEME, MinHasher, band_hashes
 from pretrainkit.dataprep.dedup.pieces import copy_kept, joined
-from pretrainkit.dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.errors import UserError
-from pretrainkit.files import TMP_MARK, atomic_write, fsync_all, write_text_atomic
+from pretrainkit.files import TMP_MARK, fsync_all, write_text_atomic
 
 INDEX_VERSION = 4  # 2: .idhash, .lines and the source of each part; 3: kept documents only, .bands for .sig; 4: no .bands
-BATCH_BYTES = 256 << 10  # small batches keep the vectorized hashing inside the CPU caches
-BATCH_DOCS = 4096
-LARGE_TEXT_CHARS = 1 << 20
 READ_CHUNK_DOCS = 1 << 18
 COALESCE_GAP = 4096  # bytes between two extents still read by one call: about what a call costs in copying
 SCRATCH_BYTES = 1 << 20
-ARRAY_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".idhash", ".lines")  # and .bands, with near-dedup
+ARRAY_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".lines")  # and .bands, with near-dedup
 
 
 def written_part_files(work_base: str, bands: int) -> list[str]:
@@ -77,53 +56,6 @@ def written_part_files(work_base: str, bands: int) -> list[str]:
 
 def part_name(index: int) -> str:
     return f"part-{index:05d}"
-
-
-def exact_input(text: str) -> bytes:
-    """The NFC-normalized, trimmed text as UTF-8: what the exact hash digests."""
-    return unicodedata.normalize("NFC", text).strip().encode("utf-8")
-
-
-def hash_inputs(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(exact-hash input, its offsets, near-dup bytes, their offsets) of a batch, joined: uint8 and
-    int64 arrays. ASCII text, the common case, is encoded once and needs no normalization (NFC
-    leaves it unchanged): both inputs are then the same bytes, trimmed by the digest."""
-    ascii = [t.encode("ascii") if t.isascii() else None for t in texts]
-    if None not in ascii:
-        buf, offsets = joined(ascii)
-        return buf, offsets, buf, offsets
-    exact = [b if b is not None else exact_input(t) for b, t in zip(ascii, texts)]
-    near = [b if b is not None else near_normal_bytes(t) for b, t in zip(ascii, texts)]
-    return (*joined(exact), *joined(near))
-
-
-_PIECE_CUT = re.compile("[ \n]")
-
-
-def normalized_pieces(text: str, piece_chars: int, exact) -> Iterator[bytes]:
-    """As `hash_inputs` for one text, a piece at a time: the near-dup bytes of pieces of about `piece_chars`
-    cut before an ASCII space or newline (a character no NFC/NFKD composition or lowercasing context
-    looks across, so the pieces normalize as the whole does, and no word spans two), while `exact`
-    (a BLAKE2b-128) takes in the exact hash's input; its digest is the exact hash once every piece
-    has been taken."""
-    pending, started = "", False  # whitespace held back until text follows it (strip() of the whole)
-    start = 0
-    while start < len(text):
-        cut = _PIECE_CUT.search(text, start + piece_chars) if len(text) - start > piece_chars else None
-        piece = text[start : cut.start() if cut else len(text)]
-        start += len(piece)
-        yield near_normal_bytes(piece)
-        nfc = unicodedata.normalize("NFC", piece)
-        if not started:
-            nfc = nfc.lstrip()
-            started = bool(nfc)
-        body = nfc.rstrip()
-        if body:
-            exact.update(pending.encode("utf-8"))
-            exact.update(body.encode("utf-8"))
-            pending = nfc[len(body) :]
-        else:
-            pending += nfc
 
 
 def id_line(doc_id: str) -> bytes:
@@ -146,114 +78,6 @@ def id_lines(doc_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
         np.cumsum([len(i) + 3 for i in doc_ids], out=offsets[1:])
         return np.frombuffer(('"' + '"\n"'.join(doc_ids) + '"\n').encode("ascii"), np.uint8), offsets
     return joined([id_line(i) for i in doc_ids])
-
-
-@dataclass(frozen=True)
-class ScanJob:
-    index: int
-    task: ReadTask
-    index_dir: str
-    rejected_path: str
-    records_path: str  # for the write stage: the records that are not their input line verbatim, one line each
-    verbatim_path: str  # uint8 per document: 1 where the write stage copies the record from its input line
-    num_perm: int
-    ngram: int
-    text_field: str
-    id_field: str
-    bands: int  # LSH bands x rows of `.bands`; 0 bands: no near-dedup, no signatures
-    rows: int
-
-
-def scan_part(job: ScanJob) -> dict:
-    """Read one task and write its index part and rejected rows; returns the part's counts."""
-    meta_path = Path(job.index_dir) / f"{part_name(job.index)}.json"
-    if meta_path.exists():  # finished by an earlier, interrupted run
-        return json.loads(meta_path.read_text())
-    hasher = MinHasher(job.num_perm, job.ngram)
-    near = job.bands > 0
-    base = Path(job.index_dir) / part_name(job.index)
-    docs = rejected = no_words = 0
-    with contextlib.ExitStack() as stack:
-        # Not fsynced: a rerun rewrites any part whose .json (written last) is missing.
-        suffixes = ARRAY_SUFFIXES + ((".bands",) if near else ())
-        out = {s: stack.enter_context(atomic_write(f"{base}{s}", "wb", durable=False)) for s in suffixes}
-        rej = stack.enter_context(atomic_write(job.rejected_path, "w", durable=False, encoding="utf-8"))
-        records = stack.enter_context(atomic_write(job.records_path, "wb", durable=False))
-        verbatim = stack.enter_context(atomic_write(job.verbatim_path, "wb", durable=False))
-        batch = _Batch()
-        id_end = 0
-        out[".idpos"].write(np.zeros(1, np.uint64).tobytes())
-
-        def flush() -> None:
-            nonlocal id_end, no_words
-            if batch.records:
-                records.write(b"\n".join(batch.records))  # no copy of a batch of one large document
-                records.write(b"\n")
-            verbatim.write(np.array(batch.verbatim, dtype=np.uint8))
-            batch.records.clear()  # written: a large document's line is freed before its text is hashed
-            if len(batch.texts) == 1 and len(batch.texts[0]) > LARGE_TEXT_CHARS:
-                digest = hashlib.blake2b(digest_size=16)
-                sb = hasher.large_document(normalized_pieces(batch.texts[0], LARGE_TEXT_CHARS, digest), with_signatures=near)
-                out[".exact"].write(digest.digest())
-            else:
-                exact_buf, exact_offsets, near_buf, near_offsets = hash_inputs(batch.texts)
-                out[".exact"].write(blake2b_128(exact_buf, exact_offsets, strip=True))
-                sb = hasher.of_joined(near_buf, near_offsets, with_signatures=near)
-            if near:
-                out[".bands"].write(band_hashes(sb.signatures, job.bands, job.rows))
-            out[".counts"].write(sb.shingle_counts)  # arrays are written as they lie in memory: no copies
-            no_words += int(np.count_nonzero(sb.shingle_counts == 0))
-            out[".shingles"].write(sb.shingles)
-            lines, offsets = id_lines(batch.ids)
-            out[".ids"].write(lines)
-            out[".idpos"].write((offsets[1:] + id_end).astype(np.uint64))
-            id_end += int(offsets[-1])
-            out[".idhash"].write(blake2b_128(lines, offsets))
-            out[".lines"].write(np.array(batch.lines, dtype=np.uint64))
-            batch.clear()
-
-        for item in read_task(job.task, job.text_field, job.id_field):
-            if type(item) is Document:
-                if len(item.text) >= BATCH_BYTES and batch.texts:  # a large document is hashed alone, in pieces
-                    flush()
-                batch.add(item)
-                docs += 1
-                if batch.text_chars >= BATCH_BYTES or len(batch.texts) >= BATCH_DOCS:
-                    flush()
-            else:
-                rej.write(json.dumps(item.to_json(), ensure_ascii=False) + "\n")
-                rejected += 1
-        if batch.texts:
-            flush()
-    meta = {"docs": docs, "rejected": rejected, "no_words": no_words, "bytes": job.task.nbytes, "source": job.task.file.rel}
-    write_text_atomic(meta_path, json.dumps(meta))
-    return meta
-
-
-class _Batch:
-    """The documents of a batch as columns: the Documents themselves die young, so the garbage
-    collector never has a batch's worth of objects to look through again and again."""
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.texts: list[str] = []
-        self.lines: list[int] = []
-        self.records: list[bytes] = []  # of the documents that are not verbatim
-        self.verbatim: list[bool] = []
-        self.text_chars = 0
-
-    def add(self, doc: Document) -> None:
-        self.ids.append(doc.id)
-        self.texts.append(doc.text)
-        self.lines.append(doc.line)
-        self.verbatim.append(doc.verbatim)
-        if not doc.verbatim:  # a verbatim record is read again from the input: the copy is not written
-            self.records.append(doc.record)
-        doc.record = b""  # the batch holds the only reference: a large line is freed once written
-        self.text_chars += len(doc.text)
-
-    def clear(self) -> None:
-        self.__init__()
 
 
 def _array(path: Path, dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -352,10 +176,6 @@ class IndexPart:
         return _array(Path(f"{self.base}.exact"), np.uint64, (self.docs, 2))
 
     @cached_property
-    def id_hashes(self) -> np.ndarray:
-        return _array(Path(f"{self.base}.idhash"), np.uint64, (self.docs, 2))
-
-    @cached_property
     def counts(self) -> np.ndarray:
         return _array(Path(f"{self.base}.counts"), np.uint32, (self.docs,))
 
@@ -410,6 +230,32 @@ class IndexPart:
         with open(f"{self.base}.lines", "rb") as f:
             lines = _read_at(f, np.uint64, lo, hi - lo).tolist()
         return [(self.source, lines[i - lo]) for i in local]
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A run's index parts as its jobs take them (picklable): (base, docs) of each, in key order, the
+    first `old` an `--against` index's; `offsets[p]` is part p's first key, `offsets[-1]` the total."""
+
+    described: tuple[tuple[str, int], ...]
+    offsets: np.ndarray
+    old: int
+
+    @classmethod
+    def of(cls, parts: list["IndexPart"], old: int) -> "Parts":
+        offsets = np.concatenate(([0], np.cumsum([p.docs for p in parts], dtype=np.int64)))
+        return cls(tuple((str(p.base), p.docs) for p in parts), offsets, old)
+
+    @property
+    def total(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def first_new_key(self) -> int:
+        return int(self.offsets[self.old])
+
+    def open(self) -> list["IndexPart"]:
+        return [IndexPart(Path(b), n) for b, n in self.described]
 
 
 @dataclass

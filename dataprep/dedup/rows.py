@@ -1,11 +1,12 @@
 """duplicates.jsonl rows: one per removed document, described in bulk and assembled by a compiled loop.
 
-    write_duplicates(path, keys, dup_of, kinds, sims, parts, offsets, chunk_rows)
+    dups = Duplicates(keys, dup_of, kinds, sims, matched, matched_sims)
+    write_duplicates(path, dups, parts, offsets, chunk_rows)
 
 Each row is the bytes `json.dumps(row, ensure_ascii=False)` gives for
 {"id", "source", "line", "duplicate_of", "duplicate_of_source", "duplicate_of_line", "kind",
-"similarity"}: the ids come as `.ids` holds them (their JSON strings in UTF-8, `index.id_line`),
-each part's source is encoded once, each distinct similarity is Python's repr of round(s, 4)
+"similarity", "matched", "matched_source", "matched_line", "matched_similarity"}: the ids come as
+`.ids` holds them (their JSON strings in UTF-8, `index.id_line`), each part's source is encoded once, each distinct similarity is Python's repr of round(s, 4)
 (what json.dumps writes for a float), and the lines are written in decimal. A chunk of rows at a
 time, the ids, id positions and lines of the keys it names are read by `index.read_extents`, and
 one compiled loop copies the pieces of every row into the output: Python does nothing per row,
@@ -15,6 +16,7 @@ and memory holds one chunk's descriptions and rows, not every duplicate's.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numba
@@ -26,32 +28,44 @@ from pretrainkit.dataprep.dedup.pieces import joined
 from pretrainkit.files import atomic_write
 
 _FIELDS = (b'{"id": ', b', "source": ', b', "line": ', b', "duplicate_of": ', b', "duplicate_of_source": ',
-           b', "duplicate_of_line": ', b', "kind": ', b', "similarity": ', b'}\n')
+           b', "duplicate_of_line": ', b', "kind": ', b', "similarity": ', b', "matched": ', b', "matched_source": ',
+           b', "matched_line": ', b', "matched_similarity": ', b'}\n')
 _KINDS = (b'"exact"', b'"near"')  # index = the kind number
 
 
-def write_duplicates(path: Path, keys: np.ndarray, dup_of: np.ndarray, kinds: np.ndarray, sims: np.ndarray,
-                     parts: list[IndexPart], offsets: np.ndarray, chunk_rows: int) -> None:
-    """The rows of removed documents `keys` (global keys), each a duplicate of `dup_of`, of kind 0
-    (exact) or 1 (near) with similarity `sims`, in key order, `chunk_rows` rows at a time."""
-    order = np.argsort(keys, kind="stable")
-    keys, dup_of, kinds, sims = keys[order], dup_of[order], kinds[order], sims[order]
+@dataclass(frozen=True)
+class Duplicates:
+    """Removed documents, one entry each (global keys)."""
+
+    keys: np.ndarray
+    dup_of: np.ndarray  # the document kept in its stead: the first occurrence, or the cluster's smallest key
+    kinds: np.ndarray  # 0 exact, 1 near
+    sims: np.ndarray  # Jaccard similarity to `dup_of`
+    matched: np.ndarray  # the document whose match removed it: `dup_of` for an exact one, a linked document for a near one
+    matched_sims: np.ndarray  # Jaccard similarity to `matched` (at least the threshold)
+
+    def __getitem__(self, at) -> "Duplicates":
+        return Duplicates(*(getattr(self, f.name)[at] for f in fields(self)))
+
+
+def write_duplicates(path: Path, dups: Duplicates, parts: list[IndexPart], offsets: np.ndarray, chunk_rows: int) -> None:
+    """The rows of `dups`, in key order, `chunk_rows` rows at a time."""
+    dups = dups[np.argsort(dups.keys, kind="stable")]
     with atomic_write(path, durable=False) as f:
-        for lo in range(0, len(keys), chunk_rows):
-            chunk = slice(lo, lo + chunk_rows)
-            f.write(_rows(keys[chunk], dup_of[chunk], kinds[chunk], sims[chunk], parts, offsets).tobytes())
+        for lo in range(0, len(dups.keys), chunk_rows):
+            f.write(_rows(dups[lo : lo + chunk_rows], parts, offsets).tobytes())
 
 
-def _rows(keys: np.ndarray, dup_of: np.ndarray, kinds: np.ndarray, sims: np.ndarray, parts: list[IndexPart],
-          offsets: np.ndarray) -> np.ndarray:
-    described = distinct(np.concatenate([keys, dup_of]))
+def _rows(dups: Duplicates, parts: list[IndexPart], offsets: np.ndarray) -> np.ndarray:
+    keys, dup_of, kinds, matched = dups.keys, dups.dup_of, dups.kinds, dups.matched
+    described = distinct(np.concatenate([keys, dup_of, matched]))
     part_of = np.searchsorted(offsets, described, side="right") - 1
     local = described - offsets[part_of]
     id_pos = read_extents([f"{p.base}.idpos" for p in parts], part_of, 8 * local, np.full(len(local), 16)).view("<u8")
     id_start, id_size = id_pos[0::2].astype(np.int64), np.diff(id_pos.reshape(-1, 2), axis=1).ravel().astype(np.int64) - 1
     ids = read_extents([f"{p.base}.ids" for p in parts], part_of, id_start, id_size)  # without their newlines
     lines = read_extents([f"{p.base}.lines" for p in parts], part_of, 8 * local, np.full(len(local), 8)).view("<u8")
-    sim_values, sim_of = np.unique(sims, return_inverse=True)
+    sim_values, sim_of = np.unique(np.concatenate([dups.sims, dups.matched_sims]), return_inverse=True)
     used_parts = distinct(part_of)
 
     pieces = _Pieces()
@@ -62,11 +76,13 @@ def _rows(keys: np.ndarray, dup_of: np.ndarray, kinds: np.ndarray, sims: np.ndar
     source = source[np.searchsorted(used_parts, part_of)]
     doc_id = pieces.add(ids, np.concatenate(([0], np.cumsum(id_size))))
     line = pieces.add(*_decimals(lines.astype(np.int64)))
-    k, d, n = np.searchsorted(described, keys), np.searchsorted(described, dup_of), len(keys)
+    k, d, m, n = np.searchsorted(described, keys), np.searchsorted(described, dup_of), np.searchsorted(described, matched), len(keys)
+    sim_of = sim_of.ravel()
     row = np.stack([np.full(n, field[0]), doc_id[k], np.full(n, field[1]), source[k], np.full(n, field[2]), line[k],
                     np.full(n, field[3]), doc_id[d], np.full(n, field[4]), source[d], np.full(n, field[5]), line[d],
-                    np.full(n, field[6]), kind[kinds.astype(np.int64)], np.full(n, field[7]), similarity[sim_of.ravel()],
-                    np.full(n, field[8])], axis=1)
+                    np.full(n, field[6]), kind[kinds.astype(np.int64)], np.full(n, field[7]), similarity[sim_of[:n]],
+                    np.full(n, field[8]), doc_id[m], np.full(n, field[9]), source[m], np.full(n, field[10]), line[m],
+                    np.full(n, field[11]), similarity[sim_of[n:]], np.full(n, field[12])], axis=1)
     return pieces.join(row.ravel())
 
 

@@ -7,6 +7,7 @@ import gzip
 from dataclasses import replace
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,11 @@ def read_zst_lines(path: Path) -> list[bytes]:
         return zstandard.ZstdDecompressor().stream_reader(f).read().splitlines()
 
 
+def dedup(inputs: list[str], out: Path, options: DedupOptions, workers: int, budget: DedupBudget | None = None) -> dict:
+    with LocalRunner(workers) as runner:
+        return run_dedup(inputs, out, options, runner, budget)
+
+
 def kept_records(out: Path) -> list[bytes]:
     return [line for p in sorted(out.glob("part-*.jsonl.zst")) for line in read_zst_lines(p)]
 
@@ -41,7 +47,7 @@ def jsonl_rows(path: Path) -> list[dict]:
 
 
 def test_counts_add_up_and_kept_records_are_unchanged(tmp_path, reuters_jsonl):
-    stats = run_dedup([str(reuters_jsonl)], tmp_path / "out", DedupOptions(), workers=1)
+    stats = dedup([str(reuters_jsonl)], tmp_path / "out", DedupOptions(), workers=1)
     saved = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert saved["input_docs"] == saved["kept_docs"] + saved["exact_duplicates"] + saved["near_duplicates"] + saved["rejected"]
     assert saved["input_docs"] == len(reuters_jsonl.read_text().splitlines())
@@ -76,12 +82,12 @@ def test_output_is_byte_identical_for_any_worker_count(tmp_path, reuters_docs):
     inputs = tmp_path / "in"
     for i in range(3):  # several files and tasks, so that workers really share the work
         write_jsonl(reuters_docs[i::3], inputs / f"part{i}.jsonl")
-    run_dedup([str(inputs)], tmp_path / "w1", DedupOptions(), workers=1)
-    run_dedup([str(inputs)], tmp_path / "w2", DedupOptions(), workers=2)
+    dedup([str(inputs)], tmp_path / "w1", DedupOptions(), workers=1)
+    dedup([str(inputs)], tmp_path / "w2", DedupOptions(), workers=2)
     one, two = output_bytes(tmp_path / "w1"), output_bytes(tmp_path / "w2")
     assert one.keys() == two.keys()
     assert one == two
-    run_dedup([str(inputs)], tmp_path / "w2", DedupOptions(), workers=2)  # rerun over a finished output
+    dedup([str(inputs)], tmp_path / "w2", DedupOptions(), workers=2)  # rerun over a finished output
     assert output_bytes(tmp_path / "w2") == one
 
 
@@ -110,10 +116,10 @@ def test_output_is_byte_identical_for_any_memory_budget(tmp_path, reuters_docs):
     from fixtures.corpora import write_jsonl
 
     inputs = write_jsonl(reuters_docs, tmp_path / "in" / "reuters.jsonl")
-    run_dedup([str(inputs)], tmp_path / "default", DedupOptions(), workers=2)
+    dedup([str(inputs)], tmp_path / "default", DedupOptions(), workers=2)
     tiny = DedupBudget(partition_bytes=4096, verify_pairs=7, shingle_bytes=2048, describe_rows=5, range_docs=100)
     with RecordingRunner(2) as runner:
-        stats = run_dedup([str(inputs)], tmp_path / "tiny", DedupOptions(), runner=runner, budget=tiny)
+        stats = run_dedup([str(inputs)], tmp_path / "tiny", DedupOptions(), runner, budget=tiny)
     assert stats["near_duplicates"] > 5 and stats["exact_duplicates"] > 5  # so that the chunks are many
     assert output_bytes(tmp_path / "tiny") == output_bytes(tmp_path / "default")
     candidates = sum(runner.held["verify"])
@@ -130,14 +136,14 @@ def test_output_is_byte_identical_whatever_the_chunks_of_bucketing_and_writing(t
     records read in blocks smaller than a record (records over several blocks, blocks without a
     newline), give the bytes of the default sizes."""
     import pretrainkit.dataprep.dedup.kept as kept
-    import pretrainkit.dataprep.dedup.pipeline as pipeline
+    import pretrainkit.dataprep.dedup.match as match
     from fixtures.corpora import write_jsonl
 
     inputs = write_jsonl(reuters_docs, tmp_path / "in" / "reuters.jsonl")
-    stats = run_dedup([str(inputs)], tmp_path / "default", DedupOptions(), workers=1)
+    stats = dedup([str(inputs)], tmp_path / "default", DedupOptions(), workers=1)
     monkeypatch.setattr(kept, "BLOCK_BYTES", 97)  # the shortest record here is longer
-    monkeypatch.setattr(pipeline, "BUCKET_CHUNK_DOCS", 7)
-    run_dedup([str(inputs)], tmp_path / "small", DedupOptions(), workers=1)
+    monkeypatch.setattr(match, "BUCKET_CHUNK_DOCS", 7)
+    dedup([str(inputs)], tmp_path / "small", DedupOptions(), workers=1)
     assert 0 < stats["kept_docs"] < stats["input_docs"] and stats["near_duplicates"] > 5
     assert output_bytes(tmp_path / "small") == output_bytes(tmp_path / "default")
 
@@ -176,16 +182,16 @@ def test_a_run_interrupted_in_a_stage_resumes_to_the_same_bytes(tmp_path, reuter
 
     inputs = write_jsonl(reuters_docs[:1500] + [(f"{i}-again", t) for i, t in reuters_docs[:300]], tmp_path / "in" / "r.jsonl")
     budget = DedupBudget(partition_bytes=8192, verify_pairs=16, shingle_bytes=4096, describe_rows=8, range_docs=256)
-    run_dedup([str(inputs)], tmp_path / "whole", DedupOptions(), workers=2, budget=budget)
+    dedup([str(inputs)], tmp_path / "whole", DedupOptions(), workers=2, budget=budget)
     with pytest.raises(KeyboardInterrupt), InterruptingRunner(2, stage) as runner:
-        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner=runner, budget=budget)
+        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner, budget=budget)
     work = tmp_path / "resumed" / ".work"
     assert work.is_dir() and not (tmp_path / "resumed" / "stats.json").exists()
-    matched = {"match exact": ["ids"], "match bands": ["ids", "exact"]}.get(stage, ["ids", "exact", "bands"])
+    matched = {"match exact": [], "match bands": ["exact"]}.get(stage, ["exact", "bands"])
     unmatched = {"match exact": ["exact"], "match bands": ["bands"]}.get(stage, [])
     assert [p.name.split("-")[1] for p in work.glob("buckets-*")] == unmatched  # a matched round's buckets are deleted
     with RecordingRunner(2) as runner:
-        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner=runner, budget=budget)
+        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner, budget=budget)
     assert output_bytes(tmp_path / "resumed") == output_bytes(tmp_path / "whole")
     assert not [s for s in runner.stages for kind in matched if s in (f"bucket {kind}", f"match {kind}")]  # finished rounds are not redone
 
@@ -200,12 +206,12 @@ def test_a_run_interrupted_while_writing_resumes_with_other_workers_and_limit(tm
         write_jsonl(docs[k::4], tmp_path / "in" / f"r{k}.jsonl")
     inputs = tmp_path / "in"
     budget = DedupBudget(partition_bytes=8192, verify_pairs=16, shingle_bytes=4096, describe_rows=8, range_docs=256)
-    run_dedup([str(inputs)], tmp_path / "whole", DedupOptions(), workers=2, budget=budget)
+    dedup([str(inputs)], tmp_path / "whole", DedupOptions(), workers=2, budget=budget)
     with pytest.raises(KeyboardInterrupt), InterruptingRunner(2, "write") as runner:
-        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner=runner, budget=budget)
+        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner, budget=budget)
     assert len(list((tmp_path / "resumed" / ".work").glob("written-*.json"))) == 2  # their scan files are gone
     with RecordingRunner(1) as runner:
-        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner=runner)
+        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner)
     assert output_bytes(tmp_path / "resumed") == output_bytes(tmp_path / "whole")
     assert runner.stages == ["plan", "scan", "write"]
 
@@ -220,7 +226,7 @@ def test_a_run_stopped_while_finishing_an_index_part_scans_its_task_again(tmp_pa
     for k in range(3):
         write_jsonl(docs[k::3], tmp_path / "in" / f"r{k}.jsonl")
     inputs = tmp_path / "in"
-    run_dedup([str(inputs)], tmp_path / "whole", DedupOptions(), workers=1)
+    dedup([str(inputs)], tmp_path / "whole", DedupOptions(), workers=1)
     real_keep_in_place, taken = index._keep_in_place, []
 
     def stopping_at_the_fourth_file(f, ends, kept):
@@ -232,12 +238,12 @@ def test_a_run_stopped_while_finishing_an_index_part_scans_its_task_again(tmp_pa
 
     monkeypatch.setattr(index, "_keep_in_place", stopping_at_the_fourth_file)
     with pytest.raises(KeyboardInterrupt):
-        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), workers=1)
+        dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), workers=1)
     monkeypatch.undo()
     parts = tmp_path / "resumed" / ".work" / "parts"
     assert not index.part_files_whole(str(parts / "part-00000")) and (parts / "part-00000.json").exists()
     with RecordingRunner(1) as runner:
-        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner=runner)
+        run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner)
     assert runner.stages == ["plan", "scan", "write"]
     assert output_bytes(tmp_path / "resumed") == output_bytes(tmp_path / "whole")
 
@@ -247,7 +253,7 @@ def test_against_removes_documents_already_in_the_old_corpus(tmp_path, reuters_d
 
     old_docs = reuters_docs[:1500]
     old = write_jsonl(old_docs, tmp_path / "old.jsonl")
-    run_dedup([str(old)], tmp_path / "old_out", DedupOptions(), workers=1)
+    dedup([str(old)], tmp_path / "old_out", DedupOptions(), workers=1)
     old_removed = {d["id"] for d in jsonl_rows(tmp_path / "old_out" / "duplicates.jsonl")}
 
     # new corpus: 40 copies of old documents (some lightly edited), and fresh documents
@@ -255,7 +261,7 @@ def test_against_removes_documents_already_in_the_old_corpus(tmp_path, reuters_d
     edited = [(f"edit-{i}", text + " Reuters") for i, (_, text) in enumerate(old_docs[200:240]) if len(text.split()) > 150]
     fresh = reuters_docs[1500:2500]
     new = write_jsonl(copies + edited + fresh, tmp_path / "new.jsonl")
-    run_dedup([str(new)], tmp_path / "new_out", DedupOptions(against=str(tmp_path / "old_out" / "index")), workers=2)
+    dedup([str(new)], tmp_path / "new_out", DedupOptions(against=str(tmp_path / "old_out" / "index")), workers=2)
 
     dups = {d["id"]: d for d in jsonl_rows(tmp_path / "new_out" / "duplicates.jsonl")}
     old_ids = {doc_id for doc_id, _ in old_docs}
@@ -275,11 +281,11 @@ def test_against_removes_documents_already_in_the_old_corpus(tmp_path, reuters_d
 def test_against_a_mismatched_or_unfinished_index_is_a_clear_error(tmp_path):
     src = tmp_path / "a.jsonl"
     src.write_text('{"text": "one two three four five six"}\n')
-    run_dedup([str(src)], tmp_path / "a", DedupOptions(), workers=1)
+    dedup([str(src)], tmp_path / "a", DedupOptions(), workers=1)
     with pytest.raises(UserError, match="index was built with --ngram 5, this run uses --ngram 3"):
-        run_dedup([str(src)], tmp_path / "b", DedupOptions(ngram=3, against=str(tmp_path / "a" / "index")), workers=1)
+        dedup([str(src)], tmp_path / "b", DedupOptions(ngram=3, against=str(tmp_path / "a" / "index")), workers=1)
     with pytest.raises(UserError, match="not a finished dedup index"):
-        run_dedup([str(src)], tmp_path / "b", DedupOptions(against=str(tmp_path)), workers=1)
+        dedup([str(src)], tmp_path / "b", DedupOptions(against=str(tmp_path)), workers=1)
 
 
 def test_short_documents_are_compared_whole_never_merged_blindly(tmp_path):
@@ -294,11 +300,12 @@ def test_short_documents_are_compared_whole_never_merged_blindly(tmp_path):
     ]
     src = tmp_path / "short.jsonl"
     src.write_text("".join(json.dumps({"id": f"s{i}", "text": t}, ensure_ascii=False) + "\n" for i, t in enumerate(texts)))
-    run_dedup([str(src)], tmp_path / "out", DedupOptions(), workers=1)
+    dedup([str(src)], tmp_path / "out", DedupOptions(), workers=1)
     dups = {d["id"]: d for d in jsonl_rows(tmp_path / "out" / "duplicates.jsonl")}
     assert set(dups) == {"s1", "s5"}
     assert dups["s1"] == {"id": "s1", "source": "short.jsonl", "line": 2, "duplicate_of": "s0", "duplicate_of_source": "short.jsonl",
-                          "duplicate_of_line": 1, "kind": "near", "similarity": 1.0}
+                          "duplicate_of_line": 1, "kind": "near", "similarity": 1.0,
+                          "matched": "s0", "matched_source": "short.jsonl", "matched_line": 1, "matched_similarity": 1.0}
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert stats["docs_without_words"] == 2 and stats["kept_docs"] == 5
 
@@ -306,7 +313,7 @@ def test_short_documents_are_compared_whole_never_merged_blindly(tmp_path):
 def test_no_near_keeps_near_duplicates(tmp_path):
     src = tmp_path / "a.jsonl"
     src.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["Hello, world!", "hello world", "Hello, world!"]))
-    run_dedup([str(src)], tmp_path / "out", DedupOptions(near=False), workers=1)
+    dedup([str(src)], tmp_path / "out", DedupOptions(near=False), workers=1)
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert (stats["exact_duplicates"], stats["near_duplicates"], stats["kept_docs"]) == (1, 0, 2)
 
@@ -316,7 +323,7 @@ def test_bad_records_are_accounted_and_the_run_goes_on(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.jsonl").write_bytes(good + b"{broken\n" + b'{"text": "\xff"}\n' + b'{"text": ""}\n')
     (tmp_path / "in" / "b.jsonl.gz").write_bytes(gzip.compress(good)[:-200])  # truncated
-    run_dedup([str(tmp_path / "in")], tmp_path / "out", DedupOptions(), workers=2)
+    dedup([str(tmp_path / "in")], tmp_path / "out", DedupOptions(), workers=2)
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     rejected = jsonl_rows(tmp_path / "out" / "rejected.jsonl")
     assert len(rejected) == stats["rejected"] >= 4
@@ -353,41 +360,51 @@ def test_same_file_names_under_two_inputs_get_distinct_ids_and_rows_locate_the_r
                        ("y", ["something else entirely, in y", "alpha beta gamma delta epsilon"])):
         (tmp_path / sub).mkdir()
         (tmp_path / sub / "data.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    run_dedup([str(tmp_path / "x" / "data.jsonl"), str(tmp_path / "y" / "data.jsonl")], tmp_path / "out", DedupOptions(), workers=1)
+    dedup([str(tmp_path / "x" / "data.jsonl"), str(tmp_path / "y" / "data.jsonl")], tmp_path / "out", DedupOptions(), workers=1)
     (row,) = jsonl_rows(tmp_path / "out" / "duplicates.jsonl")
     assert row == {"id": "y/data.jsonl:2", "source": "y/data.jsonl", "line": 2,
                    "duplicate_of": "x/data.jsonl:1", "duplicate_of_source": "x/data.jsonl", "duplicate_of_line": 1,
-                   "kind": "exact", "similarity": 1.0}
+                   "kind": "exact", "similarity": 1.0,
+                   "matched": "x/data.jsonl:1", "matched_source": "x/data.jsonl", "matched_line": 1, "matched_similarity": 1.0}
     kept_ids = [json.loads(r)["id"] for r in kept_records(tmp_path / "out")]
     assert kept_ids == ["x/data.jsonl:1", "x/data.jsonl:2", "y/data.jsonl:1"]
 
 
-def test_duplicate_ids_in_the_input_are_reported_never_merged(tmp_path):
+def test_the_same_corpus_given_twice_keeps_each_document_once_and_rows_name_the_second_files_lines(tmp_path, reuters_docs):
+    """Repeated ids no longer stop a run (issue 22 part 8): the second copy's records are exact duplicates
+    of the first's, each row naming the removed record by its file and line."""
+    from fixtures.corpora import write_jsonl
+
+    once = write_jsonl(reuters_docs[:600], tmp_path / "x" / "a.jsonl")
+    (tmp_path / "y").mkdir()
+    shutil.copy(once, tmp_path / "y" / "a.jsonl")
+    dedup([str(once)], tmp_path / "once", DedupOptions(), workers=1)
+    stats = dedup([str(once), str(tmp_path / "y" / "a.jsonl")], tmp_path / "twice", DedupOptions(), workers=2)
+    assert kept_records(tmp_path / "twice") == kept_records(tmp_path / "once")
+    assert stats["kept_docs"] == json.loads((tmp_path / "once" / "stats.json").read_text())["kept_docs"]
+    second = [r for r in jsonl_rows(tmp_path / "twice" / "duplicates.jsonl") if r["source"] == "y/a.jsonl"]
+    assert sorted(r["line"] for r in second) == list(range(1, 601))
+    ids = {line: doc_id for line, (doc_id, _) in enumerate(reuters_docs[:600], 1)}
+    assert all(r["id"] == ids[r["line"]] for r in second)
+    assert all(r["kind"] == "exact" and r["duplicate_of_source"] == "x/a.jsonl" and r["similarity"] == 1.0 for r in second)
+    # its twin in x, unless that one repeats an earlier text of x: then that text's first record
+    repeats = {r["line"] for r in jsonl_rows(tmp_path / "once" / "duplicates.jsonl") if r["kind"] == "exact"}
+    assert {r["line"] for r in second if r["duplicate_of_line"] == r["line"]} == set(range(1, 601)) - repeats
+
+
+def test_a_repeated_id_is_no_identity_records_are_deduplicated_by_content_only(tmp_path):
+    """Records are identified by file and line: one id on three records, two of them of the same text,
+    keeps the two texts and removes the repeat as an exact duplicate; an id shared with nothing else
+    in common changes nothing."""
     (tmp_path / "a.jsonl").write_text(
-        '{"id": "k", "text": "first text"}\n{"id": 7, "text": "an integer id"}\n{"id": "m", "text": "fine"}\n')
-    (tmp_path / "b.jsonl").write_text('{"id": "7", "text": "a string id"}\n{"id": "k", "text": "other text"}\n')
-    with pytest.raises(UserError) as e:
-        run_dedup([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")], tmp_path / "out", DedupOptions(), workers=2)
-    message = str(e.value)
-    assert "\n" not in message and message.startswith("2 records have the id of an earlier record")
-    assert "'7' at b.jsonl:1 (first at a.jsonl:2)" in message and "'k' at b.jsonl:2 (first at a.jsonl:1)" in message
-    assert "--id-field" in message
-    assert not (tmp_path / "out" / "stats.json").exists()
-
-
-def test_repeated_ids_are_counted_and_named_alike_whatever_the_ranges_of_the_pair_files(tmp_path):
-    """Repeated ids spread over many ranges of documents: the count of all, the first three in input order."""
-    rows = [{"id": f"d{i % 50}" if i % 7 == 0 else f"u{i}", "text": f"text number {i}"} for i in range(400)]
-    src = tmp_path / "a.jsonl"
-    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    messages = []
-    for budget in (None, DedupBudget(partition_bytes=1024, verify_pairs=4, shingle_bytes=1024, describe_rows=2, range_docs=16)):
-        with pytest.raises(UserError) as e:
-            run_dedup([str(src)], tmp_path / "out", DedupOptions(), workers=2, budget=budget)
-        messages.append(str(e.value))
-    repeated = sum(1 for i in range(400) if i % 7 == 0) - len({i % 50 for i in range(0, 400, 7)})
-    assert messages[0] == messages[1] and messages[0].startswith(f"{repeated} records have the id of an earlier record")
-    assert "'d0' at a.jsonl:351 (first at a.jsonl:1)" in messages[0]  # row 350 = 7 * 50 repeats row 0's id first
+        '{"id": "k", "text": "first text of the record"}\n{"id": "k", "text": "other words entirely here"}\n'
+        '{"id": "m", "text": "fine"}\n{"id": "k", "text": "first text of the record"}\n')
+    stats = dedup([str(tmp_path / "a.jsonl")], tmp_path / "out", DedupOptions(), workers=2)
+    assert [json.loads(r)["text"] for r in kept_records(tmp_path / "out")] == [
+        "first text of the record", "other words entirely here", "fine"]
+    (row,) = jsonl_rows(tmp_path / "out" / "duplicates.jsonl")
+    assert (row["id"], row["line"], row["duplicate_of"], row["duplicate_of_line"], row["kind"]) == ("k", 4, "k", 1, "exact")
+    assert (stats["exact_duplicates"], stats["near_duplicates"]) == (1, 0)
 
 
 def test_index_keeps_only_what_against_needs_and_costs_less_than_the_input(tmp_path, reuters_docs):
@@ -395,7 +412,7 @@ def test_index_keeps_only_what_against_needs_and_costs_less_than_the_input(tmp_p
 
     copies = [(f"copy-{doc_id}", text) for doc_id, text in reuters_docs[:50]]
     corpus = write_jsonl(reuters_docs + copies, tmp_path / "in" / "reuters.jsonl")
-    stats = run_dedup([str(corpus)], tmp_path / "out", DedupOptions(), workers=2)
+    stats = dedup([str(corpus)], tmp_path / "out", DedupOptions(), workers=2)
     index_dir = tmp_path / "out" / "index"
     idx = DedupIndex.open(index_dir)
     assert idx.docs == stats["kept_docs"] < stats["input_docs"]
@@ -403,7 +420,7 @@ def test_index_keeps_only_what_against_needs_and_costs_less_than_the_input(tmp_p
     assert sum(p.stat().st_size for p in index_dir.iterdir()) < corpus.stat().st_size
     kept_ids = [json.loads(r)["id"] for r in kept_records(tmp_path / "out")]
     assert [i for p in idx.parts for i in p.ids_of(list(range(p.docs)))] == kept_ids
-    again = run_dedup([str(corpus)], tmp_path / "again", DedupOptions(against=str(index_dir)), workers=2)
+    again = dedup([str(corpus)], tmp_path / "again", DedupOptions(against=str(index_dir)), workers=2)
     assert again["kept_docs"] == 0  # every document is in the old corpus, or a duplicate of one
 
 
@@ -426,14 +443,14 @@ def test_against_an_index_keeps_what_one_run_over_both_corpora_keeps(tmp_path, r
             words[k] = f"w{k}"
         edited.append((f"edit-{i}", " ".join(words)))
     new_docs = edited + [(f"copy-{i}", t) for i, (_, t) in enumerate(old_docs[400:420])] + reuters_docs[700:1000]
-    run_dedup([str(write_jsonl(old_docs, tmp_path / "old" / "a.jsonl"))], tmp_path / "old_out", old_options, workers=2)
+    dedup([str(write_jsonl(old_docs, tmp_path / "old" / "a.jsonl"))], tmp_path / "old_out", old_options, workers=2)
     new = write_jsonl(new_docs, tmp_path / "new" / "b.jsonl")
-    against = run_dedup([str(new)], tmp_path / "against", replace(new_options, against=str(tmp_path / "old_out" / "index")), workers=2)
+    against = dedup([str(new)], tmp_path / "against", replace(new_options, against=str(tmp_path / "old_out" / "index")), workers=2)
 
     (tmp_path / "joint").mkdir()
     (tmp_path / "joint" / "a.jsonl").write_bytes(b"".join(r + b"\n" for r in kept_records(tmp_path / "old_out")))
     (tmp_path / "joint" / "b.jsonl").write_bytes(new.read_bytes())
-    run_dedup([str(tmp_path / "joint")], tmp_path / "joint_out", new_options, workers=2)
+    dedup([str(tmp_path / "joint")], tmp_path / "joint_out", new_options, workers=2)
     new_ids = {doc_id for doc_id, _ in new_docs}
     kept_new = [json.loads(r)["id"] for r in kept_records(tmp_path / "joint_out") if json.loads(r)["id"] in new_ids]
     assert [json.loads(r)["id"] for r in kept_records(tmp_path / "against")] == kept_new
@@ -463,7 +480,7 @@ def test_kept_records_come_from_the_input_or_the_record_file_in_input_order(tmp_
     (tmp_path / "in" / "a.jsonl").write_bytes(b"".join(lines))
     (tmp_path / "in" / "b.jsonl.gz").write_bytes(gzip.compress(b"".join(lines[5:40]).replace(b'"id": "', b'"id": "gz-')))
 
-    stats = run_dedup([str(tmp_path / "in")], tmp_path / "default", DedupOptions(), workers=1)
+    stats = dedup([str(tmp_path / "in")], tmp_path / "default", DedupOptions(), workers=1)
     removed = {row["id"] for row in jsonl_rows(tmp_path / "default" / "duplicates.jsonl")}
     docs = [d for t in plan_read_tasks(discover_inputs([str(tmp_path / "in")])) for d in read_task(t) if isinstance(d, Document)]
     assert sum(d.verbatim for d in docs) > 100 and sum(not d.verbatim for d in docs) > 100 and stats["rejected"] > 10
@@ -472,5 +489,5 @@ def test_kept_records_come_from_the_input_or_the_record_file_in_input_order(tmp_
                        for p in sorted((tmp_path / "default").glob("part-*.jsonl.zst")))
     assert written == expected and stats["exact_duplicates"] >= 50
     monkeypatch.setattr(kept, "BLOCK_BYTES", 13)
-    run_dedup([str(tmp_path / "in")], tmp_path / "small", DedupOptions(), workers=1)
+    dedup([str(tmp_path / "in")], tmp_path / "small", DedupOptions(), workers=1)
     assert output_bytes(tmp_path / "small") == output_bytes(tmp_path / "default")

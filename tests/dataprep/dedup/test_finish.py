@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from pretrainkit.dataprep.dedup import index
-from pretrainkit.dataprep.dedup.index import FinishJob, IndexPart, ScanJob, finish_part, part_files_whole, scan_part
+from pretrainkit.dataprep.dedup.index import FinishJob, IndexPart, finish_part, part_files_whole
+from pretrainkit.dataprep.dedup.scan import ScanJob, Scanning, scan_part
 from pretrainkit.dataprep.dedup.minhash import MinHasher, lsh_params
 from pretrainkit.dataprep.readers import discover_inputs, plan_read_tasks
 from pretrainkit import files
@@ -45,9 +46,9 @@ def test_finish_part_keeps_exactly_the_kept_documents_of_every_file(tmp_path, re
     source = write_jsonl(docs, tmp_path / "in" / "r.jsonl")
     [task] = plan_read_tasks(discover_inputs([str(source)]))
     bands, rows = lsh_params(0.8, 128) if near else (0, 0)
-    work = tmp_path / "work"
-    scan_part(ScanJob(0, task, str(work), str(tmp_path / "rej.jsonl"), str(tmp_path / "rec.jsonl"), str(tmp_path / "rec.verbatim"),
-                      128, 5, "text", "id", bands, rows))
+    work = tmp_path / "work" / "parts"
+    scan_part(ScanJob(index=0, task=task, work_dir=str(work.parent),
+                      settings=Scanning(num_perm=128, ngram=5, text_field="text", id_field="id", bands=bands, rows=rows)))
     base = work / "part-00000"
     scanned = {p.name[len(base.name):]: p.read_bytes() for p in work.glob("part-00000.*")}
     n = len(docs)

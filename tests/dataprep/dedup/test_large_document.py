@@ -45,10 +45,11 @@ def tasks(path):
     return tuple(plan_read_tasks(discover_inputs([path])))
 
 if mode == "dedup":
-    from pretrainkit.dataprep.dedup.index import ScanJob, scan_part
+    from pretrainkit.dataprep.dedup.scan import ScanJob, Scanning, scan_part
 
     def job(path, i):
-        scan_part(ScanJob(i, tasks(path)[0], work, f"{work}/rejected-{i}", f"{work}/records-{i}.zst", f"{work}/records-{i}.verbatim", 128, 5, "text", "id", 16, 8))
+        scan_part(ScanJob(index=i, task=tasks(path)[0], work_dir=work,
+                          settings=Scanning(num_perm=128, ngram=5, text_field="text", id_field="id", bands=16, rows=8)))
 else:
     from pretrainkit.dataprep.tokenize.corpus import EncodeJob, encode_part
     from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
@@ -95,12 +96,12 @@ def test_dedup_scan_of_a_large_document_is_bounded_and_equals_the_whole_computat
     text = large["text"]
     assert len(text) > 1 << 20  # hashed from pieces of its normalized text, in pieces of shingles
     whole = MinHasher(large_bytes=1 << 40, piece_bytes=1 << 40).signatures_of_normalized([near_normal_bytes(text)])
-    counts = np.fromfile(work / "part-00001.counts", dtype=np.uint32)
-    shingles = np.fromfile(work / "part-00001.shingles", dtype=np.uint32)
-    bands = np.fromfile(work / "part-00001.bands", dtype=np.uint64).reshape(2, 16)
+    counts = np.fromfile(work / "parts" / "part-00001.counts", dtype=np.uint32)
+    shingles = np.fromfile(work / "parts" / "part-00001.shingles", dtype=np.uint32)
+    bands = np.fromfile(work / "parts" / "part-00001.bands", dtype=np.uint64).reshape(2, 16)
     np.testing.assert_array_equal(bands[0], band_hashes(whole.signatures, 16, 8)[0])
     np.testing.assert_array_equal(shingles[: counts[0]], whole.shingles)
-    assert np.fromfile(work / "part-00001.exact", dtype=np.uint8)[:16].tobytes() == hashlib.blake2b(unicodedata.normalize("NFC", text).strip().encode("utf-8"), digest_size=16).digest()
+    assert np.fromfile(work / "parts" / "part-00001.exact", dtype=np.uint8)[:16].tobytes() == hashlib.blake2b(unicodedata.normalize("NFC", text).strip().encode("utf-8"), digest_size=16).digest()
 
 
 def test_tokenize_of_a_large_document_is_bounded_and_gives_the_whole_documents_tokens(large):

@@ -196,7 +196,7 @@ def test_a_large_text_normalized_in_pieces_hashes_as_whole(ascii_only):
     import hashlib
 
     from pretrainkit.dataprep.dedup.digests import blake2b_128
-    from pretrainkit.dataprep.dedup.index import hash_inputs, normalized_pieces
+    from pretrainkit.dataprep.dedup.scan import hash_inputs, normalized_pieces
 
     text = (Path(__file__).resolve().parents[4] / "shared" / "data" / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
     text = "  \n " + text[:200_000] + " Ça dépend: ÉTÉ, naïve café, ΟΔΟΣ Σ. " * 40 + " \n\t  "

@@ -19,6 +19,7 @@ import yaml
 
 from fixtures.corpora import need_data
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
+from pretrainkit.dataprep.executors.local import LocalRunner
 
 NGRAM = 5
 
@@ -65,7 +66,8 @@ def dedup_clusters(tmp_path: Path, docs: list[tuple[str, str]]) -> tuple[dict[st
     from fixtures.corpora import write_jsonl
 
     src = write_jsonl(docs, tmp_path / "in.jsonl")
-    run_dedup([str(src)], tmp_path / "out", DedupOptions(threshold=0.8), workers=2)
+    with LocalRunner(2) as runner:
+        run_dedup([str(src)], tmp_path / "out", DedupOptions(threshold=0.8), runner)
     rows = [json.loads(line) for line in (tmp_path / "out" / "duplicates.jsonl").read_text().splitlines()]
     parent = {r["id"]: r["duplicate_of"] for r in rows}
 

@@ -14,6 +14,7 @@ import pytest
 from fixtures import corpora
 from pretrainkit.dataprep.dedup.index import COALESCE_GAP, SCRATCH_BYTES, DedupIndex, read_extents
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
+from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.dataprep.dedup.rows import _decimals
 from pretrainkit.dataprep.dedup.similarity import jaccard, pair_similarities, pairs_reaching
 from pretrainkit.errors import UserError
@@ -41,7 +42,8 @@ def index(tmp_path_factory, reuters_docs) -> DedupIndex:
         docs = reuters_docs[i * third : (i + 1) * third] + [(f"empty-{i}-{j}", "!?" * (1 + j + 2 * i)) for j in range(2)]
         docs += [("nested-large", " ".join(words)), ("nested-small", " ".join(words[:30]))] if i == 0 else []
         corpora.write_jsonl(docs, root / "in" / f"r{i}.jsonl")
-    run_dedup([str(root / "in")], root / "out", DedupOptions(), workers=1)
+    with LocalRunner(1) as runner:
+        run_dedup([str(root / "in")], root / "out", DedupOptions(), runner)
     return DedupIndex.open(root / "out" / "index")
 
 
@@ -153,7 +155,8 @@ def test_duplicates_rows_are_the_bytes_of_json_dumps_whatever_the_ids(tmp_path):
         rows += [(doc_id, text), (doc_id + " exact copy", text), (doc_id + " near copy", near)]
     src = tmp_path / "in" / 'données "q" \\ é.jsonl'
     corpora.write_jsonl(rows, src)
-    run_dedup([str(src)], tmp_path / "out", DedupOptions(), workers=2)
+    with LocalRunner(2) as runner:
+        run_dedup([str(src)], tmp_path / "out", DedupOptions(), runner)
     lines = (tmp_path / "out" / "duplicates.jsonl").read_bytes().splitlines(keepends=True)
     assert len(lines) == 2 * len(ODD_IDS)
     for line in lines:
@@ -165,3 +168,42 @@ def test_duplicates_rows_are_the_bytes_of_json_dumps_whatever_the_ids(tmp_path):
             assert (row["duplicate_of"], row["line"], row["duplicate_of_line"], row["kind"]) == (doc_id, line, 3 * i + 1, kind)
             assert row["source"] == row["duplicate_of_source"] == src.name
             assert row["similarity"] == (1.0 if kind == "exact" else round(35 / 37, 4))
+            assert (row["matched"], row["matched_source"], row["matched_line"], row["matched_similarity"]) == (
+                doc_id, src.name, 3 * i + 1, row["similarity"])
+
+
+def test_a_chain_a_b_c_names_what_c_matched_b_while_its_kept_document_a_is_less_similar(tmp_path):
+    """Clusters are transitive: C is linked to B (Jaccard 181/211 of their 5-gram sets), B to A, but
+    A and C share only 166/226 < 0.8. C's row names A as `duplicate_of` with their similarity and B
+    as `matched`, the document whose link put it in the cluster, with a similarity at the threshold
+    or above."""
+    words = [f"w{letters(i)}" for i in range(240)]  # no digits: normalization folds them
+    src = corpora.write_jsonl([("A", " ".join(words[0:200])), ("B", " ".join(words[15:215])), ("C", " ".join(words[30:230]))],
+                              tmp_path / "in" / "chain.jsonl")
+    with LocalRunner(1) as runner:
+        run_dedup([str(src)], tmp_path / "out", DedupOptions(threshold=0.8), runner)
+    rows = {r["id"]: r for r in map(json.loads, (tmp_path / "out" / "duplicates.jsonl").read_text().splitlines())}
+    assert set(rows) == {"B", "C"}
+    assert (rows["B"]["duplicate_of"], rows["B"]["matched"]) == ("A", "A")
+    assert rows["B"]["similarity"] == rows["B"]["matched_similarity"] == round(181 / 211, 4)
+    c = rows["C"]
+    assert (c["duplicate_of"], c["duplicate_of_line"], c["similarity"]) == ("A", 1, round(166 / 226, 4))
+    assert (c["matched"], c["matched_source"], c["matched_line"], c["matched_similarity"]) == ("B", "chain.jsonl", 2, round(181 / 211, 4))
+
+
+def test_every_near_row_matched_a_document_of_its_cluster_at_the_threshold_or_above(tmp_path, reuters_docs):
+    """On real text with perturbed copies: `matched_similarity` never falls below the threshold, even
+    where the similarity to the kept document does, and the matched document is in the same cluster."""
+    from bench.dedup import perturbed
+
+    docs = reuters_docs + [perturbed(d, 1) for d in reuters_docs]
+    src = corpora.write_jsonl(docs, tmp_path / "in" / "r.jsonl")
+    with LocalRunner(2) as runner:
+        run_dedup([str(src)], tmp_path / "out", DedupOptions(threshold=0.8), runner)
+    rows = [json.loads(line) for line in (tmp_path / "out" / "duplicates.jsonl").read_text().splitlines()]
+    near = [r for r in rows if r["kind"] == "near"]
+    kept_of = {r["line"]: r["duplicate_of_line"] for r in rows}
+    assert near and any(r["similarity"] < 0.8 for r in near)
+    assert all(r["matched_similarity"] >= 0.8 and r["matched_line"] != r["line"] for r in near)
+    assert all(kept_of.get(r["matched_line"], r["matched_line"]) == r["duplicate_of_line"] for r in near)
+

@@ -9,7 +9,8 @@ import unicodedata
 import numpy as np
 
 from pretrainkit.dataprep.dedup.digests import blake2b_128
-from pretrainkit.dataprep.dedup.index import hash_inputs, id_line, id_lines
+from pretrainkit.dataprep.dedup.index import id_line, id_lines
+from pretrainkit.dataprep.dedup.scan import hash_inputs
 from pretrainkit.dataprep.dedup.minhash import near_normal_bytes
 
 _ASCII_WHITESPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
@@ -53,7 +54,7 @@ def test_the_scan_writes_each_documents_band_hashes_and_none_without_near_dedup(
     """A scan part holds, per document, the band hashes of its MinHash signature (no signature);
     with --no-near (0 bands) it writes no band hashes and the same everything else."""
     from fixtures.corpora import write_jsonl
-    from pretrainkit.dataprep.dedup.index import ScanJob, scan_part
+    from pretrainkit.dataprep.dedup.scan import ScanJob, Scanning, scan_part
     from pretrainkit.dataprep.dedup.minhash import MinHasher, band_hashes, lsh_params
     from pretrainkit.dataprep.readers import discover_inputs, plan_read_tasks
 
@@ -62,10 +63,9 @@ def test_the_scan_writes_each_documents_band_hashes_and_none_without_near_dedup(
     bands, rows = lsh_params(0.8, 128)
     parts = {}
     for name, lsh in (("near", (bands, rows)), ("exact", (0, 0))):
-        parts[name] = tmp_path / name
-        parts[name].mkdir()
-        scan_part(ScanJob(0, task, str(parts[name]), str(tmp_path / f"{name}-rejected"), str(tmp_path / f"{name}-records"),
-                          str(tmp_path / f"{name}-verbatim"), 128, 5, "text", "id", *lsh))
+        parts[name] = tmp_path / name / "parts"
+        scan_part(ScanJob(index=0, task=task, work_dir=str(tmp_path / name),
+                          settings=Scanning(num_perm=128, ngram=5, text_field="text", id_field="id", bands=lsh[0], rows=lsh[1])))
     expected = band_hashes(MinHasher(128, 5).signatures([t for _, t in docs]).signatures, bands, rows)
     np.testing.assert_array_equal(np.fromfile(parts["near"] / "part-00000.bands", np.uint64).reshape(len(docs), bands), expected)
     assert not (parts["exact"] / "part-00000.bands").exists()

@@ -21,6 +21,7 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 import ray  # noqa: E402  (a dev dependency: these tests fail, not skip, without it)
 
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup  # noqa: E402
+from pretrainkit.dataprep.executors.local import LocalRunner  # noqa: E402
 from pretrainkit.dataprep.executors.ray import RayRunner  # noqa: E402
 from pretrainkit.dataprep.prepare import run_prepare  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus  # noqa: E402
@@ -76,7 +77,8 @@ def tokenizer(tmp_path_factory, reuters_docs) -> str:
 @pytest.mark.slow
 def test_dedup_tokenize_prepare_byte_identical_to_local(tmp_path, ray_address, corpus, tokenizer):
     options = TokenizeOptions(shard_tokens=20_000, batch_tokens=2048)
-    run_dedup([str(corpus)], tmp_path / "dedup-local", DedupOptions(), workers=2)
+    with LocalRunner(2) as runner:
+        run_dedup([str(corpus)], tmp_path / "dedup-local", DedupOptions(), runner)
     tokenize_corpus([str(corpus)], tmp_path / "tok-local", tokenizer, options, workers=2)
     run_prepare([str(corpus)], tmp_path / "prep-local", tokenizer, DedupOptions(), options, workers=2)
     assert len(list((tmp_path / "tok-local").glob("shard-*"))) > 4
@@ -104,7 +106,8 @@ def test_cli_on_a_running_cluster_matches_local(tmp_path, ray_address, corpus, t
 
 
 def test_a_killed_ray_worker_is_retried_and_the_output_is_identical(tmp_path, ray_address, corpus, process_table):
-    run_dedup([str(corpus)], tmp_path / "local", DedupOptions(), workers=1)
+    with LocalRunner(1) as runner:
+        run_dedup([str(corpus)], tmp_path / "local", DedupOptions(), runner)
     killed: list[int] = []
 
     def kill_one_scan_task() -> None:
@@ -127,7 +130,8 @@ def test_a_killed_ray_worker_is_retried_and_the_output_is_identical(tmp_path, ra
 
 
 def test_a_killed_driver_resumes_from_the_finished_jobs(tmp_path, ray_address, corpus):
-    run_dedup([str(corpus)], tmp_path / "local", DedupOptions(), workers=1)
+    with LocalRunner(1) as runner:
+        run_dedup([str(corpus)], tmp_path / "local", DedupOptions(), runner)
     out = tmp_path / "ray"
     command = _cli("dedup", str(corpus), "-o", str(out), "--executor", "ray", "--ray-address", ray_address)
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
