@@ -59,7 +59,7 @@ def run(spec: dict, env: DistEnv) -> dict:
     cfg = config_from_dict(raw, "spec")
     trainer = Trainer(cfg, model_config(cfg, VOCAB), env)
     if cfg.init_from is not None:  # as a fresh `ptk train` run does
-        initialize(trainer, find_init_source(cfg.init_from), optimizer=False)
+        initialize(trainer.model, trainer.optimizer, find_init_source(cfg.init_from), with_optimizer=False)
     losses, norms = [], []
     for k in range(spec["steps"]):
         r = trainer.train_step(micro_batches(k, spec["global_size"], spec["micro_size"], trainer))

@@ -1,16 +1,21 @@
 """Atomic `torch.distributed.checkpoint` directories, finalized in the background; newest-valid lookup, and restore on any world size.
 
-    ckpts = Checkpoints(run_dir / "checkpoints", keep=2)
-    ckpts.save(trainer, config=to_dict(cfg), extra={"loader": loader.state_dict(), ...})  # returns after the write
+    ckpts = Checkpoints(run_dir / "checkpoints", keep=2, tensors=trainer.states, records=[trainer.record, loop])
+    ckpts.save()                                # returns after the write
     ckpts.wait()                                # the save's hashing, meta.json and rename are done (collective)
     found = ckpts.latest_valid()                # newest whose files verify, or None
-    ckpts.restore(trainer, found)               # model, optimizer, step, tokens, RNG; found.meta["extra"]
+    ckpts.restore(found)                        # every state and record, and the RNG
+
+What is saved is handed in as `Stateful`s (`state_dict()` / `load_state_dict()`), as torchtitan's checkpoint
+manager takes them: `tensors` (by name: "model", "optim", see `states.py`) go through DCP, each under its
+name; `records` give JSON, merged into `meta.json` (the trainer's `step`, `tokens` and `model`, the loop's
+`config` and `extra`), and are handed the whole `meta.json` on restore. A record must give `step`.
 
 Layout: `checkpoints/step-0000050/` holds the DCP files (model and optimizer, keyed by parameter name,
 so FSDP2 shards, DDP replicas and a plain model all read and write the same checkpoint), one
-`rng-rank<r>.pt` per process, and `meta.json`, written last: step, tokens, the resolved config,
-the model's shape (`model`, for `ptk export`), the caller's `extra` (loader state, mixture
-fingerprint, ...), world size, and every file's size and sha256. The directory is first written as
+`rng-rank<r>.pt` per process, and `meta.json`, written last: the records' keys (step, tokens, the
+resolved config, the model's shape for `ptk export`, the loop's state in `extra`), the world size, and
+every file's size and sha256. The directory is first written as
 `.tmp-step-0000050` and renamed once `meta.json` is complete, so a killed run never leaves a
 directory named `step-*` that is incomplete. On restore the newest `step-*` whose files match their
 `meta.json` is loaded; a newer one that does not match is reported (one line on stderr) and skipped. After a save only the newest `keep` are kept.
@@ -37,25 +42,18 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.state_dict import (
-    get_model_state_dict,
-    get_state_dict,
-    set_model_state_dict,
-    set_state_dict,
-)
+from torch.distributed.checkpoint.stateful import Stateful
 
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import fsync_directory, sha256_file, write_bytes_atomic, write_text_atomic
 from pretrainkit.train.checkpoint.names import TMP_PREFIX, checkpoint_dirs, checkpoint_name, step_of
-from pretrainkit.train.loop.trainer import Trainer
 from pretrainkit.train.model.llama import ModelConfig
-from pretrainkit.train.parallel.data_parallel import sharded_optimizer, unwrap
 
 META_FILE = "meta.json"
 LOW_SPACE = 1 << 20  # bytes free under which a failed write is taken for a full disk
@@ -211,9 +209,14 @@ class Finalization:
 
 
 class Checkpoints:
-    def __init__(self, directory: str | Path, keep: int) -> None:
+    def __init__(
+        self, directory: str | Path, keep: int, tensors: Mapping[str, Stateful] | None = None,
+        records: Sequence[Stateful] = (),
+    ) -> None:  # fmt: skip
+        """`tensors` and `records`: what `save` writes and `restore` loads (none for a reader such as `ptk export`)."""
         self.dir = Path(directory)
         self.keep = keep
+        self.tensors, self.records = dict(tensors or {}), list(records)
         self.pending: Finalization | None = None
         # The finalizer thread exchanges hashes over a gloo group of its own, made once by every process
         # (as DCP's async_save wants its background collectives kept off the training's group): each
@@ -268,7 +271,7 @@ class Checkpoints:
             )
         return None
 
-    def save(self, trainer: Trainer, config: dict, extra: dict) -> Path:
+    def save(self) -> Path:
         """Collective: every process calls it at the same step. Returns once the files are written; the
         checkpoint is named `step-*` later, when its finalization (in the background) is done: `wait`.
 
@@ -276,13 +279,14 @@ class Checkpoints:
         same one-line UserError naming the path, here or at the next `wait`; the temporary directory is
         removed and the older checkpoints stay as they were, so the run resumes from the newest of them."""
         self.wait()
-        name = checkpoint_name(trainer.step)
+        meta = {"world_size": _world()}
+        for record in self.records:
+            meta.update(copy.deepcopy(record.state_dict()))
+        name = checkpoint_name(meta["step"])
         final, tmp = self.dir / name, self.dir / f"{TMP_PREFIX}{name}"
-        meta = copy.deepcopy({"step": trainer.step, "tokens": trainer.tokens, "world_size": trainer.env.world_size,
-                              "model": dataclasses.asdict(trainer.model_cfg), "config": config, "extra": extra})  # fmt: skip
         try:
             together(lambda: _fresh_directory(tmp), tmp, main_only=True)
-            together(lambda: _write_states(trainer, tmp), tmp)
+            together(lambda: _write_states(self.tensors, tmp), tmp)
         except UserError:
             if _rank() == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -335,11 +339,11 @@ class Checkpoints:
         for old in self.candidates()[self.keep :]:
             shutil.rmtree(old, ignore_errors=True)
 
-    def restore(self, trainer: Trainer, ckpt: Checkpoint) -> None:
-        """Load model, optimizer, step and RNG from `ckpt` into `trainer` (collective)."""
-        together(lambda: check_model(ckpt, trainer.model_cfg), ckpt.path)
-        load_weights(trainer, ckpt, optimizer=True)
-        trainer.step, trainer.tokens = ckpt.step, int(ckpt.meta["tokens"])
+    def restore(self, ckpt: Checkpoint) -> None:
+        """Load every tensor state, every record and this process's RNG from `ckpt` (collective)."""
+        load_states(ckpt, self.tensors)
+        for record in self.records:
+            record.load_state_dict(ckpt.meta)
         rng_file = ckpt.path / f"rng-rank{_rank()}.pt"
         if not rng_file.exists():  # more processes than when saved
             rng_file = ckpt.path / "rng-rank0.pt"
@@ -361,54 +365,25 @@ def _fresh_directory(path: Path) -> None:
     path.mkdir(parents=True)
 
 
-def _write_states(trainer: Trainer, tmp: Path) -> None:
-    """Model and optimizer through DCP (collective), then this process's RNG states."""
-    model_sd, optim_sd = state_dicts(trainer)
-    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=tmp)
+def _write_states(tensors: Mapping[str, Stateful], tmp: Path) -> None:
+    """The tensor states through DCP (collective), then this process's RNG states."""
+    dcp.save({name: state.state_dict() for name, state in tensors.items()}, checkpoint_id=tmp)
     buffer = io.BytesIO()  # torch.save straight into a file reports a full disk as "unexpected pos"
     torch.save(rng_states(), buffer)
     write_bytes_atomic(tmp / f"rng-rank{_rank()}.pt", buffer.getvalue())
 
 
-def load_weights(trainer: Trainer, ckpt: Checkpoint, optimizer: bool) -> None:
-    """Load the model (and, with `optimizer`, the optimizer state) of `ckpt` into `trainer` (collective)."""
-    if optimizer:
-        model_sd, optim_sd = state_dicts(trainer)
-        state = {"model": model_sd, "optim": optim_sd}
-    else:  # not state_dicts(): its get_state_dict would give a fresh AdamW a first (empty) step
-        state = {"model": get_model_state_dict(trainer.model)}
+def load_states(ckpt: Checkpoint, tensors: Mapping[str, Stateful]) -> None:
+    """Load `tensors` (some or all of the checkpoint's, by name) from `ckpt` (collective): DCP fills each
+    state's `state_dict()` in place, which is then handed to its `load_state_dict`."""
+    state = {name: s.state_dict() for name, s in tensors.items()}
     try:
         dcp.load(state, checkpoint_id=ckpt.path)
     except Exception as e:  # noqa: BLE001 - DCP raises many types for a mismatched checkpoint
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"{ckpt.path}: cannot load into this model/optimizer: {first}") from None
-    if optimizer and sharded_optimizer(trainer.optimizer) is None:
-        set_state_dict(trainer.model, trainer.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-    else:  # weights only, or ZeRO-1, whose optimizer shard was loaded in place
-        set_model_state_dict(trainer.model, state["model"])
-
-
-def state_dicts(trainer: Trainer) -> tuple[dict, dict]:
-    """Model and optimizer state keyed by parameter name, the same layout for every parallel mode.
-
-    ZeRO-1 is not covered by `get_state_dict`: each process gives the AdamW state of the parameters
-    it owns (creating it empty before the first step, so that a load can fill it in place), and DCP
-    joins the processes' keys into the same `state` / `param_groups` layout DDP and FSDP2 write.
-    """
-    zero = sharded_optimizer(trainer.optimizer)
-    if zero is None:
-        return get_state_dict(trainer.model, trainer.optimizer)
-    names = {id(p): n for n, p in unwrap(trainer.model).named_parameters()}
-    state = {}
-    for group in zero.param_groups:
-        for p in group["params"]:
-            s = zero.state[p]
-            if not s:
-                s.update(step=torch.zeros(()), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
-            state[names[id(p)]] = s
-    groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [names[id(p)] for p in g["params"]]}
-              for g in trainer.optimizer.param_groups]  # fmt: skip
-    return get_model_state_dict(trainer.model), {"state": state, "param_groups": groups}
+    for name, s in tensors.items():
+        s.load_state_dict(state[name])
 
 
 def loader_state_of(path: str | Path) -> dict:

@@ -47,7 +47,7 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
                              micro_size=cfg.batch.micro_size, num_workers=0, pin_memory=env.device.type == "cuda")
         loop = TrainingLoop(cfg, trainer, loader, mix, env, validation_rows(cfg, sampler), transform)
         if (loop.resume() if resume else loop.start_over()) is None and cfg.init_from is not None:
-            initialize_from(cfg, trainer, mix.tokenizer, where, env.is_main)
+            initialize_from(cfg, trainer.model_cfg, trainer.model, trainer.optimizer, mix.tokenizer, where, env.is_main)
         if env.is_main:
             write_text_atomic(Path(cfg.run_dir) / CONFIG_FILE, yaml.safe_dump(to_dict(cfg), sort_keys=False))
         summary = loop.run() if trainer.step < cfg.max_steps else None

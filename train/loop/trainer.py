@@ -21,6 +21,7 @@ stages as one module with the plain model's parameter names.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -29,6 +30,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from pretrainkit.train.checkpoint.states import ModelState, OptimizerState
 from pretrainkit.train.config import TrainConfig
 from pretrainkit.train.parallel.distributed import DistEnv
 from pretrainkit.train.model.llama import ModelConfig, Transformer
@@ -51,6 +53,20 @@ class StepResult:
     lr: float
     tokens: int  # target tokens in the global batch
     applied: bool = True  # False when `accept` vetoed the update
+
+
+class TrainerRecord:
+    """The trainer's part of a checkpoint's `meta.json` (a `Stateful`): steps taken, tokens trained on, the model's shape."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+
+    def state_dict(self) -> dict:
+        t = self.trainer
+        return {"step": t.step, "tokens": t.tokens, "model": dataclasses.asdict(t.model_cfg)}
+
+    def load_state_dict(self, meta: dict) -> None:
+        self.trainer.step, self.trainer.tokens = int(meta["step"]), int(meta["tokens"])
 
 
 class Trainer:
@@ -80,6 +96,9 @@ class Trainer:
         self.step = 0  # steps taken (an update a spike check vetoed still counts)
         self.tokens = 0  # target tokens trained on so far
         self._loss_scale = 1.0  # what the pipeline's loss function multiplies each micro-batch's sum by
+        # What a checkpoint holds of the trainer: DCP's tensors by name, and its part of meta.json.
+        self.states = {"model": ModelState(self.model), "optim": OptimizerState(self.model, self.optimizer)}
+        self.record = TrainerRecord(self)
 
     def _all_reduce(self, values: list[float]) -> list[float]:
         t = torch.tensor(values, dtype=torch.float64, device=self.env.device)

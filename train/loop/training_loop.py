@@ -37,7 +37,7 @@ import torch.distributed as dist
 from pretrainkit.mixtures import Mixture, TrainLoader
 from pretrainkit.errors import UserError
 from pretrainkit.progress import progress_bar, progress_write
-from pretrainkit.train.checkpoint.checkpoints import AgreedError, Checkpoint, Checkpoints
+from pretrainkit.train.checkpoint.checkpoints import AgreedError, Checkpoint, Checkpoints, check_model, together
 from pretrainkit.train.config import TrainConfig, to_dict
 from pretrainkit.train.parallel.distributed import DistEnv
 from pretrainkit.train.loop.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
@@ -74,9 +74,9 @@ class TrainingLoop:
         self.val_rows, self.transform = val_rows, transform
         self.accum = cfg.batch.global_size // (cfg.batch.micro_size * trainer.mesh.dp_size)
         self.run_dir = Path(cfg.run_dir)
-        self.ckpts = Checkpoints(self.run_dir / "checkpoints", cfg.checkpoint.keep)
         self.detector = SpikeDetector(cfg.spikes)
         self.config = to_dict(cfg)
+        self.ckpts = Checkpoints(self.run_dir / "checkpoints", cfg.checkpoint.keep, trainer.states, [trainer.record, self])
         self.next_batch = 0
         self.skip: set[int] = set()
         self.rollbacks = 0
@@ -87,10 +87,21 @@ class TrainingLoop:
         self.trackers = Trackers.for_run(cfg, self.config) if env.is_main else None
 
     # -- checkpoints -------------------------------------------------------------------------------
-    def _extra(self) -> dict:
-        return {"loader": self.loader.state_dict(), "mixture": self.mix.fingerprint, "next_batch": self.next_batch,
-                "tokenizer": self.mix.tokenizer_sha256,
-                "skip": sorted(self.skip), "spikes": self.detector.state_dict(), "rollbacks": self.rollbacks}  # fmt: skip
+    def state_dict(self) -> dict:
+        """The loop's part of a checkpoint's `meta.json` (the loop is a `Stateful` the checkpointer is handed)."""
+        extra = {"loader": self.loader.state_dict(), "mixture": self.mix.fingerprint, "next_batch": self.next_batch,
+                 "tokenizer": self.mix.tokenizer_sha256,
+                 "skip": sorted(self.skip), "spikes": self.detector.state_dict(), "rollbacks": self.rollbacks}  # fmt: skip
+        return {"config": self.config, "extra": extra}
+
+    def load_state_dict(self, meta: dict) -> None:
+        extra = meta["extra"]
+        self.loader.load_state_dict(extra["loader"])
+        self.batches = iter(self.loader)
+        self.next_batch = extra["next_batch"]
+        self.skip |= set(extra["skip"])
+        self.detector.load_state_dict(extra["spikes"])
+        self.rollbacks = max(self.rollbacks, extra["rollbacks"])
 
     def _restore(self, ckpt: Checkpoint) -> None:
         extra = ckpt.meta["extra"]
@@ -104,13 +115,8 @@ class TrainingLoop:
                 f"{ckpt.path}: saved for another data order ({', '.join(changes)}); set data.allow_mixture_change=true "
                 f"to continue with the change, or use a new run_dir or --no-resume"
             )
-        self.ckpts.restore(self.trainer, ckpt)
-        self.loader.load_state_dict(extra["loader"])
-        self.batches = iter(self.loader)
-        self.next_batch = extra["next_batch"]
-        self.skip |= set(extra["skip"])
-        self.detector.load_state_dict(extra["spikes"])
-        self.rollbacks = max(self.rollbacks, extra["rollbacks"])
+        together(lambda: check_model(ckpt, self.trainer.model_cfg), ckpt.path)
+        self.ckpts.restore(ckpt)  # the trainer's states and record, this loop's (load_state_dict), the RNG
 
     def _open_logs(self, keep_events: bool = False) -> None:
         if not self.env.is_main:
@@ -258,7 +264,7 @@ class TrainingLoop:
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{row['tokens_per_s']:,.0f}")
             bar.update(1)
             if (cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last:
-                self.ckpts.save(trainer, self.config, self._extra())
+                self.ckpts.save()
         self.ckpts.wait()  # the last checkpoint is complete (named step-*) before the run reports its end
         bar.close()
         seconds = time.perf_counter() - start
