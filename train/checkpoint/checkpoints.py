@@ -4,7 +4,7 @@
     ckpts.save()                                # returns after the write
     ckpts.wait()                                # the save's hashing, meta.json and rename are done (collective)
     found = ckpts.latest_valid()                # newest whose files verify, or None
-    ckpts.restore(found)                        # every state and record, and the RNG
+    ckpts.restore(found)                        # every state and record (the loop's LoopState in `extra`), the RNG
 
 What is saved is handed in as `Stateful`s (`state_dict()` / `load_state_dict()`), as torchtitan's checkpoint
 manager takes them: `tensors` (by name: "model", "optim", see `states.py`) go through DCP, each under its
@@ -53,6 +53,7 @@ from torch.distributed.checkpoint.stateful import Stateful
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import fsync_directory, sha256_file, write_bytes_atomic, write_text_atomic
 from pretrainkit.train.checkpoint.names import TMP_PREFIX, checkpoint_dirs, checkpoint_name, step_of
+from pretrainkit.train.loop.loop_state import LoopState
 from pretrainkit.train.model.llama import ModelConfig
 
 META_FILE = "meta.json"
@@ -396,7 +397,10 @@ def loader_state_of(path: str | Path) -> dict:
         ckpt = Checkpoints(path / "checkpoints", keep=1).latest_valid()
         if ckpt is None:
             raise UserError(f"{path}: no valid checkpoint to replay from (expected {path}/checkpoints/step-*/)")
-    return ckpt.meta["extra"]["loader"]
+    state = LoopState.from_meta(ckpt.meta, ckpt.path / META_FILE)
+    if state is None:
+        raise UserError(f"{ckpt.path / META_FILE}: no training loop state (not a training run's checkpoint) to replay from")
+    return state.loader
 
 
 def rng_states() -> dict:

@@ -36,10 +36,11 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_text_atomic
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
-from pretrainkit.train.checkpoint.checkpoints import Checkpoint, load_states
+from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, load_states
 from pretrainkit.train.checkpoint.states import ModelState, OptimizerState
 from pretrainkit.train.config import TrainConfig
 from pretrainkit.train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
+from pretrainkit.train.loop.loop_state import LoopState
 from pretrainkit.train.model.hf_adapter import CONFIG_FILE, HFWeights, is_hf_model_dir, model_config_from_hf, read_hf_config
 from pretrainkit.train.model.llama import ModelConfig
 from pretrainkit.train.model.materialize import load_hf_weights
@@ -96,7 +97,8 @@ def find_init_source(path: str | Path) -> InitSource:
     if "model" not in ckpt.meta:
         raise UserError(f"init_from: {ckpt.path}: meta.json records no model config")
     model = ModelConfig(**ckpt.meta["model"])
-    return InitSource(ckpt.path, model, ckpt.meta.get("extra", {}).get("tokenizer"), ckpt, ckpt.step)
+    state = LoopState.from_meta(ckpt.meta, ckpt.path / META_FILE)
+    return InitSource(ckpt.path, model, state and state.tokenizer_sha256, ckpt, ckpt.step)
 
 
 def check_compatible(source: InitSource, model: ModelConfig, tokenizer: TokenizerInfo, where: str) -> None:

@@ -37,9 +37,10 @@ import torch.distributed as dist
 from pretrainkit.mixtures import Mixture, TrainLoader
 from pretrainkit.errors import UserError
 from pretrainkit.progress import progress_bar, progress_write
-from pretrainkit.train.checkpoint.checkpoints import AgreedError, Checkpoint, Checkpoints, check_model, together
+from pretrainkit.train.checkpoint.checkpoints import META_FILE, AgreedError, Checkpoint, Checkpoints, check_model, together
 from pretrainkit.train.config import TrainConfig, to_dict
 from pretrainkit.train.parallel.distributed import DistEnv
+from pretrainkit.train.loop.loop_state import META_KEY as LOOP_KEY, LoopState
 from pretrainkit.train.loop.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
 from pretrainkit.train.loop.optim import Schedule, lr_at
 from pretrainkit.train.loop.spikes import Spike, SpikeDetector
@@ -87,29 +88,34 @@ class TrainingLoop:
         self.trackers = Trackers.for_run(cfg, self.config) if env.is_main else None
 
     # -- checkpoints -------------------------------------------------------------------------------
+    def state(self) -> LoopState:
+        return LoopState(self.loader.state_dict(), self.mix.fingerprint, self.mix.tokenizer_sha256, self.next_batch,
+                         tuple(sorted(self.skip)), self.detector.state_dict(), self.rollbacks)  # fmt: skip
+
     def state_dict(self) -> dict:
         """The loop's part of a checkpoint's `meta.json` (the loop is a `Stateful` the checkpointer is handed)."""
-        extra = {"loader": self.loader.state_dict(), "mixture": self.mix.fingerprint, "next_batch": self.next_batch,
-                 "tokenizer": self.mix.tokenizer_sha256,
-                 "skip": sorted(self.skip), "spikes": self.detector.state_dict(), "rollbacks": self.rollbacks}  # fmt: skip
-        return {"config": self.config, "extra": extra}
+        return {"config": self.config, LOOP_KEY: self.state().to_json()}
 
     def load_state_dict(self, meta: dict) -> None:
-        extra = meta["extra"]
-        self.loader.load_state_dict(extra["loader"])
+        saved = LoopState.from_meta(meta, self.ckpts.dir / META_FILE)  # checked by _restore before anything was loaded
+        self.loader.load_state_dict(saved.loader)
         self.batches = iter(self.loader)
-        self.next_batch = extra["next_batch"]
-        self.skip |= set(extra["skip"])
-        self.detector.load_state_dict(extra["spikes"])
-        self.rollbacks = max(self.rollbacks, extra["rollbacks"])
+        self.next_batch = saved.next_batch
+        self.skip |= set(saved.skip)
+        self.detector.load_state_dict(saved.spikes)
+        self.rollbacks = max(self.rollbacks, saved.rollbacks)
 
     def _restore(self, ckpt: Checkpoint) -> None:
-        extra = ckpt.meta["extra"]
-        saved = extra["loader"]
+        try:  # every process reads the same meta.json, so a problem with it is raised by all of them together
+            saved = LoopState.from_meta(ckpt.meta, ckpt.path / META_FILE)
+        except UserError as e:
+            raise AgreedError(str(e)) from None
+        if saved is None:
+            raise AgreedError(f"{ckpt.path / META_FILE}: no {LOOP_KEY} (the training loop's state): not a training checkpoint")
         changes = [f"{what} {a} -> {b}" for what, a, b in (
-            ("mixture fingerprint", str(extra.get("mixture"))[:12], self.mix.fingerprint[:12]),
-            ("data.seq_len", saved["seq_len"], self.cfg.data.seq_len),
-            ("batch.global_size", saved["global_batch_size"], self.cfg.batch.global_size)) if a != b]  # fmt: skip
+            ("mixture fingerprint", str(saved.mixture_fingerprint)[:12], self.mix.fingerprint[:12]),
+            ("data.seq_len", saved.loader["seq_len"], self.cfg.data.seq_len),
+            ("batch.global_size", saved.loader["global_batch_size"], self.cfg.batch.global_size)) if a != b]  # fmt: skip
         if changes and not self.mix.allow_fingerprint_change:  # every process reads the same meta.json
             raise AgreedError(
                 f"{ckpt.path}: saved for another data order ({', '.join(changes)}); set data.allow_mixture_change=true "
