@@ -32,7 +32,6 @@ resume's hashing per process is that of a save's (per GB: `python -m bench.check
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import io
@@ -42,22 +41,21 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.stateful import Stateful
 
-from pretrainkit.errors import UserError, os_error
+from pretrainkit.errors import UserError
 from pretrainkit.files import fsync_directory, sha256_file, write_bytes_atomic, write_text_atomic
 from pretrainkit.train.checkpoint.names import TMP_PREFIX, checkpoint_dirs, checkpoint_name, step_of
 from pretrainkit.train.loop.loop_state import LoopState
 from pretrainkit.train.model.llama import ModelConfig
+from pretrainkit.train.parallel.agree import AgreedError, failure_message, rank, together, world
 
 META_FILE = "meta.json"
-LOW_SPACE = 1 << 20  # bytes free under which a failed write is taken for a full disk
 
 
 @dataclass(frozen=True)
@@ -65,68 +63,6 @@ class Checkpoint:
     path: Path
     step: int
     meta: dict
-
-
-def _rank() -> int:
-    return dist.get_rank() if dist.is_initialized() else 0
-
-
-def _world() -> int:
-    return dist.get_world_size() if dist.is_initialized() else 1
-
-
-def _chain(e: BaseException) -> Iterator[BaseException]:
-    """`e`, what caused it, and (for DCP's CheckpointException) every process's exception."""
-    seen, todo = set(), [e]
-    while todo:
-        err = todo.pop(0)
-        if err is None or id(err) in seen:
-            continue
-        seen.add(id(err))
-        yield err
-        todo += [err.__cause__, err.__context__]
-        if isinstance(err, CheckpointException):
-            todo += [exc for exc, _ in err.failures.values()]
-
-
-def failure_message(e: BaseException, where: Path) -> str:
-    """One line for a failed write under `where`. A full disk inside DCP surfaces as torch's zip writer's
-    "unexpected pos" with no errno, so a directory left without free space is named as such."""
-    for err in _chain(e):
-        if isinstance(err, UserError):
-            return str(err)
-        if isinstance(err, OSError) and err.errno is not None:
-            return str(os_error(err, where))
-    with contextlib.suppress(OSError):
-        if shutil.disk_usage(where if where.exists() else where.parent).free < LOW_SPACE:
-            return f"{where}: no space left on device"
-    lines = [ln for ln in str(e).splitlines() if ln.strip()]
-    return f"{where}: {type(e).__name__}: {lines[-1] if lines else ''}"
-
-
-class AgreedError(UserError):
-    """A UserError that every process of the run raises together, after exchanging outcomes: they can
-    still meet for a clean shutdown (gloo processes that exit without one intermittently abort)."""
-
-
-def together(work: Callable[[], Any], where: Path, main_only: bool = False, group: Any = None) -> list[Any]:
-    """Run `work` on every process (or on rank 0 only) and gather the results (over `group`, a group of
-    every process; by default the training's). If it failed anywhere, every process raises the same
-    AgreedError (the lowest failing rank's), so none waits for a peer that has left."""
-    try:
-        outcome = (None, work() if _rank() == 0 or not main_only else None)
-    except (Exception, CheckpointException) as e:  # noqa: BLE001 - reported as one line, on every process
-        if any(isinstance(err, KeyboardInterrupt) for err in _chain(e)):
-            raise KeyboardInterrupt from e  # Ctrl-C inside DCP's save or load is an interrupt, not a failure
-        outcome = (failure_message(e, where), None)
-    outcomes = [outcome]
-    if _world() > 1:
-        outcomes = [None] * _world()
-        dist.all_gather_object(outcomes, outcome, group=group)
-    for problem, _ in outcomes:
-        if problem:
-            raise AgreedError(problem)
-    return [value for _, value in outcomes]
 
 
 def share_of_files(files: list[Path], rank: int, world: int) -> list[Path]:
@@ -257,13 +193,13 @@ class Checkpoints:
             try:
                 ckpt = read_meta(path)
                 present = [path / name for name in ckpt.meta["files"] if (path / name).is_file()]
-                mine = [f.name for f in share_of_files(present, _rank(), _world())]
+                mine = [f.name for f in share_of_files(present, rank(), world())]
                 missing = sorted(set(ckpt.meta["files"]) - {f.name for f in present})
-                together(lambda: check_files(ckpt, mine + (missing if _rank() == 0 else [])), path)
+                together(lambda: check_files(ckpt, mine + (missing if rank() == 0 else [])), path)
                 return ckpt
             except UserError as e:
                 problems.append(f"{path.name} ({e})")
-                if _rank() == 0:
+                if rank() == 0:
                     print(f"ptk train: skipping corrupt checkpoint {path.name}: {e}", file=sys.stderr)
         if refuse_all_corrupt and problems:  # every process found the same (each check was agreed)
             raise AgreedError(
@@ -280,7 +216,7 @@ class Checkpoints:
         same one-line UserError naming the path, here or at the next `wait`; the temporary directory is
         removed and the older checkpoints stay as they were, so the run resumes from the newest of them."""
         self.wait()
-        meta = {"world_size": _world()}
+        meta = {"world_size": world()}
         for record in self.records:
             meta.update(copy.deepcopy(record.state_dict()))
         name = checkpoint_name(meta["step"])
@@ -289,10 +225,10 @@ class Checkpoints:
             together(lambda: _fresh_directory(tmp), tmp, main_only=True)
             together(lambda: _write_states(self.tensors, tmp), tmp)
         except UserError:
-            if _rank() == 0:
+            if rank() == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
             raise
-        if self._group is None and _world() > 1:
+        if self._group is None and world() > 1:
             self._group = dist.new_group(backend="gloo")
         files = sorted(p for p in tmp.iterdir() if p.is_file())
         self.pending = Finalization(tmp, lambda: self._finalize(tmp, final, meta, files))
@@ -303,12 +239,12 @@ class Checkpoints:
         finalizer's group; rank 0 seals. A failure anywhere leaves no `step-*` and no temporary directory."""
         try:
             shares = together(lambda: {f.name: [f.stat().st_size, sha256_file(f)]
-                                       for f in share_of_files(files, _rank(), _world())}, tmp, group=self._group)  # fmt: skip
+                                       for f in share_of_files(files, rank(), world())}, tmp, group=self._group)  # fmt: skip
             meta["files"] = {k: v for share in shares for k, v in sorted(share.items())}
-            if _rank() == 0:
+            if rank() == 0:
                 self._seal(tmp, final, meta)
         except BaseException:
-            if _rank() == 0:
+            if rank() == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
             raise
 
@@ -345,7 +281,7 @@ class Checkpoints:
         load_states(ckpt, self.tensors)
         for record in self.records:
             record.load_state_dict(ckpt.meta)
-        rng_file = ckpt.path / f"rng-rank{_rank()}.pt"
+        rng_file = ckpt.path / f"rng-rank{rank()}.pt"
         if not rng_file.exists():  # more processes than when saved
             rng_file = ckpt.path / "rng-rank0.pt"
         set_rng_states(torch.load(rng_file, weights_only=False))
@@ -371,7 +307,7 @@ def _write_states(tensors: Mapping[str, Stateful], tmp: Path) -> None:
     dcp.save({name: state.state_dict() for name, state in tensors.items()}, checkpoint_id=tmp)
     buffer = io.BytesIO()  # torch.save straight into a file reports a full disk as "unexpected pos"
     torch.save(rng_states(), buffer)
-    write_bytes_atomic(tmp / f"rng-rank{_rank()}.pt", buffer.getvalue())
+    write_bytes_atomic(tmp / f"rng-rank{rank()}.pt", buffer.getvalue())
 
 
 def load_states(ckpt: Checkpoint, tensors: Mapping[str, Stateful]) -> None:

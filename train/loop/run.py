@@ -21,7 +21,8 @@ import yaml
 from pretrainkit.mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import write_text_atomic
-from pretrainkit.train.checkpoint.checkpoints import AgreedError, loader_state_of
+from pretrainkit.train.checkpoint.checkpoints import loader_state_of
+from pretrainkit.train.parallel.agree import AgreedError
 from pretrainkit.train.config import TrainConfig, to_dict
 from pretrainkit.train.parallel.distributed import end_process_groups, init_distributed, shutdown
 from pretrainkit.train.checkpoint.init_from import initialize_from

@@ -37,7 +37,8 @@ import torch.distributed as dist
 from pretrainkit.mixtures import Mixture, TrainLoader
 from pretrainkit.errors import UserError
 from pretrainkit.progress import progress_bar, progress_write
-from pretrainkit.train.checkpoint.checkpoints import META_FILE, AgreedError, Checkpoint, Checkpoints, check_model, together
+from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, check_model
+from pretrainkit.train.parallel.agree import AgreedError, together
 from pretrainkit.train.config import TrainConfig, to_dict
 from pretrainkit.train.parallel.distributed import DistEnv
 from pretrainkit.train.loop.loop_state import META_KEY as LOOP_KEY, LoopState
