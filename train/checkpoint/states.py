@@ -21,7 +21,8 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from pretrainkit.train.parallel.data_parallel import sharded_optimizer, unwrap
+from pretrainkit.train.loop.optim import sharded_optimizer
+from pretrainkit.train.parallel.data_parallel import unwrap
 
 
 class ModelState:
