@@ -44,7 +44,7 @@ from pretrainkit.train.parallel.distributed import DistEnv
 from pretrainkit.train.loop.loop_state import META_KEY as LOOP_KEY, LoopState
 from pretrainkit.train.loop.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
 from pretrainkit.train.loop.optim import Schedule, lr_at
-from pretrainkit.train.loop.spikes import Spike, SpikeDetector
+from pretrainkit.train.loop.spikes import Action, Decision, SpikeDetector
 from pretrainkit.train.loop.trainer import Batch, Trainer
 from pretrainkit.train.tracking.trackers import Trackers
 
@@ -166,18 +166,15 @@ class TrainingLoop:
             if b not in self.skip:
                 return b, (self.transform(b, micro) if self.transform else micro)
 
-    def _on_spike(self, spike: Spike, batch: int, loss: float, grad_norm: float) -> bool:
-        """Log the spike; roll back if asked. True when the loop state was rolled back."""
+    def _on_spike(self, decision: Decision, batch: int, loss: float, grad_norm: float) -> bool:
+        """Log the spike; roll back if so decided. True when the loop state was rolled back."""
         self.spikes += 1
-        step = self.trainer.step
-        action = self.cfg.spikes.action
+        step, spike = self.trainer.step, decision.spike
         row = {"step": step, "batch": batch, "loss": loss, "grad_norm": grad_norm, "window_mean": spike.window_mean,
                "window_std": spike.window_std, "window_grad_median": spike.window_grad_median,
-               "reason": spike.reason, "action": action}  # fmt: skip
-        if action == "none" and not (math.isfinite(loss) and math.isfinite(grad_norm)):
-            row["action"] = "skip"
+               "reason": spike.reason, "action": decision.action.value}  # fmt: skip
         target = None
-        if action == "rollback":
+        if decision.action is Action.ROLLBACK:
             self.rollbacks += 1
             if self.rollbacks > self.cfg.spikes.max_rollbacks:
                 self._write_event({**row, "action": "stop"})
@@ -187,7 +184,7 @@ class TrainingLoop:
                 )
             target = self.ckpts.choose(before=step)
             if target is None:
-                row["action"] = "skip"
+                row["action"] = Action.SKIP.value
                 row["note"] = "no checkpoint to roll back to yet"
         if target is not None:
             skipped = list(range(max(0, batch - self.cfg.spikes.skip_batches + 1), batch + 1))
@@ -205,17 +202,6 @@ class TrainingLoop:
             self.events.write(row)
         if self.env.is_main:
             progress_write(f"ptk train: spike at step {row['step']}: {row['reason']}; action {row['action']}")
-
-    def _accept(self, box: list[Spike | None]) -> Callable[[float, float], bool]:
-        def accept(loss: float, grad_norm: float) -> bool:
-            spike = self.detector.check(loss, grad_norm)
-            box.append(spike)
-            if spike is None:
-                self.detector.accept(loss, grad_norm)
-                return True
-            return self.cfg.spikes.action == "none" and math.isfinite(loss) and math.isfinite(grad_norm)
-
-        return accept
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self) -> RunSummary:
@@ -243,11 +229,12 @@ class TrainingLoop:
         while trainer.step < cfg.max_steps:
             t0 = time.perf_counter()
             batch, micro = self._draw()
-            box: list[Spike | None] = []
-            result = trainer.train_step(micro, accept=self._accept(box))
+            grads = trainer.gradients(micro)
+            decision = self.detector.decide(grads.loss, grads.grad_norm)
+            result = trainer.update(grads, apply=decision.apply)
             seconds = time.perf_counter() - t0
             trained_tokens += result.tokens
-            if box[0] is not None and self._on_spike(box[0], batch, result.loss, result.grad_norm):
+            if decision.spike is not None and self._on_spike(decision, batch, result.loss, result.grad_norm):
                 bar.reset(total=cfg.max_steps)
                 bar.update(trainer.step)
                 continue
