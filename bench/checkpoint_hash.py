@@ -70,7 +70,8 @@ def cost_per_gb(mb: int, repeats: int) -> dict:
 def trainer_of(mb: int):
     """A Trainer (one process) whose checkpoint, fp32 weights and two AdamW moments, is about `mb` MB."""
     from pretrainkit.train.config import config_from_dict
-    from pretrainkit.train.loop.trainer import Trainer, model_config
+    from pretrainkit.train.loop.trainer import Trainer
+    from pretrainkit.train.model.resolve import model_config
     from pretrainkit.train.parallel.distributed import init_distributed
 
     env = init_distributed("cpu")

@@ -11,7 +11,7 @@ import yaml
 from pretrainkit.errors import UserError
 from pretrainkit.train.config import ModelSection, load_config, to_dict
 from pretrainkit.train.model.llama import ModelConfig
-from pretrainkit.train.loop.trainer import model_config
+from pretrainkit.train.model.resolve import model_config
 
 GOOD = """
 run_dir: runs/tiny

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pretrainkit.errors import UserError
 
-META_KEY = "extra"  # where in meta.json the loop's state is
+LOOP_KEY = "extra"  # where in meta.json the loop's state is
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,11 @@ class LoopState:
     @classmethod
     def from_meta(cls, meta: dict, where: Path) -> LoopState | None:
         """The loop state in a checkpoint's `meta.json` (`where`: that file, for errors); None when it has none."""
-        if META_KEY not in meta:
+        if LOOP_KEY not in meta:
             return None
-        extra = meta[META_KEY]
+        extra = meta[LOOP_KEY]
         try:
             return cls(dict(extra["loader"]), extra.get("mixture"), extra.get("tokenizer"), int(extra["next_batch"]),
                        tuple(sorted(int(b) for b in extra["skip"])), dict(extra["spikes"]), int(extra["rollbacks"]))  # fmt: skip
         except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise UserError(f"{where}: {META_KEY}: missing or malformed loop state ({type(e).__name__}: {e})") from None
+            raise UserError(f"{where}: {LOOP_KEY}: missing or malformed loop state ({type(e).__name__}: {e})") from None

@@ -28,7 +28,8 @@ from pretrainkit.train.parallel.distributed import end_process_groups, init_dist
 from pretrainkit.train.checkpoint.init_from import initialize_from
 from pretrainkit.train.loop.run_dir import check_run_dir
 from pretrainkit.train.loop.training_loop import BatchTransform, TrainingLoop, format_summary
-from pretrainkit.train.loop.trainer import Trainer, model_config
+from pretrainkit.train.loop.trainer import Trainer
+from pretrainkit.train.model.resolve import model_config
 
 CONFIG_FILE = "config.yaml"
 

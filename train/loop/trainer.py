@@ -37,7 +37,6 @@ from pretrainkit.train.config import TrainConfig
 from pretrainkit.train.parallel.distributed import DistEnv
 from pretrainkit.train.model.llama import ModelConfig, Transformer
 from pretrainkit.train.model.materialize import init_weights
-from pretrainkit.train.model.resolve import model_config  # noqa: F401 - where callers have always found it
 from pretrainkit.train.loop.optim import Schedule, build_optimizer, lr_at, set_lr
 from pretrainkit.train.parallel.data_parallel import autocast_context, clip_grad_norm, gradient_sync, parallelize
 from pretrainkit.train.parallel.mesh import ParallelMesh, check_layout

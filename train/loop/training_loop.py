@@ -41,7 +41,7 @@ from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, Chec
 from pretrainkit.train.parallel.agree import AgreedError, together
 from pretrainkit.train.config import TrainConfig, to_dict
 from pretrainkit.train.parallel.distributed import DistEnv
-from pretrainkit.train.loop.loop_state import META_KEY as LOOP_KEY, LoopState
+from pretrainkit.train.loop.loop_state import LOOP_KEY, LoopState
 from pretrainkit.train.loop.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
 from pretrainkit.train.loop.optim import Schedule, lr_at
 from pretrainkit.train.loop.spikes import Action, Decision, SpikeDetector

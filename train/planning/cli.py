@@ -102,7 +102,7 @@ def law_formula(law: LossLaw) -> str:
 
 def model_of_config(cfg, vocab_size: int | None, where: str):
     """The ModelConfig of a training config, its vocabulary from `vocab_size` or else from the mixture."""
-    from pretrainkit.train.loop.trainer import model_config
+    from pretrainkit.train.model.resolve import model_config
 
     if vocab_size is None:
         from pretrainkit.mixtures import load_mixture
