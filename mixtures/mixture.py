@@ -1,7 +1,7 @@
 """A loaded mixture: validated YAML plus its opened, verified shard sets and its fingerprint.
 
     mix = load_mixture("mixtures/examples/demo.yaml")
-    mix.sources[0].name, mix.sources[0].share, mix.vocab_size, mix.eos_id, mix.fingerprint
+    mix.sources[0].name, mix.sources[0].share, mix.tokenizer.vocab_size, mix.tokenizer.eos_id, mix.fingerprint
 
 Replay (where a source's stream starts) is data, not code: each `Source` carries a `StreamStart`
 (the seed of its per-epoch shuffles and the stream token it starts at). `mix.with_replay(name,
@@ -101,18 +101,6 @@ class Mixture:
     @property
     def train_sources(self) -> list[Source]:
         return [s for s in self.sources if not s.eval_only]
-
-    @property
-    def vocab_size(self) -> int:
-        return self.sources[0].shard_set.vocab_size
-
-    @property
-    def eos_id(self) -> int:
-        return self.sources[0].shard_set.eos_id
-
-    @property
-    def tokenizer_sha256(self) -> str:
-        return self.sources[0].shard_set.tokenizer_sha256
 
     @property
     def tokenizer(self) -> TokenizerInfo:

@@ -60,7 +60,7 @@ def precheck(cfg: TrainConfig, where: str, nproc: int) -> None:
 
     check_run_dir(cfg.run_dir, where)
     mix = load_mixture(cfg.data.mixture, verify=False)
-    check_layout(cfg, model_config(cfg, mix.vocab_size, where), nproc, where)
+    check_layout(cfg, model_config(cfg, mix.tokenizer.vocab_size, where), nproc, where)
 
 
 def launch(args: argparse.Namespace) -> int:

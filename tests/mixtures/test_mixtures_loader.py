@@ -233,7 +233,7 @@ def test_validation_batches_come_from_the_heldout_split_only(sampler):
     ss = source.shard_set
     heldout_docs = np.flatnonzero(source.split.heldout.mask(0, ss.num_docs))
     assert len(heldout_docs) == source.split.heldout.num_docs > 0
-    held = np.concatenate([np.append(ss.document(int(d)), ss.eos_id) for d in heldout_docs])
+    held = np.concatenate([np.append(ss.document(int(d)), ss.tokenizer.eos_id) for d in heldout_docs])
     flat = torch.cat([torch.cat([x, y[:, -1:]], 1) for x, y in batches]).reshape(-1).numpy()
     assert np.array_equal(flat, held[: len(flat)])
     assert not (source.split.heldout.mask(0, ss.num_docs) & source.split.train.mask(0, ss.num_docs)).any()

@@ -43,7 +43,7 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
         limit = sampler.limit_batch()
         if limit is not None and limit < cfg.max_steps:
             sampler.check_batch(limit)  # raises, naming the source that runs out before max_steps
-        trainer = Trainer(cfg, model_config(cfg, mix.vocab_size, where), env, where)
+        trainer = Trainer(cfg, model_config(cfg, mix.tokenizer.vocab_size, where), env, where)
         # Every process of a data-parallel group (tensor-parallel peers, pipeline stages) reads its rows.
         loader = TrainLoader(sampler, rank=trainer.mesh.dp_rank, world_size=trainer.mesh.dp_size,
                              micro_size=cfg.batch.micro_size, num_workers=0, pin_memory=env.device.type == "cuda")

@@ -90,7 +90,7 @@ class TrainingLoop:
 
     # -- checkpoints -------------------------------------------------------------------------------
     def state(self) -> LoopState:
-        return LoopState(self.loader.state_dict(), self.mix.fingerprint, self.mix.tokenizer_sha256, self.next_batch,
+        return LoopState(self.loader.state_dict(), self.mix.fingerprint, self.mix.tokenizer.sha256, self.next_batch,
                          tuple(sorted(self.skip)), self.detector.state_dict(), self.rollbacks)  # fmt: skip
 
     def state_dict(self) -> dict:

@@ -1,6 +1,6 @@
 """The model a training config asks for: its `model:` section, or the Hugging Face model `init_from` names.
 
-    mcfg = model_config(cfg, vocab_size=mix.vocab_size, where="run.yaml")
+    mcfg = model_config(cfg, vocab_size=mix.tokenizer.vocab_size, where="run.yaml")
 
 Without an HF `init_from`, the shape is the `model:` section, its unset keys ModelConfig's defaults, the
 mixture's vocabulary and `data.seq_len` as max_seq_len. With `init_from: DIR` naming a Hugging Face
