@@ -88,7 +88,7 @@ class Source:
 class Mixture:
     config: MixtureConfig
     sources: list[Source]
-    allow_fingerprint_change: bool = False
+    allow_mixture_change: bool = False
 
     @property
     def path(self) -> Path:
@@ -189,12 +189,12 @@ def default_stream_seed(seed: int, name: str) -> int:
 
 
 def load_mixture(
-    path: str | Path, allow_fingerprint_change: bool = False, verify: bool = True, progress: bool = False
+    path: str | Path, allow_mixture_change: bool = False, verify: bool = True, progress: bool = False
 ) -> Mixture:
     """Read, validate and open a mixture; every problem is a UserError naming the file and the key.
 
     `verify` checks every shard's sha256 against its manifest (reads all the data once; `progress`
-    shows a bar per source). `allow_fingerprint_change` lets a loader resume from a state saved for
+    shows a bar per source). `allow_mixture_change` lets a loader resume from a state saved for
     a different mixture (see `pretrainkit.mixtures.loader`).
     """
     cfg = read_mixture_config(path)
@@ -218,7 +218,7 @@ def load_mixture(
         sources.append(Source(sc, i, ss, sc.weight / total, split, start))
     _check_same_tokenizer(cfg.path, sources)
     _check_distinct_shard_sets(cfg.path, sources)
-    return Mixture(cfg, sources, allow_fingerprint_change)
+    return Mixture(cfg, sources, allow_mixture_change)
 
 
 def _check_distinct_shard_sets(path: Path, sources: list[Source]) -> None:

@@ -117,7 +117,7 @@ class TrainingLoop:
             ("mixture fingerprint", str(saved.mixture_fingerprint)[:12], self.mix.fingerprint[:12]),
             ("data.seq_len", saved.loader["seq_len"], self.cfg.data.seq_len),
             ("batch.global_size", saved.loader["global_batch_size"], self.cfg.batch.global_size)) if a != b]  # fmt: skip
-        if changes and not self.mix.allow_fingerprint_change:  # every process reads the same meta.json
+        if changes and not self.mix.allow_mixture_change:  # every process reads the same meta.json
             raise AgreedError(
                 f"{ckpt.path}: saved for another data order ({', '.join(changes)}); set data.allow_mixture_change=true "
                 f"to continue with the change, or use a new run_dir or --no-resume"
