@@ -5,7 +5,8 @@
     grads = trainer.gradients(micro_batches)     # or in two halves, for a caller that decides on the update
     result = trainer.update(grads, apply=True)   # (the training loop: spike detection, train/loop/spikes.py)
     trainer.evaluate_rows(inputs, targets)       # mean per-token loss; each process takes a slice
-    trainer.step, trainer.tokens                 # with model and optimizer: all a checkpoint holds
+    trainer.step, trainer.tokens                 # with model and optimizer: all a checkpoint holds of it
+    trainer.states, trainer.record               # those as the Statefuls handed to Checkpoints (DCP; meta.json)
 
 One step: the learning rate for update `step + 1`; forward/backward on each micro-batch (gradient
 sync on the last one only, see `parallelize`); clipping to the global grad norm; AdamW. The loss is the

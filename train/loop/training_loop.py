@@ -8,11 +8,12 @@ Data order: every step draws the next global batch from the mixture loader; glob
 in the skip set (those a rollback chose to skip) are drawn and dropped. Without rollbacks, step k
 trains on global batch k-1. Everything that decides what happens next (model, optimizer, step,
 loader position, next batch, skip set, spike window, RNG) is in every checkpoint, so a resumed run
-continues exactly like an uninterrupted one.
+continues exactly like an uninterrupted one: the loop is a `Stateful` handed to `Checkpoints` with the
+trainer's states, its part of `meta.json` a `LoopState` (`train/loop/loop_state.py`).
 
-Loss spikes (`spikes` config, see `train/spikes.py` for detection): each is one row of
-`RUN_DIR/events.jsonl` with `step`, `batch`, `loss`, `grad_norm`, the window statistics, `reason`
-and `action`:
+Loss spikes (`spikes` config; `train/loop/spikes.py` detects them and decides, this loop acts on the
+decision): each is one row of `RUN_DIR/events.jsonl` with `step`, `batch`, `loss`, `grad_norm`, the
+window statistics, `reason` and `action`:
 - `none`: logged; the update is applied (unless loss or gradients are not finite: then dropped).
 - `skip`: the update is dropped; the step counts and its batch is consumed.
 - `rollback`: the run reloads the newest valid checkpoint before this step and adds the last
