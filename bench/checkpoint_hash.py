@@ -70,7 +70,8 @@ def cost_per_gb(mb: int, repeats: int) -> dict:
 def trainer_of(mb: int):
     """A Trainer (one process) whose checkpoint, fp32 weights and two AdamW moments, is about `mb` MB."""
     from pretrainkit.train.config import config_from_dict
-    from pretrainkit.train.loop.trainer import Trainer, model_config
+    from pretrainkit.train.loop.trainer import Trainer
+    from pretrainkit.train.model.resolve import model_config
     from pretrainkit.train.parallel.distributed import init_distributed
 
     env = init_distributed("cpu")
@@ -106,11 +107,11 @@ def blocked_per_save(mb: int, repeats: int, steps_between: int) -> dict:
     modes = ("sync", "background")
     blocked, stepping = {m: [] for m in modes}, {m: [] for m in modes}
     with tempfile.TemporaryDirectory() as d:
-        ckpts = {m: Checkpoints(Path(d) / m, keep=1) for m in modes}
+        ckpts = {m: Checkpoints(Path(d) / m, keep=1, tensors=trainer.states, records=[trainer.record]) for m in modes}
         for _ in range(repeats):
             for mode in modes:  # alternating, so that the machine's noise hits both
                 t0 = time.perf_counter()
-                ckpts[mode].save(trainer, config={}, extra={})
+                ckpts[mode].save()
                 if mode == "sync":
                     ckpts[mode].wait()
                 t1 = time.perf_counter()

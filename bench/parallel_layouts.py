@@ -56,7 +56,8 @@ def measure(args: argparse.Namespace, name: str, env) -> dict:
     """One layout's best-round tokens/s (collective: every process runs it)."""
     from pretrainkit.train.config import config_from_dict
     from pretrainkit.train.loop.metrics import device_peak_flops
-    from pretrainkit.train.loop.trainer import Trainer, model_config
+    from pretrainkit.train.loop.trainer import Trainer
+    from pretrainkit.train.model.resolve import model_config
 
     section, seq, micro, accum, vocab = PRESETS[args.preset]
     parallel = LAYOUTS[name]

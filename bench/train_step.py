@@ -36,7 +36,8 @@ from pretrainkit.train.config import config_from_dict  # noqa: E402
 from pretrainkit.train.parallel.distributed import init_distributed, shutdown  # noqa: E402
 from pretrainkit.train.loop.metrics import device_peak_flops  # noqa: E402
 from pretrainkit.train.model.llama import Transformer  # noqa: E402
-from pretrainkit.train.loop.trainer import Trainer, model_config  # noqa: E402
+from pretrainkit.train.loop.trainer import Trainer  # noqa: E402
+from pretrainkit.train.model.resolve import model_config  # noqa: E402
 
 # (model section, seq_len, micro_size, micro-batches per step, vocab)
 PRESETS = {

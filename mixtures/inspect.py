@@ -96,7 +96,7 @@ def _warn(report: MixtureReport, row: SourceReport, total_tokens: int) -> None:
 def format_report(mix: Mixture, report: MixtureReport) -> str:
     lines = [
         f"mixture      {mix.path}",
-        f"seed {mix.seed}, tokenizer {mix.tokenizer_sha256[:12]} (vocab {mix.vocab_size}, EOS {mix.eos_id}), fingerprint {mix.fingerprint[:12]}",
+        f"seed {mix.seed}, tokenizer {mix.tokenizer.sha256[:12]} (vocab {mix.tokenizer.vocab_size}, EOS {mix.tokenizer.eos_id}), fingerprint {mix.fingerprint[:12]}",
     ]
     if report.tokens is not None:
         lines.append(f"budget       {report.tokens:,} tokens = {report.sequences:,} sequences of {report.seq_len} (+1) tokens")

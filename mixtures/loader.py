@@ -14,7 +14,7 @@ sees the same micro-batches in the same order whatever `num_workers` is.
 workers prefetched): batch index, micro-batch index within it, and per source its stream position
 and the mixture fingerprint. Resuming on a different world size or micro size is fine at a batch
 boundary. A state saved for another mixture (or seq_len / batch size) is refused unless the
-mixture was loaded with `allow_fingerprint_change=True`; then the new order starts at the saved
+mixture was loaded with `allow_mixture_change=True`; then the new order starts at the saved
 batch with every source whose shard set matches continuing from its saved position.
 """
 
@@ -121,7 +121,7 @@ class TrainLoader:
         saved_mix = _with_saved_starts(old.mix, state, "start_token")
         if same_shape and saved_mix is not None and saved_mix.fingerprint == state["fingerprint"]:
             sampler = MixtureSampler(saved_mix, old.seq_len, old.global_batch_size, state["first_batch"])
-        elif old.mix.allow_fingerprint_change:
+        elif old.mix.allow_mixture_change:
             if state["micro_batch"] != 0:
                 raise UserError("loader state: a changed mixture can only be resumed at a batch boundary (micro_batch 0)")
             rebased = _with_saved_starts(old.mix, state, "next_token", require_all=False)
@@ -133,7 +133,7 @@ class TrainLoader:
             raise UserError(
                 f"loader state was saved for another mixture or batch shape than {old.mix.path} "
                 f"({', '.join(changes) or 'its sources start elsewhere'}); "
-                f"load the mixture with allow_fingerprint_change=True to accept an intended change"
+                f"load the mixture with allow_mixture_change=True to accept an intended change"
             )
         if state["micro_batch"] and (state["world_size"], state["micro_size"]) != (self.world_size, self.micro_size):
             raise UserError(

@@ -1,7 +1,7 @@
 """A loaded mixture: validated YAML plus its opened, verified shard sets and its fingerprint.
 
     mix = load_mixture("mixtures/examples/demo.yaml")
-    mix.sources[0].name, mix.sources[0].share, mix.vocab_size, mix.eos_id, mix.fingerprint
+    mix.sources[0].name, mix.sources[0].share, mix.tokenizer.vocab_size, mix.tokenizer.eos_id, mix.fingerprint
 
 Replay (where a source's stream starts) is data, not code: each `Source` carries a `StreamStart`
 (the seed of its per-epoch shuffles and the stream token it starts at). `mix.with_replay(name,
@@ -88,7 +88,7 @@ class Source:
 class Mixture:
     config: MixtureConfig
     sources: list[Source]
-    allow_fingerprint_change: bool = False
+    allow_mixture_change: bool = False
 
     @property
     def path(self) -> Path:
@@ -101,18 +101,6 @@ class Mixture:
     @property
     def train_sources(self) -> list[Source]:
         return [s for s in self.sources if not s.eval_only]
-
-    @property
-    def vocab_size(self) -> int:
-        return self.sources[0].shard_set.vocab_size
-
-    @property
-    def eos_id(self) -> int:
-        return self.sources[0].shard_set.eos_id
-
-    @property
-    def tokenizer_sha256(self) -> str:
-        return self.sources[0].shard_set.tokenizer_sha256
 
     @property
     def tokenizer(self) -> TokenizerInfo:
@@ -201,12 +189,12 @@ def default_stream_seed(seed: int, name: str) -> int:
 
 
 def load_mixture(
-    path: str | Path, allow_fingerprint_change: bool = False, verify: bool = True, progress: bool = False
+    path: str | Path, allow_mixture_change: bool = False, verify: bool = True, progress: bool = False
 ) -> Mixture:
     """Read, validate and open a mixture; every problem is a UserError naming the file and the key.
 
     `verify` checks every shard's sha256 against its manifest (reads all the data once; `progress`
-    shows a bar per source). `allow_fingerprint_change` lets a loader resume from a state saved for
+    shows a bar per source). `allow_mixture_change` lets a loader resume from a state saved for
     a different mixture (see `pretrainkit.mixtures.loader`).
     """
     cfg = read_mixture_config(path)
@@ -230,7 +218,7 @@ def load_mixture(
         sources.append(Source(sc, i, ss, sc.weight / total, split, start))
     _check_same_tokenizer(cfg.path, sources)
     _check_distinct_shard_sets(cfg.path, sources)
-    return Mixture(cfg, sources, allow_fingerprint_change)
+    return Mixture(cfg, sources, allow_mixture_change)
 
 
 def _check_distinct_shard_sets(path: Path, sources: list[Source]) -> None:

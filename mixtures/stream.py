@@ -151,7 +151,7 @@ class SourceStream:
         batches = self._window_batches(epoch, w)
         read = [self.shard_set.read_batch(b) for b in batches]
         _, starts, lengths = self._layout(epoch, w, batches, [lengths for lengths, _ in read])
-        joined = np.concatenate([tokens for _, tokens in read] + [np.array([self.shard_set.eos_id], dtype=self.shard_set.dtype)])
+        joined = np.concatenate([tokens for _, tokens in read] + [np.array([self.shard_set.tokenizer.eos_id], dtype=self.shard_set.dtype)])
         # One gather: each document's tokens, then an EOS (the element appended last)
         with_eos = lengths + 1
         out_starts = np.cumsum(with_eos) - with_eos

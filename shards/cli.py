@@ -61,7 +61,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         path = path / "tokenizer.json" if path.is_dir() else path  # a Hugging Face model or tokenizer directory
         if not path.is_file():
             raise UserError(f"{path}: tokenizer file not found")
-        if sha256_file(path) != ss.tokenizer_sha256:
+        if sha256_file(path) != ss.tokenizer.sha256:
             raise UserError(f"{args.tokenizer}: not the tokenizer of {args.shards} (sha256 differs from its manifest)")
         decode = Tokenizer.from_file(str(path)).decode
     print("\n".join(inspect_lines(ss, decode, args.samples, args.chars)))

@@ -1,7 +1,7 @@
 """`ShardSet`: random access to a shard directory's documents and to its token stream.
 
     ss = ShardSet.open("shards/")
-    ss.num_docs, ss.num_tokens, ss.eos_id, ss.dtype
+    ss.num_docs, ss.num_tokens, ss.tokenizer.eos_id, ss.dtype
     ss.document(3)                   # tokens of document 3
     ss.read_tokens(0, 2049)          # the stream doc0 EOS doc1 EOS ... (an EOS after every document)
     ss.doc_lengths()                 # int64 per document, read without decompressing any tokens
@@ -38,6 +38,7 @@ class ShardSet:
     def __init__(self, path: Path, manifest: dict, cache_tokens: int = DEFAULT_CACHE_TOKENS):
         self.path = path
         self.manifest = manifest
+        self.tokenizer: TokenizerInfo = tokenizer_info(manifest)  # sha256, vocab size, EOS of what made the shards
         self.cache_tokens = cache_tokens
         self._readers: list[ArrowShardReader | WebDatasetShardReader | None] = [None] * len(manifest["shards"])
         self._index: BatchIndex | None = None
@@ -84,24 +85,8 @@ class ShardSet:
         return self.num_tokens + self.num_docs
 
     @property
-    def eos_id(self) -> int:
-        return self.manifest["tokenizer"]["eos_id"]
-
-    @property
-    def vocab_size(self) -> int:
-        return self.manifest["tokenizer"]["vocab_size"]
-
-    @property
     def dtype(self) -> type:
         return np.uint16 if self.manifest["dtype"] == "uint16" else np.uint32
-
-    @property
-    def tokenizer_sha256(self) -> str:
-        return self.manifest["tokenizer"]["sha256"]
-
-    @property
-    def tokenizer(self) -> TokenizerInfo:
-        return tokenizer_info(self.manifest)
 
     @property
     def fingerprint(self) -> str:
@@ -208,7 +193,7 @@ class ShardSet:
                 self._cache.move_to_end(b)
                 return stream
         lengths, tokens = self.read_batch(b)
-        stream = np.full(len(tokens) + len(lengths), self.eos_id, dtype=self.dtype)
+        stream = np.full(len(tokens) + len(lengths), self.tokenizer.eos_id, dtype=self.dtype)
         keep = np.ones(len(stream), dtype=bool)
         keep[np.cumsum(lengths.astype(np.int64) + 1) - 1] = False
         stream[keep] = tokens

@@ -52,12 +52,12 @@ def precheck(cfg: TrainConfig, where: str, nproc: int) -> None:
     """What torchrun's children would fail on, checked once here before any process starts: the
     run directory, the mixture file, and the layout over processes of model and batch."""
     from pretrainkit.mixtures import load_mixture
-    from pretrainkit.train.loop.trainer import model_config
+    from pretrainkit.train.model.resolve import model_config
     from pretrainkit.train.parallel.mesh import check_layout
 
     check_run_dir(cfg.run_dir, where)
     mix = load_mixture(cfg.data.mixture, verify=False)
-    check_layout(cfg, model_config(cfg, mix.vocab_size, where), nproc, where)
+    check_layout(cfg, model_config(cfg, mix.tokenizer.vocab_size, where), nproc, where)
 
 
 def launch(args: argparse.Namespace) -> int:

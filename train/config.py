@@ -44,7 +44,8 @@ class DataConfig:
 
 @dataclass
 class ModelSection:
-    """Unset keys take train.model.resolve.MODEL_DEFAULTS, or a Hugging Face init_from's config.json."""
+    """The settable keys of `ModelConfig` (train/model/llama.py); an unset key (None) takes ModelConfig's default,
+    or a Hugging Face init_from's config.json value (train/model/resolve.py)."""
 
     d_model: int | None = None
     n_layers: int | None = None

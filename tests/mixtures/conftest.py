@@ -78,7 +78,7 @@ def reference_stream():
     def build(stream, epochs: int) -> np.ndarray:
         ss = stream.shard_set
         order = [d for e in range(epochs) for w in range(stream.num_windows()) for d in stream.window_documents(e, w)]
-        parts = [np.append(ss.document(int(d)), ss.eos_id) for d in order]
+        parts = [np.append(ss.document(int(d)), ss.tokenizer.eos_id) for d in order]
         return np.concatenate(parts).astype(np.int64)[stream.start_token :]
 
     return build

@@ -22,7 +22,7 @@ def test_valid_mixture_loads_with_normalized_shares(write_yaml):
     mix = load_mixture(write_yaml(THREE.replace("0.5", "5").replace("0.3", "3").replace("0.2", "2")))
     assert [s.name for s in mix.sources] == ["wiki", "peps", "shakespeare"]
     assert [s.share for s in mix.sources] == pytest.approx([0.5, 0.3, 0.2])
-    assert mix.vocab_size == 257 and mix.eos_id == 256 and mix.tokenizer_sha256 == "b" * 64
+    assert mix.tokenizer.vocab_size == 257 and mix.tokenizer.eos_id == 256 and mix.tokenizer.sha256 == "b" * 64
     assert mix.sources[1].max_epochs == 3
     assert len(mix.fingerprint) == 64
 
@@ -127,7 +127,7 @@ def test_one_tokenizer_means_one_vocabulary_not_one_file(tmp_path, tokenizer_var
         paths[how] = tokenizer_variant(tmp_path / "tokenizer.json", tmp_path / how / "tokenizer.json", how)
     sets = {name: write_text_shards(plays if name == "a" else plays[::-1], tmp_path / f"shards-{name}", path)
             for name, path in paths.items()}  # fmt: skip
-    assert sets["a"].tokenizer_sha256 != sets["reserialized"].tokenizer_sha256
+    assert sets["a"].tokenizer.sha256 != sets["reserialized"].tokenizer.sha256
 
     def mixture(second: str) -> Path:
         path = tmp_path / f"mix-{second}.yaml"

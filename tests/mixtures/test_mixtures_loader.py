@@ -138,13 +138,13 @@ def test_changed_mixture_is_refused_unless_allowed(sampler, mixture_path, write_
     state = loader.state_dict()
     changed = write_yaml(MIX.replace("0.5", "0.6"))
     strict = TrainLoader(MixtureSampler(load_mixture(changed), SEQ, B), rank=0, world_size=1, micro_size=B)
-    with pytest.raises(UserError, match="saved for another mixture.*allow_fingerprint_change=True"):
+    with pytest.raises(UserError, match="saved for another mixture.*allow_mixture_change=True"):
         strict.load_state_dict(state)
     with pytest.raises(UserError, match="saved for another mixture") as shape:
         TrainLoader(MixtureSampler(load_mixture(mixture_path), SEQ * 2, B), 0, 1, B).load_state_dict(state)
     assert f"(seq_len {SEQ} -> {SEQ * 2})" in str(shape.value)  # only what differs: the fingerprint is the same
 
-    mix = load_mixture(changed, allow_fingerprint_change=True)
+    mix = load_mixture(changed, allow_mixture_change=True)
     rebased = TrainLoader(MixtureSampler(mix, SEQ, B), rank=0, world_size=1, micro_size=B)
     rebased.load_state_dict(state)
     x, y = _take(rebased, 1)[0]
@@ -233,7 +233,7 @@ def test_validation_batches_come_from_the_heldout_split_only(sampler):
     ss = source.shard_set
     heldout_docs = np.flatnonzero(source.split.heldout.mask(0, ss.num_docs))
     assert len(heldout_docs) == source.split.heldout.num_docs > 0
-    held = np.concatenate([np.append(ss.document(int(d)), ss.eos_id) for d in heldout_docs])
+    held = np.concatenate([np.append(ss.document(int(d)), ss.tokenizer.eos_id) for d in heldout_docs])
     flat = torch.cat([torch.cat([x, y[:, -1:]], 1) for x, y in batches]).reshape(-1).numpy()
     assert np.array_equal(flat, held[: len(flat)])
     assert not (source.split.heldout.mask(0, ss.num_docs) & source.split.train.mask(0, ss.num_docs)).any()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("pretrainkit", "dataprep", "shards", "mixtures", "train", "bench")
+PACKAGES = ("pretrainkit", "dataprep", "shards", "mixtures", "train", "bench", "fixtures")
 
 
 def run_suite_part(clone: Path, **env: str) -> subprocess.CompletedProcess:

@@ -26,7 +26,7 @@ def test_round_trip_documents_windows_and_lengths(tmp_path, wikitext_docs, wikit
     assert ss.num_docs == len(wikitext_docs)
     assert ss.num_tokens == sum(len(d) for d in wikitext_docs)
     assert ss.stream_length == len(wikitext_stream)
-    assert ss.dtype is np.uint16 and ss.eos_id == BYTE_EOS
+    assert ss.dtype is np.uint16 and ss.tokenizer.eos_id == BYTE_EOS
     np.testing.assert_array_equal(ss.doc_lengths(), [len(d) for d in wikitext_docs])
     for i in (0, 1, 500, len(wikitext_docs) - 1):
         np.testing.assert_array_equal(ss.document(i), wikitext_docs[i])

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 import yaml
 
 from pretrainkit.errors import UserError
-from pretrainkit.train.config import load_config, to_dict
-from pretrainkit.train.loop.trainer import model_config
+from pretrainkit.train.config import ModelSection, load_config, to_dict
+from pretrainkit.train.model.llama import ModelConfig
+from pretrainkit.train.model.resolve import model_config
 
 GOOD = """
 run_dir: runs/tiny
@@ -82,6 +84,16 @@ def test_missing_required_key_and_bad_model_shape_are_named(tmp_path: Path) -> N
     cfg = load_config(write(tmp_path, GOOD), ["model.n_heads=3"])
     with pytest.raises(UserError, match="model.d_model"):
         model_config(cfg, vocab_size=100, where="run.yaml")
+
+
+def test_unset_model_keys_take_model_config_defaults(tmp_path: Path) -> None:
+    """ModelConfig holds the model's defaults: a `model:` section that sets nothing gives exactly them, and a
+    key it sets replaces that one only."""
+    bare = load_config(write(tmp_path, "\n".join(line for line in GOOD.splitlines() if not line.startswith("model:"))))
+    assert model_config(bare, vocab_size=100) == ModelConfig(vocab_size=100, max_seq_len=64)
+    shaped = model_config(load_config(write(tmp_path, GOOD)), vocab_size=100)
+    assert shaped == ModelConfig(vocab_size=100, max_seq_len=64, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2)
+    assert {f.name for f in fields(ModelSection)} <= {f.name for f in fields(ModelConfig)}
 
 
 def test_unreadable_or_non_mapping_yaml(tmp_path: Path) -> None:

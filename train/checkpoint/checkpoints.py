@@ -1,16 +1,21 @@
 """Atomic `torch.distributed.checkpoint` directories, finalized in the background; newest-valid lookup, and restore on any world size.
 
-    ckpts = Checkpoints(run_dir / "checkpoints", keep=2)
-    ckpts.save(trainer, config=to_dict(cfg), extra={"loader": loader.state_dict(), ...})  # returns after the write
+    ckpts = Checkpoints(run_dir / "checkpoints", keep=2, tensors=trainer.states, records=[trainer.record, loop])
+    ckpts.save()                                # returns after the write
     ckpts.wait()                                # the save's hashing, meta.json and rename are done (collective)
     found = ckpts.latest_valid()                # newest whose files verify, or None
-    ckpts.restore(trainer, found)               # model, optimizer, step, tokens, RNG; found.meta["extra"]
+    ckpts.restore(found)                        # every state and record (the loop's LoopState in `extra`), the RNG
+
+What is saved is handed in as `Stateful`s (`state_dict()` / `load_state_dict()`), as torchtitan's checkpoint
+manager takes them: `tensors` (by name: "model", "optim", see `states.py`) go through DCP, each under its
+name; `records` give JSON, merged into `meta.json` (the trainer's `step`, `tokens` and `model`, the loop's
+`config` and `extra`), and are handed the whole `meta.json` on restore. A record must give `step`.
 
 Layout: `checkpoints/step-0000050/` holds the DCP files (model and optimizer, keyed by parameter name,
 so FSDP2 shards, DDP replicas and a plain model all read and write the same checkpoint), one
-`rng-rank<r>.pt` per process, and `meta.json`, written last: step, tokens, the resolved config,
-the model's shape (`model`, for `ptk export`), the caller's `extra` (loader state, mixture
-fingerprint, ...), world size, and every file's size and sha256. The directory is first written as
+`rng-rank<r>.pt` per process, and `meta.json`, written last: the records' keys (step, tokens, the
+resolved config, the model's shape for `ptk export`, the loop's state in `extra`), the world size, and
+every file's size and sha256. The directory is first written as
 `.tmp-step-0000050` and renamed once `meta.json` is complete, so a killed run never leaves a
 directory named `step-*` that is incomplete. On restore the newest `step-*` whose files match their
 `meta.json` is loaded; a newer one that does not match is reported (one line on stderr) and skipped. After a save only the newest `keep` are kept.
@@ -27,7 +32,6 @@ resume's hashing per process is that of a save's (per GB: `python -m bench.check
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import io
@@ -37,28 +41,21 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.state_dict import (
-    get_model_state_dict,
-    get_state_dict,
-    set_model_state_dict,
-    set_state_dict,
-)
+from torch.distributed.checkpoint.stateful import Stateful
 
-from pretrainkit.errors import UserError, os_error
+from pretrainkit.errors import UserError
 from pretrainkit.files import fsync_directory, sha256_file, write_bytes_atomic, write_text_atomic
 from pretrainkit.train.checkpoint.names import TMP_PREFIX, checkpoint_dirs, checkpoint_name, step_of
-from pretrainkit.train.loop.trainer import Trainer
+from pretrainkit.train.loop.loop_state import LoopState
 from pretrainkit.train.model.llama import ModelConfig
-from pretrainkit.train.parallel.data_parallel import sharded_optimizer, unwrap
+from pretrainkit.train.parallel.agree import AgreedError, failure_message, rank, together, world
 
 META_FILE = "meta.json"
-LOW_SPACE = 1 << 20  # bytes free under which a failed write is taken for a full disk
 
 
 @dataclass(frozen=True)
@@ -66,68 +63,6 @@ class Checkpoint:
     path: Path
     step: int
     meta: dict
-
-
-def _rank() -> int:
-    return dist.get_rank() if dist.is_initialized() else 0
-
-
-def _world() -> int:
-    return dist.get_world_size() if dist.is_initialized() else 1
-
-
-def _chain(e: BaseException) -> Iterator[BaseException]:
-    """`e`, what caused it, and (for DCP's CheckpointException) every process's exception."""
-    seen, todo = set(), [e]
-    while todo:
-        err = todo.pop(0)
-        if err is None or id(err) in seen:
-            continue
-        seen.add(id(err))
-        yield err
-        todo += [err.__cause__, err.__context__]
-        if isinstance(err, CheckpointException):
-            todo += [exc for exc, _ in err.failures.values()]
-
-
-def failure_message(e: BaseException, where: Path) -> str:
-    """One line for a failed write under `where`. A full disk inside DCP surfaces as torch's zip writer's
-    "unexpected pos" with no errno, so a directory left without free space is named as such."""
-    for err in _chain(e):
-        if isinstance(err, UserError):
-            return str(err)
-        if isinstance(err, OSError) and err.errno is not None:
-            return str(os_error(err, where))
-    with contextlib.suppress(OSError):
-        if shutil.disk_usage(where if where.exists() else where.parent).free < LOW_SPACE:
-            return f"{where}: no space left on device"
-    lines = [ln for ln in str(e).splitlines() if ln.strip()]
-    return f"{where}: {type(e).__name__}: {lines[-1] if lines else ''}"
-
-
-class AgreedError(UserError):
-    """A UserError that every process of the run raises together, after exchanging outcomes: they can
-    still meet for a clean shutdown (gloo processes that exit without one intermittently abort)."""
-
-
-def together(work: Callable[[], Any], where: Path, main_only: bool = False, group: Any = None) -> list[Any]:
-    """Run `work` on every process (or on rank 0 only) and gather the results (over `group`, a group of
-    every process; by default the training's). If it failed anywhere, every process raises the same
-    AgreedError (the lowest failing rank's), so none waits for a peer that has left."""
-    try:
-        outcome = (None, work() if _rank() == 0 or not main_only else None)
-    except (Exception, CheckpointException) as e:  # noqa: BLE001 - reported as one line, on every process
-        if any(isinstance(err, KeyboardInterrupt) for err in _chain(e)):
-            raise KeyboardInterrupt from e  # Ctrl-C inside DCP's save or load is an interrupt, not a failure
-        outcome = (failure_message(e, where), None)
-    outcomes = [outcome]
-    if _world() > 1:
-        outcomes = [None] * _world()
-        dist.all_gather_object(outcomes, outcome, group=group)
-    for problem, _ in outcomes:
-        if problem:
-            raise AgreedError(problem)
-    return [value for _, value in outcomes]
 
 
 def share_of_files(files: list[Path], rank: int, world: int) -> list[Path]:
@@ -211,9 +146,14 @@ class Finalization:
 
 
 class Checkpoints:
-    def __init__(self, directory: str | Path, keep: int) -> None:
+    def __init__(
+        self, directory: str | Path, keep: int, tensors: Mapping[str, Stateful] | None = None,
+        records: Sequence[Stateful] = (),
+    ) -> None:  # fmt: skip
+        """`tensors` and `records`: what `save` writes and `restore` loads (none for a reader such as `ptk export`)."""
         self.dir = Path(directory)
         self.keep = keep
+        self.tensors, self.records = dict(tensors or {}), list(records)
         self.pending: Finalization | None = None
         # The finalizer thread exchanges hashes over a gloo group of its own, made once by every process
         # (as DCP's async_save wants its background collectives kept off the training's group): each
@@ -253,13 +193,13 @@ class Checkpoints:
             try:
                 ckpt = read_meta(path)
                 present = [path / name for name in ckpt.meta["files"] if (path / name).is_file()]
-                mine = [f.name for f in share_of_files(present, _rank(), _world())]
+                mine = [f.name for f in share_of_files(present, rank(), world())]
                 missing = sorted(set(ckpt.meta["files"]) - {f.name for f in present})
-                together(lambda: check_files(ckpt, mine + (missing if _rank() == 0 else [])), path)
+                together(lambda: check_files(ckpt, mine + (missing if rank() == 0 else [])), path)
                 return ckpt
             except UserError as e:
                 problems.append(f"{path.name} ({e})")
-                if _rank() == 0:
+                if rank() == 0:
                     print(f"ptk train: skipping corrupt checkpoint {path.name}: {e}", file=sys.stderr)
         if refuse_all_corrupt and problems:  # every process found the same (each check was agreed)
             raise AgreedError(
@@ -268,7 +208,7 @@ class Checkpoints:
             )
         return None
 
-    def save(self, trainer: Trainer, config: dict, extra: dict) -> Path:
+    def save(self) -> Path:
         """Collective: every process calls it at the same step. Returns once the files are written; the
         checkpoint is named `step-*` later, when its finalization (in the background) is done: `wait`.
 
@@ -276,18 +216,19 @@ class Checkpoints:
         same one-line UserError naming the path, here or at the next `wait`; the temporary directory is
         removed and the older checkpoints stay as they were, so the run resumes from the newest of them."""
         self.wait()
-        name = checkpoint_name(trainer.step)
+        meta = {"world_size": world()}
+        for record in self.records:
+            meta.update(copy.deepcopy(record.state_dict()))
+        name = checkpoint_name(meta["step"])
         final, tmp = self.dir / name, self.dir / f"{TMP_PREFIX}{name}"
-        meta = copy.deepcopy({"step": trainer.step, "tokens": trainer.tokens, "world_size": trainer.env.world_size,
-                              "model": dataclasses.asdict(trainer.model_cfg), "config": config, "extra": extra})  # fmt: skip
         try:
             together(lambda: _fresh_directory(tmp), tmp, main_only=True)
-            together(lambda: _write_states(trainer, tmp), tmp)
+            together(lambda: _write_states(self.tensors, tmp), tmp)
         except UserError:
-            if _rank() == 0:
+            if rank() == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
             raise
-        if self._group is None and _world() > 1:
+        if self._group is None and world() > 1:
             self._group = dist.new_group(backend="gloo")
         files = sorted(p for p in tmp.iterdir() if p.is_file())
         self.pending = Finalization(tmp, lambda: self._finalize(tmp, final, meta, files))
@@ -298,12 +239,12 @@ class Checkpoints:
         finalizer's group; rank 0 seals. A failure anywhere leaves no `step-*` and no temporary directory."""
         try:
             shares = together(lambda: {f.name: [f.stat().st_size, sha256_file(f)]
-                                       for f in share_of_files(files, _rank(), _world())}, tmp, group=self._group)  # fmt: skip
+                                       for f in share_of_files(files, rank(), world())}, tmp, group=self._group)  # fmt: skip
             meta["files"] = {k: v for share in shares for k, v in sorted(share.items())}
-            if _rank() == 0:
+            if rank() == 0:
                 self._seal(tmp, final, meta)
         except BaseException:
-            if _rank() == 0:
+            if rank() == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
             raise
 
@@ -335,12 +276,12 @@ class Checkpoints:
         for old in self.candidates()[self.keep :]:
             shutil.rmtree(old, ignore_errors=True)
 
-    def restore(self, trainer: Trainer, ckpt: Checkpoint) -> None:
-        """Load model, optimizer, step and RNG from `ckpt` into `trainer` (collective)."""
-        together(lambda: check_model(ckpt, trainer.model_cfg), ckpt.path)
-        load_weights(trainer, ckpt, optimizer=True)
-        trainer.step, trainer.tokens = ckpt.step, int(ckpt.meta["tokens"])
-        rng_file = ckpt.path / f"rng-rank{_rank()}.pt"
+    def restore(self, ckpt: Checkpoint) -> None:
+        """Load every tensor state, every record and this process's RNG from `ckpt` (collective)."""
+        load_states(ckpt, self.tensors)
+        for record in self.records:
+            record.load_state_dict(ckpt.meta)
+        rng_file = ckpt.path / f"rng-rank{rank()}.pt"
         if not rng_file.exists():  # more processes than when saved
             rng_file = ckpt.path / "rng-rank0.pt"
         set_rng_states(torch.load(rng_file, weights_only=False))
@@ -361,54 +302,25 @@ def _fresh_directory(path: Path) -> None:
     path.mkdir(parents=True)
 
 
-def _write_states(trainer: Trainer, tmp: Path) -> None:
-    """Model and optimizer through DCP (collective), then this process's RNG states."""
-    model_sd, optim_sd = state_dicts(trainer)
-    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=tmp)
+def _write_states(tensors: Mapping[str, Stateful], tmp: Path) -> None:
+    """The tensor states through DCP (collective), then this process's RNG states."""
+    dcp.save({name: state.state_dict() for name, state in tensors.items()}, checkpoint_id=tmp)
     buffer = io.BytesIO()  # torch.save straight into a file reports a full disk as "unexpected pos"
     torch.save(rng_states(), buffer)
-    write_bytes_atomic(tmp / f"rng-rank{_rank()}.pt", buffer.getvalue())
+    write_bytes_atomic(tmp / f"rng-rank{rank()}.pt", buffer.getvalue())
 
 
-def load_weights(trainer: Trainer, ckpt: Checkpoint, optimizer: bool) -> None:
-    """Load the model (and, with `optimizer`, the optimizer state) of `ckpt` into `trainer` (collective)."""
-    if optimizer:
-        model_sd, optim_sd = state_dicts(trainer)
-        state = {"model": model_sd, "optim": optim_sd}
-    else:  # not state_dicts(): its get_state_dict would give a fresh AdamW a first (empty) step
-        state = {"model": get_model_state_dict(trainer.model)}
+def load_states(ckpt: Checkpoint, tensors: Mapping[str, Stateful]) -> None:
+    """Load `tensors` (some or all of the checkpoint's, by name) from `ckpt` (collective): DCP fills each
+    state's `state_dict()` in place, which is then handed to its `load_state_dict`."""
+    state = {name: s.state_dict() for name, s in tensors.items()}
     try:
         dcp.load(state, checkpoint_id=ckpt.path)
     except Exception as e:  # noqa: BLE001 - DCP raises many types for a mismatched checkpoint
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"{ckpt.path}: cannot load into this model/optimizer: {first}") from None
-    if optimizer and sharded_optimizer(trainer.optimizer) is None:
-        set_state_dict(trainer.model, trainer.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-    else:  # weights only, or ZeRO-1, whose optimizer shard was loaded in place
-        set_model_state_dict(trainer.model, state["model"])
-
-
-def state_dicts(trainer: Trainer) -> tuple[dict, dict]:
-    """Model and optimizer state keyed by parameter name, the same layout for every parallel mode.
-
-    ZeRO-1 is not covered by `get_state_dict`: each process gives the AdamW state of the parameters
-    it owns (creating it empty before the first step, so that a load can fill it in place), and DCP
-    joins the processes' keys into the same `state` / `param_groups` layout DDP and FSDP2 write.
-    """
-    zero = sharded_optimizer(trainer.optimizer)
-    if zero is None:
-        return get_state_dict(trainer.model, trainer.optimizer)
-    names = {id(p): n for n, p in unwrap(trainer.model).named_parameters()}
-    state = {}
-    for group in zero.param_groups:
-        for p in group["params"]:
-            s = zero.state[p]
-            if not s:
-                s.update(step=torch.zeros(()), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
-            state[names[id(p)]] = s
-    groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [names[id(p)] for p in g["params"]]}
-              for g in trainer.optimizer.param_groups]  # fmt: skip
-    return get_model_state_dict(trainer.model), {"state": state, "param_groups": groups}
+    for name, s in tensors.items():
+        s.load_state_dict(state[name])
 
 
 def loader_state_of(path: str | Path) -> dict:
@@ -421,7 +333,10 @@ def loader_state_of(path: str | Path) -> dict:
         ckpt = Checkpoints(path / "checkpoints", keep=1).latest_valid()
         if ckpt is None:
             raise UserError(f"{path}: no valid checkpoint to replay from (expected {path}/checkpoints/step-*/)")
-    return ckpt.meta["extra"]["loader"]
+    state = LoopState.from_meta(ckpt.meta, ckpt.path / META_FILE)
+    if state is None:
+        raise UserError(f"{ckpt.path / META_FILE}: no training loop state (not a training run's checkpoint) to replay from")
+    return state.loader
 
 
 def rng_states() -> dict:

@@ -35,6 +35,7 @@ from safetensors.torch import load_file, safe_open, save
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_bytes_atomic, write_text_atomic
 from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, verify
+from pretrainkit.train.loop.loop_state import LoopState
 from pretrainkit.train.model.hf_adapter import CONFIG_FILE, INDEX_FILE, hf_config, to_hf_state_dict
 from pretrainkit.train.model.llama import ModelConfig, Transformer
 
@@ -78,8 +79,9 @@ def export_model(source: str | Path, out: str | Path, dtype: torch.dtype = torch
     tensors = {k: v.to(dtype).contiguous() for k, v in model.state_dict().items() if not (cfg.tie_embeddings and k == TIED_KEY)}
     config_json = json.dumps(dataclasses.asdict(cfg), sort_keys=True)
     metadata = {"model_config": config_json, "step": str(ckpt.step), "tokens": str(ckpt.meta.get("tokens", 0))}
-    if "tokenizer" in ckpt.meta.get("extra", {}):  # init_from checks it against the new run's mixture
-        metadata[TOKENIZER_KEY] = ckpt.meta["extra"]["tokenizer"]
+    state = LoopState.from_meta(ckpt.meta, ckpt.path / META_FILE)
+    if state is not None and state.tokenizer_sha256 is not None:  # init_from checks it against the new run's mixture
+        metadata[TOKENIZER_KEY] = state.tokenizer_sha256
     out = Path(out)
     if out.suffix != ".safetensors":
         write_text_atomic(out / NATIVE_CONFIG, config_json + "\n")

@@ -1,10 +1,10 @@
 """`init_from`: a fresh run that starts from another run's weights (continued pretraining).
 
-    initialize_from(cfg, trainer, mix.tokenizer, where="run.yaml", is_main=True)  # as ptk train does
+    initialize_from(cfg, model_cfg, model, optimizer, mix.tokenizer, where="run.yaml", is_main=True)  # as ptk train does
     # which is:
     source = find_init_source("runs/base")       # a run dir, a checkpoint dir, a `ptk export` file or an HF model dir
-    check_compatible(source, trainer.model_cfg, mix.tokenizer, where="run.yaml")
-    initialize(trainer, source, optimizer=cfg.init_optimizer)
+    check_compatible(source, model_cfg, mix.tokenizer, where="run.yaml")
+    initialize(model, optimizer, source, with_optimizer=cfg.init_optimizer)
 
 Only the model's weights are loaded: the new run's step, learning-rate schedule (its own warmup and
 decay, the re-warm and re-decay of Ibrahim et al. 2024), data order and RNG start fresh. With
@@ -27,20 +27,23 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from safetensors import SafetensorError, safe_open
+from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_text_atomic
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
-from pretrainkit.train.checkpoint.checkpoints import Checkpoint, load_weights
+from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, load_states
+from pretrainkit.train.checkpoint.states import ModelState, OptimizerState
 from pretrainkit.train.config import TrainConfig
 from pretrainkit.train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
+from pretrainkit.train.loop.loop_state import LoopState
 from pretrainkit.train.model.hf_adapter import CONFIG_FILE, HFWeights, is_hf_model_dir, model_config_from_hf, read_hf_config
 from pretrainkit.train.model.llama import ModelConfig
 from pretrainkit.train.model.materialize import load_hf_weights
-from pretrainkit.train.loop.trainer import Trainer
 
 # What decides the parameter tensors' shapes and meaning; max_seq_len (RoPE tables are derived,
 # never stored) and rope_theta may change in a continued run.
@@ -94,7 +97,8 @@ def find_init_source(path: str | Path) -> InitSource:
     if "model" not in ckpt.meta:
         raise UserError(f"init_from: {ckpt.path}: meta.json records no model config")
     model = ModelConfig(**ckpt.meta["model"])
-    return InitSource(ckpt.path, model, ckpt.meta.get("extra", {}).get("tokenizer"), ckpt, ckpt.step)
+    state = LoopState.from_meta(ckpt.meta, ckpt.path / META_FILE)
+    return InitSource(ckpt.path, model, state and state.tokenizer_sha256, ckpt, ckpt.step)
 
 
 def check_compatible(source: InitSource, model: ModelConfig, tokenizer: TokenizerInfo, where: str) -> None:
@@ -125,34 +129,41 @@ def check_compatible(source: InitSource, model: ModelConfig, tokenizer: Tokenize
         raise UserError(f"{where}: init_from: model shape mismatch, {source.path} vs this run: {'; '.join(diffs)}")
 
 
-def initialize(trainer: Trainer, source: InitSource, optimizer: bool) -> None:
-    """Load the source's weights (and, with `optimizer`, AdamW's state) into a fresh trainer (collective)."""
+def initialize(model: nn.Module, optimizer: torch.optim.Optimizer, source: InitSource, with_optimizer: bool) -> None:
+    """Load the source's weights (and, `with_optimizer`, AdamW's state) into a fresh model and its optimizer
+    (collective)."""
     if source.hf:
-        if optimizer:
+        if with_optimizer:
             raise UserError(f"init_optimizer: {source.path} is a Hugging Face model and holds no optimizer state")
-        load_hf_weights(trainer.model, source.model, HFWeights(source.path))
+        load_hf_weights(model, source.model, HFWeights(source.path))
         return
     if source.checkpoint is None:
-        if optimizer:
+        if with_optimizer:
             raise UserError(f"init_optimizer: {source.path} is an exported model and holds no optimizer state")
         full, _ = load_exported(source.path)
         # Under pipeline parallelism this process holds some stages: it takes their tensors.
-        own = get_model_state_dict(trainer.model).keys()
+        own = get_model_state_dict(model).keys()
         weights = {k: v for k, v in full.state_dict().items() if k in own}
-        set_model_state_dict(trainer.model, weights, options=StateDictOptions(full_state_dict=True))
+        set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True))
+        return
+    if not with_optimizer:  # the model alone: the optimizer's state dict would give a fresh AdamW a first (empty) step
+        load_states(source.checkpoint, {"model": ModelState(model)})
         return
     # Loading the optimizer state would also bring back the base run's hyperparameters.
-    groups = [{k: v for k, v in g.items() if k != "params"} for g in trainer.optimizer.param_groups]
-    load_weights(trainer, source.checkpoint, optimizer=optimizer)
-    for group, own in zip(trainer.optimizer.param_groups, groups):
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+    load_states(source.checkpoint, {"model": ModelState(model), "optim": OptimizerState(model, optimizer)})
+    for group, own in zip(optimizer.param_groups, groups):
         group.update(own)
 
 
-def initialize_from(cfg: TrainConfig, trainer: Trainer, tokenizer: TokenizerInfo, where: str, is_main: bool) -> None:
+def initialize_from(
+    cfg: TrainConfig, model_cfg: ModelConfig, model: nn.Module, optimizer: torch.optim.Optimizer,
+    tokenizer: TokenizerInfo, where: str, is_main: bool,
+) -> None:  # fmt: skip
     """A fresh run with `init_from`: the base weights (optimizer too with `init_optimizer`), checked first."""
     source = find_init_source(cfg.init_from)
-    check_compatible(source, trainer.model_cfg, tokenizer, where)
-    initialize(trainer, source, optimizer=cfg.init_optimizer)
+    check_compatible(source, model_cfg, tokenizer, where)
+    initialize(model, optimizer, source, with_optimizer=cfg.init_optimizer)
     if is_main:
         # Where this run starts on its base run's axes: `ptk report` draws it from there.
         tokens = source.checkpoint.meta.get("tokens") if source.checkpoint is not None else None

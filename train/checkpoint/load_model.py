@@ -26,6 +26,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
 from pretrainkit.train.checkpoint.checkpoints import META_FILE
 from pretrainkit.train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, checkpoint_model, find_checkpoint, load_exported
+from pretrainkit.train.loop.loop_state import LoopState
 from pretrainkit.train.model.hf_adapter import is_hf_model_dir
 from pretrainkit.train.model.llama import ModelConfig, Transformer
 from pretrainkit.train.model.materialize import load_hf_model
@@ -64,7 +65,8 @@ def load_model(path: str | Path, tokenizer: str | Path | None = None, device: st
         return LoadedModel(model.to(device), cfg, tok, "native export", exported, int(meta.get("step", 0)), recorded)
     ckpt = find_checkpoint(path)
     model, cfg = checkpoint_model(ckpt)
-    recorded = ckpt.meta.get("extra", {}).get("tokenizer")
+    state = LoopState.from_meta(ckpt.meta, ckpt.path / META_FILE)
+    recorded = state and state.tokenizer_sha256
     if tokenizer is None:
         tokenizer = _init_from_tokenizer(ckpt.meta.get("config", {}).get("init_from"), recorded)
     tok = _checked_tokenizer(tokenizer, recorded, ckpt.path)

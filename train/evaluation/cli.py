@@ -99,10 +99,10 @@ def sets_eos(args: argparse.Namespace) -> int:
     from pretrainkit.shards import ShardSet
 
     if args.shards:
-        return ShardSet.open(args.shards[0]).eos_id
+        return ShardSet.open(args.shards[0]).tokenizer.eos_id
     from pretrainkit.mixtures import load_mixture
 
-    return load_mixture(args.mixture, verify=False).eos_id
+    return load_mixture(args.mixture, verify=False).tokenizer.eos_id
 
 
 def _round(x: float | None) -> float | None:

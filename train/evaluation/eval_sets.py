@@ -53,11 +53,11 @@ def _decoder(tokenizer: LoadedTokenizer | None) -> Callable[[np.ndarray], str] |
 
 
 def check_shards(ss: ShardSet, where: str, vocab_size: int, tokenizer_sha256: str | None) -> None:
-    if tokenizer_sha256 is not None and ss.tokenizer_sha256 != tokenizer_sha256:
-        raise UserError(f"{where}: tokenized with another tokenizer (sha256 {ss.tokenizer_sha256[:12]}) than the "
+    if tokenizer_sha256 is not None and ss.tokenizer.sha256 != tokenizer_sha256:
+        raise UserError(f"{where}: tokenized with another tokenizer (sha256 {ss.tokenizer.sha256[:12]}) than the "
                         f"model's ({tokenizer_sha256[:12]})")  # fmt: skip
-    if ss.vocab_size > vocab_size:
-        raise UserError(f"{where}: vocabulary of {ss.vocab_size} tokens, larger than the model's {vocab_size}")
+    if ss.tokenizer.vocab_size > vocab_size:
+        raise UserError(f"{where}: vocabulary of {ss.tokenizer.vocab_size} tokens, larger than the model's {vocab_size}")
 
 
 def _shard_set(name: str, ss: ShardSet, docs: np.ndarray, tokenizer: LoadedTokenizer | None) -> EvalSet:

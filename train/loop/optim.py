@@ -1,7 +1,9 @@
-"""AdamW with decoupled weight decay on matrices only, and the learning-rate schedules.
+"""The optimizer: AdamW with decoupled weight decay on matrices only (ZeRO-1 sharded under `zero1`), and the
+learning-rate schedules.
 
-    opt = build_adamw(model, lr=3e-4, weight_decay=0.1, betas=(0.9, 0.95))
+    opt = build_optimizer(model, "ddp", lr=3e-4, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8)
     lr = lr_at(step, schedule)        # step = 1 for the first update ... max_steps for the last
+    set_lr(opt, lr)
 
 Schedules (t is the 1-based number of the update being made, W = warmup_steps, T = max_steps):
 - warmup (both): lr * t / W for t <= W, so the first update uses lr / W and update W uses lr.
@@ -15,10 +17,14 @@ include the output head) get none.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from pretrainkit.train.parallel.data_parallel import unwrap
 
 
 @dataclass(frozen=True)
@@ -56,10 +62,25 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def build_adamw(
-    model: nn.Module, lr: float, weight_decay: float, betas: tuple[float, float], eps: float = 1e-8
-) -> torch.optim.AdamW:
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=betas, eps=eps)
+def build_optimizer(
+    model: nn.Module, mode: str, lr: float, weight_decay: float, betas: tuple[float, float], eps: float
+) -> torch.optim.Optimizer:
+    groups = param_groups(unwrap(model), weight_decay)
+    if mode == "zero1" and isinstance(model, DistributedDataParallel):
+        # Imported here: torch.distributed.optim scripts TorchScript functions and warns on import.
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, lr=lr, betas=betas, eps=eps)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+
+
+def sharded_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer | None:
+    """For ZeRO-1, the local AdamW holding this process's share of the state; else None."""
+    if "torch.distributed.optim" not in sys.modules:  # never imported: cannot be a ZeRO optimizer
+        return None
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    return optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else None
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -21,13 +21,15 @@ import yaml
 from pretrainkit.mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import write_text_atomic
-from pretrainkit.train.checkpoint.checkpoints import AgreedError, loader_state_of
+from pretrainkit.train.checkpoint.checkpoints import loader_state_of
+from pretrainkit.train.parallel.agree import AgreedError
 from pretrainkit.train.config import TrainConfig, to_dict
 from pretrainkit.train.parallel.distributed import end_process_groups, init_distributed, shutdown
 from pretrainkit.train.checkpoint.init_from import initialize_from
 from pretrainkit.train.loop.run_dir import check_run_dir
 from pretrainkit.train.loop.training_loop import BatchTransform, TrainingLoop, format_summary
-from pretrainkit.train.loop.trainer import Trainer, model_config
+from pretrainkit.train.loop.trainer import Trainer
+from pretrainkit.train.model.resolve import model_config
 
 CONFIG_FILE = "config.yaml"
 
@@ -41,13 +43,13 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
         limit = sampler.limit_batch()
         if limit is not None and limit < cfg.max_steps:
             sampler.check_batch(limit)  # raises, naming the source that runs out before max_steps
-        trainer = Trainer(cfg, model_config(cfg, mix.vocab_size, where), env, where)
+        trainer = Trainer(cfg, model_config(cfg, mix.tokenizer.vocab_size, where), env, where)
         # Every process of a data-parallel group (tensor-parallel peers, pipeline stages) reads its rows.
         loader = TrainLoader(sampler, rank=trainer.mesh.dp_rank, world_size=trainer.mesh.dp_size,
                              micro_size=cfg.batch.micro_size, num_workers=0, pin_memory=env.device.type == "cuda")
         loop = TrainingLoop(cfg, trainer, loader, mix, env, validation_rows(cfg, sampler), transform)
         if (loop.resume() if resume else loop.start_over()) is None and cfg.init_from is not None:
-            initialize_from(cfg, trainer, mix.tokenizer, where, env.is_main)
+            initialize_from(cfg, trainer.model_cfg, trainer.model, trainer.optimizer, mix.tokenizer, where, env.is_main)
         if env.is_main:
             write_text_atomic(Path(cfg.run_dir) / CONFIG_FILE, yaml.safe_dump(to_dict(cfg), sort_keys=False))
         summary = loop.run() if trainer.step < cfg.max_steps else None

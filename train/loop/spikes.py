@@ -1,9 +1,17 @@
-"""Loss-spike detection against a rolling window of recent accepted steps.
+"""Loss-spike detection against a rolling window of recent accepted steps, and what to do about a spike.
 
     detector = SpikeDetector(cfg.spikes)
+    decision = detector.decide(loss, grad_norm)  # the training loop acts on it (train/loop/training_loop.py)
+    decision.action                              # Action.CONTINUE, SKIP or ROLLBACK; decision.spike: why
+    # which is:
     spike = detector.check(loss, grad_norm)   # None, or a Spike saying why (with the window statistics)
     if spike is None:
         detector.accept(loss, grad_norm)
+
+The decision follows `spikes.action`: a step that is no spike, or a spike under `none` whose loss and
+grad norm are finite, continues (its update is applied); a spike under `skip`, or a non-finite one under
+`none`, skips (its update is dropped); a spike under `rollback` rolls back to the newest checkpoint
+before it (which the loop looks up, and without one skips instead).
 
 A step is a spike when (defaults in `SpikeConfig`):
 - its loss or grad norm is not finite (always, whatever the window holds), or, once the window holds
@@ -17,6 +25,7 @@ part of every checkpoint (`state_dict`), so a resumed run flags exactly what the
 
 from __future__ import annotations
 
+import enum
 import math
 import statistics
 from collections import deque
@@ -31,6 +40,25 @@ class Spike:
     window_mean: float | None
     window_std: float | None
     window_grad_median: float | None
+
+
+class Action(enum.Enum):
+    """What the loop does with a step; the values are the `action` of its row in events.jsonl."""
+
+    CONTINUE = "none"  # the update is applied
+    SKIP = "skip"  # the update is dropped; the step counts and its batch is consumed
+    ROLLBACK = "rollback"  # the update is dropped and the run reloads the newest checkpoint before this step
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    spike: Spike | None = None  # None: not a spike (then the action is CONTINUE)
+
+    @property
+    def apply(self) -> bool:
+        """Whether the step's update is applied."""
+        return self.action is Action.CONTINUE
 
 
 class SpikeDetector:
@@ -55,6 +83,17 @@ class SpikeDetector:
             return Spike(f"grad norm {grad_norm:.4g} > {self.cfg.grad_factor:g} x window median {median:.4g}",
                          mean, std, median)  # fmt: skip
         return None
+
+    def decide(self, loss: float, grad_norm: float) -> Decision:
+        """`check`, then what `spikes.action` makes of it; a step that is no spike enters the window."""
+        spike = self.check(loss, grad_norm)
+        if spike is None:
+            self.accept(loss, grad_norm)
+            return Decision(Action.CONTINUE)
+        action = Action(self.cfg.action)
+        if action is Action.CONTINUE and not (math.isfinite(loss) and math.isfinite(grad_norm)):
+            action = Action.SKIP  # a non-finite update would destroy the weights
+        return Decision(action, spike)
 
     def accept(self, loss: float, grad_norm: float) -> None:
         self.losses.append(loss)

@@ -2,8 +2,11 @@
 
     trainer = Trainer(cfg, model_cfg, env)
     result = trainer.train_step(micro_batches)   # this process's micro-batches of the next global batch
+    grads = trainer.gradients(micro_batches)     # or in two halves, for a caller that decides on the update
+    result = trainer.update(grads, apply=True)   # (the training loop: spike detection, train/loop/spikes.py)
     trainer.evaluate_rows(inputs, targets)       # mean per-token loss; each process takes a slice
-    trainer.step, trainer.tokens                 # with model and optimizer: all a checkpoint holds
+    trainer.step, trainer.tokens                 # with model and optimizer: all a checkpoint holds of it
+    trainer.states, trainer.record               # those as the Statefuls handed to Checkpoints (DCP; meta.json)
 
 One step: the learning rate for update `step + 1`; forward/backward on each micro-batch (gradient
 sync on the last one only, see `parallelize`); clipping to the global grad norm; AdamW. The loss is the
@@ -21,21 +24,22 @@ stages as one module with the plain model's parameter names.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from pretrainkit.train.checkpoint.states import ModelState, OptimizerState
 from pretrainkit.train.config import TrainConfig
 from pretrainkit.train.parallel.distributed import DistEnv
 from pretrainkit.train.model.llama import ModelConfig, Transformer
 from pretrainkit.train.model.materialize import init_weights
-from pretrainkit.train.model.resolve import model_config  # noqa: F401 - where callers have always found it
-from pretrainkit.train.loop.optim import Schedule, lr_at, set_lr
-from pretrainkit.train.parallel.data_parallel import autocast_context, build_optimizer, clip_grad_norm, gradient_sync, parallelize
+from pretrainkit.train.loop.optim import Schedule, build_optimizer, lr_at, set_lr
+from pretrainkit.train.parallel.data_parallel import autocast_context, clip_grad_norm, gradient_sync, parallelize
 from pretrainkit.train.parallel.mesh import ParallelMesh, check_layout
 from pretrainkit.train.parallel.pipeline import Pipeline, rank_stages, split_stages
 
@@ -45,12 +49,36 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 @dataclass(frozen=True)
+class Gradients:
+    """A step's first half: the gradients are computed and clipped, the update not yet made."""
+
+    loss: float  # mean per-token loss of the global batch
+    grad_norm: float  # global L2 norm before clipping
+    lr: float
+    tokens: int  # target tokens in the global batch
+
+
+@dataclass(frozen=True)
 class StepResult:
     loss: float  # mean per-token loss of the global batch, before the update
     grad_norm: float  # global L2 norm before clipping
     lr: float
     tokens: int  # target tokens in the global batch
-    applied: bool = True  # False when `accept` vetoed the update
+    applied: bool = True  # False when the caller dropped the update (`update(apply=False)`)
+
+
+class TrainerRecord:
+    """The trainer's part of a checkpoint's `meta.json` (a `Stateful`): steps taken, tokens trained on, the model's shape."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+
+    def state_dict(self) -> dict:
+        t = self.trainer
+        return {"step": t.step, "tokens": t.tokens, "model": dataclasses.asdict(t.model_cfg)}
+
+    def load_state_dict(self, meta: dict) -> None:
+        self.trainer.step, self.trainer.tokens = int(meta["step"]), int(meta["tokens"])
 
 
 class Trainer:
@@ -80,6 +108,9 @@ class Trainer:
         self.step = 0  # steps taken (an update a spike check vetoed still counts)
         self.tokens = 0  # target tokens trained on so far
         self._loss_scale = 1.0  # what the pipeline's loss function multiplies each micro-batch's sum by
+        # What a checkpoint holds of the trainer: DCP's tensors by name, and its part of meta.json.
+        self.states = {"model": ModelState(self.model), "optim": OptimizerState(self.model, self.optimizer)}
+        self.record = TrainerRecord(self)
 
     def _all_reduce(self, values: list[float]) -> list[float]:
         t = torch.tensor(values, dtype=torch.float64, device=self.env.device)
@@ -108,12 +139,13 @@ class Trainer:
             losses = (self.pipeline.eval if scale is None else self.pipeline.step)(x, y)
         return math.fsum(v.detach().item() for v in losses) / self._loss_scale
 
-    def train_step(self, micro_batches: Sequence[Batch], accept: Callable[[float, float], bool] | None = None) -> StepResult:
-        """One update from this process's micro-batches of the next global batch.
+    def train_step(self, micro_batches: Sequence[Batch]) -> StepResult:
+        """One update from this process's micro-batches of the next global batch."""
+        return self.update(self.gradients(micro_batches))
 
-        `accept(loss, grad_norm)`, called with the global values before the optimizer runs, may veto
-        the update (spike handling): the step still counts and its batch is consumed.
-        """
+    def gradients(self, micro_batches: Sequence[Batch]) -> Gradients:
+        """Forward and backward on this process's micro-batches of the next global batch, then clipping:
+        the global loss and grad norm, for the caller to decide on the update (`update`)."""
         lr = lr_at(self.step + 1, self.schedule)
         set_lr(self.optimizer, lr)
         self.model.train()
@@ -137,13 +169,17 @@ class Trainer:
         loss = global_loss / max(total_tokens, 1.0)
         pp_group = self.mesh.pp_group if self.pipeline is not None else None
         grad_norm = clip_grad_norm(self.model, self.cfg.optim.clip, pp_group).item()
-        applied = accept is None or accept(loss, grad_norm)
-        if applied:
+        return Gradients(loss, grad_norm, lr, int(total_tokens))
+
+    def update(self, grads: Gradients, apply: bool = True) -> StepResult:
+        """The step's second half: AdamW's update, unless `apply` is False (a spike's update dropped); the
+        step counts and its tokens are trained on either way."""
+        if apply:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
-        self.tokens += int(total_tokens)
-        return StepResult(loss, grad_norm, lr, int(total_tokens), applied)
+        self.tokens += grads.tokens
+        return StepResult(grads.loss, grads.grad_norm, grads.lr, grads.tokens, apply)
 
     @torch.no_grad()
     def evaluate_rows(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:

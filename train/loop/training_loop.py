@@ -8,11 +8,12 @@ Data order: every step draws the next global batch from the mixture loader; glob
 in the skip set (those a rollback chose to skip) are drawn and dropped. Without rollbacks, step k
 trains on global batch k-1. Everything that decides what happens next (model, optimizer, step,
 loader position, next batch, skip set, spike window, RNG) is in every checkpoint, so a resumed run
-continues exactly like an uninterrupted one.
+continues exactly like an uninterrupted one: the loop is a `Stateful` handed to `Checkpoints` with the
+trainer's states, its part of `meta.json` a `LoopState` (`train/loop/loop_state.py`).
 
-Loss spikes (`spikes` config, see `train/loop/spikes.py` for detection): each is one row of
-`RUN_DIR/events.jsonl` with `step`, `batch`, `loss`, `grad_norm`, the window statistics, `reason`
-and `action`:
+Loss spikes (`spikes` config; `train/loop/spikes.py` detects them and decides, this loop acts on the
+decision): each is one row of `RUN_DIR/events.jsonl` with `step`, `batch`, `loss`, `grad_norm`, the
+window statistics, `reason` and `action`:
 - `none`: logged; the update is applied (unless loss or gradients are not finite: then dropped).
 - `skip`: the update is dropped; the step counts and its batch is consumed.
 - `rollback`: the run reloads the newest valid checkpoint before this step and adds the last
@@ -37,12 +38,14 @@ import torch.distributed as dist
 from pretrainkit.mixtures import Mixture, TrainLoader
 from pretrainkit.errors import UserError
 from pretrainkit.progress import progress_bar, progress_write
-from pretrainkit.train.checkpoint.checkpoints import AgreedError, Checkpoint, Checkpoints
+from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, check_model
+from pretrainkit.train.parallel.agree import AgreedError, together
 from pretrainkit.train.config import TrainConfig, to_dict
 from pretrainkit.train.parallel.distributed import DistEnv
+from pretrainkit.train.loop.loop_state import LOOP_KEY, LoopState
 from pretrainkit.train.loop.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
 from pretrainkit.train.loop.optim import Schedule, lr_at
-from pretrainkit.train.loop.spikes import Spike, SpikeDetector
+from pretrainkit.train.loop.spikes import Action, Decision, SpikeDetector
 from pretrainkit.train.loop.trainer import Batch, Trainer
 from pretrainkit.train.tracking.trackers import Trackers
 
@@ -74,9 +77,9 @@ class TrainingLoop:
         self.val_rows, self.transform = val_rows, transform
         self.accum = cfg.batch.global_size // (cfg.batch.micro_size * trainer.mesh.dp_size)
         self.run_dir = Path(cfg.run_dir)
-        self.ckpts = Checkpoints(self.run_dir / "checkpoints", cfg.checkpoint.keep)
         self.detector = SpikeDetector(cfg.spikes)
         self.config = to_dict(cfg)
+        self.ckpts = Checkpoints(self.run_dir / "checkpoints", cfg.checkpoint.keep, trainer.states, [trainer.record, self])
         self.next_batch = 0
         self.skip: set[int] = set()
         self.rollbacks = 0
@@ -87,30 +90,41 @@ class TrainingLoop:
         self.trackers = Trackers.for_run(cfg, self.config) if env.is_main else None
 
     # -- checkpoints -------------------------------------------------------------------------------
-    def _extra(self) -> dict:
-        return {"loader": self.loader.state_dict(), "mixture": self.mix.fingerprint, "next_batch": self.next_batch,
-                "tokenizer": self.mix.tokenizer_sha256,
-                "skip": sorted(self.skip), "spikes": self.detector.state_dict(), "rollbacks": self.rollbacks}  # fmt: skip
+    def state(self) -> LoopState:
+        return LoopState(self.loader.state_dict(), self.mix.fingerprint, self.mix.tokenizer.sha256, self.next_batch,
+                         tuple(sorted(self.skip)), self.detector.state_dict(), self.rollbacks)  # fmt: skip
+
+    def state_dict(self) -> dict:
+        """The loop's part of a checkpoint's `meta.json` (the loop is a `Stateful` the checkpointer is handed)."""
+        return {"config": self.config, LOOP_KEY: self.state().to_json()}
+
+    def load_state_dict(self, meta: dict) -> None:
+        saved = LoopState.from_meta(meta, self.ckpts.dir / META_FILE)  # checked by _restore before anything was loaded
+        self.loader.load_state_dict(saved.loader)
+        self.batches = iter(self.loader)
+        self.next_batch = saved.next_batch
+        self.skip |= set(saved.skip)
+        self.detector.load_state_dict(saved.spikes)
+        self.rollbacks = max(self.rollbacks, saved.rollbacks)
 
     def _restore(self, ckpt: Checkpoint) -> None:
-        extra = ckpt.meta["extra"]
-        saved = extra["loader"]
+        try:  # every process reads the same meta.json, so a problem with it is raised by all of them together
+            saved = LoopState.from_meta(ckpt.meta, ckpt.path / META_FILE)
+        except UserError as e:
+            raise AgreedError(str(e)) from None
+        if saved is None:
+            raise AgreedError(f"{ckpt.path / META_FILE}: no {LOOP_KEY} (the training loop's state): not a training checkpoint")
         changes = [f"{what} {a} -> {b}" for what, a, b in (
-            ("mixture fingerprint", str(extra.get("mixture"))[:12], self.mix.fingerprint[:12]),
-            ("data.seq_len", saved["seq_len"], self.cfg.data.seq_len),
-            ("batch.global_size", saved["global_batch_size"], self.cfg.batch.global_size)) if a != b]  # fmt: skip
-        if changes and not self.mix.allow_fingerprint_change:  # every process reads the same meta.json
+            ("mixture fingerprint", str(saved.mixture_fingerprint)[:12], self.mix.fingerprint[:12]),
+            ("data.seq_len", saved.loader["seq_len"], self.cfg.data.seq_len),
+            ("batch.global_size", saved.loader["global_batch_size"], self.cfg.batch.global_size)) if a != b]  # fmt: skip
+        if changes and not self.mix.allow_mixture_change:  # every process reads the same meta.json
             raise AgreedError(
                 f"{ckpt.path}: saved for another data order ({', '.join(changes)}); set data.allow_mixture_change=true "
                 f"to continue with the change, or use a new run_dir or --no-resume"
             )
-        self.ckpts.restore(self.trainer, ckpt)
-        self.loader.load_state_dict(extra["loader"])
-        self.batches = iter(self.loader)
-        self.next_batch = extra["next_batch"]
-        self.skip |= set(extra["skip"])
-        self.detector.load_state_dict(extra["spikes"])
-        self.rollbacks = max(self.rollbacks, extra["rollbacks"])
+        together(lambda: check_model(ckpt, self.trainer.model_cfg), ckpt.path)
+        self.ckpts.restore(ckpt)  # the trainer's states and record, this loop's (load_state_dict), the RNG
 
     def _open_logs(self, keep_events: bool = False) -> None:
         if not self.env.is_main:
@@ -153,18 +167,15 @@ class TrainingLoop:
             if b not in self.skip:
                 return b, (self.transform(b, micro) if self.transform else micro)
 
-    def _on_spike(self, spike: Spike, batch: int, loss: float, grad_norm: float) -> bool:
-        """Log the spike; roll back if asked. True when the loop state was rolled back."""
+    def _on_spike(self, decision: Decision, batch: int, loss: float, grad_norm: float) -> bool:
+        """Log the spike; roll back if so decided. True when the loop state was rolled back."""
         self.spikes += 1
-        step = self.trainer.step
-        action = self.cfg.spikes.action
+        step, spike = self.trainer.step, decision.spike
         row = {"step": step, "batch": batch, "loss": loss, "grad_norm": grad_norm, "window_mean": spike.window_mean,
                "window_std": spike.window_std, "window_grad_median": spike.window_grad_median,
-               "reason": spike.reason, "action": action}  # fmt: skip
-        if action == "none" and not (math.isfinite(loss) and math.isfinite(grad_norm)):
-            row["action"] = "skip"
+               "reason": spike.reason, "action": decision.action.value}  # fmt: skip
         target = None
-        if action == "rollback":
+        if decision.action is Action.ROLLBACK:
             self.rollbacks += 1
             if self.rollbacks > self.cfg.spikes.max_rollbacks:
                 self._write_event({**row, "action": "stop"})
@@ -174,7 +185,7 @@ class TrainingLoop:
                 )
             target = self.ckpts.choose(before=step)
             if target is None:
-                row["action"] = "skip"
+                row["action"] = Action.SKIP.value
                 row["note"] = "no checkpoint to roll back to yet"
         if target is not None:
             skipped = list(range(max(0, batch - self.cfg.spikes.skip_batches + 1), batch + 1))
@@ -192,17 +203,6 @@ class TrainingLoop:
             self.events.write(row)
         if self.env.is_main:
             progress_write(f"ptk train: spike at step {row['step']}: {row['reason']}; action {row['action']}")
-
-    def _accept(self, box: list[Spike | None]) -> Callable[[float, float], bool]:
-        def accept(loss: float, grad_norm: float) -> bool:
-            spike = self.detector.check(loss, grad_norm)
-            box.append(spike)
-            if spike is None:
-                self.detector.accept(loss, grad_norm)
-                return True
-            return self.cfg.spikes.action == "none" and math.isfinite(loss) and math.isfinite(grad_norm)
-
-        return accept
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self) -> RunSummary:
@@ -230,11 +230,12 @@ class TrainingLoop:
         while trainer.step < cfg.max_steps:
             t0 = time.perf_counter()
             batch, micro = self._draw()
-            box: list[Spike | None] = []
-            result = trainer.train_step(micro, accept=self._accept(box))
+            grads = trainer.gradients(micro)
+            decision = self.detector.decide(grads.loss, grads.grad_norm)
+            result = trainer.update(grads, apply=decision.apply)
             seconds = time.perf_counter() - t0
             trained_tokens += result.tokens
-            if box[0] is not None and self._on_spike(box[0], batch, result.loss, result.grad_norm):
+            if decision.spike is not None and self._on_spike(decision, batch, result.loss, result.grad_norm):
                 bar.reset(total=cfg.max_steps)
                 bar.update(trainer.step)
                 continue
@@ -258,7 +259,7 @@ class TrainingLoop:
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{row['tokens_per_s']:,.0f}")
             bar.update(1)
             if (cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last:
-                self.ckpts.save(trainer, self.config, self._extra())
+                self.ckpts.save()
         self.ckpts.wait()  # the last checkpoint is complete (named step-*) before the run reports its end
         bar.close()
         seconds = time.perf_counter() - start

@@ -1,8 +1,8 @@
 """The model a training config asks for: its `model:` section, or the Hugging Face model `init_from` names.
 
-    mcfg = model_config(cfg, vocab_size=mix.vocab_size, where="run.yaml")
+    mcfg = model_config(cfg, vocab_size=mix.tokenizer.vocab_size, where="run.yaml")
 
-Without an HF `init_from`, the shape is the `model:` section with its defaults (MODEL_DEFAULTS), the
+Without an HF `init_from`, the shape is the `model:` section, its unset keys ModelConfig's defaults, the
 mixture's vocabulary and `data.seq_len` as max_seq_len. With `init_from: DIR` naming a Hugging Face
 model directory, the shape is DIR/config.json's; a key the section gives anyway must agree with it,
 else a UserError names both values. The model's vocabulary must cover the mixture's (HF models often
@@ -19,11 +19,6 @@ from pretrainkit.train.config import ModelSection, TrainConfig
 from pretrainkit.train.model.hf_adapter import CONFIG_FILE, is_hf_model_dir, model_config_from_hf, read_hf_config
 from pretrainkit.train.model.llama import ModelConfig
 
-# What an unset key of the `model:` section means (ffn_hidden, n_kv_heads and head_dim: derived).
-MODEL_DEFAULTS = {"d_model": 512, "n_layers": 8, "n_heads": 8, "n_kv_heads": None, "ffn_hidden": None,
-                  "tie_embeddings": True, "rope_theta": 10000.0, "head_dim": None, "qkv_bias": False,
-                  "norm_eps": 1e-5, "rope_scaling": None, "family": "llama"}  # fmt: skip
-
 # Section key -> the ModelConfig property it decides (compared after the HF config resolved it).
 _COMPARED_AS = {"n_kv_heads": "kv_heads", "ffn_hidden": "ffn_hidden_size"}
 
@@ -31,8 +26,8 @@ _COMPARED_AS = {"n_kv_heads": "kv_heads", "ffn_hidden": "ffn_hidden_size"}
 def model_config(cfg: TrainConfig, vocab_size: int, where: str = "config") -> ModelConfig:
     if cfg.init_from is not None and is_hf_model_dir(cfg.init_from):
         return _from_hf(cfg, vocab_size, where)
-    given = {f.name: getattr(cfg.model, f.name) for f in fields(ModelSection)}
-    values = {k: MODEL_DEFAULTS[k] if v is None else v for k, v in given.items()}
+    # An unset key (None) is left out, so that ModelConfig's default decides it: the one place defaults live.
+    values = {f.name: getattr(cfg.model, f.name) for f in fields(ModelSection) if getattr(cfg.model, f.name) is not None}
     try:
         return ModelConfig(vocab_size=vocab_size, max_seq_len=cfg.data.seq_len, **values)
     except ValueError as e:

@@ -1,13 +1,12 @@
 """How a plain model is spread over processes: the order of the splits, and DDP, ZeRO-1/2, FSDP2/HSDP.
 
     model = parallelize(Transformer(cfg), cfg.parallel, mesh, device=dev, bf16=True, activation_checkpointing=True)
-    opt = build_optimizer(model, mode, lr=..., weight_decay=..., betas=...)
     with gradient_sync(model, enabled=is_last_micro_batch):
         loss.backward()
 
 Modes (the glossary's ZeRO stages as a setting):
 - `ddp`: `DistributedDataParallel`; bf16 through autocast (see `autocast_context`).
-- `zero1`: DDP plus `ZeroRedundancyOptimizer`, which shards the AdamW state over the processes.
+- `zero1`: DDP plus `ZeroRedundancyOptimizer` (`train/loop/optim.py`), which shards the AdamW state over the processes.
 - `zero2`: FSDP2 `fully_shard` per block then the root with `reshard_after_forward=False`: gradients
   and optimizer state sharded, parameters kept gathered between forward and backward.
 - `fsdp`: the same with `reshard_after_forward=True` (ZeRO-3: parameters sharded too).
@@ -28,7 +27,6 @@ On one process DDP and ZeRO-1 wrappers are skipped (they would only copy gradien
 from __future__ import annotations
 
 import contextlib
-import sys
 from typing import ContextManager
 
 import torch
@@ -40,7 +38,6 @@ from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
 from pretrainkit.train.config import ParallelConfig
-from pretrainkit.train.loop.optim import param_groups
 from pretrainkit.train.model.materialize import to_device
 from pretrainkit.train.parallel.mesh import FSDP_MODES, ParallelMesh
 from pretrainkit.train.parallel.tensor import apply_tensor_parallel
@@ -106,27 +103,6 @@ def parallelize(
 def unwrap(model: nn.Module) -> nn.Module:
     """The plain `Transformer` under a DDP wrapper (FSDP2 modifies the module in place)."""
     return model.module if isinstance(model, DistributedDataParallel) else model
-
-
-def build_optimizer(
-    model: nn.Module, mode: str, lr: float, weight_decay: float, betas: tuple[float, float], eps: float
-) -> torch.optim.Optimizer:
-    groups = param_groups(unwrap(model), weight_decay)
-    if mode == "zero1" and isinstance(model, DistributedDataParallel):
-        # Imported here: torch.distributed.optim scripts TorchScript functions and warns on import.
-        from torch.distributed.optim import ZeroRedundancyOptimizer
-
-        return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, lr=lr, betas=betas, eps=eps)
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
-
-
-def sharded_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer | None:
-    """For ZeRO-1, the local AdamW holding this process's share of the state; else None."""
-    if "torch.distributed.optim" not in sys.modules:  # never imported: cannot be a ZeRO optimizer
-        return None
-    from torch.distributed.optim import ZeroRedundancyOptimizer
-
-    return optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else None
 
 
 def gradient_sync(model: nn.Module, enabled: bool) -> ContextManager:

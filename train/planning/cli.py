@@ -101,13 +101,13 @@ def law_formula(law: LossLaw) -> str:
 
 def model_of_config(cfg, vocab_size: int | None, where: str):
     """The ModelConfig of a training config, its vocabulary from `vocab_size` or else from the mixture."""
-    from pretrainkit.train.loop.trainer import model_config
+    from pretrainkit.train.model.resolve import model_config
 
     if vocab_size is None:
         from pretrainkit.mixtures import load_mixture
 
         try:
-            vocab_size = load_mixture(cfg.data.mixture, verify=False).vocab_size
+            vocab_size = load_mixture(cfg.data.mixture, verify=False).tokenizer.vocab_size
         except UserError as e:
             raise UserError(f"{where}: cannot find the vocabulary size ({e}); pass --vocab-size") from None
     return model_config(cfg, vocab_size, where)

@@ -140,7 +140,7 @@ def run_init(args: argparse.Namespace) -> int:
     write_text_atomic(run / MIXTURE_FILE, text)
     mix = load_mixture(run / MIXTURE_FILE, verify=False)
     lengths = np.concatenate([s.shard_set.doc_lengths() for s in mix.train_sources])
-    corpus = Corpus(sum(s.train_tokens for s in mix.train_sources), int(np.median(lengths)), mix.vocab_size)
+    corpus = Corpus(sum(s.train_tokens for s in mix.train_sources), int(np.median(lengths)), mix.tokenizer.vocab_size)
     machine = this_machine()
     plan = plan_first_run(corpus, machine, args.minutes, law)
     write_text_atomic(run / TRAIN_FILE, train_yaml(run, plan, machine, corpus, args.minutes, law.name))

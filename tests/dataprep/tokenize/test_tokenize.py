@@ -59,7 +59,7 @@ def test_round_trip_and_accounting(tmp_path, corpus, capsys):
     tok = load_tokenizer(corpus["tok"]).tokenizer
     for i, text in enumerate(corpus["texts"]):
         assert tok.decode(ss.document(i).tolist()) == text
-    assert ss.document_id(0) == "w0" and ss.eos_id == 0
+    assert ss.document_id(0) == "w0" and ss.tokenizer.eos_id == 0
     assert ss.tokenizer == load_tokenizer(corpus["tok"]).info and ss.tokenizer.vocab_fingerprint is not None
     rejected = [json.loads(ln) for ln in (tmp_path / "s" / "rejected.jsonl").read_text().splitlines()]
     # sources are relative to the common directory of the two inputs (here far apart: long names, never ambiguous)

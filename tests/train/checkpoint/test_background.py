@@ -43,7 +43,7 @@ class HeldHashing:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, ckpt_dir: Path, steps: tuple[int, ...], fail: bool = False) -> None:
         held = {ckpt_dir / f".tmp-{checkpoint_name(step)}": threading.Event() for step in steps}
         self.seen: list[tuple[int, list[str]]] = []
-        real_hash, real_step = checkpoints.sha256_file, Trainer.train_step
+        real_hash, real_update = checkpoints.sha256_file, Trainer.update
 
         def sha256_file(path):
             release = held.get(Path(path).parent)
@@ -62,15 +62,15 @@ class HeldHashing:
 
             return wait
 
-        def train_step(trainer: Trainer, *args, **kwargs):
-            result = real_step(trainer, *args, **kwargs)
+        def update(trainer: Trainer, *args, **kwargs):  # a step's end
+            result = real_update(trainer, *args, **kwargs)
             self.seen.append((trainer.step, sorted(p.name for p in ckpt_dir.glob("step-*"))))
             return result
 
         monkeypatch.setattr(checkpoints, "sha256_file", sha256_file)
         monkeypatch.setattr(Checkpoints, "wait", releasing(Checkpoints.wait))
         monkeypatch.setattr(Checkpoints, "wait_alone", releasing(Checkpoints.wait_alone))
-        monkeypatch.setattr(Trainer, "train_step", train_step)
+        monkeypatch.setattr(Trainer, "update", update)
 
 
 def complete(path: Path) -> bool:

@@ -162,7 +162,7 @@ def test_ctrl_c_inside_a_checkpoint_save_is_an_interrupt_not_a_failure(tmp_path:
     launcher as the interrupt (one line, exit 130), not as a failed save."""
     from torch.distributed.checkpoint.api import CheckpointException
 
-    from pretrainkit.train.checkpoint.checkpoints import together
+    from pretrainkit.train.parallel.agree import together
 
     def save() -> None:
         raise CheckpointException("save failed", {0: (KeyboardInterrupt(), None)})

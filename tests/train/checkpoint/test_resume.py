@@ -157,6 +157,7 @@ def test_a_changed_batch_shape_names_the_keys_and_data_allow_mixture_change(kit,
     assert main(["train", str(config), *more]) == 2
     err = capsys.readouterr().err
     assert "step-0000008: saved for another data order (batch.global_size 8 -> 16)" in err
-    assert "data.allow_mixture_change=true" in err and "allow_fingerprint_change" not in err
+    # the YAML key to set, not the loader's Python keyword (`load_mixture(..., allow_mixture_change=True)`)
+    assert "data.allow_mixture_change=true" in err and "allow_mixture_change=True" not in err
     assert main(["train", str(config), *more, "--set", "data.allow_mixture_change=true"]) == 0
     assert [r["step"] for r in kit.rows(tmp_path / "run")] == list(range(1, 13))

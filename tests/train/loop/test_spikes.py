@@ -14,7 +14,7 @@ import yaml
 from pretrainkit.errors import UserError
 from pretrainkit.train.config import SpikeConfig, load_config
 from pretrainkit.train.loop.run import run_training
-from pretrainkit.train.loop.spikes import SpikeDetector
+from pretrainkit.train.loop.spikes import Action, SpikeDetector
 
 SPIKE_BATCH = 24
 RUN = {"max_steps": 32, "checkpoint": {"every": 5, "keep": 2}, "eval": {"every": 0}}
@@ -52,6 +52,20 @@ def test_detector_rules_and_state() -> None:
     clone = SpikeDetector(d.cfg)
     clone.load_state_dict(json.loads(json.dumps(d.state_dict())))
     assert clone.check(4.0, 1.0) == d.check(4.0, 1.0)
+
+
+@pytest.mark.parametrize("action", ["none", "skip", "rollback"])
+def test_detector_decides_what_the_loop_does(action: str) -> None:
+    d = SpikeDetector(SpikeConfig(window=5, min_history=3, loss_sigmas=3.0, loss_rise=0.1, action=action))
+    for loss in (3.0, 3.1, 2.9):
+        calm = d.decide(loss, 1.0)
+        assert calm.action is Action.CONTINUE and calm.spike is None and calm.apply
+    assert len(d.losses) == 3  # steps that are no spike enter the window
+    spike = d.decide(4.0, 1.0)
+    assert "loss" in spike.spike.reason and spike.action is Action(action) and spike.apply == (action == "none")
+    broken = d.decide(float("nan"), 1.0)
+    assert broken.action is (Action.SKIP if action == "none" else Action(action)) and not broken.apply
+    assert list(d.losses) == [3.0, 3.1, 2.9]  # a spike never enters the window
 
 
 @pytest.fixture(scope="module")

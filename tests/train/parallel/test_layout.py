@@ -10,7 +10,7 @@ import yaml
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
 from pretrainkit.train.config import config_from_dict, load_config, to_dict
-from pretrainkit.train.loop.trainer import model_config
+from pretrainkit.train.model.resolve import model_config
 from pretrainkit.train.parallel.mesh import Layout, check_layout
 
 BASE = {

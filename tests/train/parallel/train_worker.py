@@ -24,7 +24,8 @@ from pretrainkit.files import write_text_atomic  # noqa: E402
 from pretrainkit.train.checkpoint.init_from import find_init_source, initialize  # noqa: E402
 from pretrainkit.train.config import config_from_dict  # noqa: E402
 from pretrainkit.train.parallel.distributed import DistEnv, exit_process, init_distributed, shutdown  # noqa: E402
-from pretrainkit.train.loop.trainer import Trainer, model_config  # noqa: E402
+from pretrainkit.train.loop.trainer import Trainer  # noqa: E402
+from pretrainkit.train.model.resolve import model_config  # noqa: E402
 
 VOCAB, SEQ = 97, 16
 BASE = {
@@ -59,7 +60,7 @@ def run(spec: dict, env: DistEnv) -> dict:
     cfg = config_from_dict(raw, "spec")
     trainer = Trainer(cfg, model_config(cfg, VOCAB), env)
     if cfg.init_from is not None:  # as a fresh `ptk train` run does
-        initialize(trainer, find_init_source(cfg.init_from), optimizer=False)
+        initialize(trainer.model, trainer.optimizer, find_init_source(cfg.init_from), with_optimizer=False)
     losses, norms = [], []
     for k in range(spec["steps"]):
         r = trainer.train_step(micro_batches(k, spec["global_size"], spec["micro_size"], trainer))
