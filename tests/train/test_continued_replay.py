@@ -112,7 +112,7 @@ def test_replay_continues_at_the_next_sequence_and_a_continued_run_continues(ses
            if "val_loss" in line]  # fmt: skip
     assert set(val[-1]) == {"wiki", "peps", "shakespeare"} and all(np.isfinite(list(val[-1].values())))
     err = capsys.readouterr().err
-    assert "initialized from" in err and "val loss: wiki" in err and "shakespeare" in err.split("val loss:")[1]
+    assert "initialized from" in err and "scores all): wiki" in err and "shakespeare" in err.split("val loss")[1]
 
     # A continued run continued again: the wiki stream goes on where the first continuation stopped.
     mix2 = _continued_mixture(tmp_path / "c2", session_kit.mixture, tmp_path / "c1" / "run", "continue", peps)
