@@ -256,12 +256,14 @@ class TrainingLoop:
             last = trainer.step == cfg.max_steps
             evaluate = bool(self.val_rows) and (trainer.step % cfg.eval.every == 0 or last)
             if evaluate:
+                t0 = time.perf_counter()
                 val = {name: trainer.evaluate_rows(x, y) for name, (x, y) in self.val_rows.items()}
+                val_seconds = time.perf_counter() - t0  # what `ptk init`'s probe run charges per evaluation
             if self.metrics is not None:
                 self.metrics.write(row)
                 if evaluate:
                     self.metrics.write({"step": trainer.step, "val_loss": val, "val_batches": self.val_batches,
-                                        "val_tokens": self.val_tokens})  # fmt: skip
+                                        "val_tokens": self.val_tokens, "val_seconds": val_seconds})  # fmt: skip
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{row['tokens_per_s']:,.0f}")
             bar.update(1)
             if (cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last:
