@@ -15,7 +15,8 @@ Hugging Face: `config.json` of the model's family (the one it was imported from;
 scratch), the weights in HF names and row order as `model.safetensors`, or as
 `model-0000k-of-0000n.safetensors` with `model.safetensors.index.json` above `max_shard_bytes`,
 `generation_config.json`, and the tokenizer files (`hf_tokenizer.py`: `tokenizer.json` as it is, and a
-`tokenizer_config.json` that makes AutoTokenizer use it unchanged for every family). The directory is written under a temporary name and renamed.
+`tokenizer_config.json` that makes AutoTokenizer use it unchanged for every family). The directory is
+written under a temporary name and renamed.
 """
 
 from __future__ import annotations

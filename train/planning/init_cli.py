@@ -97,7 +97,8 @@ def train_yaml(run: Path, plan, machine, corpus, minutes: float, law_name: str, 
     m = plan.model
     speed = (f"~{machine.flops_per_s:.2g} FLOP/s sustained, an estimate" if probe is None else
              f"~{machine.flops_per_s:.2g} FLOP/s for the steps, measured: {probe.step_s:.3g} s per step,\n"
-             f"# {probe.eval_s:.2g} s per evaluation and {probe.fixed_s:.1f} s start-up and shut-down in a {probe.steps}-step run")  # fmt: skip
+             f"# {probe.eval_s:.2g} s per evaluation and {probe.fixed_s:.1f} s start-up and shut-down "
+             f"in a {probe.steps}-step run")  # fmt: skip
     why = (f"the tokens are capped at 4 passes over the data (the optimum for {minutes:g} minutes wants more)\n"
            "# and the model is sized for those tokens, so it trains in less time than that"
            if plan.data_limited else f"the {law_name} law's compute-optimal split of {minutes:g} minutes of this machine")  # fmt: skip
