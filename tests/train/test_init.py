@@ -153,3 +153,22 @@ def test_a_measured_first_run_trains_in_the_time_it_was_sized_for(kit, tmp_path:
     if "capped at 4 passes" not in (run / "train.yaml").read_text():
         assert estimate == pytest.approx(60, rel=0.03)
     assert train_s == pytest.approx(estimate, rel=0.25)
+
+
+def test_a_failed_probe_is_one_line_and_leaves_nothing_behind(kit, tmp_path: Path, capsys) -> None:
+    import shutil
+
+    # A shard altered in place (same size): ptk init reads only the manifest and lengths, the probe's
+    # `ptk train` hashes every shard and stops.
+    shards = tmp_path / "wiki"
+    shutil.copytree(kit.mixture.parent / "wiki", shards)
+    shard = sorted(shards.glob("shard-*"))[0]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    run = tmp_path / "run"
+    assert main(["init", str(run), "--shards", str(shards), "--minutes", "0.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the probe run (a few steps of it, to time this machine) failed:" in err[0]
+    assert shard.name in err[0] and "--no-measure" in err[0]
+    assert list(run.iterdir()) == []  # the same command can run again once the shard is fixed

@@ -96,7 +96,7 @@ def train_yaml(run: Path, plan, machine, corpus, minutes: float, law_name: str, 
 
     m = plan.model
     speed = (f"~{machine.flops_per_s:.2g} FLOP/s sustained, an estimate" if probe is None else
-             f"~{machine.flops_per_s:.2g} FLOP/s for the steps, measured: {probe.step_s:.3g} s per step,\n"
+             f"~{machine.flops_per_s:.2g} FLOP/s over the minutes, measured: {probe.step_s:.3g} s per step,\n"
              f"# {probe.eval_s:.2g} s per evaluation and {probe.fixed_s:.1f} s start-up and shut-down "
              f"in a {probe.steps}-step run")  # fmt: skip
     why = (f"the tokens are capped at 4 passes over the data (the optimum for {minutes:g} minutes wants more)\n"
@@ -157,7 +157,11 @@ def run_init(args: argparse.Namespace) -> int:
     machine, probe = this_machine(), None
     plan = plan_first_run(corpus, machine, args.minutes, law)
     if not args.no_measure:
-        plan, machine, probe = measured_plan(run, plan, machine, corpus, args.minutes, law)
+        try:
+            plan, machine, probe = measured_plan(run, plan, machine, corpus, args.minutes, law)
+        except BaseException:  # no half-written RUN_NAME: the same command can run again
+            (run / MIXTURE_FILE).unlink(missing_ok=True)
+            raise
     write_text_atomic(run / TRAIN_FILE, train_yaml(run, plan, machine, corpus, args.minutes, law.name, probe))
     load_config(run / TRAIN_FILE)  # what ptk train will read: a bug here is ours, not the user's
     sources = f"{len(mix.sources)} source{'s' if len(mix.sources) > 1 else ''}"

@@ -75,7 +75,8 @@ def measure(config: str | Path, nproc: int, steps: int) -> Probe:
         wall = time.perf_counter() - start
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UserError(f"{config}: the probe run (a few steps of it, to time this machine) failed: {last}")
+            raise UserError(f"{config}: the probe run (a few steps of it, to time this machine) failed: {last} "
+                            "(ptk init --no-measure sizes the run without it)")
         rows = [json.loads(line) for line in (run_dir / METRICS_FILE).read_text(encoding="utf-8").splitlines()]
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
