@@ -8,7 +8,7 @@ from pathlib import Path
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
 from pretrainkit.shards.inspect import inspect_lines
-from pretrainkit.shards.manifest import fingerprint, load_manifest
+from pretrainkit.shards.manifest import MANIFEST_NAME, fingerprint, load_manifest
 from pretrainkit.shards.reader import ShardSet
 from pretrainkit.shards.verify import verify_shards
 
@@ -38,15 +38,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    manifest = load_manifest(args.shards)
-    problems = verify_shards(args.shards, manifest, progress=True)
+    directory = Path(args.shards)  # Path drops a trailing or doubled slash, so messages name "shards/manifest.json"
+    manifest = load_manifest(directory)
+    problems = verify_shards(directory, manifest, progress=True)
     for line in problems:
         print(line)
     t = manifest["totals"]
     if problems:
-        print(f"FAILED: {len(problems)} problem{'s' if len(problems) > 1 else ''} with the {t['shards']} shards of {args.shards}")
+        print(f"FAILED: {len(problems)} problem{'s' if len(problems) > 1 else ''} with the {t['shards']} shards of {directory}")
         return 1
-    print(f"OK: {t['shards']} shards, {t['docs']} documents, {t['tokens']} tokens match {args.shards}/manifest.json "
+    print(f"OK: {t['shards']} shards, {t['docs']} documents, {t['tokens']} tokens match {directory / MANIFEST_NAME} "
           f"(fingerprint {fingerprint(manifest)[:16]})")
     return 0
 

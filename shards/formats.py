@@ -11,7 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-FORMAT_VERSION = 1
+# The version each format is written in, and those still read: webdataset 1 held opaque `.ptk` samples
+# (see webdataset_format.py); 2 writes standard `.json` + `.npy` members.
+FORMAT_VERSION = {"arrow": 1, "webdataset": 2}
+READ_VERSIONS = {"arrow": (1,), "webdataset": (1, 2)}
 MANIFEST_NAME = "manifest.json"
 FORMATS = ("arrow", "webdataset")
 SUFFIX = {"arrow": ".arrow", "webdataset": ".tar"}

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
-from pretrainkit.shards.formats import FORMAT_VERSION, FORMATS, MANIFEST_NAME
+from pretrainkit.shards.formats import FORMAT_VERSION, FORMATS, MANIFEST_NAME, READ_VERSIONS
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def tokenizer_info(manifest: dict) -> TokenizerInfo:
 def build_manifest(fmt: str, dtype: str, tokenizer: TokenizerInfo, shards: list[ShardEntry], provenance: dict) -> dict:
     return {
         "format": fmt,
-        "version": FORMAT_VERSION,
+        "version": FORMAT_VERSION[fmt],
         "dtype": dtype,
         "tokenizer": {k: v for k, v in asdict(tokenizer).items() if v is not None},
         "shards": [asdict(s) for s in shards],
@@ -123,8 +123,9 @@ def _check(m: object, path: Path) -> None:
             fail(f"key '{key}' missing or not a {kind.__name__}")
     if m["format"] not in FORMATS:
         fail(f"key 'format' is {m['format']!r}, expected one of {', '.join(FORMATS)}")
-    if m["version"] != FORMAT_VERSION:
-        fail(f"key 'version' is {m['version']}, this pretrainkit reads version {FORMAT_VERSION}")
+    if m["version"] not in READ_VERSIONS[m["format"]]:
+        readable = " or ".join(map(str, READ_VERSIONS[m["format"]]))
+        fail(f"key 'version' is {m['version']}, this pretrainkit reads {m['format']} version {readable}")
     if m["dtype"] not in ("uint16", "uint32"):
         fail(f"key 'dtype' is {m['dtype']!r}, expected uint16 or uint32")
     for key, kind in (("sha256", str), ("vocab_size", int), ("eos_id", int)):

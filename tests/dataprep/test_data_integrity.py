@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.cli import main
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.shards import ShardSet
 
 

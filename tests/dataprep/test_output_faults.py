@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.cli import main
+from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.files import TMP_MARK
 
 ROOT = Path(__file__).resolve().parents[2]

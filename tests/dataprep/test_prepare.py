@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from fixtures.corpora import need_data
-from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
+from fixtures.corpora import DATA, need_data
 from pretrainkit.cli import main
+from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.shards import ShardSet
 
-CLOUGH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "clough_stevenson_plagiarism" / "texts"
+CLOUGH = DATA / "clough_stevenson_plagiarism" / "texts"
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest

@@ -12,10 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures.corpora import need_data
+from fixtures.corpora import DATA, need_data
 from pretrainkit.shards import write_shards
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 BYTE_EOS = 256
 BYTE_TOKENIZER = "b" * 64
 

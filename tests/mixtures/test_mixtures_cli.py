@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pretrainkit.mixtures import load_mixture
 from pretrainkit.cli import main
+from pretrainkit.mixtures import load_mixture
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "mixtures" / "examples"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pretrainkit.mixtures import load_mixture
 from pretrainkit.errors import UserError
+from pretrainkit.mixtures import load_mixture
 
 THREE = """seed: 5
 sources:

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from pretrainkit.errors import UserError
 from pretrainkit.mixtures import MixtureSampler, TrainLoader, load_mixture
 from pretrainkit.mixtures.mixture import STATE_VERSION
-from pretrainkit.errors import UserError
 
 SEQ, B = 48, 8
 MIX = """seed: 11

@@ -11,8 +11,8 @@ import pytest
 
 from pretrainkit.mixtures.config import HoldoutConfig
 from pretrainkit.mixtures.holdout import doc_hashes, split_heldout
-from pretrainkit.mixtures.sampler import MixtureSampler
 from pretrainkit.mixtures.mixture import load_mixture
+from pretrainkit.mixtures.sampler import MixtureSampler
 from pretrainkit.mixtures.stream import SourceStream
 from pretrainkit.shards import ShardSet, write_shards
 

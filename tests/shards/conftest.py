@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from fixtures.corpora import need_data
+from fixtures.corpora import DATA, need_data
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 BYTE_EOS = 256  # byte-level "tokenizer": token = UTF-8 byte, EOS = 256, vocab 257
 
 

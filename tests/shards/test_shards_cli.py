@@ -30,6 +30,16 @@ def test_verify_exits_1_naming_each_bad_file(shard_dir, capsys):
     assert out[2].startswith("FAILED: 2 problems with the")
 
 
+def test_verify_names_the_manifest_without_a_doubled_slash(shard_dir, capsys):
+    assert main(["shards", "verify", f"{shard_dir}/"]) == 0
+    out = capsys.readouterr().out
+    assert f"tokens match {shard_dir}/manifest.json (fingerprint" in out and "//" not in out
+    (shard_dir / "shard-00001.tar").unlink()
+    assert main(["shards", "verify", f"{shard_dir}//"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"{shard_dir}/shard-00001.tar: missing") and "//" not in out
+
+
 def test_inspect_reports_counts_histogram_and_samples(shard_dir, wikitext_docs, capsys):
     assert main(["shards", "inspect", str(shard_dir), "--samples", "2"]) == 0
     out = capsys.readouterr().out

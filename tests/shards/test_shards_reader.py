@@ -86,15 +86,64 @@ def test_rewrite_with_fewer_shards_removes_stale_ones(tmp_path, wikitext_docs):
     assert small.verify() == []
 
 
-def test_stock_webdataset_pipeline_reads_the_shards(tmp_path, wikitext_docs):
+def test_stock_webdataset_decoders_read_the_shards(tmp_path, wikitext_docs, wikitext_stream):
     ss = _write(wikitext_docs, tmp_path / "w", "webdataset")
+    assert ss.manifest["version"] == 2 and ss.verify() == []
     urls = [str(ss.path / s["file"]) for s in ss.manifest["shards"]]
-    ids, docs = [], []
-    for sample in webdataset.WebDataset(urls, shardshuffle=False).map(decode_sample):
-        ids += sample["ids"]
-        docs += sample["tokens"]
-    assert ids == [f"p{i}" for i in range(len(wikitext_docs))]
-    assert all(np.array_equal(a, b) for a, b in zip(docs, wikitext_docs))
+    # Stock decoding only: `.npy.gz` -> numpy array, `.json.gz` -> dict; no pretrainkit code involved.
+    samples = list(webdataset.WebDataset(urls, shardshuffle=False).decode())
+    assert len(samples) == ss.batches.num_batches
+    assert all({k for k in s if not k.startswith("__")} == {"npy.gz", "json.gz"} for s in samples)
+    tokens = np.concatenate([s["npy.gz"] for s in samples])
+    assert tokens.dtype == np.uint16
+    np.testing.assert_array_equal(tokens, np.concatenate(wikitext_docs))
+    assert [i for s in samples for i in s["json.gz"]["ids"]] == [f"p{i}" for i in range(len(wikitext_docs))]
+    assert [n for s in samples for n in s["json.gz"]["lengths"]] == [len(d) for d in wikitext_docs]
+    # The convenience decoder splits a stock-decoded sample into documents.
+    docs = [d for s in samples for d in decode_sample(s)["tokens"]]
+    assert len(docs) == len(wikitext_docs) and all(np.array_equal(a, b) for a, b in zip(docs, wikitext_docs))
+    # The project's reader reads the same files.
+    reread = ShardSet.open(ss.path)
+    np.testing.assert_array_equal(reread.read_tokens(0, reread.stream_length), wikitext_stream)
+
+
+def test_version_1_webdataset_sets_with_opaque_samples_still_read(tmp_path, wikitext_docs, wikitext_stream):
+    """A set written before the stock layout: each sample one `.ptk` member (PTK1 magic, zstd header
+    and token frames), manifest version 1; rebuilt here from that layout's description."""
+    import gzip
+    import hashlib
+    import io
+    import json
+    import struct
+    import tarfile
+
+    import zstandard
+
+    ss = _write(wikitext_docs, tmp_path / "w", "webdataset")
+    manifest = ss.manifest
+    for entry in manifest["shards"]:
+        path = ss.path / entry["file"]
+        with tarfile.open(path) as tar:
+            members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+            for key in sorted({name.partition(".")[0] for name in members}):
+                meta = json.loads(gzip.decompress(members[f"{key}.json.gz"]))
+                tokens = np.load(io.BytesIO(gzip.decompress(members[f"{key}.npy.gz"])))
+                header = {"dtype": tokens.dtype.name, "ids": meta["ids"], "lengths": meta["lengths"]}
+                head = zstandard.ZstdCompressor().compress(json.dumps(header).encode())
+                payload = struct.pack("<4sI", b"PTK1", len(head)) + head + zstandard.ZstdCompressor().compress(tokens.tobytes())
+                info = tarfile.TarInfo(f"{key}.ptk")
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+        path.write_bytes(out.getvalue())
+        entry.update(bytes=len(out.getvalue()), sha256=hashlib.sha256(out.getvalue()).hexdigest())
+    manifest.update(version=1, totals={**manifest["totals"], "bytes": sum(e["bytes"] for e in manifest["shards"])})
+    (ss.path / "manifest.json").write_text(json.dumps(manifest))
+    old = ShardSet.open(ss.path)
+    assert old.verify() == []
+    np.testing.assert_array_equal(old.read_tokens(0, old.stream_length), wikitext_stream)
+    assert old.document_id(7) == "p7"
 
 
 def test_shard_plan_does_not_depend_on_how_lengths_arrive():

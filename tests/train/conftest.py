@@ -21,9 +21,8 @@ import pytest
 import torch
 import yaml
 
-from fixtures.corpora import need_data
+from fixtures.corpora import DATA, need_data
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 ROOT = Path(__file__).resolve().parents[2]
 # How long a subprocess may take before a test calls it hung. A bound for a hang, never for speed:
 # with other engineers' suites on the same 2 cores, one 2-process `ptk train` took over 180 s.

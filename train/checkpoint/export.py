@@ -14,8 +14,9 @@ world size and parallel mode of the run (DDP, ZeRO, FSDP2 shards), the DCP check
 Hugging Face: `config.json` of the model's family (the one it was imported from; `llama` from
 scratch), the weights in HF names and row order as `model.safetensors`, or as
 `model-0000k-of-0000n.safetensors` with `model.safetensors.index.json` above `max_shard_bytes`,
-`generation_config.json`, and the tokenizer: its `tokenizer.json` bytes and a `tokenizer_config.json`
-naming EOS. The directory is written under a temporary name and renamed.
+`generation_config.json`, and the tokenizer files (`hf_tokenizer.py`: `tokenizer.json` as it is, and a
+`tokenizer_config.json` that makes AutoTokenizer use it unchanged for every family). The directory is
+written under a temporary name and renamed.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from safetensors.torch import load_file, safe_open, save
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_bytes_atomic, write_text_atomic
 from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, verify
+from pretrainkit.train.checkpoint.hf_tokenizer import write_hf_tokenizer
 from pretrainkit.train.loop.loop_state import LoopState
 from pretrainkit.train.model.hf_adapter import CONFIG_FILE, INDEX_FILE, hf_config, to_hf_state_dict
 from pretrainkit.train.model.llama import ModelConfig, Transformer
@@ -130,12 +132,7 @@ def export_hf(loaded: LoadedModel, out: str | Path, dtype: torch.dtype = torch.f
     write_text_atomic(tmp / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
     generation = {"bos_token_id": bos, "eos_token_id": tok.eos_id, "do_sample": False}
     write_text_atomic(tmp / "generation_config.json", json.dumps(generation, indent=2, sort_keys=True) + "\n")
-    write_bytes_atomic(tmp / "tokenizer.json", Path(tok.path).read_bytes())
-    tok_config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": tok.eos_token,
-                  "model_max_length": cfg.max_seq_len, "clean_up_tokenization_spaces": False}  # fmt: skip
-    if bos is not None:
-        tok_config["bos_token"] = tok.bos_token
-    write_text_atomic(tmp / "tokenizer_config.json", json.dumps(tok_config, indent=2, sort_keys=True) + "\n")
+    write_hf_tokenizer(tok, tmp, cfg.max_seq_len)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return [out / name for name in names]

@@ -72,7 +72,7 @@ def run_eval(args: argparse.Namespace) -> int:
         score = score_documents(loaded.model, s.documents(), s.lengths, eos_id, seq_len, args.batch_size, device,
                                 desc=f"eval {s.name}")  # fmt: skip
         rows.append((s, score))
-    report = build_report(describe(loaded), seq_len, rows)
+    report = build_report(describe(loaded), seq_len, args.batch_size, rows)
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     for s, _ in rows:
         if s.rejected:
@@ -109,11 +109,12 @@ def _round(x: float | None) -> float | None:
     return None if x is None else float(f"{x:.{DIGITS}g}")
 
 
-def build_report(model: str, seq_len: int, rows: list) -> dict:
+def build_report(model: str, seq_len: int, batch_size: int, rows: list) -> dict:
     sources = {}
     for s, score in rows:
         sources[s.name] = {
-            "documents": score.documents, "tokens": score.tokens, "bytes": s.text_bytes,
+            "documents": score.documents, "tokens": score.tokens, "windows": score.windows, "batches": score.batches,
+            "bytes": s.text_bytes,
             "loss": _round(score.loss), "perplexity": _round(score.perplexity),
             "bits_per_byte": _round(score.bits_per_byte(s.text_bytes)) if s.text_bytes else None,
         }  # fmt: skip
@@ -123,11 +124,13 @@ def build_report(model: str, seq_len: int, rows: list) -> dict:
         known = all(s.text_bytes for s, _ in rows)
         text_bytes = sum(s.text_bytes for s, _ in rows) if known else None
         sources["all"] = {
-            "documents": sum(score.documents for _, score in rows), "tokens": tokens, "bytes": text_bytes,
+            "documents": sum(score.documents for _, score in rows), "tokens": tokens,
+            "windows": sum(score.windows for _, score in rows), "batches": sum(score.batches for _, score in rows),
+            "bytes": text_bytes,
             "loss": _round(nats / tokens), "perplexity": _round(math.exp(nats / tokens)),
             "bits_per_byte": _round(nats / math.log(2) / text_bytes) if known else None,
         }  # fmt: skip
-    return {"model": model, "seq_len": seq_len, "sources": sources}
+    return {"model": model, "seq_len": seq_len, "batch_size": batch_size, "sources": sources}
 
 
 def format_table(report: dict) -> str:
@@ -138,7 +141,11 @@ def format_table(report: dict) -> str:
         for name, r in report["sources"].items()
     ]  # fmt: skip
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    lines = [f"model {report['model']}, windows of {report['seq_len']} tokens"]
+    # `ptk train`'s val loss covers only the first eval.batches held-out batches; this line says the eval covers all.
+    covered = list(report["sources"].values())[-1]  # the `all` row, or the only source
+    lines = [f"model {report['model']}, windows of {report['seq_len']} tokens",
+             f"eval loss over all {covered['batches']:,} batches of up to {report['batch_size']} windows "
+             f"({covered['windows']:,} windows, {covered['tokens']:,} tokens)"]
     for row in [header, *body]:
         lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
     return "\n".join(lines)

@@ -32,6 +32,8 @@ class Score:
     documents: int
     tokens: int  # predicted tokens (each document's tokens and its closing EOS)
     nats: float  # summed cross-entropy
+    windows: int
+    batches: int  # forward passes of up to batch_size windows: all of them, never a subset
 
     @property
     def loss(self) -> float:
@@ -72,11 +74,11 @@ def score_documents(model: torch.nn.Module, docs: Iterable[np.ndarray], lengths:
     (for the progress bar; see the module docstring)."""
     model.eval()
     targets_total = int(np.sum(np.asarray(lengths, dtype=np.int64) + 1))
-    nats, counted = 0.0, 0
+    nats, counted, windows, batches = 0.0, 0, 0, 0
     batch: list[np.ndarray] = []
 
     def run(rows: list[np.ndarray]) -> None:
-        nonlocal nats, counted
+        nonlocal nats, counted, windows, batches
         t = max(len(r) for r in rows) - 1
         inputs = torch.full((len(rows), t), eos_id, dtype=torch.long)
         targets = torch.full((len(rows), t), IGNORE_INDEX, dtype=torch.long)
@@ -89,6 +91,8 @@ def score_documents(model: torch.nn.Module, docs: Iterable[np.ndarray], lengths:
         nats += float(ce.double())
         n = int((targets != IGNORE_INDEX).sum())
         counted += n
+        windows += len(rows)
+        batches += 1
         bar.update(n)
 
     with progress_bar(total=targets_total, desc=desc, unit="tok", unit_scale=True) as bar:
@@ -100,4 +104,4 @@ def score_documents(model: torch.nn.Module, docs: Iterable[np.ndarray], lengths:
         if batch:
             run(batch)
     assert counted == targets_total, (counted, targets_total)
-    return Score(len(lengths), counted, nats)
+    return Score(len(lengths), counted, nats, windows, batches)

@@ -87,7 +87,8 @@ def load_verified_mixture(cfg: TrainConfig, is_main: bool) -> Mixture:
 
 
 def validation_rows(cfg: TrainConfig, sampler: MixtureSampler) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """Per source, all held-out rows: the same on every process and every world size."""
+    """Per source, the first `eval.batches` global batches of held-out rows (fewer when the split is shorter):
+    the same on every process and every world size."""
     if not cfg.eval.every:
         return {}
     out = {}

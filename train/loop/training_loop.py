@@ -64,6 +64,8 @@ class RunSummary:
     tokens_per_s: float
     seconds: float
     val_loss: dict[str, float]
+    val_batches: dict[str, int]  # the held-out subset each source's val loss is taken over (eval.batches at most)
+    val_tokens: dict[str, int]
     spikes: int
     rollbacks: int
 
@@ -75,6 +77,10 @@ class TrainingLoop:
     ) -> None:  # fmt: skip
         self.cfg, self.trainer, self.loader, self.mix, self.env = cfg, trainer, loader, mix, env
         self.val_rows, self.transform = val_rows, transform
+        # Training scores only the first eval.batches held-out batches, `ptk eval` all of them: every report of
+        # val loss says how much it covers, so the two figures are not taken for the same measurement.
+        self.val_batches = {name: -(-len(x) // cfg.batch.global_size) for name, (x, _) in val_rows.items()}
+        self.val_tokens = {name: int(y.numel()) for name, (_, y) in val_rows.items()}
         self.accum = cfg.batch.global_size // (cfg.batch.micro_size * trainer.mesh.dp_size)
         self.run_dir = Path(cfg.run_dir)
         self.detector = SpikeDetector(cfg.spikes)
@@ -251,11 +257,14 @@ class TrainingLoop:
             last = trainer.step == cfg.max_steps
             evaluate = bool(self.val_rows) and (trainer.step % cfg.eval.every == 0 or last)
             if evaluate:
+                t0 = time.perf_counter()
                 val = {name: trainer.evaluate_rows(x, y) for name, (x, y) in self.val_rows.items()}
+                val_seconds = time.perf_counter() - t0  # what `ptk init`'s probe run charges per evaluation
             if self.metrics is not None:
                 self.metrics.write(row)
                 if evaluate:
-                    self.metrics.write({"step": trainer.step, "val_loss": val})
+                    self.metrics.write({"step": trainer.step, "val_loss": val, "val_batches": self.val_batches,
+                                        "val_tokens": self.val_tokens, "val_seconds": val_seconds})  # fmt: skip
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{row['tokens_per_s']:,.0f}")
             bar.update(1)
             if (cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last:
@@ -264,7 +273,7 @@ class TrainingLoop:
         bar.close()
         seconds = time.perf_counter() - start
         return RunSummary(first_step, trainer.step, first_loss, list(recent), trained_tokens / seconds, seconds, val,
-                          self.spikes, self.rollbacks)  # fmt: skip
+                          self.val_batches, self.val_tokens, self.spikes, self.rollbacks)  # fmt: skip
 
 
 SCHEDULE_KEYS = ("max_steps", "optim.lr", "optim.min_lr", "optim.warmup_steps", "optim.schedule", "optim.decay_fraction")
@@ -296,8 +305,14 @@ def format_summary(cfg: TrainConfig, s: RunSummary) -> str:
         f"{math.fsum(s.last_losses) / len(s.last_losses):.4f} (mean of the last {len(s.last_losses)} steps)",
     ]
     if s.val_loss:
-        lines.append("  val loss: " + ", ".join(f"{k} {v:.4f}" for k, v in s.val_loss.items()))
+        lines.append("  val loss (first held-out batches only; ptk eval --mixture scores all): " + ", ".join(
+            f"{k} {v:.4f} ({_count(s.val_batches[k], 'batch', 'batches')}, {s.val_tokens[k]:,} tokens)"
+            for k, v in s.val_loss.items()))
     if s.spikes:
         lines.append(f"  loss spikes: {s.spikes} (action {cfg.spikes.action}, rollbacks {s.rollbacks}); see {EVENTS_FILE}")
     lines.append(f"  run dir: {cfg.run_dir} (metrics.jsonl, config.yaml, checkpoints/)")
     return "\n".join(lines)
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"

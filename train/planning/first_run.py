@@ -119,6 +119,19 @@ def learning_rate(d_model: int) -> float:
     return 1e-3 if d_model <= 512 else 6e-4 if d_model <= 1024 else 3e-4 if d_model <= 2048 else 1.5e-4
 
 
+def warmup_steps(max_steps: int) -> int:
+    return max(1, min(1000, max_steps // 20))
+
+
+def eval_every(max_steps: int) -> int:
+    """Steps between validation passes in the written config: about ten per run."""
+    return max(1, max_steps // 10)
+
+
+def checkpoint_every(max_steps: int) -> int:
+    return max(1, max_steps // 4)
+
+
 def plan_first_run(corpus: Corpus, machine: Machine, minutes: float, law: LossLaw) -> FirstRun:
     budget = machine.flops_per_s * minutes * 60
     params, tokens = law.optimal_split(budget)
@@ -140,7 +153,7 @@ def plan_first_run(corpus: Corpus, machine: Machine, minutes: float, law: LossLa
     return FirstRun(
         model=model, seq_len=seq_len, global_size=global_size, nproc=nproc,
         micro_size=max(1, min(MICRO[machine.device], global_size // nproc)),
-        max_steps=max_steps, warmup_steps=max(1, min(1000, max_steps // 20)), lr=learning_rate(model.d_model),
+        max_steps=max_steps, warmup_steps=warmup_steps(max_steps), lr=learning_rate(model.d_model),
         precision="bf16" if machine.device == "cuda" else "fp32", tokens=trained,
         epochs=trained / corpus.train_tokens, budget_params=params,
         optimal_tokens_per_param=law.optimal_tokens(model.num_params()) / model.num_params(),

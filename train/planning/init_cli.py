@@ -7,7 +7,10 @@
 RUN_NAME becomes the run directory (checkpoints, metrics.jsonl and the resolved config.yaml go
 beside the two files). The sizes come from `train/planning/first_run.py`: this machine's sustained
 FLOP/s for `--minutes`, the law's compute-optimal split, at most four passes over the data, the
-sequence length from the documents. Existing files are never overwritten.
+sequence length from the documents. That FLOP/s is a nominal figure, so the proposed config is then
+run for a few steps and timed (`train/planning/probe.py`; unless --no-measure): the model is re-sized
+for the throughput seen (and timed again if its shape changed) and max_steps is what fills --minutes
+with the measured start-up, steps and evaluations. Existing files are never overwritten.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
 
 MIXTURE_FILE, TRAIN_FILE = "mixture.yaml", "train.yaml"
+PROBE_FILE = ".ptk-init-probe.yaml"  # the proposed config, run for a few steps to time it; removed after
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--mixture", metavar="YAML", help="an existing mixture (copied, its paths rewritten)")
     p.add_argument("--minutes", type=float, default=30.0, help="training time to size for (default %(default)s)")
     p.add_argument("--law", default="besiroglu", help="loss law for the compute-optimal split (see ptk plan)")
+    p.add_argument("--no-measure", action="store_true",
+                   help="size from the nominal FLOP/s of this machine's cores or GPUs, without timing a few steps "
+                   "(the same files for the same inputs; the time is right only on an idle machine)")  # fmt: skip
     p.set_defaults(func=run_init)
 
 
@@ -84,19 +91,25 @@ def mixture_from_yaml(given: str, run: Path) -> str:
     return head + yaml.safe_dump(doc, sort_keys=False)
 
 
-def train_yaml(run: Path, plan, machine, corpus, minutes: float, law_name: str) -> str:
+def train_yaml(run: Path, plan, machine, corpus, minutes: float, law_name: str, probe=None) -> str:
+    from pretrainkit.train.planning.first_run import checkpoint_every, eval_every
+
     m = plan.model
+    speed = (f"~{machine.flops_per_s:.2g} FLOP/s sustained, an estimate" if probe is None else
+             f"~{machine.flops_per_s:.2g} FLOP/s over the minutes, measured: {probe.step_s:.3g} s per step,\n"
+             f"# {probe.eval_s:.2g} s per evaluation and {probe.fixed_s:.1f} s start-up and shut-down "
+             f"in a {probe.steps}-step run")  # fmt: skip
     why = (f"the tokens are capped at 4 passes over the data (the optimum for {minutes:g} minutes wants more)\n"
            "# and the model is sized for those tokens, so it trains in less time than that"
            if plan.data_limited else f"the {law_name} law's compute-optimal split of {minutes:g} minutes of this machine")  # fmt: skip
     return f"""\
 # First training config for {run.name}, written by `ptk init` for this machine ({machine.name},
-# ~{machine.flops_per_s:.2g} FLOP/s sustained, an estimate) and {corpus.train_tokens:,} training tokens.
+# {speed}) and {corpus.train_tokens:,} training tokens.
 # Edit freely: `ptk plan --config` on this file shows memory per device; `ptk train --set key=value` overrides.
 #
 # Plan: {m.num_params() / 1e6:.3g}M parameters trained on {plan.tokens / 1e6:.3g}M tokens ({plan.epochs:.2f} passes over the data),
 # {plan.tokens_per_param:.1f} tokens per parameter ({plan.optimal_tokens_per_param:.1f} would be compute-optimal for this size): about
-# {plan.minutes:.0f} minutes here{f' with --nproc {plan.nproc}' if plan.nproc > 1 else ''}. Sizes: {why}.
+# {_minutes(plan.minutes)} minutes here{f' with --nproc {plan.nproc}' if plan.nproc > 1 else ''}. Sizes: {why}.
 run_dir: .  # this directory: checkpoints/, metrics.jsonl, config.yaml (the resolved config)
 max_steps: {plan.max_steps}
 data:
@@ -115,8 +128,8 @@ optim:
   warmup_steps: {plan.warmup_steps}
   schedule: cosine  # or wsd (warmup-stable-decay)
 precision: {plan.precision}
-eval: {{every: {max(1, plan.max_steps // 10)}, batches: 4}}  # validation loss per source
-checkpoint: {{every: {max(1, plan.max_steps // 4)}, keep: 2}}  # the same command resumes from the newest
+eval: {{every: {eval_every(plan.max_steps)}, batches: 4}}  # validation loss per source
+checkpoint: {{every: {checkpoint_every(plan.max_steps)}, keep: 2}}  # the same command resumes from the newest
 # logging: {{tensorboard: true}}  # or wandb: {{project: NAME, mode: offline}}  (pip install 'pretrainkit[tracking]')
 """
 
@@ -141,14 +154,52 @@ def run_init(args: argparse.Namespace) -> int:
     mix = load_mixture(run / MIXTURE_FILE, verify=False)
     lengths = np.concatenate([s.shard_set.doc_lengths() for s in mix.train_sources])
     corpus = Corpus(sum(s.train_tokens for s in mix.train_sources), int(np.median(lengths)), mix.tokenizer.vocab_size)
-    machine = this_machine()
+    machine, probe = this_machine(), None
     plan = plan_first_run(corpus, machine, args.minutes, law)
-    write_text_atomic(run / TRAIN_FILE, train_yaml(run, plan, machine, corpus, args.minutes, law.name))
+    if not args.no_measure:
+        try:
+            plan, machine, probe = measured_plan(run, plan, machine, corpus, args.minutes, law)
+        except BaseException:  # no half-written RUN_NAME: the same command can run again
+            (run / MIXTURE_FILE).unlink(missing_ok=True)
+            raise
+    write_text_atomic(run / TRAIN_FILE, train_yaml(run, plan, machine, corpus, args.minutes, law.name, probe))
     load_config(run / TRAIN_FILE)  # what ptk train will read: a bug here is ours, not the user's
     sources = f"{len(mix.sources)} source{'s' if len(mix.sources) > 1 else ''}"
     print(f"ptk init: wrote {run / MIXTURE_FILE} ({sources}) and {run / TRAIN_FILE}: "
           f"{plan.params / 1e6:.3g}M parameters, {plan.max_steps} steps of {plan.global_size} x {plan.seq_len} "
           f"tokens ({plan.tokens / 1e6:.3g}M tokens, {plan.epochs:.2f} epochs, {plan.tokens_per_param:.1f} tokens/param), "
-          f"about {plan.minutes:.0f} min on {machine.name}")  # fmt: skip
+          f"about {_minutes(plan.minutes)} min on {machine.name}"
+          + ("" if probe is None else f" (measured: {probe.step_s:.3g} s per step, {probe.fixed_s:.1f} s start-up)"))  # fmt: skip
     print(f"next: ptk train {run / TRAIN_FILE}" + (f" --nproc {plan.nproc}" if plan.nproc > 1 else ""))
     return 0
+
+
+def measured_plan(run: Path, plan, machine, corpus, minutes: float, law):
+    """Time `plan` on this machine; re-size the model for the throughput seen (timing it again when its
+    shape changes) and fit max_steps to `minutes`. Returns the plan, the measured machine and the probe."""
+    from pretrainkit.train.planning.first_run import plan_first_run
+    from pretrainkit.train.planning.probe import fit_to_minutes, measured_machine
+
+    probe = _probe(run, plan, machine, corpus, minutes, law.name)
+    measured = measured_machine(machine, plan, probe, minutes)
+    resized = plan_first_run(corpus, measured, minutes, law)
+    shape = ("model", "seq_len", "global_size", "micro_size", "nproc")
+    if any(getattr(resized, k) != getattr(plan, k) for k in shape):
+        probe = _probe(run, resized, measured, corpus, minutes, law.name)
+        measured = measured_machine(measured, resized, probe, minutes)
+    return fit_to_minutes(resized, probe, minutes, corpus), measured, probe
+
+
+def _probe(run: Path, plan, machine, corpus, minutes: float, law_name: str):
+    from pretrainkit.train.planning.probe import measure, probe_steps
+
+    path = run / PROBE_FILE
+    write_text_atomic(path, train_yaml(run, plan, machine, corpus, minutes, law_name))
+    try:
+        return measure(path, plan.nproc, probe_steps(plan, machine))
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _minutes(m: float) -> str:
+    return f"{m:.0f}" if m >= 10 else f"{m:.1f}"

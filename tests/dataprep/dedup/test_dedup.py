@@ -4,22 +4,22 @@ short documents, bad input, and the CLI's error contract."""
 from __future__ import annotations
 
 import gzip
-from dataclasses import replace
 import json
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zstandard
 
-from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
 from pretrainkit.dataprep.dedup.budget import DedupBudget
 from pretrainkit.dataprep.dedup.index import DedupIndex
 from pretrainkit.dataprep.dedup.pairs import partition_pairs
+from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
 from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.errors import UserError
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pretrainkit import files
 from pretrainkit.dataprep.dedup import index
 from pretrainkit.dataprep.dedup.index import FinishJob, IndexPart, finish_part, part_files_whole
-from pretrainkit.dataprep.dedup.scan import ScanJob, Scanning, scan_part
 from pretrainkit.dataprep.dedup.minhash import MinHasher, lsh_params
+from pretrainkit.dataprep.dedup.scan import ScanJob, Scanning, scan_part
 from pretrainkit.dataprep.readers import discover_inputs, plan_read_tasks
-from pretrainkit import files
 from pretrainkit.files import TMP_MARK
 
 

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from pretrainkit.dataprep.dedup.kernels import cache_dir
 

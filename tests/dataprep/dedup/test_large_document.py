@@ -22,8 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures.corpora import ROOT, need_data
-from fixtures.corpora import write_document
+from fixtures.corpora import ROOT, need_data, write_document
 from pretrainkit.dataprep.dedup.minhash import MinHasher, band_hashes, near_normal_bytes
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 

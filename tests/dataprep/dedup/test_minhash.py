@@ -4,13 +4,12 @@ does not depend on its batch; normalization ignores case, punctuation, accents a
 from __future__ import annotations
 
 import unicodedata
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fixtures.corpora import DATA
 from pretrainkit.dataprep.dedup import minhash
-
 from pretrainkit.dataprep.dedup.minhash import MinHasher, lsh_params
 from pretrainkit.dataprep.dedup.similarity import jaccard
 
@@ -174,7 +173,7 @@ def test_hash_sort_orders_any_values():
 def test_a_large_document_hashed_in_windows_equals_hashing_it_whole(ascii_only):
     """Documents over `large_bytes` are hashed piece by piece (bounded memory, issue 13 item 7); the
     signature, shingle set and count are exactly those of the whole-document computation."""
-    text = (Path(__file__).resolve().parents[4] / "shared" / "data" / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
+    text = (DATA / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
     text = text[:300_000] + " Ça dépend: ÉTÉ, naïve café. " * 50
     if ascii_only:
         text = text.encode("ascii", "ignore").decode()
@@ -198,7 +197,7 @@ def test_a_large_text_normalized_in_pieces_hashes_as_whole(ascii_only):
     from pretrainkit.dataprep.dedup.digests import blake2b_128
     from pretrainkit.dataprep.dedup.scan import hash_inputs, normalized_pieces
 
-    text = (Path(__file__).resolve().parents[4] / "shared" / "data" / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
+    text = (DATA / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
     text = "  \n " + text[:200_000] + " Ça dépend: ÉTÉ, naïve café, ΟΔΟΣ Σ. " * 40 + " \n\t  "
     if ascii_only:
         text = text.encode("ascii", "ignore").decode()

@@ -14,9 +14,9 @@ import pytest
 from fixtures import corpora
 from pretrainkit.dataprep.dedup.index import COALESCE_GAP, SCRATCH_BYTES, DedupIndex, read_extents
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
-from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.dataprep.dedup.rows import _decimals
 from pretrainkit.dataprep.dedup.similarity import jaccard, pair_similarities, pairs_reaching
+from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.errors import UserError
 
 

@@ -10,8 +10,8 @@ import numpy as np
 
 from pretrainkit.dataprep.dedup.digests import blake2b_128
 from pretrainkit.dataprep.dedup.index import id_line, id_lines
-from pretrainkit.dataprep.dedup.scan import hash_inputs
 from pretrainkit.dataprep.dedup.minhash import near_normal_bytes
+from pretrainkit.dataprep.dedup.scan import hash_inputs
 
 _ASCII_WHITESPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
 
@@ -54,8 +54,8 @@ def test_the_scan_writes_each_documents_band_hashes_and_none_without_near_dedup(
     """A scan part holds, per document, the band hashes of its MinHash signature (no signature);
     with --no-near (0 bands) it writes no band hashes and the same everything else."""
     from fixtures.corpora import write_jsonl
-    from pretrainkit.dataprep.dedup.scan import ScanJob, Scanning, scan_part
     from pretrainkit.dataprep.dedup.minhash import MinHasher, band_hashes, lsh_params
+    from pretrainkit.dataprep.dedup.scan import ScanJob, Scanning, scan_part
     from pretrainkit.dataprep.readers import discover_inputs, plan_read_tasks
 
     docs = reuters_docs[:300] + [("accents", "Ça dépend: ÉTÉ, naïve café. " * 20), ("short", "two words")]

@@ -20,13 +20,13 @@ import pytest
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 import ray  # noqa: E402  (a dev dependency: these tests fail, not skip, without it)
 
+from pretrainkit.cli import main  # noqa: E402
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup  # noqa: E402
 from pretrainkit.dataprep.executors.local import LocalRunner  # noqa: E402
 from pretrainkit.dataprep.executors.ray import RayRunner  # noqa: E402
 from pretrainkit.dataprep.prepare import run_prepare  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus  # noqa: E402
 from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer  # noqa: E402
-from pretrainkit.cli import main  # noqa: E402
 from pretrainkit.errors import UserError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]

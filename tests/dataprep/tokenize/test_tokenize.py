@@ -13,13 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures.corpora import need_data
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
+from fixtures.corpora import DATA, need_data
 from pretrainkit.cli import main
-from pretrainkit.shards import ShardSet
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.errors import UserError
+from pretrainkit.shards import ShardSet
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 ROOT = Path(__file__).resolve().parents[3]
 
 

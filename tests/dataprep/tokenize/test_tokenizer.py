@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from tokenizers import Tokenizer, models
 
-from fixtures.corpora import need_data
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
+from fixtures.corpora import DATA, need_data
 from pretrainkit.cli import main
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.errors import UserError
 
-WIKI = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "wikitext2"
+WIKI = DATA / "wikitext2"
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
+from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.train.checkpoint.export import load_exported
 
 

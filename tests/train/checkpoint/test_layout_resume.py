@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.cli import main
+from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.train.checkpoint.export import load_exported
 
 # Pipeline stages cannot share a tied embedding (tensor parallelism can: test_train_parallel.py).

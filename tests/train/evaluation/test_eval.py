@@ -6,19 +6,17 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import yaml
 
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
+from fixtures.corpora import DATA
 from pretrainkit.cli import main
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.train.evaluation.scoring import score_documents, stream_windows
 from pretrainkit.train.model.llama import ModelConfig, Transformer
-
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 
 
 @pytest.mark.parametrize("seq_len", [1, 3, 8, 64])
@@ -94,12 +92,16 @@ def test_mixture_held_out_scores_are_deterministic_and_consistent(trained, capsy
         docs = [source.shard_set.document(int(i)) for i in heldout]
         assert row["documents"] == len(docs) == source.split.heldout.num_docs
         assert row["tokens"] == sum(len(d) + 1 for d in docs) == source.heldout_tokens
+        # Every window scored, none left out: windows of 65 tokens sharing one, in batches of --batch-size 8.
+        assert row["windows"] == math.ceil(row["tokens"] / 64) and row["batches"] == math.ceil(row["windows"] / 8)
         assert row["bytes"] == sum(len(tok.tokenizer.decode(d.tolist()).encode()) for d in docs)
         assert row["perplexity"] == pytest.approx(math.exp(row["loss"]), rel=1e-5)
         assert row["bits_per_byte"] == pytest.approx(row["loss"] * row["tokens"] / math.log(2) / row["bytes"], rel=1e-5)
         assert 1.5 < row["loss"] < math.log(600)  # ten steps learned something
     total = first["sources"]["all"]
-    assert total["tokens"] == sum(first["sources"][s.name]["tokens"] for s in mix.sources)
+    for key in ("tokens", "windows", "batches"):
+        assert total[key] == sum(first["sources"][s.name][key] for s in mix.sources)
+    assert first["batch_size"] == 8
 
 
 def test_text_and_its_shards_and_the_export_give_the_same_numbers(trained, capsys, tmp_path) -> None:
@@ -131,8 +133,11 @@ def test_the_table_and_one_line_errors(trained, capsys, tmp_path) -> None:
     run = str(root / "run")
     assert main(["eval", run, "--mixture", str(root / "mix.yaml"), "--tokenizer", str(root / "tok.json")]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[1].split() == ["source", "documents", "tokens", "loss", "perplexity", "bits/byte"]
-    assert [line.split()[0] for line in out[2:]] == ["plays", "wiki", "all"]
+    total = _eval_json(capsys, run, "--mixture", str(root / "mix.yaml"))["sources"]["all"]
+    assert out[1] == (f"eval loss over all {total['batches']:,} batches of up to 8 windows "
+                      f"({total['windows']:,} windows, {total['tokens']:,} tokens)")  # fmt: skip
+    assert out[2].split() == ["source", "documents", "tokens", "loss", "perplexity", "bits/byte"]
+    assert [line.split()[0] for line in out[3:]] == ["plays", "wiki", "all"]
     assert main(["eval", run, "--text", str(root / "wiki.jsonl")]) == 2
     assert "--text needs the model's tokenizer" in capsys.readouterr().err
     assert main(["eval", run, "--shards", str(root / "shards" / "wiki"), "--seq-len", "65"]) == 2

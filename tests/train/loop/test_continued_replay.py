@@ -14,16 +14,15 @@ import pytest
 import torch
 import yaml
 
-from fixtures.corpora import need_data
-from pretrainkit.mixtures import MixtureSampler, load_mixture
+from fixtures.corpora import DATA, need_data
 from pretrainkit.errors import UserError
+from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.train.checkpoint.checkpoints import loader_state_of
-from pretrainkit.train.config import load_config
 from pretrainkit.train.checkpoint.export import export_model
 from pretrainkit.train.checkpoint.init_from import find_init_source
+from pretrainkit.train.config import load_config
 from pretrainkit.train.loop.run import run_training
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 SEQ, BATCH, BASE_STEPS = 32, 8, 8  # conftest's tiny config: seq_len 32, global batch 8
 
 
@@ -112,7 +111,7 @@ def test_replay_continues_at_the_next_sequence_and_a_continued_run_continues(ses
            if "val_loss" in line]  # fmt: skip
     assert set(val[-1]) == {"wiki", "peps", "shakespeare"} and all(np.isfinite(list(val[-1].values())))
     err = capsys.readouterr().err
-    assert "initialized from" in err and "val loss: wiki" in err and "shakespeare" in err.split("val loss:")[1]
+    assert "initialized from" in err and "scores all): wiki" in err and "shakespeare" in err.split("val loss")[1]
 
     # A continued run continued again: the wiki stream goes on where the first continuation stopped.
     mix2 = _continued_mixture(tmp_path / "c2", session_kit.mixture, tmp_path / "c1" / "run", "continue", peps)

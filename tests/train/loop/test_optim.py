@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from pretrainkit.train.model.llama import ModelConfig, Transformer
 from pretrainkit.train.loop.optim import Schedule, lr_at, param_groups
+from pretrainkit.train.model.llama import ModelConfig, Transformer
 from pretrainkit.train.parallel.data_parallel import clip_grad_norm
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ def test_ptk_train_learns_and_writes_its_run_dir(kit, tmp_path: Path, capsys) ->
     config = kit.config(tmp_path, max_steps=24, checkpoint={"every": 8, "keep": 2}, eval={"every": 12, "batches": 1})
     assert main(["train", str(config)]) == 0
     err = capsys.readouterr().err
-    assert "ptk train: steps 1-24 of 24" in err and "val loss: shakespeare" in err
+    assert "ptk train: steps 1-24 of 24" in err and "ptk eval --mixture scores all): shakespeare" in err
     run = tmp_path / "run"
     rows = kit.rows(run)
     assert [r["step"] for r in rows] == list(range(1, 25))
@@ -35,6 +36,34 @@ def test_ptk_train_learns_and_writes_its_run_dir(kit, tmp_path: Path, capsys) ->
 
     assert main(["train", str(config)]) == 0  # same command again: already done
     assert "already reached max_steps=24" in capsys.readouterr().err
+
+
+def test_val_loss_and_eval_loss_say_how_much_of_the_held_out_split_they_cover(kit, tmp_path: Path, capsys) -> None:
+    from pretrainkit.mixtures import load_mixture
+
+    # eval.batches 2 of 8 rows of 32 tokens: a subset; 1000: as many batches as the held-out split holds.
+    for batches in (2, 1000):
+        config = kit.config(tmp_path / str(batches), max_steps=2, eval={"every": 2, "batches": batches},
+                            checkpoint={"every": 0, "keep": 1})  # fmt: skip
+        assert main(["train", str(config)]) == 0
+        summary = capsys.readouterr().err
+        logged = [json.loads(line) for line in (tmp_path / str(batches) / "run" / "metrics.jsonl").read_text().splitlines()]
+        val = [row for row in logged if "val_loss" in row][-1]
+        for source in load_mixture(kit.mixture).sources:
+            rows = min(2 * 8, source.heldout_tokens // 33) if batches == 2 else source.heldout_tokens // 33
+            want_batches, want_tokens = math.ceil(rows / 8), rows * 32
+            assert val["val_batches"][source.name] == want_batches and val["val_tokens"][source.name] == want_tokens
+            assert (f"{source.name} {val['val_loss'][source.name]:.4f} ({want_batches} batches, {want_tokens:,} tokens)"
+                    in summary)  # fmt: skip
+        assert "val loss (first held-out batches only; ptk eval --mixture scores all): " in summary
+
+    # `ptk eval` on the same checkpoint and held-out splits: all of them, with the counts that cover them.
+    assert main(["eval", str(tmp_path / "1000" / "run"), "--mixture", str(kit.mixture), "--batch-size", "4"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    held = [s.heldout_tokens for s in load_mixture(kit.mixture).sources]
+    per_source = [math.ceil(t / 32) for t in held]  # windows of 33 tokens, each sharing one with the next
+    tokens, windows, batches = sum(held), sum(per_source), sum(math.ceil(w / 4) for w in per_source)
+    assert out[1] == f"eval loss over all {batches:,} batches of up to 4 windows ({windows:,} windows, {tokens:,} tokens)"
 
 
 def test_bad_config_key_fails_in_one_line_naming_it(kit, tmp_path: Path) -> None:

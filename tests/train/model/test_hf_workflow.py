@@ -13,11 +13,13 @@ import torch
 import torch.nn.functional as F
 import yaml
 
+from fixtures.corpora import DATA, need_data
+from pretrainkit.cli import main
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.mixtures import MixtureSampler, load_mixture
-from pretrainkit.cli import main
 from pretrainkit.train.checkpoint.load_model import load_model
 from pretrainkit.train.model.generate import generate
+from pretrainkit.train.model.llama import FAMILIES
 
 SEQ, BATCH = 32, 8
 
@@ -199,3 +201,40 @@ def test_ptk_eval_scores_an_hf_directory_like_its_export(hf_model_with_tokenizer
         assert main(["eval", str(model), "--mixture", str(mix), "--seq-len", "64", "--json"]) == 0
         reports.append(json.loads(capsys.readouterr().out)["sources"])
     assert reports[0] == reports[1] and 2 < reports[0]["plays"]["loss"] < 20 and reports[0]["plays"]["bits_per_byte"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_autotokenizer_on_an_hf_export_gives_the_ids_training_gave(hf_model_with_tokenizer, family: str,
+                                                                  tmp_path: Path) -> None:  # fmt: skip
+    """The conftest's BPE tokenizer (trained by `train_tokenizer`) exported with each family's config.json:
+    AutoTokenizer must load `tokenizer.json` as it is (transformers 5 builds Qwen2's own tokenizer class
+    for `qwen2`, another pre-tokenizer), and encode like `ptk tokenize`, special-token text included."""
+    import textwrap
+
+    from transformers import AutoTokenizer
+
+    from pretrainkit.shards import ShardSet
+
+    directory, _, _ = hf_model_with_tokenizer(family)
+    out = tmp_path / "out"
+    assert main(["export", str(directory), "--format", "hf", "-o", str(out)]) == 0
+    assert json.loads((out / "config.json").read_text())["model_type"] == family
+    # Real text: Python's own documentation (docstrings of the standard library) and WikiText-2 with its
+    # non-ASCII, plus a literal special token, which training encodes as plain text.
+    wiki = need_data(DATA / "wikitext2" / "valid.txt").read_text(encoding="utf-8")[:20_000]
+    texts = [m.__doc__ for m in (json, textwrap, pytest, Path) if m.__doc__] + [p for p in wiki.split("\n \n") if p.strip()]
+    texts.append("end of one story <|endoftext|> and, still inside the same document, the next")
+    assert any(ord(c) > 127 for t in texts for c in t)
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    assert main(["tokenize", str(tmp_path / "docs.jsonl"), "--tokenizer", str(out), "-o", str(tmp_path / "shards")]) == 0
+    shards = ShardSet.open(tmp_path / "shards")
+    assert shards.num_docs == len(texts)
+    trained = [shards.document(i).tolist() for i in range(len(texts))]
+    ours = load_tokenizer(out)
+    assert ours.eos_id not in trained[-1]  # the literal `<|endoftext|>` became ordinary tokens
+    for trust in (None, False, True):
+        tok = AutoTokenizer.from_pretrained(out, **({} if trust is None else {"trust_remote_code": trust}))
+        assert [tok(t).input_ids for t in texts] == trained, (family, trust, type(tok).__name__)
+        assert tok.eos_token == ours.eos_token == "<|endoftext|>" and tok.eos_token_id == ours.eos_id == shards.tokenizer.eos_id
+        assert tok.bos_token is None and ours.bos_token is None  # training adds no BOS; neither does transformers
+        assert tok.decode(trained[0]) == texts[0]

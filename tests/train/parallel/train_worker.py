@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from pretrainkit.files import write_text_atomic  # noqa: E402
 from pretrainkit.train.checkpoint.init_from import find_init_source, initialize  # noqa: E402
 from pretrainkit.train.config import config_from_dict  # noqa: E402
-from pretrainkit.train.parallel.distributed import DistEnv, exit_process, init_distributed, shutdown  # noqa: E402
 from pretrainkit.train.loop.trainer import Trainer  # noqa: E402
 from pretrainkit.train.model.resolve import model_config  # noqa: E402
+from pretrainkit.train.parallel.distributed import DistEnv, exit_process, init_distributed, shutdown  # noqa: E402
 
 VOCAB, SEQ = 97, 16
 BASE = {

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from pretrainkit.mixtures import load_mixture
 from pretrainkit.cli import main
+from pretrainkit.mixtures import load_mixture
 from pretrainkit.train.config import load_config
 from pretrainkit.train.planning.first_run import MAX_EPOCHS, Corpus, Machine, plan_first_run
 from pretrainkit.train.planning.plan import LAWS
+from pretrainkit.train.planning.probe import Probe, fit_to_minutes
 
 LAW = LAWS["besiroglu"]
 CPU = Machine("cpu", 2, "2 CPU cores", 8e10)
@@ -23,7 +28,8 @@ GPUS = Machine("cuda", 8, "8 x NVIDIA H100", 8 * 0.4 * 989e12)
 def test_init_writes_commented_files_that_train_as_written(kit, tmp_path: Path, capsys) -> None:
     shards = kit.mixture.parent
     run = tmp_path / "first"
-    assert main(["init", str(run), "--shards", str(shards / "shakespeare"), str(shards / "wiki"), "--minutes", "5"]) == 0
+    assert main(["init", str(run), "--shards", str(shards / "shakespeare"), str(shards / "wiki"), "--minutes", "5",
+                 "--no-measure"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert f"next: ptk train {run / 'train.yaml'}" in out  # with --nproc N for this machine's cores
     mixture_text, train_text = (run / "mixture.yaml").read_text(), (run / "train.yaml").read_text()
@@ -45,13 +51,14 @@ def test_init_writes_commented_files_that_train_as_written(kit, tmp_path: Path, 
     assert main(["init", str(run), "--shards", str(shards / "wiki")]) == 2
     assert "exists; ptk init never overwrites" in capsys.readouterr().err
     again = tmp_path / "again" / "first"
-    assert main(["init", str(again), "--shards", str(shards / "shakespeare"), str(shards / "wiki"), "--minutes", "5"]) == 0
+    assert main(["init", str(again), "--shards", str(shards / "shakespeare"), str(shards / "wiki"), "--minutes", "5",
+                 "--no-measure"]) == 0  # fmt: skip
     assert (again / "train.yaml").read_text() == train_text
 
 
 def test_init_from_a_mixture_rewrites_its_paths(kit, tmp_path: Path) -> None:
     run = tmp_path / "deep" / "er" / "run"
-    assert main(["init", str(run), "--mixture", str(kit.mixture)]) == 0
+    assert main(["init", str(run), "--mixture", str(kit.mixture), "--no-measure"]) == 0
     copied, original = load_mixture(run / "mixture.yaml"), load_mixture(kit.mixture)
     assert [(s.name, s.weight, s.shard_set.fingerprint) for s in copied.sources] == \
         [(s.name, s.weight, s.shard_set.fingerprint) for s in original.sources]  # fmt: skip
@@ -78,3 +85,90 @@ def test_sizes_follow_the_data_and_the_budget() -> None:
     # On the law's own terms the choice is near the optimum for its compute.
     n_opt, _ = LAW.optimal_split(GPUS.flops_per_s * 3600)
     assert abs(math.log(gpu.params / n_opt)) < math.log(2)
+
+
+def _run_seconds(n: int, probe: Probe) -> float:
+    """A run's wall time as the probe predicts it, counted here: evaluations every n // 10 steps and at the last."""
+    every = max(1, n // 10)
+    evaluations = len([s for s in range(1, n + 1) if s % every == 0 or s == n])
+    return probe.fixed_s + n * probe.step_s + evaluations * probe.eval_s
+
+
+def test_the_steps_fill_the_minutes_at_the_measured_speed() -> None:
+    big, small = Corpus(10_000_000_000, 3000, 4096), Corpus(1_000_000, 300, 4096)
+    plan = plan_first_run(big, CPU, minutes=10, law=LAW)
+    for probe in (Probe(steps=8, step_s=0.5, eval_s=2.0, fixed_s=12.0), Probe(8, 1.0, 4.0, 12.0), Probe(8, 0.05, 0.3, 40.0)):
+        fitted = fit_to_minutes(plan, probe, 10, big)
+        most = max(n for n in range(1, 20_000) if _run_seconds(n, probe) <= 600)  # the most steps that fit 600 s
+        assert fitted.max_steps == most and fitted.minutes * 60 == pytest.approx(_run_seconds(most, probe))
+        assert fitted.minutes == pytest.approx(10, abs=0.01)
+        assert fitted.tokens == most * plan.global_size * plan.seq_len and fitted.model == plan.model
+        assert fitted.warmup_steps == max(1, most // 20) and not fitted.data_limited
+    # A small corpus caps the steps at four passes, and the estimate says the run ends early.
+    capped = fit_to_minutes(plan, Probe(8, 0.5, 2.0, 12.0), 10, small)
+    assert capped.data_limited and capped.tokens <= MAX_EPOCHS * small.train_tokens and capped.minutes < 10
+
+
+MEASURED = re.compile(r"measured: ([0-9.e+-]+) s per step,\n# ([0-9.e+-]+) s per evaluation and ([0-9.]+) s start-up "
+                      r"and shut-down in a (\d+)-step run")  # fmt: skip
+
+
+def _init_measured(kit, run: Path, minutes: float, capsys) -> tuple[Probe, dict, str]:
+    shards = kit.mixture.parent
+    assert main(["init", str(run), "--shards", str(shards / "shakespeare"), str(shards / "wiki"), "--minutes", str(minutes)]) == 0
+    out = capsys.readouterr().out
+    text = (run / "train.yaml").read_text()
+    step_s, eval_s, fixed_s, steps = MEASURED.search(text).groups()
+    return Probe(int(steps), float(step_s), float(eval_s), float(fixed_s)), yaml.safe_load(text), out
+
+
+def test_init_times_a_few_real_steps_and_sizes_the_run_from_them(kit, tmp_path: Path, capsys) -> None:
+    run = tmp_path / "timed"
+    probe, cfg, out = _init_measured(kit, run, 0.5, capsys)
+    assert sorted(p.name for p in run.iterdir()) == ["mixture.yaml", "train.yaml"]  # the probe's config is gone
+    assert 4 <= probe.steps <= 20 and probe.step_s > 0 and probe.fixed_s > 1  # a real launch: interpreters, imports
+    assert f"(measured: {probe.step_s:.3g} s per step, {probe.fixed_s:.1f} s start-up)" in out
+    # The estimate printed is the measured start-up, steps and evaluations of max_steps; not data-limited
+    # here, so they fill the half minute.
+    estimate = float(re.search(r"about ([0-9.]+) min on", out).group(1))
+    assert probe.seconds(cfg["max_steps"]) / 60 == pytest.approx(estimate, abs=0.05)
+    assert "capped at 4 passes" not in (run / "train.yaml").read_text()
+    assert probe.seconds(cfg["max_steps"]) == pytest.approx(30, rel=0.03)
+
+
+@pytest.mark.slow
+def test_a_measured_first_run_trains_in_the_time_it_was_sized_for(kit, tmp_path: Path, capsys) -> None:
+    run = tmp_path / "minute"
+    start = time.perf_counter()
+    probe, cfg, out = _init_measured(kit, run, 1, capsys)
+    init_s = time.perf_counter() - start
+    nproc = re.search(r"--nproc (\d+)", out)
+    command = [sys.executable, "-m", "pretrainkit.cli", "train", str(run / "train.yaml")]
+    start = time.perf_counter()
+    done = subprocess.run(command + (["--nproc", nproc.group(1)] if nproc else []), capture_output=True, text=True)
+    train_s = time.perf_counter() - start
+    assert done.returncode == 0, done.stderr
+    estimate = probe.seconds(cfg["max_steps"])
+    print(f"ptk init {init_s:.1f} s; estimate {estimate:.1f} s; ptk train took {train_s:.1f} s")
+    if "capped at 4 passes" not in (run / "train.yaml").read_text():
+        assert estimate == pytest.approx(60, rel=0.03)
+    assert train_s == pytest.approx(estimate, rel=0.25)
+
+
+def test_a_failed_probe_is_one_line_and_leaves_nothing_behind(kit, tmp_path: Path, capsys) -> None:
+    import shutil
+
+    # A shard altered in place (same size): ptk init reads only the manifest and lengths, the probe's
+    # `ptk train` hashes every shard and stops.
+    shards = tmp_path / "wiki"
+    shutil.copytree(kit.mixture.parent / "wiki", shards)
+    shard = sorted(shards.glob("shard-*"))[0]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    run = tmp_path / "run"
+    assert main(["init", str(run), "--shards", str(shards), "--minutes", "0.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the probe run (a few steps of it, to time this machine) failed:" in err[0]
+    assert shard.name in err[0] and "--no-measure" in err[0]
+    assert list(run.iterdir()) == []  # the same command can run again once the shard is fixed

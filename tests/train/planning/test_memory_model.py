@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pretrainkit.train.planning.memory import ActivationShape, activation_bytes, memory_table, model_states
 from pretrainkit.train.model.llama import ModelConfig, Transformer
+from pretrainkit.train.planning.memory import ActivationShape, activation_bytes, memory_table, model_states
 
 
 def test_zero_paper_example_7_5b_parameters_on_64_devices():

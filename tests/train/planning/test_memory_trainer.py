@@ -50,10 +50,17 @@ def measure(case: dict) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     from pretrainkit.train.config import config_from_dict
-    from pretrainkit.train.parallel.distributed import init_distributed
-    from pretrainkit.train.planning.memory import PARALLEL_STRATEGY, ActivationShape, Split, model_states, stage_activation_bytes, stage_params
     from pretrainkit.train.loop.trainer import Trainer
     from pretrainkit.train.model.resolve import model_config
+    from pretrainkit.train.parallel.distributed import init_distributed
+    from pretrainkit.train.planning.memory import (
+        PARALLEL_STRATEGY,
+        ActivationShape,
+        Split,
+        model_states,
+        stage_activation_bytes,
+        stage_params,
+    )
 
     env = init_distributed("cpu")
     v, s, b, parallel = case["vocab"], case["seq"], case["micro"], case.get("parallel", "ddp")

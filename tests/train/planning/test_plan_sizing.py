@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import yaml
 
-from fixtures.corpora import need_data
+from fixtures.corpora import DATA, need_data
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
 from pretrainkit.shards import write_shards
 from pretrainkit.train.model.llama import ModelConfig
-from pretrainkit.train.planning.plan import LAWS, LossLaw, load_law, resolve_budget
 from pretrainkit.train.planning.cli import human
-
-DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
+from pretrainkit.train.planning.plan import LAWS, LossLaw, load_law, resolve_budget
 
 
 @pytest.mark.parametrize("name", sorted(LAWS))

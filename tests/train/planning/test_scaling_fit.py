@@ -11,9 +11,9 @@ import yaml
 
 from pretrainkit.cli import main
 from pretrainkit.train.config import config_from_dict, to_dict
+from pretrainkit.train.model.resolve import model_config
 from pretrainkit.train.planning.plan import LAWS, LossLaw, load_law
 from pretrainkit.train.planning.scaling import RunPoint, fit_loss_law
-from pretrainkit.train.model.resolve import model_config
 
 TRUE = LossLaw(E=1.9, A=350.0, B=1200.0, alpha=0.32, beta=0.36, name="true")
 GRID_N = [1e7, 3e7, 1e8, 3e8, 1e9]

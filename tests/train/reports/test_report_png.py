@@ -21,7 +21,7 @@ from matplotlib.image import imread
 from fixtures.corpora import need_data
 from pretrainkit.cli import main
 from pretrainkit.shards import write_shards
-from pretrainkit.train.reports.report import PANELS, SPIKE_COLOR
+from pretrainkit.train.reports.report import SPIKE_COLOR
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT.parent / "shared" / "data"
