@@ -24,7 +24,6 @@ from pretrainkit.train.checkpoint import cli as checkpoint_cli
 from pretrainkit.train.evaluation import cli as evaluation_cli
 from pretrainkit.train.model import cli as model_cli
 from pretrainkit.train.planning import cli as planning_cli
-from pretrainkit.train.planning import init_cli
 from pretrainkit.train.reports import cli as reports_cli
 
 # Each folder's cli.py registers the commands it owns (`register(subparsers)`), in the order `ptk --help` lists them.
@@ -35,7 +34,6 @@ COMMAND_MODULES = (
     shards_cli,
     mixtures_cli,
     planning_cli,
-    init_cli,
     train_cli,
     reports_cli,
     checkpoint_cli,

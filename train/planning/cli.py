@@ -1,11 +1,21 @@
-"""`ptk plan` and `ptk scaling fit`: sizing a run before it starts.
+"""`ptk plan`, `ptk scaling fit` and `ptk init`: sizing a run before it starts.
 
     ptk plan --flops 1e21 --devices 64 --device-memory 80 --peak-flops 989e12
     ptk plan --config run.yaml --tokens 2B --devices 2
     ptk plan --config run.yaml --devices 8 --tp 2 --pp 2
     ptk scaling fit runs/s1 runs/s2 runs/s3 runs/s4 runs/s5 --flops 1e20 -o law.json
+    ptk init runs/first --shards shards/web shards/code --minutes 60   # a first mixture.yaml and train.yaml
 
 Quantities accept SI suffixes: `7.5B` parameters, `300B` tokens, `989T` FLOP/s.
+
+`ptk init RUN_NAME (--shards DIR... | --mixture YAML)` makes RUN_NAME the run directory (checkpoints,
+metrics.jsonl and the resolved config.yaml go beside its two files, `init_files.py`). The sizes come
+from `first_run.py`: this machine's sustained FLOP/s for `--minutes`, the law's compute-optimal split,
+at most four passes over the data, the sequence length from the documents. That FLOP/s is a nominal
+figure, so the proposed config is then run for a few steps and timed (`probe.py`; unless --no-measure):
+the model is re-sized for the throughput seen (and timed again if its shape changed) and max_steps is
+what fills --minutes with the measured start-up, steps and evaluations. Existing files are never
+overwritten.
 """
 
 from __future__ import annotations
@@ -14,11 +24,21 @@ import argparse
 import dataclasses
 import json
 import re
+
+import numpy as np
 from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
 from pretrainkit.quantities import quantity
+from pretrainkit.train.planning.init_files import (
+    MIXTURE_FILE,
+    TRAIN_FILE,
+    minutes_text,
+    mixture_from_shards,
+    mixture_from_yaml,
+    train_yaml,
+)
 from pretrainkit.train.planning.memory import PARALLEL_STRATEGY, STATE_BYTES, STRATEGY_LABELS, ActivationShape, Split, memory_table
 from pretrainkit.train.planning.plan import LAWS, LossLaw, load_law, resolve_budget, training_seconds
 
@@ -314,6 +334,47 @@ def run_scaling_fit(args: argparse.Namespace) -> int:
 # ---- ptk report -------------------------------------------------------------------------------------
 
 
+def run_init(args: argparse.Namespace) -> int:
+    from pretrainkit.mixtures import load_mixture
+    from pretrainkit.train.config import load_config
+    from pretrainkit.train.planning.first_run import Corpus, plan_first_run, this_machine
+    from pretrainkit.train.planning.probe import measured_plan
+    from pretrainkit.train.planning.plan import load_law
+
+    if not args.minutes > 0:
+        raise UserError(f"--minutes must be > 0, got {args.minutes}")
+    run = Path(args.run_name)
+    for name in (MIXTURE_FILE, TRAIN_FILE):
+        if (run / name).exists():
+            raise UserError(f"{run / name}: exists; ptk init never overwrites (pick another RUN_NAME or remove it)")
+    if run.exists() and not run.is_dir():
+        raise UserError(f"{run}: exists and is not a directory")
+    law = load_law(args.law)
+    text = mixture_from_shards(args.shards, run) if args.shards else mixture_from_yaml(args.mixture, run)
+    write_text_atomic(run / MIXTURE_FILE, text)
+    mix = load_mixture(run / MIXTURE_FILE, verify=False)
+    lengths = np.concatenate([s.shard_set.doc_lengths() for s in mix.train_sources])
+    corpus = Corpus(sum(s.train_tokens for s in mix.train_sources), int(np.median(lengths)), mix.tokenizer.vocab_size)
+    machine, probe = this_machine(), None
+    plan = plan_first_run(corpus, machine, args.minutes, law)
+    if not args.no_measure:
+        try:
+            plan, machine, probe = measured_plan(run, plan, machine, corpus, args.minutes, law)
+        except BaseException:  # no half-written RUN_NAME: the same command can run again
+            (run / MIXTURE_FILE).unlink(missing_ok=True)
+            raise
+    write_text_atomic(run / TRAIN_FILE, train_yaml(run, plan, machine, corpus, args.minutes, law.name, probe))
+    load_config(run / TRAIN_FILE)  # what ptk train will read: a bug here is ours, not the user's
+    sources = f"{len(mix.sources)} source{'s' if len(mix.sources) > 1 else ''}"
+    print(f"ptk init: wrote {run / MIXTURE_FILE} ({sources}) and {run / TRAIN_FILE}: "
+          f"{plan.params / 1e6:.3g}M parameters, {plan.max_steps} steps of {plan.global_size} x {plan.seq_len} "
+          f"tokens ({plan.tokens / 1e6:.3g}M tokens, {plan.epochs:.2f} epochs, {plan.tokens_per_param:.1f} tokens/param), "
+          f"about {minutes_text(plan.minutes)} min on {machine.name}"
+          + ("" if probe is None else f" (measured: {probe.step_s:.3g} s per step, {probe.fixed_s:.1f} s start-up)"))  # fmt: skip
+    print(f"next: ptk train {run / TRAIN_FILE}" + (f" --nproc {plan.nproc}" if plan.nproc > 1 else ""))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="compute-optimal size, tokens, loss, time and memory per device of a run",
                        description="Any one or two of --flops, --params (or --config), --tokens: the rest follows "
@@ -356,3 +417,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--flops", type=quantity, action="append", metavar="C", help="print the compute-optimal N, D for C")
     f.add_argument("-o", "--output", help="write the fitted law as JSON (for ptk plan --law)")
     f.set_defaults(func=run_scaling_fit)
+
+    p = sub.add_parser("init", help="write a commented first mixture.yaml and train.yaml sized for this machine",
+                       description="Size a model, batch, sequence length and steps for the shards and this machine "
+                       "(compute-optimal for --minutes of training, at most 4 epochs) and write RUN_NAME/mixture.yaml "
+                       "and RUN_NAME/train.yaml, commented, ready for ptk train.")  # fmt: skip
+    p.add_argument("run_name", metavar="RUN_NAME", help="the run directory to create")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--shards", nargs="+", metavar="DIR", help="shard sets, one source each, weighted by their tokens")
+    what.add_argument("--mixture", metavar="YAML", help="an existing mixture (copied, its paths rewritten)")
+    p.add_argument("--minutes", type=float, default=30.0, help="training time to size for (default %(default)s)")
+    p.add_argument("--law", default="besiroglu", help="loss law for the compute-optimal split (see ptk plan)")
+    p.add_argument("--no-measure", action="store_true",
+                   help="size from the nominal FLOP/s of this machine's cores or GPUs, without timing a few steps "
+                   "(the same files for the same inputs; the time is right only on an idle machine)")  # fmt: skip
+    p.set_defaults(func=run_init)

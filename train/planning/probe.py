@@ -32,9 +32,20 @@ from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.train.loop.metrics import METRICS_FILE
-from pretrainkit.train.planning.first_run import MAX_EPOCHS, Corpus, FirstRun, Machine, eval_every, warmup_steps
+from pretrainkit.files import write_text_atomic
+from pretrainkit.train.planning.first_run import (
+    MAX_EPOCHS,
+    Corpus,
+    FirstRun,
+    Machine,
+    eval_every,
+    plan_first_run,
+    warmup_steps,
+)
+from pretrainkit.train.planning.init_files import train_yaml
 
 PROBE_SECONDS = 3.0
+PROBE_FILE = ".ptk-init-probe.yaml"  # the proposed config, run for a few steps to time it; removed after
 PROBE_STEPS = (4, 20)
 
 
@@ -108,3 +119,25 @@ def measured_machine(machine: Machine, plan: FirstRun, probe: Probe, minutes: fl
     step_flops = plan.model.flops_per_token(plan.seq_len) * plan.global_size * plan.seq_len
     share = max(0.05, 1 - probe.overhead_s(plan.max_steps) / (minutes * 60))
     return dataclasses.replace(machine, flops_per_s=step_flops / probe.step_s * share)
+
+
+def measured_plan(run: Path, plan, machine, corpus, minutes: float, law):
+    """Time `plan` on this machine; re-size the model for the throughput seen (timing it again when its
+    shape changes) and fit max_steps to `minutes`. Returns the plan, the measured machine and the probe."""
+    probe = _probe(run, plan, machine, corpus, minutes, law.name)
+    measured = measured_machine(machine, plan, probe, minutes)
+    resized = plan_first_run(corpus, measured, minutes, law)
+    shape = ("model", "seq_len", "global_size", "micro_size", "nproc")
+    if any(getattr(resized, k) != getattr(plan, k) for k in shape):
+        probe = _probe(run, resized, measured, corpus, minutes, law.name)
+        measured = measured_machine(measured, resized, probe, minutes)
+    return fit_to_minutes(resized, probe, minutes, corpus), measured, probe
+
+
+def _probe(run: Path, plan, machine, corpus, minutes: float, law_name: str):
+    path = run / PROBE_FILE
+    write_text_atomic(path, train_yaml(run, plan, machine, corpus, minutes, law_name))
+    try:
+        return measure(path, plan.nproc, probe_steps(plan, machine))
+    finally:
+        path.unlink(missing_ok=True)
