@@ -1,11 +1,11 @@
-# The two README commands: `make demo` and `make test`. Both set up .venv first.
+# The README's commands: `make demo`, `make test`, `make lint` (what CI runs). Each sets up .venv first.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 TORCH_INDEX ?=
 
-.PHONY: setup test test-fast demo bench clean
+.PHONY: setup test test-fast lint format demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,14 @@ setup: $(VENV)/.installed
 
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)

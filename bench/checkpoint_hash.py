@@ -64,7 +64,12 @@ def cost_per_gb(mb: int, repeats: int) -> dict:
     print(f"  dcp.save (baseline)   {write_s:7.3f} s   {write_s / gb:6.3f} s/GB")
     print(f"  sha256 of its files   {hash_s:7.3f} s   {hash_s / gb:6.3f} s/GB")
     print(f"  hashing / writing     {hash_s / write_s:.2f}x")
-    return {"gb": gb, "dcp_save_s_per_gb": write_s / gb, "sha256_s_per_gb": hash_s / gb, "ratio_hash_to_write": hash_s / write_s}
+    return {
+        "gb": gb,
+        "dcp_save_s_per_gb": write_s / gb,
+        "sha256_s_per_gb": hash_s / gb,
+        "ratio_hash_to_write": hash_s / write_s,
+    }
 
 
 def trainer_of(mb: int):
@@ -77,9 +82,15 @@ def trainer_of(mb: int):
     env = init_distributed("cpu")
 
     def config(n_layers: int):
-        raw = {"run_dir": "unused", "data": {"mixture": "unused", "seq_len": SEQ}, "max_steps": 10**6, "seed": 0,
-               "model": {"d_model": 512, "n_layers": n_layers, "n_heads": 8, "n_kv_heads": 8},
-               "batch": {"global_size": MICRO, "micro_size": MICRO}, "optim": {"lr": 1e-4, "warmup_steps": 1}}  # fmt: skip
+        raw = {
+            "run_dir": "unused",
+            "data": {"mixture": "unused", "seq_len": SEQ},
+            "max_steps": 10**6,
+            "seed": 0,
+            "model": {"d_model": 512, "n_layers": n_layers, "n_heads": 8, "n_kv_heads": 8},
+            "batch": {"global_size": MICRO, "micro_size": MICRO},
+            "optim": {"lr": 1e-4, "warmup_steps": 1},
+        }
         cfg = config_from_dict(raw, "bench")
         return cfg, model_config(cfg, VOCAB)
 
@@ -120,16 +131,31 @@ def blocked_per_save(mb: int, repeats: int, steps_between: int) -> dict:
                 ckpts[mode].wait()  # what the next save waits for first
                 blocked[mode].append(t1 - t0 + time.perf_counter() - t2)
         gb = sum(f.stat().st_size for f in ckpts["sync"].candidates()[0].iterdir()) / 1e9
-    out = {m: {"blocked_s": statistics.median(blocked[m]), "steps_s": statistics.median(stepping[m]), "gb": gb} for m in modes}
+    out = {
+        m: {"blocked_s": statistics.median(blocked[m]), "steps_s": statistics.median(stepping[m]), "gb": gb}
+        for m in modes
+    }
     sync, bg = out["sync"], out["background"]
-    print(f"2. training blocked per save, {sync['gb']:.3f} GB checkpoint ({trainer.model_cfg.num_params() / 1e6:.1f}M "
-          f"parameters), {steps_between} steps between saves, median of {repeats}")  # fmt: skip
-    print(f"  hashing on the critical path (baseline)  {sync['blocked_s']:7.3f} s blocked   steps between {sync['steps_s']:7.3f} s")
-    print(f"  hashing in the background                {bg['blocked_s']:7.3f} s blocked   steps between {bg['steps_s']:7.3f} s")
+    print(
+        f"2. training blocked per save, {sync['gb']:.3f} GB checkpoint ({trainer.model_cfg.num_params() / 1e6:.1f}M "
+        f"parameters), {steps_between} steps between saves, median of {repeats}"
+    )
+    print(
+        f"  hashing on the critical path (baseline)  {sync['blocked_s']:7.3f} s blocked   steps between {sync['steps_s']:7.3f} s"
+    )
+    print(
+        f"  hashing in the background                {bg['blocked_s']:7.3f} s blocked   steps between {bg['steps_s']:7.3f} s"
+    )
     print(f"  blocked background / sync                {bg['blocked_s'] / sync['blocked_s']:.2f}x")
-    return {"checkpoint_gb": sync["gb"], "steps_between": steps_between, "sync_blocked_s": sync["blocked_s"],
-            "background_blocked_s": bg["blocked_s"], "ratio_blocked_background_to_sync": bg["blocked_s"] / sync["blocked_s"],
-            "sync_steps_s": sync["steps_s"], "background_steps_s": bg["steps_s"]}  # fmt: skip
+    return {
+        "checkpoint_gb": sync["gb"],
+        "steps_between": steps_between,
+        "sync_blocked_s": sync["blocked_s"],
+        "background_blocked_s": bg["blocked_s"],
+        "ratio_blocked_background_to_sync": bg["blocked_s"] / sync["blocked_s"],
+        "sync_steps_s": sync["steps_s"],
+        "background_steps_s": bg["steps_s"],
+    }
 
 
 def main() -> None:

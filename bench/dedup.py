@@ -25,8 +25,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fixtures.corpora import license_documents, pep_documents, reuters_documents, shared_data_dir, wikitext_documents, write_jsonl  # noqa: E402
 from bench.results import peak_rss_mb, write_result  # noqa: E402
+from fixtures.corpora import (
+    license_documents,
+    pep_documents,
+    reuters_documents,
+    shared_data_dir,
+    wikitext_documents,
+    write_jsonl,
+)  # noqa: E402
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup  # noqa: E402
 from pretrainkit.dataprep.executors.local import LocalRunner  # noqa: E402
 from pretrainkit.dataprep.executors.ray import RayRunner  # noqa: E402
@@ -68,12 +75,20 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threshold", type=float, default=0.8)
     ap.add_argument("--copies", type=int, default=1, help="the corpus this many times, later copies perturbed")
-    ap.add_argument("--executor", choices=["local", "ray"], default="local", help="ray: also time the Ray executor beside local")
+    ap.add_argument(
+        "--executor", choices=["local", "ray"], default="local", help="ray: also time the Ray executor beside local"
+    )
     args = ap.parse_args()
     if shared_data_dir() is None:
         sys.exit("bench/dedup.py needs ../shared/data")
     with tempfile.TemporaryDirectory() as tmp:
-        docs = reuters_documents() + wikitext_documents("valid") + wikitext_documents("test") + pep_documents() + license_documents()
+        docs = (
+            reuters_documents()
+            + wikitext_documents("valid")
+            + wikitext_documents("test")
+            + pep_documents()
+            + license_documents()
+        )
         docs = docs + [perturbed(doc, copy) for copy in range(1, args.copies) for doc in docs]
         corpus = write_jsonl(docs, Path(tmp) / "corpus.jsonl")
         mb = corpus.stat().st_size / 1e6
@@ -99,42 +114,69 @@ def main() -> None:
         if args.executor == "ray":
             with RayRunner(args.workers) as runner:  # the instance starts here, outside the timing
                 t0 = time.perf_counter()
-                ray_stats = run_dedup([str(corpus)], Path(tmp) / "out-ray", DedupOptions(threshold=args.threshold), runner=runner)
+                ray_stats = run_dedup(
+                    [str(corpus)], Path(tmp) / "out-ray", DedupOptions(threshold=args.threshold), runner=runner
+                )
                 ray_seconds = time.perf_counter() - t0
-            same = all((Path(tmp) / "out" / n).read_bytes() == (Path(tmp) / "out-ray" / n).read_bytes()
-                       for n in ("duplicates.jsonl", "stats.json"))
+            same = all(
+                (Path(tmp) / "out" / n).read_bytes() == (Path(tmp) / "out-ray" / n).read_bytes()
+                for n in ("duplicates.jsonl", "stats.json")
+            )
             assert same and ray_stats["kept_docs"] == stats["kept_docs"], "the Ray executor's output differs"
 
     result = {
         "corpus_mb": round(mb, 2),
         "docs": len(docs),
         "workers": args.workers,
-        "pretrainkit": {"seconds": round(ours, 3), "docs_per_s": round(len(docs) / ours), "mb_per_s": round(mb / ours, 2),
-                        "removed": stats["exact_duplicates"] + stats["near_duplicates"], "peak_rss_mb": ours_rss},
-        "datasketch_loop": {"seconds": round(base, 3), "docs_per_s": round(len(docs) / base), "mb_per_s": round(mb / base, 2),
-                            "removed": base_dups},
+        "pretrainkit": {
+            "seconds": round(ours, 3),
+            "docs_per_s": round(len(docs) / ours),
+            "mb_per_s": round(mb / ours, 2),
+            "removed": stats["exact_duplicates"] + stats["near_duplicates"],
+            "peak_rss_mb": ours_rss,
+        },
+        "datasketch_loop": {
+            "seconds": round(base, 3),
+            "docs_per_s": round(len(docs) / base),
+            "mb_per_s": round(mb / base, 2),
+            "removed": base_dups,
+        },
         "speedup": round(base / ours, 2),
     }
     if one_worker is not None:
-        result["one_worker"] = {"seconds": round(one_worker, 3), "mb_per_s": round(mb / one_worker, 2),
-                                "speedup_of_workers": round(one_worker / ours, 2)}
+        result["one_worker"] = {
+            "seconds": round(one_worker, 3),
+            "mb_per_s": round(mb / one_worker, 2),
+            "speedup_of_workers": round(one_worker / ours, 2),
+        }
     if ray_seconds is not None:
-        result["ray"] = {"seconds": round(ray_seconds, 3), "mb_per_s": round(mb / ray_seconds, 2),
-                         "time_vs_local": round(ray_seconds / ours, 2)}
+        result["ray"] = {
+            "seconds": round(ray_seconds, 3),
+            "mb_per_s": round(mb / ray_seconds, 2),
+            "time_vs_local": round(ray_seconds / ours, 2),
+        }
     print(f"corpus: {len(docs):,} docs, {mb:.1f} MB")
     for name in ("pretrainkit", "datasketch_loop"):
         r = result[name]
-        print(f"  {name:<16} {r['seconds']:7.2f} s  {r['docs_per_s']:>8,} docs/s  {r['mb_per_s']:6.2f} MB/s  removed {r['removed']:,}")
+        print(
+            f"  {name:<16} {r['seconds']:7.2f} s  {r['docs_per_s']:>8,} docs/s  {r['mb_per_s']:6.2f} MB/s  removed {r['removed']:,}"
+        )
     print(f"  peak RSS (pretrainkit main + largest worker): {ours_rss} MB")
     if one_worker is not None:
         r = result["one_worker"]
-        print(f"  --workers 1      {r['seconds']:7.2f} s  {r['mb_per_s']:6.2f} MB/s: --workers {args.workers} is "
-              f"{r['speedup_of_workers']}x one worker's throughput")
-    print(f"speedup vs datasketch loop: {result['speedup']}x (pretrainkit --workers {args.workers}, baseline 1 process)")
+        print(
+            f"  --workers 1      {r['seconds']:7.2f} s  {r['mb_per_s']:6.2f} MB/s: --workers {args.workers} is "
+            f"{r['speedup_of_workers']}x one worker's throughput"
+        )
+    print(
+        f"speedup vs datasketch loop: {result['speedup']}x (pretrainkit --workers {args.workers}, baseline 1 process)"
+    )
     if ray_seconds is not None:
         r = result["ray"]
-        print(f"  --executor ray   {r['seconds']:7.2f} s  {r['mb_per_s']:6.2f} MB/s  (same output; "
-              f"{r['time_vs_local']}x the time of --executor local, {args.workers} workers each)")
+        print(
+            f"  --executor ray   {r['seconds']:7.2f} s  {r['mb_per_s']:6.2f} MB/s  (same output; "
+            f"{r['time_vs_local']}x the time of --executor local, {args.workers} workers each)"
+        )
     write_result("dedup", result)
 
 

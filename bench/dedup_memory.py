@@ -30,9 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fixtures.corpora import sentences, shared_data_dir  # noqa: E402
 from bench.results import peak_tree_rss_kb, write_result  # noqa: E402
-
+from fixtures.corpora import sentences, shared_data_dir  # noqa: E402
 
 COPY_RATE, EDIT_RATE = 0.18, 0.17  # of the documents: exact copies, lightly edited copies
 RECENT = 200_000  # copies are of one of the last RECENT documents written
@@ -80,13 +79,21 @@ def measure(corpus: Path, out: Path, workers: int, memory_limit: str | None) -> 
     size = corpus.stat().st_size
     index_bytes = sum(f.stat().st_size for f in (out / "index").iterdir())
     return {
-        "docs": stats["input_docs"], "input_mb": round(size / 1e6, 1), "workers": workers, "memory_limit": memory_limit,
-        "seconds": round(seconds, 2), "mb_per_s": round(size / 1e6 / seconds, 1),
-        "peak_rss_mb_process_tree": round(peak / 1024), "rss_bytes_per_doc": round(peak * 1024 / stats["input_docs"], 1),
-        "index_mb": round(index_bytes / 1e6, 1), "index_over_input": round(index_bytes / size, 2),
-        "exact_duplicates": stats["exact_duplicates"], "near_duplicates": stats["near_duplicates"],
-        "duplicate_rate": round((stats["exact_duplicates"] + stats["near_duplicates"]) / stats["input_docs"], 3), "summary": summary,
-    }  # fmt: skip
+        "docs": stats["input_docs"],
+        "input_mb": round(size / 1e6, 1),
+        "workers": workers,
+        "memory_limit": memory_limit,
+        "seconds": round(seconds, 2),
+        "mb_per_s": round(size / 1e6 / seconds, 1),
+        "peak_rss_mb_process_tree": round(peak / 1024),
+        "rss_bytes_per_doc": round(peak * 1024 / stats["input_docs"], 1),
+        "index_mb": round(index_bytes / 1e6, 1),
+        "index_over_input": round(index_bytes / size, 2),
+        "exact_duplicates": stats["exact_duplicates"],
+        "near_duplicates": stats["near_duplicates"],
+        "duplicate_rate": round((stats["exact_duplicates"] + stats["near_duplicates"]) / stats["input_docs"], 3),
+        "summary": summary,
+    }
 
 
 def _measure_in_temporary(corpus: Path, workers: int, memory_limit: str | None, cache_dir: str) -> dict:
@@ -99,8 +106,13 @@ def _median_run(runs: list[dict]) -> dict:
     and every run's seconds and peak."""
     median = sorted(runs, key=lambda r: r["seconds"])[(len(runs) - 1) // 2]
     highest = max(runs, key=lambda r: r["peak_rss_mb_process_tree"])
-    return dict(median, peak_rss_mb_process_tree=highest["peak_rss_mb_process_tree"], rss_bytes_per_doc=highest["rss_bytes_per_doc"],
-                all_seconds=[r["seconds"] for r in runs], all_peaks_mb=[r["peak_rss_mb_process_tree"] for r in runs])
+    return dict(
+        median,
+        peak_rss_mb_process_tree=highest["peak_rss_mb_process_tree"],
+        rss_bytes_per_doc=highest["rss_bytes_per_doc"],
+        all_seconds=[r["seconds"] for r in runs],
+        all_peaks_mb=[r["peak_rss_mb_process_tree"] for r in runs],
+    )
 
 
 def main() -> None:
@@ -109,8 +121,14 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--memory-limit", help="passed to ptk dedup (default: its own default)")
     ap.add_argument("--scaling", action="store_true", help="also run with one worker and print the throughput ratio")
-    ap.add_argument("--repeat", type=int, default=1, help="runs of each (alternated with --scaling); the medians are reported")
-    ap.add_argument("--cache-dir", default=str(Path(__file__).resolve().parents[2] / "bench-cache"), help="where corpora are written once")
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="runs of each (alternated with --scaling); the medians are reported"
+    )
+    ap.add_argument(
+        "--cache-dir",
+        default=str(Path(__file__).resolve().parents[2] / "bench-cache"),
+        help="where corpora are written once",
+    )
     args = ap.parse_args()
     if shared_data_dir() is None:
         sys.exit("bench/dedup_memory.py needs ../shared/data")
@@ -127,26 +145,35 @@ def main() -> None:
                 one_worker_runs.append(_measure_in_temporary(corpus, 1, args.memory_limit, args.cache_dir))
         r = _median_run(runs)
         print(r.pop("summary"))
-        print(f"{n:,} docs ({r['input_mb']:.0f} MB of JSONL): peak RSS of the process tree {r['peak_rss_mb_process_tree']} MB "
-              f"({r['rss_bytes_per_doc']} bytes/doc; {r['duplicate_rate']:.1%} duplicates: {r['exact_duplicates']:,} exact, "
-              f"{r['near_duplicates']:,} near) in {r['seconds']:.1f} s ({r['mb_per_s']} MB/s); input text / peak RSS = "
-              f"{r['input_mb'] / r['peak_rss_mb_process_tree']:.2f}; index on disk {r['index_mb']} MB = {r['index_over_input']}x the input")
+        print(
+            f"{n:,} docs ({r['input_mb']:.0f} MB of JSONL): peak RSS of the process tree {r['peak_rss_mb_process_tree']} MB "
+            f"({r['rss_bytes_per_doc']} bytes/doc; {r['duplicate_rate']:.1%} duplicates: {r['exact_duplicates']:,} exact, "
+            f"{r['near_duplicates']:,} near) in {r['seconds']:.1f} s ({r['mb_per_s']} MB/s); input text / peak RSS = "
+            f"{r['input_mb'] / r['peak_rss_mb_process_tree']:.2f}; index on disk {r['index_mb']} MB = {r['index_over_input']}x the input"
+        )
         if one_worker_runs:
             one = _median_run(one_worker_runs)
-            r["one_worker"] = {"seconds": one["seconds"], "mb_per_s": one["mb_per_s"], "all_seconds": one["all_seconds"]}
+            r["one_worker"] = {
+                "seconds": one["seconds"],
+                "mb_per_s": one["mb_per_s"],
+                "all_seconds": one["all_seconds"],
+            }
             r["speedup_over_one_worker"] = round(one["seconds"] / r["seconds"], 2)
-            print(f"{n:,} docs: {args.workers} workers {r['mb_per_s']} MB/s, 1 worker {one['mb_per_s']} MB/s ({one['seconds']:.1f} s): "
-                  f"{r['speedup_over_one_worker']}x one worker's throughput")
+            print(
+                f"{n:,} docs: {args.workers} workers {r['mb_per_s']} MB/s, 1 worker {one['mb_per_s']} MB/s ({one['seconds']:.1f} s): "
+                f"{r['speedup_over_one_worker']}x one worker's throughput"
+            )
         if args.repeat > 1:
-            print(f"{n:,} docs: {args.repeat} runs each, medians above; seconds with {args.workers} workers {r['all_seconds']}"
-                  + (f", with 1 worker {r['one_worker']['all_seconds']}" if one_worker_runs else "") + f"; peaks (MB) {r['all_peaks_mb']}")
+            print(
+                f"{n:,} docs: {args.repeat} runs each, medians above; seconds with {args.workers} workers {r['all_seconds']}"
+                + (f", with 1 worker {r['one_worker']['all_seconds']}" if one_worker_runs else "")
+                + f"; peaks (MB) {r['all_peaks_mb']}"
+            )
         results.append(r)
     for a, b in zip(results, results[1:]):
         growth = (b["peak_rss_mb_process_tree"] - a["peak_rss_mb_process_tree"]) * 2**20 / (b["docs"] - a["docs"])
         print(f"{a['docs']:,} -> {b['docs']:,} docs: the peak grows {growth:.0f} bytes per extra document")
     write_result("dedup_memory", {"runs": results})
-
-
 
 
 if __name__ == "__main__":

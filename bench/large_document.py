@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fixtures.corpora import SMALL_RECORD, shared_data_dir, write_document  # noqa: E402
 from bench.results import peak_tree_rss_kb, write_result  # noqa: E402
+from fixtures.corpora import SMALL_RECORD, shared_data_dir, write_document  # noqa: E402
 
 
 def peak_of(cmd: list[str]) -> tuple[int, float]:
@@ -56,7 +56,16 @@ def main() -> None:
         def runs(corpus: str, out: str) -> dict[str, list[str]]:
             return {
                 "dedup": ptk + ["dedup", str(tmp / corpus), "-o", str(tmp / f"dedup-{out}"), *workers],
-                "tokenize": ptk + ["tokenize", str(tmp / corpus), "--tokenizer", str(tmp / "tok.json"), "-o", str(tmp / f"shards-{out}"), *workers],
+                "tokenize": ptk
+                + [
+                    "tokenize",
+                    str(tmp / corpus),
+                    "--tokenizer",
+                    str(tmp / "tok.json"),
+                    "-o",
+                    str(tmp / f"shards-{out}"),
+                    *workers,
+                ],
             }
 
         result = {"document_mb": round(doc_bytes / 1e6, 1), "workers": args.workers}
@@ -64,12 +73,18 @@ def main() -> None:
             base, _ = peak_of(small_cmd)
             peak, seconds = peak_of(cmd)
             growth = peak - base
-            result[name] = {"peak_rss_mb_process_tree": round(peak / 1e6), "multiple_of_document": round(peak / doc_bytes, 1),
-                            "baseline_peak_mb": round(base / 1e6), "growth_multiple_of_document": round(growth / doc_bytes, 2),
-                            "seconds": round(seconds, 1)}
-            print(f"{name:9s} one {doc_bytes / 1e6:.0f} MB document: peak RSS of the process tree {peak / 1e6:.0f} MB "
-                  f"= {peak / doc_bytes:.1f}x the document; {growth / 1e6:.0f} MB = {growth / doc_bytes:.2f}x above the "
-                  f"same command on the small document alone ({base / 1e6:.0f} MB) ({seconds:.0f} s)")
+            result[name] = {
+                "peak_rss_mb_process_tree": round(peak / 1e6),
+                "multiple_of_document": round(peak / doc_bytes, 1),
+                "baseline_peak_mb": round(base / 1e6),
+                "growth_multiple_of_document": round(growth / doc_bytes, 2),
+                "seconds": round(seconds, 1),
+            }
+            print(
+                f"{name:9s} one {doc_bytes / 1e6:.0f} MB document: peak RSS of the process tree {peak / 1e6:.0f} MB "
+                f"= {peak / doc_bytes:.1f}x the document; {growth / 1e6:.0f} MB = {growth / doc_bytes:.2f}x above the "
+                f"same command on the small document alone ({base / 1e6:.0f} MB) ({seconds:.0f} s)"
+            )
     write_result("large_document", result)
 
 

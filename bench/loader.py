@@ -42,8 +42,8 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from fixtures.corpora import pep_documents, reuters_documents, sentences, shared_data_dir, wikitext_documents  # noqa: E402
 from bench.results import child_pids, rss_kb, write_result  # noqa: E402
+from fixtures.corpora import pep_documents, reuters_documents, sentences, shared_data_dir, wikitext_documents  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import write_text_shards  # noqa: E402
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
 from pretrainkit.mixtures import MixtureSampler, TrainLoader, load_mixture  # noqa: E402
@@ -91,7 +91,9 @@ def build_short_corpus(cache: Path, n_docs: int) -> tuple[Path, Path]:
         texts = _texts()
         train_tokenizer((t for docs in texts.values() for t in docs), vocab_size=8192).save(str(tokenizer_path))
     tok = load_tokenizer(tokenizer_path)
-    pool = np.array(tok.tokenizer.encode("\n\n".join(t for docs in _texts().values() for t in docs)).ids, dtype=np.uint16)
+    pool = np.array(
+        tok.tokenizer.encode("\n\n".join(t for docs in _texts().values() for t in docs)).ids, dtype=np.uint16
+    )
     rng = np.random.default_rng(0)
     real = sentences()
     starts = rng.integers(len(real) - 3, size=20_000)
@@ -116,7 +118,9 @@ def build_short_corpus(cache: Path, n_docs: int) -> tuple[Path, Path]:
             stream.tofile(memmap)
             print(f"  {first + len(lengths):,} / {n_docs:,} documents", flush=True)
     entries = writer.close()
-    write_manifest(root / "shards", build_manifest("arrow", "uint16", tok.info, entries, {"bench": "loader short documents"}))
+    write_manifest(
+        root / "shards", build_manifest("arrow", "uint16", tok.info, entries, {"bench": "loader short documents"})
+    )
     os.replace(root / "train.bin.tmp", root / "train.bin")
     (root / "mix.yaml").write_text("seed: 1\nsources:\n  - {name: web, shards: shards, weight: 1}\n")
     return root / "mix.yaml", root / "train.bin"
@@ -127,8 +131,11 @@ def measure_loader_process(mixture: Path, seq_len: int, batch: int, batches: int
     imports = rss_kb(os.getpid()) / 1024  # Python, numpy, pyarrow and torch: ~290 MB before any data
     start = time.perf_counter()
     sampler = MixtureSampler(load_mixture(mixture, verify=False), seq_len=seq_len, global_batch_size=batch)
-    result = {"construct_s": time.perf_counter() - start, "rss_after_imports_mb": imports,
-              "rss_after_construct_mb": rss_kb(os.getpid()) / 1024}  # fmt: skip
+    result = {
+        "construct_s": time.perf_counter() - start,
+        "rss_after_imports_mb": imports,
+        "rss_after_construct_mb": rss_kb(os.getpid()) / 1024,
+    }
     if batches:
         loader = TrainLoader(sampler, rank=0, world_size=1, micro_size=batch, num_workers=workers)
         it = iter(loader)
@@ -139,13 +146,18 @@ def measure_loader_process(mixture: Path, seq_len: int, batch: int, batches: int
             assert x.shape == y.shape == (batch, seq_len)
         result["loader_s"] = time.perf_counter() - start
         workers = sorted(child_pids().get(os.getpid(), []))
-        result["rss_mb"] = {"main": rss_kb(os.getpid()) / 1024, **{f"worker {i}": rss_kb(k) / 1024 for i, k in enumerate(workers)}}
+        result["rss_mb"] = {
+            "main": rss_kb(os.getpid()) / 1024,
+            **{f"worker {i}": rss_kb(k) / 1024 for i, k in enumerate(workers)},
+        }
     return result
 
 
 def _in_fresh_process(args: list[str], cache_dir: Path) -> dict:
     env = {**os.environ, "PTK_CACHE_DIR": str(cache_dir)}
-    out = subprocess.run([sys.executable, __file__, "--child", *args], env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", *args], env=env, check=True, capture_output=True, text=True
+    )
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -163,24 +175,42 @@ def short_corpus_main(args: argparse.Namespace) -> int:
         shutil.rmtree(index_cache)
     tokens = args.batches * args.batch * args.seq_len
     base_s = nanogpt_batches(memmap_path, args.seq_len, args.batch, args.batches)
-    print(f"corpus {args.corpus}: {ss.num_docs:,} documents, {ss.num_tokens:,} tokens ({ss.num_tokens / ss.num_docs:.1f} per document), "
-          f"{ss.batches.num_batches:,} record batches; seq_len {args.seq_len}, batch {args.batch}, {args.workers} workers")
-    print(f"construction: {cold['construct_s']:.2f} s with an empty index cache, {warm['construct_s']:.2f} s with a warm one")
-    print(f"RSS after imports {warm['rss_after_imports_mb']:.0f} MB, after construction {warm['rss_after_construct_mb']:.0f} MB; "
-          f"after {args.batches} batches: "
-          + ", ".join(f"{k} {v:.0f} MB" for k, v in warm["rss_mb"].items()))
+    print(
+        f"corpus {args.corpus}: {ss.num_docs:,} documents, {ss.num_tokens:,} tokens ({ss.num_tokens / ss.num_docs:.1f} per document), "
+        f"{ss.batches.num_batches:,} record batches; seq_len {args.seq_len}, batch {args.batch}, {args.workers} workers"
+    )
+    print(
+        f"construction: {cold['construct_s']:.2f} s with an empty index cache, {warm['construct_s']:.2f} s with a warm one"
+    )
+    print(
+        f"RSS after imports {warm['rss_after_imports_mb']:.0f} MB, after construction {warm['rss_after_construct_mb']:.0f} MB; "
+        f"after {args.batches} batches: " + ", ".join(f"{k} {v:.0f} MB" for k, v in warm["rss_mb"].items())
+    )
     rows = {"nanoGPT memmap get_batch": base_s, f"TrainLoader ({args.workers} workers)": warm["loader_s"]}
     for name, secs in rows.items():
         print(f"{name:28s} {args.batches * args.batch / secs:12,.0f} sequences/s {tokens / secs:14,.0f} tokens/s")
     ratio = base_s / warm["loader_s"]
     print(f"ratio (TrainLoader / baseline tokens/s): {ratio:.2f}x")
-    write_result(f"loader-{args.corpus}", {
-        "corpus": args.corpus, "docs": ss.num_docs, "tokens": ss.num_tokens, "seq_len": args.seq_len, "batch": args.batch,
-        "batches": args.batches, "workers": args.workers, "construct_cold_s": cold["construct_s"],
-        "construct_warm_s": warm["construct_s"], "rss_after_imports_mb": warm["rss_after_imports_mb"], "rss_after_construct_mb": warm["rss_after_construct_mb"],
-        "rss_mb": warm["rss_mb"], "baseline_tokens_per_s": tokens / base_s, "loader_tokens_per_s": tokens / warm["loader_s"],
-        "ratio": ratio,
-    })  # fmt: skip
+    write_result(
+        f"loader-{args.corpus}",
+        {
+            "corpus": args.corpus,
+            "docs": ss.num_docs,
+            "tokens": ss.num_tokens,
+            "seq_len": args.seq_len,
+            "batch": args.batch,
+            "batches": args.batches,
+            "workers": args.workers,
+            "construct_cold_s": cold["construct_s"],
+            "construct_warm_s": warm["construct_s"],
+            "rss_after_imports_mb": warm["rss_after_imports_mb"],
+            "rss_after_construct_mb": warm["rss_after_construct_mb"],
+            "rss_mb": warm["rss_mb"],
+            "baseline_tokens_per_s": tokens / base_s,
+            "loader_tokens_per_s": tokens / warm["loader_s"],
+            "ratio": ratio,
+        },
+    )
     return 0
 
 
@@ -222,8 +252,12 @@ device: cpu
 def trainer_tokens_per_s(root: Path, steps: int) -> float:
     """Median tokens/s of `ptk train` with a demo-sized model on the bench mixture (first step left out)."""
     (root / "train.yaml").write_text(TRAIN_CONFIG.format(steps=steps))
-    subprocess.run([sys.executable, "-m", "pretrainkit.cli", "train", str(root / "train.yaml")], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "pretrainkit.cli", "train", str(root / "train.yaml")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return statistics.median(read_run(root / "run").train["tokens_per_s"][1:])
 
 
@@ -233,9 +267,18 @@ def main() -> int:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--batches", type=int, default=2000)
     p.add_argument("--workers", type=int, default=0)
-    p.add_argument("--train-steps", type=int, default=8, help="steps of the trainer measurement (the first is left out; 0 or 1: skip it)")
+    p.add_argument(
+        "--train-steps",
+        type=int,
+        default=8,
+        help="steps of the trainer measurement (the first is left out; 0 or 1: skip it)",
+    )
     p.add_argument("--corpus", choices=["mix", *SHORT], default="mix")
-    p.add_argument("--cache-dir", default=str(Path(__file__).resolve().parents[2] / "bench-cache"), help="where short corpora are built once")
+    p.add_argument(
+        "--cache-dir",
+        default=str(Path(__file__).resolve().parents[2] / "bench-cache"),
+        help="where short corpora are built once",
+    )
     p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
     torch.set_num_threads(1)
@@ -260,11 +303,18 @@ def main() -> int:
     ratio = base_s / ours_s
     print(f"ratio (TrainLoader / baseline tokens/s): {ratio:.2f}x")
     result = {
-        "seq_len": args.seq_len, "batch": args.batch, "batches": args.batches, "workers": args.workers,
-        "baseline_tokens_per_s": tokens / base_s, "loader_tokens_per_s": tokens / ours_s, "ratio": ratio,
-    }  # fmt: skip
+        "seq_len": args.seq_len,
+        "batch": args.batch,
+        "batches": args.batches,
+        "workers": args.workers,
+        "baseline_tokens_per_s": tokens / base_s,
+        "loader_tokens_per_s": tokens / ours_s,
+        "ratio": ratio,
+    }
     if trainer is not None:
-        print(f"trainer (demo-sized model, CPU) consumes {trainer:,.0f} tokens/s: the loader delivers {tokens / ours_s / trainer:,.0f}x that")
+        print(
+            f"trainer (demo-sized model, CPU) consumes {trainer:,.0f} tokens/s: the loader delivers {tokens / ours_s / trainer:,.0f}x that"
+        )
         result.update(trainer_tokens_per_s=trainer, loader_over_trainer=tokens / ours_s / trainer)
     write_result("loader", result)
     return 0

@@ -43,7 +43,13 @@ LAYOUTS = {
 # (model section, seq_len, micro_size, micro-batches per data-parallel group and step, vocab)
 PRESETS = {
     "tiny": ({"d_model": 64, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "tie_embeddings": False}, 64, 2, 4, 512),
-    "1b": ({"d_model": 2048, "n_layers": 18, "n_heads": 16, "n_kv_heads": 8, "tie_embeddings": False}, 2048, 2, 4, 32000),
+    "1b": (
+        {"d_model": 2048, "n_layers": 18, "n_heads": 16, "n_kv_heads": 8, "tie_embeddings": False},
+        2048,
+        2,
+        4,
+        32000,
+    ),
 }
 
 
@@ -63,11 +69,17 @@ def measure(args: argparse.Namespace, name: str, env) -> dict:
     parallel = LAYOUTS[name]
     dp = env.world_size // (parallel.get("tp", 1) * parallel.get("pp", 1))
     raw = {
-        "run_dir": "unused", "data": {"mixture": "unused", "seq_len": seq}, "max_steps": 10_000, "seed": 0,
-        "model": section, "batch": {"global_size": micro * accum * dp, "micro_size": micro},
-        "optim": {"lr": 1e-4, "min_lr": 1e-5, "warmup_steps": 10, "clip": 1.0}, "parallel": parallel,
-        "precision": args.precision, "activation_checkpointing": args.activation_checkpointing,
-    }  # fmt: skip
+        "run_dir": "unused",
+        "data": {"mixture": "unused", "seq_len": seq},
+        "max_steps": 10_000,
+        "seed": 0,
+        "model": section,
+        "batch": {"global_size": micro * accum * dp, "micro_size": micro},
+        "optim": {"lr": 1e-4, "min_lr": 1e-5, "warmup_steps": 10, "clip": 1.0},
+        "parallel": parallel,
+        "precision": args.precision,
+        "activation_checkpointing": args.activation_checkpointing,
+    }
     cfg = config_from_dict(raw, "bench")
     mcfg = model_config(cfg, vocab)
     trainer = Trainer(cfg, mcfg, env, where=f"bench layout {name}")
@@ -141,16 +153,39 @@ def main() -> int:
         return worker(args)
     nproc = args.nproc or (torch.cuda.device_count() if args.device == "cuda" else 2)
     if nproc < 1:
-        print("parallel_layouts: no CUDA device found; run with --device cpu --preset tiny for the smoke test",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "parallel_layouts: no CUDA device found; run with --device cpu --preset tiny for the smoke test",
+            file=sys.stderr,
+        )
         return 1
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "layouts.json"
-        same = ["--device", args.device, "--preset", args.preset, "--precision", args.precision, "--steps",
-                str(args.steps), "--rounds", str(args.rounds), "--warmup", str(args.warmup)]  # fmt: skip
+        same = [
+            "--device",
+            args.device,
+            "--preset",
+            args.preset,
+            "--precision",
+            args.precision,
+            "--steps",
+            str(args.steps),
+            "--rounds",
+            str(args.rounds),
+            "--warmup",
+            str(args.warmup),
+        ]
         same += ["--activation-checkpointing"] if args.activation_checkpointing else []
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               str(Path(__file__).resolve()), *same, "--worker-out", str(out)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={nproc}",
+            str(Path(__file__).resolve()),
+            *same,
+            "--worker-out",
+            str(out),
+        ]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         if subprocess.run(cmd, env=env).returncode:
             print("parallel_layouts: the benchmark processes failed (their messages are above)", file=sys.stderr)
@@ -165,13 +200,21 @@ def main() -> int:
         r["ratio_to_fsdp"] = r["tokens_per_s"] / base
         mfu = f", MFU {r['mfu']:.1%}" if "mfu" in r else ""
         memory = f", {r['max_memory_gib']:.1f} GiB peak" if "max_memory_gib" in r else ""
-        print(f"{name:<9} {args.preset} ({r['params'] / 1e6:,.1f}M params) {args.precision} on {nproc} x {device_name}: "
-              f"{r['tokens_per_s']:,.0f} tokens/s{mfu}{memory}, ratio to {BASELINE} {r['ratio_to_fsdp']:.3f}")
+        print(
+            f"{name:<9} {args.preset} ({r['params'] / 1e6:,.1f}M params) {args.precision} on {nproc} x {device_name}: "
+            f"{r['tokens_per_s']:,.0f} tokens/s{mfu}{memory}, ratio to {BASELINE} {r['ratio_to_fsdp']:.3f}"
+        )
     from bench.results import write_result
     from pretrainkit.files import write_text_atomic
 
-    summary = {"bench": "parallel_layouts", "device": device_name, "processes": nproc, "torch": torch.__version__,
-               "args": vars(args), "results": results}  # fmt: skip
+    summary = {
+        "bench": "parallel_layouts",
+        "device": device_name,
+        "processes": nproc,
+        "torch": torch.__version__,
+        "args": vars(args),
+        "results": results,
+    }
     if args.out:
         write_text_atomic(args.out, json.dumps(summary, indent=2) + "\n")
     else:

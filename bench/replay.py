@@ -29,8 +29,8 @@ import numpy as np
 import torch
 import yaml
 
-from fixtures.corpora import pep_documents, reuters_documents, shared_data_dir, wikitext_documents
 from bench.results import RESULTS, write_result
+from fixtures.corpora import pep_documents, reuters_documents, shared_data_dir, wikitext_documents
 from pretrainkit.shards import write_shards
 from pretrainkit.train.config import load_config
 from pretrainkit.train.loop.run import run_training
@@ -54,7 +54,9 @@ def byte_shards(work: Path) -> dict[str, Path]:
     for name, docs in corpora.items():
         tokens = [np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.uint16) for _, text in docs]
         out[name] = work / "shards" / name
-        write_shards(tokens, out[name], vocab_size=257, eos_id=256, tokenizer_sha256=BYTE_TOKENIZER, ids=[i for i, _ in docs])
+        write_shards(
+            tokens, out[name], vocab_size=257, eos_id=256, tokenizer_sha256=BYTE_TOKENIZER, ids=[i for i, _ in docs]
+        )
     return out
 
 
@@ -78,11 +80,16 @@ def mixture(path: Path, shards: dict[str, Path], weights: dict[str, float], repl
 def train(directory: Path, mix: Path, steps: int, lr: float, init_from: Path | None) -> dict[str, float]:
     """One run (warmup 10% of its steps, cosine to lr/10); its final validation loss per source."""
     cfg = {
-        "run_dir": "run", "seed": 0, "data": {"mixture": str(mix), "seq_len": SEQ_LEN}, "model": MODEL,
-        "batch": {"global_size": BATCH, "micro_size": BATCH}, "max_steps": steps,
+        "run_dir": "run",
+        "seed": 0,
+        "data": {"mixture": str(mix), "seq_len": SEQ_LEN},
+        "model": MODEL,
+        "batch": {"global_size": BATCH, "micro_size": BATCH},
+        "max_steps": steps,
         "optim": {"lr": lr, "min_lr": lr / 10, "warmup_steps": max(1, steps // 10)},
-        "eval": {"every": max(1, steps // 4), "batches": 8}, "checkpoint": {"every": 0, "keep": 1},
-    }  # fmt: skip
+        "eval": {"every": max(1, steps // 4), "batches": 8},
+        "checkpoint": {"every": 0, "keep": 1},
+    }
     if init_from is not None:
         cfg["init_from"] = str(init_from)
     path = directory / "run.yaml"
@@ -116,9 +123,13 @@ def main() -> int:
     p.add_argument("--base-steps", type=int, default=1000, help="steps of the base run on the original corpus")
     p.add_argument("--steps", type=int, default=400, help="steps of each continued run on the new domain")
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate of every run (re-warmed)")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch CPU threads (on a shared 2-core machine, two threads that wait for each other run "
-                   "several times slower than one)")  # fmt: skip
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (on a shared 2-core machine, two threads that wait for each other run "
+        "several times slower than one)",
+    )
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     if shared_data_dir() is None:
@@ -140,15 +151,28 @@ def main() -> int:
     minutes = (time.perf_counter() - start) / 60
     text = table(before, after)
     tokens = args.steps * BATCH * SEQ_LEN
-    print(f"\nContinued pretraining, {args.steps} steps x {BATCH * SEQ_LEN} byte tokens ({tokens:,} per run) from a "
-          f"base run of {args.base_steps} steps; validation loss in nats/byte (original = mean of {', '.join(ORIGINAL)}); "
-          f"{minutes:.1f} min\n")  # fmt: skip
+    print(
+        f"\nContinued pretraining, {args.steps} steps x {BATCH * SEQ_LEN} byte tokens ({tokens:,} per run) from a "
+        f"base run of {args.base_steps} steps; validation loss in nats/byte (original = mean of {', '.join(ORIGINAL)}); "
+        f"{minutes:.1f} min\n"
+    )
     print(text)
-    write_result("replay", {
-        "model": MODEL, "seq_len": SEQ_LEN, "global_batch": BATCH, "base_steps": args.base_steps,
-        "steps": args.steps, "lr": args.lr, "threads": args.threads, "minutes": round(minutes, 2), "before": before,
-        "after": {f"{s:.0%}": v for s, v in after.items()}, "table": text,
-    })  # fmt: skip
+    write_result(
+        "replay",
+        {
+            "model": MODEL,
+            "seq_len": SEQ_LEN,
+            "global_batch": BATCH,
+            "base_steps": args.base_steps,
+            "steps": args.steps,
+            "lr": args.lr,
+            "threads": args.threads,
+            "minutes": round(minutes, 2),
+            "before": before,
+            "after": {f"{s:.0%}": v for s, v in after.items()},
+            "table": text,
+        },
+    )
     return 0
 
 

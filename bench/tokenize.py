@@ -34,8 +34,15 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-from fixtures.corpora import license_documents, pep_documents, reuters_documents, shared_data_dir, wikitext_documents, write_jsonl  # noqa: E402
 from bench.results import write_result  # noqa: E402
+from fixtures.corpora import (  # noqa: E402
+    license_documents,
+    pep_documents,
+    reuters_documents,
+    shared_data_dir,
+    wikitext_documents,
+    write_jsonl,
+)  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus  # noqa: E402
 from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer  # noqa: E402
 from pretrainkit.shards import ShardSet  # noqa: E402
@@ -63,7 +70,13 @@ def main() -> None:
     args = ap.parse_args()
     if shared_data_dir() is None:
         sys.exit("bench/tokenize.py: ../shared/data is absent; nothing to measure")
-    docs = reuters_documents() + wikitext_documents("valid") + wikitext_documents("test") + pep_documents() + license_documents()
+    docs = (
+        reuters_documents()
+        + wikitext_documents("valid")
+        + wikitext_documents("test")
+        + pep_documents()
+        + license_documents()
+    )
     texts = [t for _, t in docs]
     mb = sum(len(t.encode()) for t in texts) / 1e6
     work = Path(tempfile.mkdtemp(prefix="ptk-bench-tokenize-"))
@@ -73,15 +86,22 @@ def main() -> None:
     tokenizer = Tokenizer.from_file(str(tok_path))
 
     # (a) write
-    write_s = interleaved({
-        "bare": lambda: tokenizer.encode_batch(texts, add_special_tokens=False),
-        "bare_fast": lambda: tokenizer.encode_batch_fast(texts, add_special_tokens=False),
-        "ours": lambda: tokenize_corpus([str(corpus)], work / "arrow", str(tok_path), TokenizeOptions(), args.workers),
-    }, args.repeat)
+    write_s = interleaved(
+        {
+            "bare": lambda: tokenizer.encode_batch(texts, add_special_tokens=False),
+            "bare_fast": lambda: tokenizer.encode_batch_fast(texts, add_special_tokens=False),
+            "ours": lambda: tokenize_corpus(
+                [str(corpus)], work / "arrow", str(tok_path), TokenizeOptions(), args.workers
+            ),
+        },
+        args.repeat,
+    )
     bare_s, ours_s = write_s["bare"], write_s["ours"]
     manifest = ShardSet.open(work / "arrow").manifest
     tokens = manifest["totals"]["tokens"]
-    wds = tokenize_corpus([str(corpus)], work / "wds", str(tok_path), TokenizeOptions(format="webdataset"), args.workers)
+    wds = tokenize_corpus(
+        [str(corpus)], work / "wds", str(tok_path), TokenizeOptions(format="webdataset"), args.workers
+    )
 
     # (b) read
     ss = ShardSet.open(work / "arrow")
@@ -93,7 +113,9 @@ def main() -> None:
 
     def seq_shards():
         fresh = ShardSet.open(work / "arrow")
-        return sum(len(fresh.read_tokens(s, min(s + chunk, fresh.stream_length))) for s in range(0, fresh.stream_length, chunk))
+        return sum(
+            len(fresh.read_tokens(s, min(s + chunk, fresh.stream_length))) for s in range(0, fresh.stream_length, chunk)
+        )
 
     def seq_memmap():
         m = np.memmap(work / "train.bin", dtype=np.uint16, mode="r")
@@ -103,17 +125,21 @@ def main() -> None:
         def run():
             for s in starts:
                 read(s)
+
         return run
 
     cold = ShardSet.open(work / "arrow", cache_tokens=0)
     ss.read_tokens(0, ss.stream_length)  # warm the cache: the corpus fits in the default LRU
-    read_s = interleaved({
-        "sequential_shards": seq_shards,
-        "sequential_memmap": seq_memmap,
-        "random_shards_cached": windows(lambda s: ss.read_tokens(s, s + SEQ)),
-        "random_shards_uncached": windows(lambda s: cold.read_tokens(s, s + SEQ)),
-        "random_memmap": windows(lambda s: np.array(mm[s : s + SEQ])),
-    }, args.repeat)
+    read_s = interleaved(
+        {
+            "sequential_shards": seq_shards,
+            "sequential_memmap": seq_memmap,
+            "random_shards_cached": windows(lambda s: ss.read_tokens(s, s + SEQ)),
+            "random_shards_uncached": windows(lambda s: cold.read_tokens(s, s + SEQ)),
+            "random_memmap": windows(lambda s: np.array(mm[s : s + SEQ])),
+        },
+        args.repeat,
+    )
     n_stream, n_win = len(stream), args.windows * SEQ
     rate = {k: (n_stream if k.startswith("sequential") else n_win) / v for k, v in read_s.items()}
 
@@ -144,17 +170,23 @@ def main() -> None:
     }
     print(f"corpus: {len(texts):,} docs, {mb:.1f} MB, {tokens:,} tokens; --workers {args.workers}")
     w = result["write"]
-    print(f"(a) write: ptk tokenize {w['ptk_tokenize_s']:.2f} s vs bare encode_batch {w['bare_encode_batch_s']:.2f} s"
-          f" -> ratio {w['ratio']:.2f}x (target >= 0.85); vs bare encode_batch_fast {w['bare_encode_batch_fast_s']:.2f} s"
-          f" -> {w['ratio_vs_fast']:.2f}x")
+    print(
+        f"(a) write: ptk tokenize {w['ptk_tokenize_s']:.2f} s vs bare encode_batch {w['bare_encode_batch_s']:.2f} s"
+        f" -> ratio {w['ratio']:.2f}x (target >= 0.85); vs bare encode_batch_fast {w['bare_encode_batch_fast_s']:.2f} s"
+        f" -> {w['ratio_vs_fast']:.2f}x"
+    )
     for k, v in rate.items():
         print(f"(b) read {k:<24} {v / 1e6:10.1f} M tokens/s")
     r = result["read_ratio"]
-    print(f"(b) ratio vs memmap: sequential {r['sequential']:.2f}x, random cached {r['random_cached']:.2f}x, "
-          f"random uncached {r['random_uncached']:.2f}x (target >= 0.5 random)")
+    print(
+        f"(b) ratio vs memmap: sequential {r['sequential']:.2f}x, random cached {r['random_cached']:.2f}x, "
+        f"random uncached {r['random_uncached']:.2f}x (target >= 0.5 random)"
+    )
     s = result["size"]
-    print(f"(c) size: arrow {s['arrow_bytes']:,} B = {s['arrow_vs_raw']:.2f}x raw uint16 ({raw:,} B); "
-          f"webdataset {s['webdataset_bytes']:,} B = {s['webdataset_vs_arrow']:.2f}x arrow (target <= 1.2)")
+    print(
+        f"(c) size: arrow {s['arrow_bytes']:,} B = {s['arrow_vs_raw']:.2f}x raw uint16 ({raw:,} B); "
+        f"webdataset {s['webdataset_bytes']:,} B = {s['webdataset_vs_arrow']:.2f}x arrow (target <= 1.2)"
+    )
     write_result("tokenize", result)
     shutil.rmtree(work)
 

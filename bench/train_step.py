@@ -33,11 +33,11 @@ import torch.nn.functional as F  # noqa: E402
 
 from pretrainkit.files import write_text_atomic  # noqa: E402
 from pretrainkit.train.config import config_from_dict  # noqa: E402
-from pretrainkit.train.parallel.distributed import init_distributed, shutdown  # noqa: E402
 from pretrainkit.train.loop.metrics import device_peak_flops  # noqa: E402
-from pretrainkit.train.model.llama import Transformer  # noqa: E402
 from pretrainkit.train.loop.trainer import Trainer  # noqa: E402
+from pretrainkit.train.model.llama import Transformer  # noqa: E402
 from pretrainkit.train.model.resolve import model_config  # noqa: E402
+from pretrainkit.train.parallel.distributed import init_distributed, shutdown  # noqa: E402
 
 # (model section, seq_len, micro_size, micro-batches per step, vocab)
 PRESETS = {
@@ -87,12 +87,18 @@ def timed(fn, steps: list, device: torch.device) -> float:
 def measure(args: argparse.Namespace, precision: str, env) -> dict:
     section, seq, micro, accum, vocab = PRESETS[args.preset]
     raw = {
-        "run_dir": "unused", "data": {"mixture": "unused", "seq_len": seq}, "max_steps": 10_000, "seed": 0,
-        "model": section, "batch": {"global_size": micro * accum, "micro_size": micro},
+        "run_dir": "unused",
+        "data": {"mixture": "unused", "seq_len": seq},
+        "max_steps": 10_000,
+        "seed": 0,
+        "model": section,
+        "batch": {"global_size": micro * accum, "micro_size": micro},
         "optim": {"lr": 1e-4, "min_lr": 1e-5, "warmup_steps": 10, "clip": 1.0},
-        "parallel": args.parallel, "precision": precision, "compile": args.compile,
+        "parallel": args.parallel,
+        "precision": precision,
+        "compile": args.compile,
         "activation_checkpointing": args.activation_checkpointing,
-    }  # fmt: skip
+    }
     cfg = config_from_dict(raw, "bench")
     mcfg = model_config(cfg, vocab)
     trainer = Trainer(cfg, mcfg, env)
@@ -144,9 +150,13 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--compile", action="store_true")
     p.add_argument("--activation-checkpointing", action="store_true")
-    p.add_argument("--threads", type=int, default=1,
-                   help="CPU threads for both sides (default 1: on a shared 2-core machine, 2 threads can run "
-                   "30x slower when another process competes; torchrun also sets 1 per process)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads for both sides (default 1: on a shared 2-core machine, 2 threads can run "
+        "30x slower when another process competes; torchrun also sets 1 per process)",
+    )
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "train_step.json"))
     args = p.parse_args()
     if args.device == "cpu":
@@ -158,12 +168,20 @@ def main() -> int:
         r = measure(args, precision, env)
         results[precision] = r
         mfu = f", MFU {r['mfu_project']:.1%} (baseline {r['mfu_baseline']:.1%})" if "mfu_project" in r else ""
-        print(f"{args.preset} ({r['params'] / 1e6:.1f}M params) {precision} {args.parallel} on {device_name}: "
-              f"project {r['project']:,.0f} tokens/s, baseline {r['baseline']:,.0f} tokens/s, "
-              f"ratio {r['ratio']:.3f} (medians {r['median_ratio']:.3f}){mfu}", flush=True)  # fmt: skip
+        print(
+            f"{args.preset} ({r['params'] / 1e6:.1f}M params) {precision} {args.parallel} on {device_name}: "
+            f"project {r['project']:,.0f} tokens/s, baseline {r['baseline']:,.0f} tokens/s, "
+            f"ratio {r['ratio']:.3f} (medians {r['median_ratio']:.3f}){mfu}",
+            flush=True,
+        )
     shutdown()
-    summary = {"bench": "train_step", "device": device_name, "torch": torch.__version__, "args": vars(args),
-               "results": results}  # fmt: skip
+    summary = {
+        "bench": "train_step",
+        "device": device_name,
+        "torch": torch.__version__,
+        "args": vars(args),
+        "results": results,
+    }
     write_text_atomic(args.out, json.dumps(summary, indent=1))
     return 0
 

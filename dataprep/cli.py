@@ -1,6 +1,6 @@
 """`ptk prepare INPUT... -o OUT`: dedup, tokenize and shard in one pipeline (OUT/dedup/, OUT/shards/).
 
-    ptk prepare corpus/*.jsonl -o prepared/ --tokenizer tokenizer.json --threshold 0.8 --workers 4
+ptk prepare corpus/*.jsonl -o prepared/ --tokenizer tokenizer.json --threshold 0.8 --workers 4
 """
 
 from __future__ import annotations

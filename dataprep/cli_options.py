@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from pretrainkit.dataprep.executors import EXECUTORS, JobRunner, open_runner
 from pretrainkit.files import writing_into
@@ -15,7 +15,9 @@ from pretrainkit.quantities import count
 
 def add_inputs_and_output(p: argparse.ArgumentParser, output_help: str) -> None:
     """INPUT... and -o OUT, as every command over raw corpora takes them."""
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help=".jsonl, .jsonl.gz, .jsonl.zst, .parquet, .txt files or directories")
+    p.add_argument(
+        "inputs", nargs="+", metavar="INPUT", help=".jsonl, .jsonl.gz, .jsonl.zst, .parquet, .txt files or directories"
+    )
     p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help=output_help)
 
 
@@ -26,12 +28,24 @@ def add_field_options(p: argparse.ArgumentParser) -> None:
 
 def add_executor_options(p: argparse.ArgumentParser) -> None:
     """Where the jobs run: --workers, --executor, --ray-address (the output depends on none of them)."""
-    p.add_argument("--workers", type=count, default=None,
-                   help="jobs at a time, >= 1 (default: all cores; with --executor ray, all CPUs of the cluster); the output does not depend on it")
-    p.add_argument("--executor", choices=EXECUTORS, default="local",
-                   help="local: worker processes on this machine (default); ray: one Ray task per job, on a Ray cluster")
-    p.add_argument("--ray-address", default=None, metavar="ADDR",
-                   help="Ray cluster to run on, e.g. auto or HOST:6379 (default: $RAY_ADDRESS, else a local Ray instance for the run)")
+    p.add_argument(
+        "--workers",
+        type=count,
+        default=None,
+        help="jobs at a time, >= 1 (default: all cores; with --executor ray, all CPUs of the cluster); the output does not depend on it",
+    )
+    p.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="local: worker processes on this machine (default); ray: one Ray task per job, on a Ray cluster",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="Ray cluster to run on, e.g. auto or HOST:6379 (default: $RAY_ADDRESS, else a local Ray instance for the run)",
+    )
 
 
 @contextlib.contextmanager

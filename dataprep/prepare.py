@@ -46,7 +46,11 @@ def run_prepare(
     # Kept records keep their original fields, ids included; read them with the same field names.
     tokenize = replace(tokenize, text_field=dedup.text_field, id_field=dedup.id_field)
     manifest = tokenize_corpus(
-        kept, shard_dir, tokenizer_path, tokenize, runner=runner,
+        kept,
+        shard_dir,
+        tokenizer_path,
+        tokenize,
+        runner=runner,
         provenance={"inputs": raw_inputs, "dedup": reproducible_stats},
     )
     return stats, manifest

@@ -32,9 +32,10 @@ import re
 import sys
 import zlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator, Union
+from typing import BinaryIO
 
 import numpy as np
 import orjson
@@ -83,7 +84,9 @@ class Document:
     source: str
     line: int
     record: bytes  # the record as one JSON line (original bytes where the record had an id); b"" if not asked for
-    verbatim: bool = False  # record is its uncompressed .jsonl line's bytes before the "\n": a copy can come from the input
+    verbatim: bool = (
+        False  # record is its uncompressed .jsonl line's bytes before the "\n": a copy can come from the input
+    )
 
 
 @dataclass
@@ -98,7 +101,7 @@ class Rejected:
         return row if self.id is None else {"id": self.id, **row}
 
 
-Item = Union[Document, Rejected]
+Item = Document | Rejected
 
 
 def reason_kind(reason: str) -> str:
@@ -165,7 +168,9 @@ def _scan_directory(d: Path, given: str) -> list[Path]:
     dedup_outputs = {f.parent for f in every if f.name == DEDUP_STATS_NAME and any(f.parent.glob(DEDUP_KEPT_GLOB))}
     for f in every:
         if f.parent.name == DEDUP_WORK_NAME and f.parent.parent not in dedup_outputs:
-            raise UserError(f"{f.parent.parent}: an unfinished `ptk dedup` output (no {DEDUP_STATS_NAME}); rerun that dedup to finish it")
+            raise UserError(
+                f"{f.parent.parent}: an unfinished `ptk dedup` output (no {DEDUP_STATS_NAME}); rerun that dedup to finish it"
+            )
 
     def taken(f: Path) -> bool:
         inside = [o for o in dedup_outputs if o in f.parents]
@@ -177,9 +182,16 @@ def _scan_directory(d: Path, given: str) -> list[Path]:
     ignored = [f.relative_to(d).as_posix() for f in every if not taken(f)]
     if ignored:
         shown = _grouped_names(ignored)
-        kept_only = f"; of the dedup output{'s' if len(dedup_outputs) > 1 else ''} in it, only the kept records" if dedup_outputs else ""
-        print(f"ptk: note: {given}: ignored {len(ignored)} file{'s' if len(ignored) != 1 else ''} (hidden, or not "
-              f"{'/'.join(SUFFIXES)}{kept_only}): {shown}", file=sys.stderr)
+        kept_only = (
+            f"; of the dedup output{'s' if len(dedup_outputs) > 1 else ''} in it, only the kept records"
+            if dedup_outputs
+            else ""
+        )
+        print(
+            f"ptk: note: {given}: ignored {len(ignored)} file{'s' if len(ignored) != 1 else ''} (hidden, or not "
+            f"{'/'.join(SUFFIXES)}{kept_only}): {shown}",
+            file=sys.stderr,
+        )
     if not files:
         raise UserError(f"{given}: directory holds no input files ({', '.join(SUFFIXES)})")
     return files
@@ -214,7 +226,11 @@ def plan_read_tasks(files: list[InputFile], split_bytes: int = SPLIT_BYTES, runn
         else:
             tasks.append(ReadTask(f))
     counted = [t for t in tasks if t.end is not None and t.end < t.file.size]  # ranges that a later one follows
-    lines = runner.run(count_lines, counted, "plan", weights=[t.nbytes for t in counted], unit="B") if runner else map(count_lines, counted)
+    lines = (
+        runner.run(count_lines, counted, "plan", weights=[t.nbytes for t in counted], unit="B")
+        if runner
+        else map(count_lines, counted)
+    )
     after = dict(zip(((t.file.path, t.end) for t in counted), lines))
     numbered: list[ReadTask] = []
     for t in tasks:
@@ -274,7 +290,7 @@ def _read_txt(f: InputFile, records: bool) -> Iterator[Item]:
     with _open_or_fail(f.path) as fh:
         data = fh.read()
     if data.startswith(BOM):
-        data = data[len(BOM):]
+        data = data[len(BOM) :]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -371,9 +387,11 @@ def _read_jsonl(task: ReadTask, text_field: str, id_field: str, records: bool) -
         for raw, exact in _jsonl_lines(task):
             line_no += 1
             if line_no == 1 and raw.startswith(BOM):
-                raw, exact = raw[len(BOM):], False
+                raw, exact = raw[len(BOM) :], False
             item = _parse_json_line(raw, source, line_no, text_field, id_field, records)
-            if exact and type(item) is Document and item.record is raw:  # the parsers keep the line's own object when unchanged
+            if (
+                exact and type(item) is Document and item.record is raw
+            ):  # the parsers keep the line's own object when unchanged
                 item.verbatim = True
             del raw  # not kept while suspended (see _jsonl_lines)
             yield item
@@ -403,7 +421,9 @@ def _parse_json_line(raw: bytes, source: str, line_no: int, text_field: str, id_
 _ABSENT = object()
 
 
-def _parse_json_line_with_json(raw: bytes, source: str, line_no: int, text_field: str, id_field: str, records: bool) -> Item:
+def _parse_json_line_with_json(
+    raw: bytes, source: str, line_no: int, text_field: str, id_field: str, records: bool
+) -> Item:
     if not raw or raw.isspace():
         return Rejected(source, line_no, "blank line")
     try:
@@ -471,7 +491,9 @@ def _record(obj: dict, raw: bytes | None, id_field: str, doc_id: str, generated:
         return raw
     try:
         return json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate in another field (json read it from an escape): written back as the escape
+    except (
+        UnicodeEncodeError
+    ):  # a lone surrogate in another field (json read it from an escape): written back as the escape
         return json.dumps(obj, default=str).encode("utf-8")
 
 
@@ -483,7 +505,9 @@ def _read_parquet(f: InputFile, text_field: str, id_field: str, records: bool) -
     except Exception as e:  # pyarrow raises several unrelated types for unreadable files
         raise UserError(f"{f.path}: not a readable Parquet file: {e}") from None
     if text_field not in pf.schema_arrow.names:
-        raise UserError(f"{f.path}: Parquet file has no column '{text_field}' (columns: {', '.join(pf.schema_arrow.names)})")
+        raise UserError(
+            f"{f.path}: Parquet file has no column '{text_field}' (columns: {', '.join(pf.schema_arrow.names)})"
+        )
     row = 0
     for batch in pf.iter_batches(batch_size=4096):
         for obj in batch.to_pylist():

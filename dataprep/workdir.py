@@ -15,8 +15,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pretrainkit.files import write_text_atomic
 

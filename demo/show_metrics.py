@@ -1,6 +1,6 @@
 """Print a run's loss curve and per-source validation losses, or check two runs' losses agree.
 
-    python demo/show_metrics.py RUN_DIR [--compare OTHER_RUN_DIR]
+python demo/show_metrics.py RUN_DIR [--compare OTHER_RUN_DIR]
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ def main() -> None:
         if "loss" in r and (r["step"] == 1 or r["step"] % 25 == 0):
             print(f"step {r['step']:4d}  loss {r['loss']:.3f}  lr {r['lr']:.2e}  {r['tokens_per_s']:,.0f} tokens/s")
         elif "val_loss" in r:
-            print(f"step {r['step']:4d}  validation loss  " + "  ".join(f"{k} {v:.3f}" for k, v in r["val_loss"].items()))
+            print(
+                f"step {r['step']:4d}  validation loss  " + "  ".join(f"{k} {v:.3f}" for k, v in r["val_loss"].items())
+            )
 
 
 if __name__ == "__main__":

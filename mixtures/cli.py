@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 
+from pretrainkit.errors import UserError
 from pretrainkit.mixtures.inspect import format_report, inspect_mixture
 from pretrainkit.mixtures.mixture import load_mixture
-from pretrainkit.errors import UserError
 from pretrainkit.quantities import count
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     mix = sub.add_parser("mix", help="check and describe a mixture YAML", description="Mixture tools.")

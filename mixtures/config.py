@@ -156,7 +156,9 @@ def parse_mixture_config(doc: Any, path: Path) -> MixtureConfig:
             raise c.fail(f"sources[{i}].name", f"duplicate source name {s.name!r} (also sources[{seen[s.name]}])")
         seen[s.name] = i
     if all(s.eval_only for s in sources):
-        raise c.fail("sources", "every source is validation-only (weight 0 / eval_only); at least one needs a weight > 0")
+        raise c.fail(
+            "sources", "every source is validation-only (weight 0 / eval_only); at least one needs a weight > 0"
+        )
     return MixtureConfig(path=path, seed=seed, sources=sources, holdout=holdout)
 
 
@@ -187,7 +189,9 @@ def _parse_source(c: _Checker, raw: Any, key: str, base: Path) -> SourceConfig:
             raise c.fail(f"{key}.weight", "an eval_only source must have no weight (or weight 0)")
         weight = 0.0
     elif "weight" not in m:
-        raise c.fail(f"{key}.weight", "missing required key (use weight: 0 or eval_only: true for a validation-only source)")
+        raise c.fail(
+            f"{key}.weight", "missing required key (use weight: 0 or eval_only: true for a validation-only source)"
+        )
     else:
         weight = c.number(m["weight"], f"{key}.weight", minimum=0, inclusive=True)
     max_epochs = None

@@ -19,13 +19,13 @@ length columns twice, a million documents at a time.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
-from pretrainkit.mixtures.config import HoldoutConfig
 from pretrainkit.cache import cached_arrays
+from pretrainkit.mixtures.config import HoldoutConfig
 from pretrainkit.shards import ShardSet
 
 _SALT = np.uint64(0x5EED_0F_4E1D_0C5)
@@ -67,7 +67,11 @@ class DocumentSubset:
 
     def mask(self, first_doc: int, count: int) -> np.ndarray:
         """bool per document first_doc .. first_doc + count - 1: True where it is in this subset."""
-        held = np.zeros(count, dtype=bool) if self.last_hash is None else doc_hashes(first_doc, count) <= np.uint64(self.last_hash)
+        held = (
+            np.zeros(count, dtype=bool)
+            if self.last_hash is None
+            else doc_hashes(first_doc, count) <= np.uint64(self.last_hash)
+        )
         return held if self.heldout else ~held
 
 
@@ -138,7 +142,12 @@ def _compute_split(ss: ShardSet, holdout: HoldoutConfig) -> dict[str, np.ndarray
             tokens = np.concatenate([[0], np.cumsum(np.where(held, lengths + 1, 0))])
             held_docs[b : b + len(offsets) - 1] = np.diff(docs[offsets])
             held_tokens[b : b + len(offsets) - 1] = np.diff(tokens[offsets])
-    return {"any_heldout": np.array([count > 0]), "last_hash": last, "heldout_docs": held_docs, "heldout_tokens": held_tokens}
+    return {
+        "any_heldout": np.array([count > 0]),
+        "last_hash": last,
+        "heldout_docs": held_docs,
+        "heldout_tokens": held_tokens,
+    }
 
 
 def _bucket_members(ss: ShardSet, bucket: int) -> tuple[np.ndarray, np.ndarray]:

@@ -57,7 +57,14 @@ def inspect_mixture(mix: Mixture, tokens: int | None, seq_len: int) -> MixtureRe
     report = MixtureReport(tokens, seq_len, sequences, [])
     total_tokens = sum(s.train_tokens for s in train)
     for s in mix.sources:
-        row = SourceReport(s, shares.get(s.name, 0.0), s.split.train.num_docs, s.split.heldout.num_docs, s.train_tokens, s.heldout_tokens)
+        row = SourceReport(
+            s,
+            shares.get(s.name, 0.0),
+            s.split.train.num_docs,
+            s.split.heldout.num_docs,
+            s.train_tokens,
+            s.heldout_tokens,
+        )
         if s.name in drawn:
             row.drawn_tokens = int(drawn[s.name])
             row.epochs = (s.start.token + row.drawn_tokens) / row.epoch_tokens
@@ -69,14 +76,20 @@ def inspect_mixture(mix: Mixture, tokens: int | None, seq_len: int) -> MixtureRe
 def _warn(report: MixtureReport, row: SourceReport, total_tokens: int) -> None:
     s = row.source
     if row.heldout_docs == 0:
-        report.warnings.append(f"{s.name}: no held-out documents ({row.train_docs + row.heldout_docs} in all): no validation loss for it")
+        report.warnings.append(
+            f"{s.name}: no held-out documents ({row.train_docs + row.heldout_docs} in all): no validation loss for it"
+        )
     if s.eval_only:
         return
     if s.replay is not None and not s.replay.from_path.exists():
         report.missing_replays.append(s.name)
-        report.warnings.append(f"{s.name}: sources[{s.index}].replay.from: {s.replay.from_path} does not exist: training would stop with an error")
+        report.warnings.append(
+            f"{s.name}: sources[{s.index}].replay.from: {s.replay.from_path} does not exist: training would stop with an error"
+        )
     elif s.replay is not None:
-        report.warnings.append(f"{s.name}: replays {s.replay.from_path} ({s.replay.mode}); its start is resolved at train time, epochs shown from the stream's beginning")
+        report.warnings.append(
+            f"{s.name}: replays {s.replay.from_path} ({s.replay.mode}); its start is resolved at train time, epochs shown from the stream's beginning"
+        )
     natural = row.epoch_tokens / total_tokens
     if row.share / natural >= UPSAMPLING_WARNING:
         report.warnings.append(
@@ -90,7 +103,9 @@ def _warn(report: MixtureReport, row: SourceReport, total_tokens: int) -> None:
             f"{s.name}: needs {row.epochs:.2f} epochs for this budget, over max_epochs={s.max_epochs:g}: training would stop with an error"
         )
     elif s.max_epochs is None and row.epochs > EPOCHS_WARNING:
-        report.warnings.append(f"{s.name}: repeated {row.epochs:.1f} times; beyond ~{EPOCHS_WARNING:g} epochs repeated data adds little (set max_epochs to cap it)")
+        report.warnings.append(
+            f"{s.name}: repeated {row.epochs:.1f} times; beyond ~{EPOCHS_WARNING:g} epochs repeated data adds little (set max_epochs to cap it)"
+        )
 
 
 def format_report(mix: Mixture, report: MixtureReport) -> str:
@@ -99,16 +114,22 @@ def format_report(mix: Mixture, report: MixtureReport) -> str:
         f"seed {mix.seed}, tokenizer {mix.tokenizer.sha256[:12]} (vocab {mix.tokenizer.vocab_size}, EOS {mix.tokenizer.eos_id}), fingerprint {mix.fingerprint[:12]}",
     ]
     if report.tokens is not None:
-        lines.append(f"budget       {report.tokens:,} tokens = {report.sequences:,} sequences of {report.seq_len} (+1) tokens")
-    head = f"{'source':<16} {'weight':>7} {'share':>8} {'docs':>8} {'train tokens':>13} {'held-out':>8} {'val tokens':>11}"
+        lines.append(
+            f"budget       {report.tokens:,} tokens = {report.sequences:,} sequences of {report.seq_len} (+1) tokens"
+        )
+    head = (
+        f"{'source':<16} {'weight':>7} {'share':>8} {'docs':>8} {'train tokens':>13} {'held-out':>8} {'val tokens':>11}"
+    )
     if report.tokens is not None:
         head += f" {'drawn':>13} {'epochs':>7}"
     lines += ["", head + f" {'max_epochs':>10}"]
     for r in report.rows:
         s = r.source
         share, train = ("-", "-") if s.eval_only else (f"{r.share:.2%}", f"{r.epoch_tokens:,}")
-        line = (f"{s.name:<16} {s.weight:>7g} {share:>8} {r.train_docs + r.heldout_docs:>8,} {train:>13} "
-                f"{r.heldout_docs:>8,} {r.heldout_tokens:>11,}")  # fmt: skip
+        line = (
+            f"{s.name:<16} {s.weight:>7g} {share:>8} {r.train_docs + r.heldout_docs:>8,} {train:>13} "
+            f"{r.heldout_docs:>8,} {r.heldout_tokens:>11,}"
+        )
         if report.tokens is not None:
             line += f" {r.drawn_tokens:>13,} {r.epochs:>7.2f}" if r.drawn_tokens is not None else f" {'-':>13} {'-':>7}"
         line += f" {'-' if s.max_epochs is None else format(s.max_epochs, 'g'):>10}"

@@ -21,19 +21,27 @@ batch with every source whose shard set matches continuing from its saved positi
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from pretrainkit.errors import UserError
 from pretrainkit.mixtures.mixture import STATE_VERSION, Mixture, StreamStart, matching_state_entry
 from pretrainkit.mixtures.sampler import MixtureSampler, to_inputs_targets
-from pretrainkit.errors import UserError
 
 _STATE_KEYS = {
-    "version": int, "fingerprint": str, "seq_len": int, "global_batch_size": int, "first_batch": int,
-    "batch": int, "micro_batch": int, "world_size": int, "micro_size": int, "sources": list,
-}  # fmt: skip
+    "version": int,
+    "fingerprint": str,
+    "seq_len": int,
+    "global_batch_size": int,
+    "first_batch": int,
+    "batch": int,
+    "micro_batch": int,
+    "world_size": int,
+    "micro_size": int,
+    "sources": list,
+}
 _SOURCE_KEYS = {"name": str, "shards_fingerprint": str, "stream_seed": int, "start_token": int, "next_token": int}
 
 
@@ -123,13 +131,21 @@ class TrainLoader:
             sampler = MixtureSampler(saved_mix, old.seq_len, old.global_batch_size, state["first_batch"])
         elif old.mix.allow_mixture_change:
             if state["micro_batch"] != 0:
-                raise UserError("loader state: a changed mixture can only be resumed at a batch boundary (micro_batch 0)")
+                raise UserError(
+                    "loader state: a changed mixture can only be resumed at a batch boundary (micro_batch 0)"
+                )
             rebased = _with_saved_starts(old.mix, state, "next_token", require_all=False)
             sampler = MixtureSampler(rebased, old.seq_len, old.global_batch_size, state["batch"])
         else:
-            changes = [f"{what} {a} -> {b}" for what, a, b in (
-                ("fingerprint", state["fingerprint"][:12], old.fingerprint[:12]), ("seq_len", state["seq_len"], old.seq_len),
-                ("global batch", state["global_batch_size"], old.global_batch_size)) if a != b]  # fmt: skip
+            changes = [
+                f"{what} {a} -> {b}"
+                for what, a, b in (
+                    ("fingerprint", state["fingerprint"][:12], old.fingerprint[:12]),
+                    ("seq_len", state["seq_len"], old.seq_len),
+                    ("global batch", state["global_batch_size"], old.global_batch_size),
+                )
+                if a != b
+            ]
             raise UserError(
                 f"loader state was saved for another mixture or batch shape than {old.mix.path} "
                 f"({', '.join(changes) or 'its sources start elsewhere'}); "

@@ -18,18 +18,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
+from pretrainkit.errors import UserError
 from pretrainkit.mixtures.config import REPLAY_MODES, MixtureConfig, ReplayConfig, SourceConfig, read_mixture_config
 from pretrainkit.mixtures.holdout import HeldoutSplit, split_heldout
 from pretrainkit.mixtures.schedule import quotas_from_weights
-from pretrainkit.errors import UserError
 from pretrainkit.shards import ShardSet
 from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
 from pretrainkit.shards.verify import verify_shards
-
 
 # The version of the loader state (`TrainLoader.state_dict()`): 2 since the windowed shuffle of
 # `pretrainkit.mixtures.stream`, under which a saved stream position means other documents than under 1.
@@ -135,7 +134,7 @@ class Mixture:
                 return s
         raise UserError(f"{self.path}: no source named {name!r} (sources: {', '.join(s.name for s in self.sources)})")
 
-    def with_stream_start(self, name: str, start: StreamStart) -> "Mixture":
+    def with_stream_start(self, name: str, start: StreamStart) -> Mixture:
         """This mixture with source `name` starting at `start` (replay, or a rebased resume)."""
         target = self.source(name)
         if target.eval_only:
@@ -143,12 +142,14 @@ class Mixture:
         sources = [dataclasses.replace(s, start=start) if s is target else s for s in self.sources]
         return dataclasses.replace(self, sources=sources)
 
-    def with_replay(self, name: str, base_state: dict, mode: str = "continue") -> "Mixture":
+    def with_replay(self, name: str, base_state: dict, mode: str = "continue") -> Mixture:
         """Start source `name` where the base run's loader state (`TrainLoader.state_dict()`) left the
         source with the same shard set: `continue` at its next unread sequence, `seen` at the
         first sequence the base run read from it."""
         if mode not in REPLAY_MODES:
-            raise UserError(f"{self.path}: source {name!r}: replay mode must be one of {', '.join(REPLAY_MODES)}, got {mode!r}")
+            raise UserError(
+                f"{self.path}: source {name!r}: replay mode must be one of {', '.join(REPLAY_MODES)}, got {mode!r}"
+            )
         source = self.source(name)
         if base_state.get("version") != STATE_VERSION:
             raise UserError(
@@ -164,8 +165,7 @@ class Mixture:
         token = entry["next_token"] if mode == "continue" else entry["start_token"]
         return self.with_stream_start(name, StreamStart(entry["stream_seed"], token))
 
-
-    def with_replays(self, loader_state_of: Callable[[Path], dict]) -> "Mixture":
+    def with_replays(self, loader_state_of: Callable[[Path], dict]) -> Mixture:
         """Apply every source's `replay:` from the YAML. `loader_state_of(path)` returns the saved
         `TrainLoader.state_dict()` of the run or checkpoint at `replay.from` (the trainer knows
         where checkpoints keep it); each replaying source then starts as `with_replay` says."""

@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from pretrainkit.errors import UserError
 from pretrainkit.mixtures.mixture import Mixture, Source
 from pretrainkit.mixtures.schedule import InterleaveSchedule
 from pretrainkit.mixtures.stream import SourceStream
-from pretrainkit.errors import UserError
 
 
 class MixtureSampler:
@@ -54,7 +54,9 @@ class MixtureSampler:
     def rows(self, k: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows [start, stop) of global batch k, computing only those rows."""
         if k < self.first_batch or not 0 <= start <= stop <= self.global_batch_size:
-            raise IndexError(f"rows [{start}, {stop}) of batch {k}: outside batches >= {self.first_batch} of {self.global_batch_size} rows")
+            raise IndexError(
+                f"rows [{start}, {stop}) of batch {k}: outside batches >= {self.first_batch} of {self.global_batch_size} rows"
+            )
         self.check_batch(k)
         n = (k - self.first_batch) * self.global_batch_size + np.arange(start, stop, dtype=np.int64)
         which = self.schedule.source_of(n)
@@ -108,7 +110,9 @@ class MixtureSampler:
             for s, stream, c in zip(self.sources, self.streams, used)
         ]
 
-    def validation_batches(self, source_name: str, batch_size: int, max_batches: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def validation_batches(
+        self, source_name: str, batch_size: int, max_batches: int
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Up to `max_batches` (inputs, targets) int64 batches [<= batch_size, seq_len] from the
         source's held-out documents, in document order (the same every call and every run)."""
         source = self.mix.source(source_name)

@@ -68,11 +68,11 @@ class InterleaveSchedule:
     prefix: np.ndarray  # int64 [num_sources, period + 1]: per-source counts among the first t slots
 
     @classmethod
-    def from_weights(cls, weights: list[float], max_period: int = MAX_PERIOD) -> "InterleaveSchedule":
+    def from_weights(cls, weights: list[float], max_period: int = MAX_PERIOD) -> InterleaveSchedule:
         return cls.from_quotas(*quotas_from_weights(weights, max_period))
 
     @classmethod
-    def from_quotas(cls, quotas: list[int], period: int) -> "InterleaveSchedule":
+    def from_quotas(cls, quotas: list[int], period: int) -> InterleaveSchedule:
         if sum(quotas) != period or min(quotas) < 1:
             raise ValueError(f"quotas {quotas} must be >= 1 and sum to the period {period}")
         releases: list[list[tuple[int, int, int]]] = [[] for _ in range(period + 1)]

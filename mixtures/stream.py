@@ -106,7 +106,9 @@ class SourceStream:
         if cached is None:
             order = self._rng(epoch).permutation(self._batches) if self.shuffle else self._batches
             cut = np.arange(0, len(order), self.window_batches)
-            ends = np.cumsum(np.add.reduceat(self.docs.batch_tokens[order], cut)) if len(order) else np.zeros(0, np.int64)
+            ends = (
+                np.cumsum(np.add.reduceat(self.docs.batch_tokens[order], cut)) if len(order) else np.zeros(0, np.int64)
+            )
             cached = (order, ends)
             self._epochs[epoch] = cached
             if len(self._epochs) > _EPOCHS_KEPT:
@@ -121,7 +123,9 @@ class SourceStream:
     def _window_batches(self, epoch: int, w: int) -> list[int]:
         return self._epoch(epoch)[0][w * self.window_batches : (w + 1) * self.window_batches].tolist()
 
-    def _layout(self, epoch: int, w: int, batches: list[int], batch_lengths: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    def _layout(
+        self, epoch: int, w: int, batches: list[int], batch_lengths: list[np.ndarray]
+    ) -> tuple[np.ndarray, ...]:
         """(documents, their starts in the window's record batches' tokens joined, their lengths), in
         stream order, for window w made of these record batches."""
         first_docs = self.shard_set.batches.docs
@@ -151,7 +155,9 @@ class SourceStream:
         batches = self._window_batches(epoch, w)
         read = [self.shard_set.read_batch(b) for b in batches]
         _, starts, lengths = self._layout(epoch, w, batches, [lengths for lengths, _ in read])
-        joined = np.concatenate([tokens for _, tokens in read] + [np.array([self.shard_set.tokenizer.eos_id], dtype=self.shard_set.dtype)])
+        joined = np.concatenate(
+            [tokens for _, tokens in read] + [np.array([self.shard_set.tokenizer.eos_id], dtype=self.shard_set.dtype)]
+        )
         # One gather: each document's tokens, then an EOS (the element appended last)
         with_eos = lengths + 1
         out_starts = np.cumsum(with_eos) - with_eos

@@ -12,10 +12,10 @@ import os
 import sys
 
 from pretrainkit import __version__
-from pretrainkit.errors import UserError
 from pretrainkit.dataprep import cli as dataprep_cli
 from pretrainkit.dataprep.dedup import cli as dedup_cli
 from pretrainkit.dataprep.tokenize import cli as tokenize_cli
+from pretrainkit.errors import UserError
 from pretrainkit.mixtures import cli as mixtures_cli
 from pretrainkit.progress import end_bars
 from pretrainkit.shards import cli as shards_cli

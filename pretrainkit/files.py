@@ -24,9 +24,10 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Iterator, Sequence
+from typing import IO
 
 from pretrainkit.errors import UserError, os_error
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from tqdm import tqdm
 
@@ -40,9 +41,17 @@ def on_terminal() -> bool:
 class LineProgress:
     """The part of tqdm's interface the toolkit uses, printed as whole lines at a fixed interval."""
 
-    def __init__(self, iterable: Iterable | None = None, total: float | None = None, desc: str | None = None,
-                 unit: str = "it", unit_scale: bool = False, initial: float = 0, disable: bool = False,
-                 interval: float | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        iterable: Iterable | None = None,
+        total: float | None = None,
+        desc: str | None = None,
+        unit: str = "it",
+        unit_scale: bool = False,
+        initial: float = 0,
+        disable: bool = False,
+        interval: float | None = None,
+    ) -> None:
         if total is None and iterable is not None and hasattr(iterable, "__len__"):
             total = len(iterable)
         self.iterable, self.total, self.desc, self.unit, self.unit_scale = iterable, total, desc, unit, unit_scale
@@ -61,7 +70,7 @@ class LineProgress:
             self.update(1)
         self.close()
 
-    def __enter__(self) -> "LineProgress":
+    def __enter__(self) -> LineProgress:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -77,9 +86,17 @@ class LineProgress:
             fmt = "{desc}{n_fmt}/{total_fmt} {unit} ({percentage:.0f}%) [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
         else:
             fmt = "{desc}{n_fmt} {unit} [{elapsed}, {rate_fmt}{postfix}]"
-        return tqdm.format_meter(self.n, self.total, elapsed, prefix=self.desc or "", unit=self.unit,
-                                 unit_scale=self.unit_scale, rate=rate, postfix=self.postfix or None,
-                                 bar_format=fmt)  # fmt: skip
+        return tqdm.format_meter(
+            self.n,
+            self.total,
+            elapsed,
+            prefix=self.desc or "",
+            unit=self.unit,
+            unit_scale=self.unit_scale,
+            rate=rate,
+            postfix=self.postfix or None,
+            bar_format=fmt,
+        )
 
     def _emit(self) -> None:
         sys.stderr.write(self.format_line() + "\n")
@@ -116,13 +133,31 @@ class LineProgress:
         self._closed = True
 
 
-def progress_bar(iterable: Iterable | None = None, *, total: float | None = None, desc: str | None = None,
-             unit: str = "it", unit_scale: bool = False, initial: float = 0, disable: bool = False,
-             leave: bool = True) -> tqdm | LineProgress:  # fmt: skip
+def progress_bar(
+    iterable: Iterable | None = None,
+    *,
+    total: float | None = None,
+    desc: str | None = None,
+    unit: str = "it",
+    unit_scale: bool = False,
+    initial: float = 0,
+    disable: bool = False,
+    leave: bool = True,
+) -> tqdm | LineProgress:
     """A progress bar on stderr: tqdm on a terminal, `LineProgress` otherwise."""
     if on_terminal():
-        return tqdm(iterable, total=total, desc=desc, unit=unit, unit_scale=unit_scale, initial=initial,
-                    disable=disable, leave=leave, dynamic_ncols=True, file=sys.stderr)  # fmt: skip
+        return tqdm(
+            iterable,
+            total=total,
+            desc=desc,
+            unit=unit,
+            unit_scale=unit_scale,
+            initial=initial,
+            disable=disable,
+            leave=leave,
+            dynamic_ncols=True,
+            file=sys.stderr,
+        )
     desc = f"{desc}: " if desc else None
     return LineProgress(iterable, total, desc, unit, unit_scale, initial, disable)
 

@@ -1,7 +1,7 @@
 """shards: zstd Arrow IPC and WebDataset token shards, their manifest, readers and checks.
 
-    from pretrainkit.shards import ShardSet, write_shards
-    ss = ShardSet.open("shards/")
+from pretrainkit.shards import ShardSet, write_shards
+ss = ShardSet.open("shards/")
 """
 
 from pretrainkit.shards.reader import ShardSet

@@ -32,7 +32,9 @@ class ArrowShardWriter:
     def write(self, batch: DocBatch) -> None:
         tokens = pa.ListArray.from_arrays(pa.array(batch.offsets.astype(np.int32)), pa.array(batch.tokens))
         self._writer.write_batch(
-            pa.record_batch([pa.array(batch.ids, pa.string()), pa.array(batch.lengths, pa.uint32()), tokens], schema=self._schema)
+            pa.record_batch(
+                [pa.array(batch.ids, pa.string()), pa.array(batch.lengths, pa.uint32()), tokens], schema=self._schema
+            )
         )
 
     def close(self) -> None:

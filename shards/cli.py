@@ -31,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(decoded when --tokenizer is given, else as token ids).",
     )
     inspect.add_argument("shards", metavar="SHARDS", help="shard directory")
-    inspect.add_argument("--tokenizer", help="tokenizer.json or HF directory to decode samples with (must match the manifest's sha256)")
+    inspect.add_argument(
+        "--tokenizer", help="tokenizer.json or HF directory to decode samples with (must match the manifest's sha256)"
+    )
     inspect.add_argument("--samples", type=int, default=3, help="documents to show (default 3)")
     inspect.add_argument("--chars", type=int, default=200, help="characters shown per document (default 200)")
     inspect.set_defaults(func=run_inspect)
@@ -45,10 +47,14 @@ def run_verify(args: argparse.Namespace) -> int:
         print(line)
     t = manifest["totals"]
     if problems:
-        print(f"FAILED: {len(problems)} problem{'s' if len(problems) > 1 else ''} with the {t['shards']} shards of {directory}")
+        print(
+            f"FAILED: {len(problems)} problem{'s' if len(problems) > 1 else ''} with the {t['shards']} shards of {directory}"
+        )
         return 1
-    print(f"OK: {t['shards']} shards, {t['docs']} documents, {t['tokens']} tokens match {directory / MANIFEST_NAME} "
-          f"(fingerprint {fingerprint(manifest)[:16]})")
+    print(
+        f"OK: {t['shards']} shards, {t['docs']} documents, {t['tokens']} tokens match {directory / MANIFEST_NAME} "
+        f"(fingerprint {fingerprint(manifest)[:16]})"
+    )
     return 0
 
 

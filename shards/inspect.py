@@ -1,11 +1,11 @@
 """A human-readable report on a shard set: counts, document-length histogram, a few documents.
 
-    print("\n".join(inspect_lines(ShardSet.open("shards/"), decode=tokenizer.decode, samples=3)))
+print("\n".join(inspect_lines(ShardSet.open("shards/"), decode=tokenizer.decode, samples=3)))
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -14,7 +14,9 @@ from pretrainkit.shards.reader import ShardSet
 BAR_WIDTH = 40
 
 
-def inspect_lines(ss: ShardSet, decode: Callable[[list[int]], str] | None = None, samples: int = 3, chars: int = 200) -> list[str]:
+def inspect_lines(
+    ss: ShardSet, decode: Callable[[list[int]], str] | None = None, samples: int = 3, chars: int = 200
+) -> list[str]:
     m, t = ss.manifest, ss.manifest["totals"]
     tok = m["tokenizer"]
     lines = [
@@ -25,7 +27,9 @@ def inspect_lines(ss: ShardSet, decode: Callable[[list[int]], str] | None = None
     ]
     records = m.get("provenance", {}).get("records")
     if records:
-        lines.append(f"records: {records['input']} input, {records['tokenized']} tokenized, {records['rejected']} rejected")
+        lines.append(
+            f"records: {records['input']} input, {records['tokenized']} tokenized, {records['rejected']} rejected"
+        )
     lengths = ss.doc_lengths()
     if len(lengths) == 0:
         return lines + ["no documents"]
@@ -34,7 +38,9 @@ def inspect_lines(ss: ShardSet, decode: Callable[[list[int]], str] | None = None
         f"mean {lengths.mean():.1f}, max {lengths.max()}"
     )
     lines += length_histogram(lengths)
-    picks = np.unique(np.linspace(0, len(lengths) - 1, num=min(samples, len(lengths))).astype(int)) if samples > 0 else []
+    picks = (
+        np.unique(np.linspace(0, len(lengths) - 1, num=min(samples, len(lengths))).astype(int)) if samples > 0 else []
+    )
     if len(picks):
         lines.append("sample documents:")
     for i in picks:
@@ -52,5 +58,5 @@ def length_histogram(lengths: np.ndarray) -> list[str]:
     out = []
     for k, n in enumerate(counts):
         if n:
-            out.append(f"  [{2**k:>8}, {2**(k + 1):>8})  {n:>9}  {'#' * max(1, round(BAR_WIDTH * n / top))}")
+            out.append(f"  [{2**k:>8}, {2 ** (k + 1):>8})  {n:>9}  {'#' * max(1, round(BAR_WIDTH * n / top))}")
     return out

@@ -52,11 +52,15 @@ def tokenizer_difference(a: TokenizerInfo, b: TokenizerInfo) -> str | None:
         return f"vocab size {a.vocab_size} vs {b.vocab_size}"
     if a.vocab_fingerprint is not None and b.vocab_fingerprint is not None:
         if a.vocab_fingerprint != b.vocab_fingerprint:
-            return (f"same vocab size {a.vocab_size} but other tokens, merges or special tokens (vocabulary "
-                    f"fingerprint {a.vocab_fingerprint[:12]} vs {b.vocab_fingerprint[:12]})")  # fmt: skip
+            return (
+                f"same vocab size {a.vocab_size} but other tokens, merges or special tokens (vocabulary "
+                f"fingerprint {a.vocab_fingerprint[:12]} vs {b.vocab_fingerprint[:12]})"
+            )
     elif a.sha256 != b.sha256:
-        return (f"tokenizer.json sha256 {a.sha256[:12]} vs {b.sha256[:12]} (a manifest without a vocabulary "
-                "fingerprint compares file bytes only; tokenize again to compare vocabularies)")  # fmt: skip
+        return (
+            f"tokenizer.json sha256 {a.sha256[:12]} vs {b.sha256[:12]} (a manifest without a vocabulary "
+            "fingerprint compares file bytes only; tokenize again to compare vocabularies)"
+        )
     if a.eos_id != b.eos_id:
         return f"EOS id {a.eos_id} vs {b.eos_id}"
     return None
@@ -118,7 +122,14 @@ def _check(m: object, path: Path) -> None:
 
     if not isinstance(m, dict):
         fail("manifest is not a JSON object")
-    for key, kind in (("format", str), ("version", int), ("dtype", str), ("tokenizer", dict), ("shards", list), ("totals", dict)):
+    for key, kind in (
+        ("format", str),
+        ("version", int),
+        ("dtype", str),
+        ("tokenizer", dict),
+        ("shards", list),
+        ("totals", dict),
+    ):
         if not isinstance(m.get(key), kind):
             fail(f"key '{key}' missing or not a {kind.__name__}")
     if m["format"] not in FORMATS:

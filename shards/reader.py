@@ -54,7 +54,7 @@ class ShardSet:
         self.__init__(state["path"], state["manifest"], state["cache_tokens"])
 
     @classmethod
-    def open(cls, path: str | Path, cache_tokens: int = DEFAULT_CACHE_TOKENS) -> "ShardSet":
+    def open(cls, path: str | Path, cache_tokens: int = DEFAULT_CACHE_TOKENS) -> ShardSet:
         path = Path(path)
         manifest = load_manifest(path)
         for entry in manifest["shards"]:
@@ -97,7 +97,7 @@ class ShardSet:
 
     # -- reads ----------------------------------------------------------------------------------
     @property
-    def batches(self) -> "BatchIndex":
+    def batches(self) -> BatchIndex:
         """Where every record batch starts in the documents and the stream (cached on disk)."""
         if self._index is None:
             with self._lock:
@@ -230,7 +230,7 @@ class BatchIndex:
         return shard, b - int(self.shard_batches[shard])
 
     @classmethod
-    def load(cls, ss: ShardSet) -> "BatchIndex":
+    def load(cls, ss: ShardSet) -> BatchIndex:
         arrays = cached_arrays("shard-batches", ss.fingerprint, lambda: cls._build(ss))
         index = cls(arrays["docs"], arrays["starts"], arrays["shard_batches"])
         if int(index.docs[-1]) != ss.num_docs or int(index.starts[-1]) != ss.stream_length:
@@ -245,9 +245,13 @@ class BatchIndex:
             try:
                 lengths = [reader.lengths(i) for i in range(reader.num_batches)]
             except Exception as e:  # a damaged file of the right size
-                raise UserError(f"{ss.path / entry['file']}: unreadable ({e}); run `ptk shards verify {ss.path}`") from None
+                raise UserError(
+                    f"{ss.path / entry['file']}: unreadable ({e}); run `ptk shards verify {ss.path}`"
+                ) from None
             if sum(len(x) for x in lengths) != entry["docs"] or sum(int(x.sum()) for x in lengths) != entry["tokens"]:
-                raise UserError(f"{ss.path / entry['file']}: holds other document or token counts than the manifest says")
+                raise UserError(
+                    f"{ss.path / entry['file']}: holds other document or token counts than the manifest says"
+                )
             counts += [len(x) for x in lengths]
             tokens += [int(x.sum()) + len(x) for x in lengths]
             per_shard.append(len(lengths))

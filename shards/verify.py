@@ -34,6 +34,9 @@ def verify_shards(directory: str | Path, manifest: dict | None = None, progress:
         elif sha256_file(path) != entry["sha256"]:
             problems.append(f"{path}: altered: sha256 differs from the manifest")
     listed = {entry["file"] for entry in manifest["shards"]}
-    problems += [f"{p}: not listed in the manifest" for p in sorted(directory.iterdir())
-                 if SHARD_NAME_RE.match(p.name) and p.name not in listed]
+    problems += [
+        f"{p}: not listed in the manifest"
+        for p in sorted(directory.iterdir())
+        if SHARD_NAME_RE.match(p.name) and p.name not in listed
+    ]
     return problems

@@ -26,7 +26,8 @@ import io
 import json
 import struct
 import tarfile
-from typing import BinaryIO, Callable
+from collections.abc import Callable
+from typing import BinaryIO
 
 import numpy as np
 import zstandard
@@ -67,8 +68,11 @@ def decode_sample(sample: dict) -> dict:
     meta, tokens = sample[META_EXTENSION], sample[TOKENS_EXTENSION]
     offsets = np.zeros(len(meta["lengths"]) + 1, dtype=np.int64)
     np.cumsum(meta["lengths"], out=offsets[1:])
-    return {"__key__": sample["__key__"], "ids": meta["ids"],
-            "tokens": [tokens[offsets[i] : offsets[i + 1]] for i in range(len(meta["ids"]))]}  # fmt: skip
+    return {
+        "__key__": sample["__key__"],
+        "ids": meta["ids"],
+        "tokens": [tokens[offsets[i] : offsets[i + 1]] for i in range(len(meta["ids"]))],
+    }
 
 
 def _legacy_split(payload: bytes) -> tuple[dict, bytes]:
@@ -126,9 +130,13 @@ class WebDatasetShardReader:
         else:
             meta, tokens = by_extension.get(META_EXTENSION, []), by_extension.get(TOKENS_EXTENSION, [])
             keys = [m.name.partition(".")[0] for m in meta]
-            if set(by_extension) != {META_EXTENSION, TOKENS_EXTENSION} or keys != [m.name.partition(".")[0] for m in tokens]:
-                raise ValueError(f"expected one .{META_EXTENSION} and one .{TOKENS_EXTENSION} member per sample, "
-                                 f"found {sorted(by_extension)}")  # fmt: skip
+            if set(by_extension) != {META_EXTENSION, TOKENS_EXTENSION} or keys != [
+                m.name.partition(".")[0] for m in tokens
+            ]:
+                raise ValueError(
+                    f"expected one .{META_EXTENSION} and one .{TOKENS_EXTENSION} member per sample, "
+                    f"found {sorted(by_extension)}"
+                )
             self._meta, self._tokens = decode_meta, decode_tokens
         self._meta_spans = [(m.offset_data, m.size) for m in meta]
         self._token_spans = [(m.offset_data, m.size) for m in tokens]

@@ -24,8 +24,8 @@ describing new shards.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -117,8 +117,15 @@ class ShardPlan:
         return self.shards
 
 
-def write_shard(out_dir: str | Path, index: int, fmt: str, dtype: np.dtype, batch_tokens: int,
-                lengths: np.ndarray, read_docs: ReadDocs) -> ShardEntry:
+def write_shard(
+    out_dir: str | Path,
+    index: int,
+    fmt: str,
+    dtype: np.dtype,
+    batch_tokens: int,
+    lengths: np.ndarray,
+    read_docs: ReadDocs,
+) -> ShardEntry:
     """Write shard `index` of a set: documents with these token counts, read one batch at a time."""
     if fmt not in FORMATS:
         raise UserError(f"unknown shard format {fmt!r} (expected {', '.join(FORMATS)})")
@@ -132,25 +139,35 @@ def write_shard(out_dir: str | Path, index: int, fmt: str, dtype: np.dtype, batc
         start = 0
         for end in ends:
             ids, tokens = read_docs(start, end)
-            writer.write(DocBatch(ids, np.asarray(lengths[start:end], dtype=np.uint32), tokens.astype(dtype, copy=False)))
+            writer.write(
+                DocBatch(ids, np.asarray(lengths[start:end], dtype=np.uint32), tokens.astype(dtype, copy=False))
+            )
             start = end
         writer.close()
-    return ShardEntry(path.name, len(lengths), int(np.sum(lengths, dtype=np.int64)), path.stat().st_size, sha256_file(path))
+    return ShardEntry(
+        path.name, len(lengths), int(np.sum(lengths, dtype=np.int64)), path.stat().st_size, sha256_file(path)
+    )
 
 
 class ShardWriter:
     """A stream of documents in, shard files out as the plan closes them (holding one shard's documents).
 
-        writer = ShardWriter(out_dir, "arrow", np.uint16)
-        for doc_id, tokens in docs:
-            writer.add(doc_id, tokens)
-        entries = writer.close()          # then write the manifest (last) with `pretrainkit.shards.manifest`
+    writer = ShardWriter(out_dir, "arrow", np.uint16)
+    for doc_id, tokens in docs:
+        writer.add(doc_id, tokens)
+    entries = writer.close()          # then write the manifest (last) with `pretrainkit.shards.manifest`
     """
 
     PLAN_EVERY = 4096  # documents fed to the plan at a time
 
-    def __init__(self, out_dir: str | Path, fmt: str, dtype: np.dtype, shard_tokens: int = DEFAULT_SHARD_TOKENS,
-                 batch_tokens: int = DEFAULT_BATCH_TOKENS):
+    def __init__(
+        self,
+        out_dir: str | Path,
+        fmt: str,
+        dtype: np.dtype,
+        shard_tokens: int = DEFAULT_SHARD_TOKENS,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    ):
         if fmt not in FORMATS:
             raise UserError(f"unknown shard format {fmt!r} (expected {', '.join(FORMATS)})")
         self.out_dir, self.fmt, self.dtype, self.batch_tokens = Path(out_dir), fmt, np.dtype(dtype), batch_tokens
@@ -183,8 +200,17 @@ class ShardWriter:
             lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
             offsets = np.concatenate(([0], np.cumsum(lengths)))
             flat = np.concatenate(tokens) if tokens else np.empty(0, self.dtype)
-            self.entries.append(write_shard(self.out_dir, len(self.entries), self.fmt, self.dtype, self.batch_tokens,
-                                            lengths, lambda a, b: (ids[a:b], flat[offsets[a] : offsets[b]])))
+            self.entries.append(
+                write_shard(
+                    self.out_dir,
+                    len(self.entries),
+                    self.fmt,
+                    self.dtype,
+                    self.batch_tokens,
+                    lengths,
+                    lambda a, b, ids=ids, flat=flat, offsets=offsets: (ids[a:b], flat[offsets[a] : offsets[b]]),
+                )
+            )
             del self._ids[: end - first], self._tokens[: end - first]
             self._first, self._planned = end, self._planned - (end - first)
 

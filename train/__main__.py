@@ -1,6 +1,6 @@
 """`python -m pretrainkit.train CONFIG.yaml [--set k=v ...] [--no-resume]`: one training process, as torchrun starts it.
 
-    torchrun --nnodes 2 --nproc_per_node 8 --rdzv-endpoint HOST:29500 -m pretrainkit.train run.yaml
+torchrun --nnodes 2 --nproc_per_node 8 --rdzv-endpoint HOST:29500 -m pretrainkit.train run.yaml
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from pretrainkit.train.torchrun import USER_ERROR, report_user_error
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pretrainkit.train", description="One training process (under torchrun).")
+    parser = argparse.ArgumentParser(
+        prog="python -m pretrainkit.train", description="One training process (under torchrun)."
+    )
     add_train_arguments(parser)
     args = parser.parse_args(argv)
     if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun: stop if torchrun is killed

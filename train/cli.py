@@ -15,7 +15,6 @@ import functools
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.progress import end_bars
@@ -25,14 +24,28 @@ from pretrainkit.train.loop.run_dir import check_run_dir, interrupted_message
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="training config YAML")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                   help="override a config key, e.g. --set optim.lr=1e-3 (repeatable)")  # fmt: skip
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="override a config key, e.g. --set optim.lr=1e-3 (repeatable)",
+    )
     p.add_argument("--no-resume", action="store_true", help="start over even if run_dir holds checkpoints")
 
 
 def torchrun_command(args: argparse.Namespace) -> list[str]:
-    cmd = [sys.executable, "-m", "pretrainkit.train.torchrun", "--standalone", f"--nproc_per_node={args.nproc}",
-           "-m", "pretrainkit.train", args.config]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pretrainkit.train.torchrun",
+        "--standalone",
+        f"--nproc_per_node={args.nproc}",
+        "-m",
+        "pretrainkit.train",
+        args.config,
+    ]
     for item in args.overrides:
         cmd += ["--set", item]
     return cmd + (["--no-resume"] if args.no_resume else [])
@@ -67,8 +80,12 @@ def launch(args: argparse.Namespace) -> int:
     from pretrainkit.processes import die_with_parent
 
     # torchrun dies with ptk, and its workers with it (train/__main__.py asks the same).
-    proc = subprocess.Popen(torchrun_command(args), preexec_fn=functools.partial(die_with_parent, os.getpid()), env=launch_env(args.nproc),
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        torchrun_command(args),
+        preexec_fn=functools.partial(die_with_parent, os.getpid()),
+        env=launch_env(args.nproc),
+        start_new_session=True,
+    )
     try:
         return proc.wait()
     except KeyboardInterrupt:
@@ -98,9 +115,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a model on a mixture (DDP / ZeRO / FSDP2 / HSDP, tensor and pipeline parallel; CPU or GPU)",
-                       description="Train from a YAML config on one process, or launch torchrun for --nproc N > 1; "
-                       "resumes from RUN_DIR/checkpoints unless --no-resume.")  # fmt: skip
+    p = sub.add_parser(
+        "train",
+        help="train a model on a mixture (DDP / ZeRO / FSDP2 / HSDP, tensor and pipeline parallel; CPU or GPU)",
+        description="Train from a YAML config on one process, or launch torchrun for --nproc N > 1; "
+        "resumes from RUN_DIR/checkpoints unless --no-resume.",
+    )
     add_train_arguments(p)
     p.add_argument("--nproc", type=int, default=1, help="processes on this machine (launches torchrun when > 1)")
     p.set_defaults(func=cmd_train)

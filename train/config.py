@@ -294,12 +294,34 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     choice("spikes.action", cfg.spikes.action, SPIKE_ACTIONS)
     if cfg.logging.wandb is not None:
         choice("logging.wandb.mode", cfg.logging.wandb.mode, WANDB_MODES)
-    for key in ("max_steps", "data.seq_len", "batch.global_size", "batch.micro_size", "checkpoint.keep", "eval.batches", "spikes.window",
-                "spikes.skip_batches", "parallel.tp", "parallel.pp", "parallel.dp_replicate"):
+    for key in (
+        "max_steps",
+        "data.seq_len",
+        "batch.global_size",
+        "batch.micro_size",
+        "checkpoint.keep",
+        "eval.batches",
+        "spikes.window",
+        "spikes.skip_batches",
+        "parallel.tp",
+        "parallel.pp",
+        "parallel.dp_replicate",
+    ):
         require(_get(cfg, key) >= 1, key, f"must be >= 1, got {_get(cfg, key)}")
-    for key in ("optim.warmup_steps", "checkpoint.every", "eval.every", "seed",
-                "optim.weight_decay", "optim.clip", "optim.min_lr", "spikes.min_history", "spikes.loss_sigmas",
-                "spikes.loss_rise", "spikes.grad_factor", "spikes.max_rollbacks"):
+    for key in (
+        "optim.warmup_steps",
+        "checkpoint.every",
+        "eval.every",
+        "seed",
+        "optim.weight_decay",
+        "optim.clip",
+        "optim.min_lr",
+        "spikes.min_history",
+        "spikes.loss_sigmas",
+        "spikes.loss_rise",
+        "spikes.grad_factor",
+        "spikes.max_rollbacks",
+    ):
         require(_get(cfg, key) >= 0, key, f"must be >= 0, got {_get(cfg, key)}")
     require(cfg.optim.lr > 0, "optim.lr", f"must be > 0, got {cfg.optim.lr}")
     require(cfg.optim.min_lr <= cfg.optim.lr, "optim.min_lr", f"must be <= optim.lr ({cfg.optim.lr})")
@@ -309,23 +331,41 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     if cfg.optim.schedule == "wsd":
         decay = round(cfg.optim.decay_fraction * cfg.max_steps)
         after_warmup = cfg.max_steps - cfg.optim.warmup_steps
-        require(decay <= after_warmup, "optim.decay_fraction",
-                f"the decay phase ({decay} steps) is longer than the {after_warmup} steps after warmup "
-                f"(max_steps {cfg.max_steps} - optim.warmup_steps {cfg.optim.warmup_steps}); decay would start inside warmup")
+        require(
+            decay <= after_warmup,
+            "optim.decay_fraction",
+            f"the decay phase ({decay} steps) is longer than the {after_warmup} steps after warmup "
+            f"(max_steps {cfg.max_steps} - optim.warmup_steps {cfg.optim.warmup_steps}); decay would start inside warmup",
+        )
     # A deque of `window` accepted steps never holds more: detection would be silently off.
-    require(cfg.spikes.min_history <= cfg.spikes.window, "spikes.min_history",
-            f"must be <= spikes.window ({cfg.spikes.window}), got {cfg.spikes.min_history}")
+    require(
+        cfg.spikes.min_history <= cfg.spikes.window,
+        "spikes.min_history",
+        f"must be <= spikes.window ({cfg.spikes.window}), got {cfg.spikes.min_history}",
+    )
     require(cfg.init_from is not None or not cfg.init_optimizer, "init_optimizer", "needs init_from")
-    require(cfg.batch.global_size % cfg.batch.micro_size == 0, "batch.global_size",
-            f"must be a multiple of batch.micro_size ({cfg.batch.micro_size})")
+    require(
+        cfg.batch.global_size % cfg.batch.micro_size == 0,
+        "batch.global_size",
+        f"must be a multiple of batch.micro_size ({cfg.batch.micro_size})",
+    )
     require(p.stages >= 1, "parallel.stages_per_rank", f"must be >= 1, got {p.stages}")
-    require(p.pp_microbatches is None or p.pp_microbatches >= 1, "parallel.pp_microbatches",
-            f"must be >= 1, got {p.pp_microbatches}")
+    require(
+        p.pp_microbatches is None or p.pp_microbatches >= 1,
+        "parallel.pp_microbatches",
+        f"must be >= 1, got {p.pp_microbatches}",
+    )
     require(p.dp_replicate == 1 or p.data == "hsdp", "parallel.dp_replicate", f"needs data: hsdp, got {p.data!r}")
-    require(p.stages == 1 or p.pp_schedule == "interleaved_1f1b", "parallel.stages_per_rank",
-            f"more than one stage per rank needs pp_schedule: interleaved_1f1b, got {p.pp_schedule!r}")
-    require(p.stages >= 2 or p.pp_schedule != "interleaved_1f1b", "parallel.stages_per_rank",
-            "interleaved_1f1b needs at least 2 stages per rank")
+    require(
+        p.stages == 1 or p.pp_schedule == "interleaved_1f1b",
+        "parallel.stages_per_rank",
+        f"more than one stage per rank needs pp_schedule: interleaved_1f1b, got {p.pp_schedule!r}",
+    )
+    require(
+        p.stages >= 2 or p.pp_schedule != "interleaved_1f1b",
+        "parallel.stages_per_rank",
+        "interleaved_1f1b needs at least 2 stages per rank",
+    )
 
 
 def _get(cfg: TrainConfig, key: str) -> Any:
@@ -333,4 +373,3 @@ def _get(cfg: TrainConfig, key: str) -> Any:
     for k in key.split("."):
         obj = getattr(obj, k)
     return obj
-

@@ -38,8 +38,11 @@ def report_user_error(message: str) -> None:
 
 
 def first_user_error(failures: dict[int, ProcessFailure]) -> str | None:
-    reported = [(f.timestamp, rank, f.message) for rank, f in failures.items()
-                if f.exitcode == USER_ERROR and f.error_file_data.get("ptk") == "UserError"]  # fmt: skip
+    reported = [
+        (f.timestamp, rank, f.message)
+        for rank, f in failures.items()
+        if f.exitcode == USER_ERROR and f.error_file_data.get("ptk") == "UserError"
+    ]
     return min(reported)[2] if reported else None
 
 

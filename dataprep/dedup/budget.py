@@ -42,9 +42,11 @@ class DedupBudget:
     range_docs: int  # documents per range of keys: of the pair files by key, and of each resolve job
 
     @classmethod
-    def for_limit(cls, limit: int, workers: int) -> "DedupBudget":
+    def for_limit(cls, limit: int, workers: int) -> DedupBudget:
         if limit < MIN_LIMIT:
-            raise UserError(f"--memory-limit {limit:,} bytes is too small: dedup needs at least {MIN_LIMIT:,} bytes ({MIN_LIMIT >> 20} MiB)")
+            raise UserError(
+                f"--memory-limit {limit:,} bytes is too small: dedup needs at least {MIN_LIMIT:,} bytes ({MIN_LIMIT >> 20} MiB)"
+            )
         chunk = limit // (max(1, workers) + 1) // 4
         return cls(
             partition_bytes=_clamp(chunk, 1 << 20, 64 << 20),

@@ -5,33 +5,51 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
+from pretrainkit.dataprep.cli_options import (
+    add_executor_options,
+    add_field_options,
+    add_inputs_and_output,
+    runner_from_args,
+)
 from pretrainkit.dataprep.dedup.budget import DedupBudget
-from pretrainkit.dataprep.cli_options import add_executor_options, add_field_options, add_inputs_and_output, runner_from_args
+from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
 from pretrainkit.quantities import quantity
 
 
 def add_dedup_options(p: argparse.ArgumentParser) -> None:
     """The options that change what dedup keeps; `ptk prepare` shares them."""
     d = DedupOptions()
-    p.add_argument("--threshold", type=float, default=d.threshold, help="Jaccard similarity of word n-grams at which documents are near duplicates (default %(default)s)")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=d.threshold,
+        help="Jaccard similarity of word n-grams at which documents are near duplicates (default %(default)s)",
+    )
     p.add_argument("--num-perm", type=int, default=d.num_perm, help="MinHash signature length (default %(default)s)")
     p.add_argument("--ngram", type=int, default=d.ngram, help="words per shingle (default %(default)s)")
     add_field_options(p)
     p.add_argument("--no-near", action="store_true", help="exact dedup only")
-    p.add_argument("--against", metavar="INDEX_DIR", help="also drop documents duplicating an earlier corpus (its OUT/index)")
+    p.add_argument(
+        "--against", metavar="INDEX_DIR", help="also drop documents duplicating an earlier corpus (its OUT/index)"
+    )
 
 
 def dedup_options_from_args(args: argparse.Namespace) -> DedupOptions:
     return DedupOptions(
-        threshold=args.threshold, num_perm=args.num_perm, ngram=args.ngram, text_field=args.text_field,
-        id_field=args.id_field, near=not args.no_near, against=args.against,
+        threshold=args.threshold,
+        num_perm=args.num_perm,
+        ngram=args.ngram,
+        text_field=args.text_field,
+        id_field=args.id_field,
+        near=not args.no_near,
+        against=args.against,
     )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "dedup", help="remove exact and near-duplicate documents",
+        "dedup",
+        help="remove exact and near-duplicate documents",
         description="Remove exact and MinHash-LSH near-duplicate documents. Writes OUT/*.jsonl.zst (kept records, "
         "unchanged), OUT/duplicates.jsonl, OUT/rejected.jsonl, OUT/stats.json and OUT/index/ (for a later --against). "
         "Near-duplicate clusters are transitive: documents joined by a chain of pairs at --threshold or above are one "
@@ -42,9 +60,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_inputs_and_output(p, "output directory")
     add_dedup_options(p)
     add_executor_options(p)
-    p.add_argument("--memory-limit", type=quantity, metavar="BYTES",
-                   help="memory for the whole run, main process and workers (e.g. 2G; default: a quarter of this machine's); "
-                        "sets how the work is cut, never the output")  # fmt: skip
+    p.add_argument(
+        "--memory-limit",
+        type=quantity,
+        metavar="BYTES",
+        help="memory for the whole run, main process and workers (e.g. 2G; default: a quarter of this machine's); "
+        "sets how the work is cut, never the output",
+    )
     p.set_defaults(func=_run)
 
 

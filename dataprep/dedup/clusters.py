@@ -21,8 +21,8 @@ names a key of the same component, so the fixpoint is the component's minimum.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 
@@ -43,7 +43,9 @@ def cluster(link_files: list[Path], labels_path: Path, total: int, budget: Dedup
             f.write(np.arange(lo, min(lo + budget.range_docs, total), dtype=LABEL).tobytes())
         f.flush()
         label = np.memmap(f.name, dtype=LABEL, mode="r+", shape=(total,))
-        label_components(label, lambda: (c for p in link_files for c in pair_chunks(p, budget.range_docs)), budget.range_docs)
+        label_components(
+            label, lambda: (c for p in link_files for c in pair_chunks(p, budget.range_docs)), budget.range_docs
+        )
         label.flush()
         del label
 

@@ -63,8 +63,9 @@ def counting_order(targets: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]
 
 
 @numba.njit(cache=True)
-def scatter_entries(h1: np.ndarray, h2: np.ndarray, eligible: np.ndarray, first_key: int,
-                    partitions: int) -> tuple[np.ndarray, np.ndarray]:
+def scatter_entries(
+    h1: np.ndarray, h2: np.ndarray, eligible: np.ndarray, first_key: int, partitions: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Entries (h1[i, j], h2[i, j], first_key + i) of the eligible rows i, for every column j,
     grouped by partition `h1 % partitions` ([m, 3] of h1's type, and the bounds of each
     partition's run); within a partition in row order, then column order (so keys never

@@ -41,7 +41,9 @@ from pretrainkit.dataprep.dedup.pieces import copy_kept, joined
 from pretrainkit.errors import UserError
 from pretrainkit.files import TMP_MARK, fsync_all, write_text_atomic
 
-INDEX_VERSION = 4  # 2: .idhash, .lines and the source of each part; 3: kept documents only, .bands for .sig; 4: no .bands
+INDEX_VERSION = (
+    4  # 2: .idhash, .lines and the source of each part; 3: kept documents only, .bands for .sig; 4: no .bands
+)
 READ_CHUNK_DOCS = 1 << 18
 COALESCE_GAP = 4096  # bytes between two extents still read by one call: about what a call costs in copying
 SCRATCH_BYTES = 1 << 20
@@ -84,15 +86,24 @@ def _array(path: Path, dtype, shape: tuple[int, ...]) -> np.ndarray:
     expected = int(np.prod(shape)) * np.dtype(dtype).itemsize
     size = path.stat().st_size if path.exists() else -1
     if size != expected:
-        raise UserError(f"{path}: index file is missing or has {size} bytes, expected {expected}; rerun the dedup that wrote it")
+        raise UserError(
+            f"{path}: index file is missing or has {size} bytes, expected {expected}; rerun the dedup that wrote it"
+        )
     if expected == 0:
         return np.empty(shape, dtype)
     return np.memmap(path, dtype=dtype, mode="r", shape=shape)
 
 
 @numba.njit(cache=True)
-def _extents_in_chunk(chunk_counts: np.ndarray, lo: int, local: np.ndarray, done: int, running: int,
-                      starts: np.ndarray, counts: np.ndarray) -> tuple[int, int]:
+def _extents_in_chunk(
+    chunk_counts: np.ndarray,
+    lo: int,
+    local: np.ndarray,
+    done: int,
+    running: int,
+    starts: np.ndarray,
+    counts: np.ndarray,
+) -> tuple[int, int]:
     """`shingle_extents` over documents lo .. lo + len(chunk_counts) - 1, given the `running` sum
     of the counts before lo and the `done` documents of `local` before them."""
     for i in range(len(chunk_counts)):
@@ -103,7 +114,9 @@ def _extents_in_chunk(chunk_counts: np.ndarray, lo: int, local: np.ndarray, done
     return done, running
 
 
-_pread = numba.types.ExternalFunction("pread", numba.types.intp(numba.types.intc, numba.types.voidptr, numba.types.uintp, numba.types.int64))
+_pread = numba.types.ExternalFunction(
+    "pread", numba.types.intp(numba.types.intc, numba.types.voidptr, numba.types.uintp, numba.types.int64)
+)
 
 
 @numba.njit(cache=True)
@@ -112,7 +125,12 @@ def _gather(fds: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, out: np.nda
     pos, i, n = 0, 0, len(fds)
     while i < n:
         j, end = i + 1, offsets[i] + sizes[i]
-        while j < n and fds[j] == fds[i] and offsets[j] - end <= COALESCE_GAP and offsets[j] + sizes[j] - offsets[i] <= len(scratch):
+        while (
+            j < n
+            and fds[j] == fds[i]
+            and offsets[j] - end <= COALESCE_GAP
+            and offsets[j] + sizes[j] - offsets[i] <= len(scratch)
+        ):
             end = max(end, offsets[j] + sizes[j])
             j += 1
         if j == i + 1:
@@ -147,7 +165,9 @@ def read_extents(paths: list[str], which: np.ndarray, offsets: np.ndarray, sizes
         for fd in fd_of[fd_of >= 0].tolist():
             os.close(fd)
     if short >= 0:
-        raise UserError(f"{paths[which[short]]}: index file is shorter than the rest of its part says; rerun the dedup that wrote it")
+        raise UserError(
+            f"{paths[which[short]]}: index file is shorter than the rest of its part says; rerun the dedup that wrote it"
+        )
     return out
 
 
@@ -242,7 +262,7 @@ class Parts:
     old: int
 
     @classmethod
-    def of(cls, parts: list["IndexPart"], old: int) -> "Parts":
+    def of(cls, parts: list[IndexPart], old: int) -> Parts:
         offsets = np.concatenate(([0], np.cumsum([p.docs for p in parts], dtype=np.int64)))
         return cls(tuple((str(p.base), p.docs) for p in parts), offsets, old)
 
@@ -254,7 +274,7 @@ class Parts:
     def first_new_key(self) -> int:
         return int(self.offsets[self.old])
 
-    def open(self) -> list["IndexPart"]:
+    def open(self) -> list[IndexPart]:
         return [IndexPart(Path(b), n) for b, n in self.described]
 
 
@@ -283,19 +303,23 @@ class DedupIndex:
         return {"version": INDEX_VERSION, "hash_scheme": HASH_SCHEME, "ngram": ngram, "parts": part_docs}
 
     @classmethod
-    def from_parts(cls, directory: Path, ngram: int, part_docs: list[int]) -> "DedupIndex":
+    def from_parts(cls, directory: Path, ngram: int, part_docs: list[int]) -> DedupIndex:
         return cls(directory, ngram, [IndexPart(directory / part_name(i), n) for i, n in enumerate(part_docs)])
 
     @classmethod
-    def open(cls, directory: str | Path) -> "DedupIndex":
+    def open(cls, directory: str | Path) -> DedupIndex:
         directory = Path(directory)
         meta_path = directory / "meta.json"
         if not meta_path.is_file():
-            raise UserError(f"{directory}: not a finished dedup index (no meta.json); point --against at OUT/index of a completed `ptk dedup`")
+            raise UserError(
+                f"{directory}: not a finished dedup index (no meta.json); point --against at OUT/index of a completed `ptk dedup`"
+            )
         try:
             meta = json.loads(meta_path.read_text())
             if meta.get("version") != INDEX_VERSION or meta.get("hash_scheme") != HASH_SCHEME:
-                raise UserError(f"{meta_path}: index version {meta.get('version')}/{meta.get('hash_scheme')} is not {INDEX_VERSION}/{HASH_SCHEME}; rebuild it")
+                raise UserError(
+                    f"{meta_path}: index version {meta.get('version')}/{meta.get('hash_scheme')} is not {INDEX_VERSION}/{HASH_SCHEME}; rebuild it"
+                )
             ngram, part_docs = int(meta["ngram"]), [int(n) for n in meta["parts"]]
         except (ValueError, KeyError, TypeError) as e:
             raise UserError(f"{meta_path}: unreadable index metadata ({e})") from None

@@ -83,7 +83,9 @@ def write_kept(job: WriteJob, keep: np.ndarray, lines: np.ndarray) -> int:
     docs = len(keep)
     verbatim = np.fromfile(job.verbatim_path, dtype=np.uint8).astype(bool)
     if len(verbatim) != docs or len(lines) != docs:
-        raise RuntimeError(f"{job.verbatim_path}: {len(verbatim)} flags and {len(lines)} lines for the index part's {docs} documents")
+        raise RuntimeError(
+            f"{job.verbatim_path}: {len(verbatim)} flags and {len(lines)} lines for the index part's {docs} documents"
+        )
     runs = [0, *(np.flatnonzero(verbatim[1:] != verbatim[:-1]) + 1).tolist(), docs] if docs else []
     with open(job.records_path, "rb") as records_file, open(job.task.file.path, "rb") as input_file:
         records = _Lines(records_file, 0, job.records_path)
@@ -101,5 +103,7 @@ def write_kept(job: WriteJob, keep: np.ndarray, lines: np.ndarray) -> int:
                     source.take(wanted, out)
                     next_line = int(lines[hi - 1]) + 1
             if not records.at_end():  # before the rename: no output part from a mismatched record file
-                raise RuntimeError(f"{job.records_path}: more records than the index part's documents that are not verbatim")
+                raise RuntimeError(
+                    f"{job.records_path}: more records than the index part's documents that are not verbatim"
+                )
     return int(keep.sum())

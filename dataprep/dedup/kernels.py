@@ -20,7 +20,15 @@ from collections.abc import Mapping
 from pathlib import Path
 
 CACHE_ENV = "NUMBA_CACHE_DIR"
-KERNEL_MODULES = ("digests", "grouping", "index", "minhash", "pieces", "rows", "similarity")  # those that compile kernels
+KERNEL_MODULES = (
+    "digests",
+    "grouping",
+    "index",
+    "minhash",
+    "pieces",
+    "rows",
+    "similarity",
+)  # those that compile kernels
 
 
 def cache_dir(package_dir: Path, environ: Mapping[str, str]) -> str | None:

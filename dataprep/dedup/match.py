@@ -34,7 +34,9 @@ from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.files import atomic_write
 
 BUCKET_CHUNK_DOCS = 1 << 16
-ENTRY_BYTES = 24  # what a match job holds per entry, at most: (h1, h2, key) uint64 (`pretrainkit.dataprep.dedup.grouping`)
+ENTRY_BYTES = (
+    24  # what a match job holds per entry, at most: (h1, h2, key) uint64 (`pretrainkit.dataprep.dedup.grouping`)
+)
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class ExactHashes:
     def pair_files(self, pairs_dir: str, total: int, range_docs: int, partitions: int) -> PairFiles:
         return PairFiles(Path(f"{pairs_dir}-range-{range_docs}"), math.ceil(total / range_docs))
 
-    def write_pairs(self, later: np.ndarray, earlier: np.ndarray, job: "_MatchJob") -> None:
+    def write_pairs(self, later: np.ndarray, earlier: np.ndarray, job: _MatchJob) -> None:
         pairs = np.stack([later, earlier], axis=1)
         write_fanout(Path(job.pairs_dir), job.partition, pairs, by_range(pairs, job.range_docs), job.fanout)
 
@@ -108,7 +110,7 @@ class BandHashes:
         # each verification job within a match job's memory.
         return PairFiles(Path(f"{pairs_dir}-hash-{partitions}"), partitions)
 
-    def write_pairs(self, later: np.ndarray, earlier: np.ndarray, job: "_MatchJob") -> None:
+    def write_pairs(self, later: np.ndarray, earlier: np.ndarray, job: _MatchJob) -> None:
         new = later >= job.first_new_key  # old-old pairs were settled by the old run (and earlier < later)
         pairs = unpack(distinct(pack(earlier[new], later[new])), np.uint32)
         write_fanout(Path(job.pairs_dir), job.partition, pairs, by_hash(pairs, job.fanout), job.fanout)
@@ -120,7 +122,9 @@ MatchKind = ExactHashes | BandHashes
 def match(kind: MatchKind, parts: Parts, work: Path, runner: JobRunner, budget: DedupBudget) -> PairFiles:
     """Bucket then match one kind of hash over every part (see the module docstring)."""
     # at least two per worker, so that no worker waits on a last, lone partition
-    partitions = max(2 * runner.workers, math.ceil(parts.total * ENTRY_BYTES * kind.hashes_per_doc / budget.partition_bytes))
+    partitions = max(
+        2 * runner.workers, math.ceil(parts.total * ENTRY_BYTES * kind.hashes_per_doc / budget.partition_bytes)
+    )
     bucket_dir = work / f"buckets-{kind.name}-{partitions}"  # a rerun with another --memory-limit cuts its own
     out = kind.pair_files(str(work / f"pairs-{kind.name}-{partitions}"), parts.total, budget.range_docs, partitions)
     matched = out.directory / "matched"  # the round's marker: its bucket files are gone, the pairs all there
@@ -129,17 +133,51 @@ def match(kind: MatchKind, parts: Parts, work: Path, runner: JobRunner, budget: 
     described = parts.open()
     bucket_bounds = runner.run(
         _bucket_part,
-        [_BucketJob(kind=kind, part=i, base=str(p.base), docs=p.docs, offset=int(parts.offsets[i]), is_old=i < parts.old,
-                    partitions=partitions, bucket_dir=str(bucket_dir)) for i, p in enumerate(described)],
-        f"bucket {kind.name}", weights=[p.docs for p in described], unit="doc",
+        [
+            _BucketJob(
+                kind=kind,
+                part=i,
+                base=str(p.base),
+                docs=p.docs,
+                offset=int(parts.offsets[i]),
+                is_old=i < parts.old,
+                partitions=partitions,
+                bucket_dir=str(bucket_dir),
+            )
+            for i, p in enumerate(described)
+        ],
+        f"bucket {kind.name}",
+        weights=[p.docs for p in described],
+        unit="doc",
     )
-    runs = [tuple((i, int(lo), int(hi)) for i, b in enumerate(bucket_bounds) for lo, hi in zip(b[:, p], b[:, p + 1]) if hi > lo)
-            for p in range(partitions)]
-    runner.run(_match_partition,
-               [_MatchJob(kind=kind, bucket_dir=str(bucket_dir), runs=runs[p], partition=p, first_new_key=parts.first_new_key,
-                          pairs_dir=str(out.directory), fanout=out.partitions, range_docs=budget.range_docs)
-                for p in range(partitions)],
-               f"match {kind.name}", weights=[sum(hi - lo for _, lo, hi in r) for r in runs], unit="entry")
+    runs = [
+        tuple(
+            (i, int(lo), int(hi))
+            for i, b in enumerate(bucket_bounds)
+            for lo, hi in zip(b[:, p], b[:, p + 1])
+            if hi > lo
+        )
+        for p in range(partitions)
+    ]
+    runner.run(
+        _match_partition,
+        [
+            _MatchJob(
+                kind=kind,
+                bucket_dir=str(bucket_dir),
+                runs=runs[p],
+                partition=p,
+                first_new_key=parts.first_new_key,
+                pairs_dir=str(out.directory),
+                fanout=out.partitions,
+                range_docs=budget.range_docs,
+            )
+            for p in range(partitions)
+        ],
+        f"match {kind.name}",
+        weights=[sum(hi - lo for _, lo, hi in r) for r in runs],
+        unit="entry",
+    )
     matched.parent.mkdir(parents=True, exist_ok=True)  # no partition may have pairs
     matched.touch()
     # Nothing reads the bucket files again: deleted now, the pages the disk has not taken yet are

@@ -40,9 +40,9 @@ shingle made of all its words; a document with no words has no shingles and no s
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Iterator
 
 import numba
 import numpy as np
@@ -54,8 +54,16 @@ HASH_SCHEME = "oph-densified-v1"  # bump when anything below changes the values 
 _U64 = np.uint64
 _WORD_BASE = 0x100000001B3  # a word hashes to mix64(sum of byte_i * _WORD_BASE^i mod 2^64); bands use it too
 _GRAM_MULTIPLIERS = np.array(
-    [0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,
-     0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53, 0x2545F4914F6CDD1D, 0x9FB21C651E98DF25],
+    [
+        0x9E3779B97F4A7C15,
+        0xC2B2AE3D27D4EB4F,
+        0x165667B19E3779F9,
+        0xD6E8FEB86659FD93,
+        0xFF51AFD7ED558CCD,
+        0xC4CEB9FE1A85EC53,
+        0x2545F4914F6CDD1D,
+        0x9FB21C651E98DF25,
+    ],
     dtype=_U64,
 )
 
@@ -118,7 +126,9 @@ def _powers_for(longest: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @numba.njit(cache=True)
-def _words_into(buf: np.ndarray, lo: int, hi: int, powers: np.ndarray, inverse_powers: np.ndarray, out: np.ndarray) -> int:
+def _words_into(
+    buf: np.ndarray, lo: int, hi: int, powers: np.ndarray, inverse_powers: np.ndarray, out: np.ndarray
+) -> int:
     """Hash every word of the UTF-8 bytes buf[lo:hi] into `out` (room for (hi - lo + 1) // 2 + 1);
     returns the number of words. A word's hash is mix64(sum of its mapped bytes c_i * B^i), from
     prefix sums of c_p * B^p over positions p (`powers`, at least hi - lo of them): the difference
@@ -190,8 +200,16 @@ def _grams_into(words: np.ndarray, n: int, ngram: int, multipliers: np.ndarray, 
 
 
 @numba.njit(cache=True)
-def _densify_row(sig: np.ndarray, filled: np.ndarray, m: int, order: np.ndarray, rank: np.ndarray, sparse_below: int,
-                 best: np.ndarray, pending: np.ndarray) -> None:
+def _densify_row(
+    sig: np.ndarray,
+    filled: np.ndarray,
+    m: int,
+    order: np.ndarray,
+    rank: np.ndarray,
+    sparse_below: int,
+    best: np.ndarray,
+    pending: np.ndarray,
+) -> None:
     """Fill every empty bin of a signature with m >= 1 filled bins (in place; `best`: scratch of
     num_perm ranks, `pending`: of num_perm int64): empty bin j takes the value of the first filled
     bin on its probe sequence. With few filled bins, each bin takes the minimum of `rank[c, j]`
@@ -230,8 +248,16 @@ def _densify_row(sig: np.ndarray, filled: np.ndarray, m: int, order: np.ndarray,
 
 
 @numba.njit(cache=True)
-def _signature_into(shingles: np.ndarray, order: np.ndarray, rank: np.ndarray, sparse_below: int, sig: np.ndarray, filled: np.ndarray,
-                    best: np.ndarray, pending: np.ndarray) -> None:
+def _signature_into(
+    shingles: np.ndarray,
+    order: np.ndarray,
+    rank: np.ndarray,
+    sparse_below: int,
+    sig: np.ndarray,
+    filled: np.ndarray,
+    best: np.ndarray,
+    pending: np.ndarray,
+) -> None:
     """The densified signature of one document's shingles into `sig` (all 0xFFFFFFFF) and `filled`
     (all False): each bin, picked by the hash's top bits, keeps its minimum."""
     k = _U64(len(sig))
@@ -245,15 +271,18 @@ def _signature_into(shingles: np.ndarray, order: np.ndarray, rank: np.ndarray, s
 
 
 @numba.njit(cache=True)
-def _signatures_of_sets_into(shingles: np.ndarray, counts: np.ndarray, order: np.ndarray, rank: np.ndarray, sparse_below: int,
-                             sig: np.ndarray) -> None:
+def _signatures_of_sets_into(
+    shingles: np.ndarray, counts: np.ndarray, order: np.ndarray, rank: np.ndarray, sparse_below: int, sig: np.ndarray
+) -> None:
     filled = np.zeros(sig.shape[1], np.bool_)
     best, pending = np.empty(sig.shape[1], rank.dtype), np.empty(sig.shape[1], np.int64)
     start = 0
     for d in range(len(counts)):
         if counts[d]:
             filled[:] = False
-            _signature_into(shingles[start : start + counts[d]], order, rank, sparse_below, sig[d], filled, best, pending)
+            _signature_into(
+                shingles[start : start + counts[d]], order, rank, sparse_below, sig[d], filled, best, pending
+            )
         start += counts[d]
 
 
@@ -288,7 +317,9 @@ def _sort_hashes(a: np.ndarray, scratch: np.ndarray, buckets: np.ndarray) -> Non
 
 
 @numba.njit(cache=True)
-def _hash_batch(buf, offsets, powers, inverse_powers, ngram, multipliers, order, rank, sparse_below, num_perm, with_signatures):
+def _hash_batch(
+    buf, offsets, powers, inverse_powers, ngram, multipliers, order, rank, sparse_below, num_perm, with_signatures
+):
     """Per document buf[offsets[d]:offsets[d + 1]]: its sorted unique shingles (concatenated), their
     count and (with_signatures) its signature."""
     n_docs = len(offsets) - 1
@@ -307,7 +338,13 @@ def _hash_batch(buf, offsets, powers, inverse_powers, ngram, multipliers, order,
     pending = np.empty(num_perm, np.int64)
     at = 0
     for d in range(n_docs):
-        m = _grams_into(words, _words_into(buf, offsets[d], offsets[d + 1], powers, inverse_powers, words), ngram, multipliers, grams)
+        m = _grams_into(
+            words,
+            _words_into(buf, offsets[d], offsets[d + 1], powers, inverse_powers, words),
+            ngram,
+            multipliers,
+            grams,
+        )
         g = grams[:m]
         _sort_hashes(g, scratch, buckets)
         c = 0
@@ -328,7 +365,9 @@ def _probe_table_rows(num_perm: int, lo: int, hi: int) -> np.ndarray:
     every document."""
     t = np.arange(lo, hi, dtype=_U64)[:, None]
     j = np.arange(num_perm, dtype=_U64)[None, :]
-    return (mix64(j * _U64(0x9E3779B97F4A7C15) + t * _U64(0xD1B54A32D192ED03) + _U64(1)) % _U64(num_perm)).astype(np.int64)
+    return (mix64(j * _U64(0x9E3779B97F4A7C15) + t * _U64(0xD1B54A32D192ED03) + _U64(1)) % _U64(num_perm)).astype(
+        np.int64
+    )
 
 
 @lru_cache(maxsize=8)
@@ -370,7 +409,9 @@ def sparse_below(num_perm: int) -> int:
 
 @dataclass
 class SignatureBatch:
-    signatures: np.ndarray  # uint32 [docs, num_perm] (rows of docs without shingles all 0xFFFFFFFF); [0, num_perm] if not asked for
+    signatures: (
+        np.ndarray
+    )  # uint32 [docs, num_perm] (rows of docs without shingles all 0xFFFFFFFF); [0, num_perm] if not asked for
     has_shingles: np.ndarray  # bool [docs]
     shingles: np.ndarray  # uint32, each document's sorted unique shingle hashes, concatenated
     shingle_counts: np.ndarray  # uint32 [docs]
@@ -402,8 +443,18 @@ class MinHasher:
         longest = int(np.diff(offsets).max(initial=0))
         if len(offsets) == 2 and longest > self.large_bytes:
             return self.large_document([buf[offsets[0] : offsets[1]].tobytes()], with_signatures)
-        shingles, counts, sig = _hash_batch(buf, offsets, *_powers_for(longest), self.ngram, self._multipliers, self._order,
-                                            self._rank, self._sparse_below, self.num_perm, with_signatures)
+        shingles, counts, sig = _hash_batch(
+            buf,
+            offsets,
+            *_powers_for(longest),
+            self.ngram,
+            self._multipliers,
+            self._order,
+            self._rank,
+            self._sparse_below,
+            self.num_perm,
+            with_signatures,
+        )
         return SignatureBatch(sig, counts > 0, shingles, counts)
 
     def signatures_of_sets(self, shingles: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -425,7 +476,12 @@ class MinHasher:
             for piece in _pieces_at_separators(part, self.piece_bytes):
                 window = np.empty(len(carry) + len(piece) // 2 + 2, _U64)
                 window[: len(carry)] = carry
-                window = window[: len(carry) + _words_into(np.frombuffer(piece, np.uint8), 0, len(piece), *_powers_for(len(piece)), window[len(carry) :])]
+                window = window[
+                    : len(carry)
+                    + _words_into(
+                        np.frombuffer(piece, np.uint8), 0, len(piece), *_powers_for(len(piece)), window[len(carry) :]
+                    )
+                ]
                 if len(window) >= self.ngram:  # else too few words yet: they all stay in `carry`
                     new.append(self._grams(window))
                     if len(new) == 16:
@@ -519,6 +575,7 @@ def lsh_params(threshold: float, num_perm: int, false_positive_weight: float = 0
 
     def area(y: np.ndarray, s: np.ndarray) -> float:
         return float((y[:-1] + y[1:]).sum() / 2 * (s[1] - s[0]))
+
     best, best_cost = (1, num_perm), float("inf")
     for b in range(1, num_perm + 1):
         for r in range(1, num_perm // b + 1):

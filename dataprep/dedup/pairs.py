@@ -12,8 +12,8 @@ job over a range of keys needs), `by_hash` by a hash of the pair (even for skewe
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 

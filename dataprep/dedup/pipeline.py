@@ -63,6 +63,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pretrainkit import __version__
 from pretrainkit.dataprep.dedup.budget import MIN_RANGE_DOCS, DedupBudget, default_memory_limit
 from pretrainkit.dataprep.dedup.clusters import cluster
 from pretrainkit.dataprep.dedup.index import DedupIndex, Parts
@@ -75,9 +76,15 @@ from pretrainkit.dataprep.dedup.scan import Scanning, scan
 from pretrainkit.dataprep.dedup.verify import verify
 from pretrainkit.dataprep.dedup.write import write
 from pretrainkit.dataprep.executors import JobRunner
-from pretrainkit.dataprep.readers import DEDUP_STATS_NAME, discover_inputs, nothing_usable, plan_read_tasks, reason_kind, refuse_inputs_inside
+from pretrainkit.dataprep.readers import (
+    DEDUP_STATS_NAME,
+    discover_inputs,
+    nothing_usable,
+    plan_read_tasks,
+    reason_kind,
+    refuse_inputs_inside,
+)
 from pretrainkit.dataprep.workdir import open_work_dir, remove_work_dir
-from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_text_atomic, writing_into
 
@@ -103,7 +110,9 @@ class DedupOptions:
             raise UserError(f"--ngram must be in [1, 64], got {self.ngram}")
 
 
-def run_dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobRunner, budget: DedupBudget | None = None) -> dict:
+def run_dedup(
+    inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobRunner, budget: DedupBudget | None = None
+) -> dict:
     """Deduplicate `inputs` into `out_dir`; returns the stats written to `out_dir/stats.json`
     (plus `seconds` and `input_bytes` for the summary). The jobs run on `runner` (an entered
     `pretrainkit.dataprep.executors` runner). `budget` (default: from `default_memory_limit()`)
@@ -134,14 +143,22 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         remove_temporaries(d)
     (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the directory is no finished output
 
-    scanning = Scanning(num_perm=options.num_perm, ngram=options.ngram, text_field=options.text_field, id_field=options.id_field,
-                        bands=bands, rows=rows)
+    scanning = Scanning(
+        num_perm=options.num_perm,
+        ngram=options.ngram,
+        text_field=options.text_field,
+        id_field=options.id_field,
+        bands=bands,
+        rows=rows,
+    )
     scan_jobs, scans = scan(tasks, work, scanning, runner)
     new = DedupIndex.from_parts(work / "parts", options.ngram, [s["docs"] for s in scans])
     old_parts = old.parts if old else []
     parts = Parts.of(old_parts + new.parts, old=len(old_parts))
     if parts.total >= 1 << 32:
-        raise UserError(f"{parts.total:,} documents in one run; at most {(1 << 32) - 1:,}: split the corpus and chain runs with --against")
+        raise UserError(
+            f"{parts.total:,} documents in one run; at most {(1 << 32) - 1:,}: split the corpus and chain runs with --against"
+        )
     removed_path = work / "removed.u8"
     resolved_path = work / "resolved.json"  # what the write stage needs of the stages before it
     if resolved_path.exists():  # the write stage had begun: its jobs may have deleted scan files those stages read
@@ -180,8 +197,15 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     return dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))
 
 
-def _find_duplicates(options: DedupOptions, parts: Parts, work: Path, runner: JobRunner, budget: DedupBudget,
-                     lsh: tuple[int, int], removed_path: Path) -> dict:
+def _find_duplicates(
+    options: DedupOptions,
+    parts: Parts,
+    work: Path,
+    runner: JobRunner,
+    budget: DedupBudget,
+    lsh: tuple[int, int],
+    removed_path: Path,
+) -> dict:
     """The match, verify, cluster and resolve stages: writes `removed_path` (a flag per new
     document) and returns the resolve jobs' (exact, near) counts and their duplicates.jsonl pieces."""
     bands, rows = lsh
@@ -193,7 +217,13 @@ def _find_duplicates(options: DedupOptions, parts: Parts, work: Path, runner: Jo
     if options.near:
         skip_path = work / "exact_duplicates.u8"
         _write_exact_flags(exact, parts.total, budget.range_docs, skip_path)
-        candidates = match(BandHashes(num_perm=options.num_perm, bands=bands, rows=rows, skip_path=str(skip_path)), parts, work, runner, budget)
+        candidates = match(
+            BandHashes(num_perm=options.num_perm, bands=bands, rows=rows, skip_path=str(skip_path)),
+            parts,
+            work,
+            runner,
+            budget,
+        )
         links = verify(candidates, parts, options.threshold, work, runner, budget)
         if any(f.stat().st_size for f in links.files):
             labels_path = work / "labels.u32"
@@ -207,7 +237,9 @@ def _open_against(options: DedupOptions) -> DedupIndex | None:
         return None
     old = DedupIndex.open(options.against)
     if old.ngram != options.ngram:  # its shingle sets are of n-grams; any --num-perm or --threshold hashes them
-        raise UserError(f"{options.against}: index was built with --ngram {old.ngram}, this run uses --ngram {options.ngram}")
+        raise UserError(
+            f"{options.against}: index was built with --ngram {old.ngram}, this run uses --ngram {options.ngram}"
+        )
     return old
 
 

@@ -35,21 +35,39 @@ from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.files import atomic_write, write_concatenation_atomic, write_text_atomic
 
 
-def resolve(parts: Parts, exact: PairFiles, near: tuple[Path, PairFiles] | None, work: Path, runner: JobRunner, budget: DedupBudget,
-            removed_path: Path) -> dict:
+def resolve(
+    parts: Parts,
+    exact: PairFiles,
+    near: tuple[Path, PairFiles] | None,
+    work: Path,
+    runner: JobRunner,
+    budget: DedupBudget,
+    removed_path: Path,
+) -> dict:
     """Write `removed_path` (a flag per new document); returns each range job's (exact, near) counts
     (`found`) and its duplicates.jsonl piece (`rows`), in key order. `near`: the cluster labels and
     the links by range; None where there are no links."""
     resolve_dir = work / f"resolve-{budget.range_docs}"
     ranges = math.ceil(parts.total / budget.range_docs)
     jobs = [
-        _ResolveJob(lo=lo, hi=hi, exact_dir=str(exact.directory), exact_partition=r, labels_path=str(near[0]) if near else None,
-                    links_dir=str(near[1].directory) if near else None,
-                    removed_path=str(resolve_dir / f"{r:05d}.removed"), rows_path=str(resolve_dir / f"{r:05d}.jsonl"),
-                    done_path=str(resolve_dir / f"{r:05d}.json"), parts=parts, verify_pairs=budget.verify_pairs,
-                    shingle_bytes=budget.shingle_bytes, describe_rows=budget.describe_rows)
+        _ResolveJob(
+            lo=lo,
+            hi=hi,
+            exact_dir=str(exact.directory),
+            exact_partition=r,
+            labels_path=str(near[0]) if near else None,
+            links_dir=str(near[1].directory) if near else None,
+            removed_path=str(resolve_dir / f"{r:05d}.removed"),
+            rows_path=str(resolve_dir / f"{r:05d}.jsonl"),
+            done_path=str(resolve_dir / f"{r:05d}.json"),
+            parts=parts,
+            verify_pairs=budget.verify_pairs,
+            shingle_bytes=budget.shingle_bytes,
+            describe_rows=budget.describe_rows,
+        )
         for r in range(parts.first_new_key // budget.range_docs, ranges)
-        for lo, hi in [(max(r * budget.range_docs, parts.first_new_key), min((r + 1) * budget.range_docs, parts.total))] if lo < hi
+        for lo, hi in [(max(r * budget.range_docs, parts.first_new_key), min((r + 1) * budget.range_docs, parts.total))]
+        if lo < hi
     ]
     found = runner.run(_resolve_range, jobs, "resolve", weights=[j.hi - j.lo for j in jobs], unit="doc")
     write_concatenation_atomic([Path(j.removed_path) for j in jobs], removed_path)
@@ -92,15 +110,23 @@ def _resolve_range(job: _ResolveJob) -> tuple[int, int]:
     removed[exact[:, 0] - job.lo] = 1
     removed[members - job.lo] = 1
     parts = job.parts.open()
-    similarity, matched_similarity = (pair_similarities(np.stack([members, other], axis=1), parts, job.parts.offsets, job.verify_pairs,
-                                                        job.shingle_bytes) for other in (roots, matched))
+    similarity, matched_similarity = (
+        pair_similarities(
+            np.stack([members, other], axis=1), parts, job.parts.offsets, job.verify_pairs, job.shingle_bytes
+        )
+        for other in (roots, matched)
+    )
     with atomic_write(job.removed_path, durable=False) as f:
         f.write(removed.tobytes())
     ones = np.ones(len(exact))
-    dups = Duplicates(keys=np.concatenate([exact[:, 0], members]), dup_of=np.concatenate([exact[:, 1], roots]),
-                      kinds=np.concatenate([np.zeros(len(exact), np.int8), np.ones(len(members), np.int8)]),
-                      sims=np.concatenate([ones, similarity]), matched=np.concatenate([exact[:, 1], matched]),
-                      matched_sims=np.concatenate([ones, matched_similarity]))
+    dups = Duplicates(
+        keys=np.concatenate([exact[:, 0], members]),
+        dup_of=np.concatenate([exact[:, 1], roots]),
+        kinds=np.concatenate([np.zeros(len(exact), np.int8), np.ones(len(members), np.int8)]),
+        sims=np.concatenate([ones, similarity]),
+        matched=np.concatenate([exact[:, 1], matched]),
+        matched_sims=np.concatenate([ones, matched_similarity]),
+    )
     write_duplicates(Path(job.rows_path), dups, parts, job.parts.offsets, job.describe_rows)
     counts = (len(exact), len(members))
     write_text_atomic(done, json.dumps(counts))

@@ -27,9 +27,21 @@ from pretrainkit.dataprep.dedup.pairs import distinct
 from pretrainkit.dataprep.dedup.pieces import joined
 from pretrainkit.files import atomic_write
 
-_FIELDS = (b'{"id": ', b', "source": ', b', "line": ', b', "duplicate_of": ', b', "duplicate_of_source": ',
-           b', "duplicate_of_line": ', b', "kind": ', b', "similarity": ', b', "matched": ', b', "matched_source": ',
-           b', "matched_line": ', b', "matched_similarity": ', b'}\n')
+_FIELDS = (
+    b'{"id": ',
+    b', "source": ',
+    b', "line": ',
+    b', "duplicate_of": ',
+    b', "duplicate_of_source": ',
+    b', "duplicate_of_line": ',
+    b', "kind": ',
+    b', "similarity": ',
+    b', "matched": ',
+    b', "matched_source": ',
+    b', "matched_line": ',
+    b', "matched_similarity": ',
+    b"}\n",
+)
 _KINDS = (b'"exact"', b'"near"')  # index = the kind number
 
 
@@ -41,14 +53,18 @@ class Duplicates:
     dup_of: np.ndarray  # the document kept in its stead: the first occurrence, or the cluster's smallest key
     kinds: np.ndarray  # 0 exact, 1 near
     sims: np.ndarray  # Jaccard similarity to `dup_of`
-    matched: np.ndarray  # the document whose match removed it: `dup_of` for an exact one, a linked document for a near one
+    matched: (
+        np.ndarray
+    )  # the document whose match removed it: `dup_of` for an exact one, a linked document for a near one
     matched_sims: np.ndarray  # Jaccard similarity to `matched` (at least the threshold)
 
-    def __getitem__(self, at) -> "Duplicates":
+    def __getitem__(self, at) -> Duplicates:
         return Duplicates(*(getattr(self, f.name)[at] for f in fields(self)))
 
 
-def write_duplicates(path: Path, dups: Duplicates, parts: list[IndexPart], offsets: np.ndarray, chunk_rows: int) -> None:
+def write_duplicates(
+    path: Path, dups: Duplicates, parts: list[IndexPart], offsets: np.ndarray, chunk_rows: int
+) -> None:
     """The rows of `dups`, in key order, `chunk_rows` rows at a time."""
     dups = dups[np.argsort(dups.keys, kind="stable")]
     with atomic_write(path, durable=False) as f:
@@ -62,7 +78,10 @@ def _rows(dups: Duplicates, parts: list[IndexPart], offsets: np.ndarray) -> np.n
     part_of = np.searchsorted(offsets, described, side="right") - 1
     local = described - offsets[part_of]
     id_pos = read_extents([f"{p.base}.idpos" for p in parts], part_of, 8 * local, np.full(len(local), 16)).view("<u8")
-    id_start, id_size = id_pos[0::2].astype(np.int64), np.diff(id_pos.reshape(-1, 2), axis=1).ravel().astype(np.int64) - 1
+    id_start, id_size = (
+        id_pos[0::2].astype(np.int64),
+        np.diff(id_pos.reshape(-1, 2), axis=1).ravel().astype(np.int64) - 1,
+    )
     ids = read_extents([f"{p.base}.ids" for p in parts], part_of, id_start, id_size)  # without their newlines
     lines = read_extents([f"{p.base}.lines" for p in parts], part_of, 8 * local, np.full(len(local), 8)).view("<u8")
     sim_values, sim_of = np.unique(np.concatenate([dups.sims, dups.matched_sims]), return_inverse=True)
@@ -76,13 +95,43 @@ def _rows(dups: Duplicates, parts: list[IndexPart], offsets: np.ndarray) -> np.n
     source = source[np.searchsorted(used_parts, part_of)]
     doc_id = pieces.add(ids, np.concatenate(([0], np.cumsum(id_size))))
     line = pieces.add(*_decimals(lines.astype(np.int64)))
-    k, d, m, n = np.searchsorted(described, keys), np.searchsorted(described, dup_of), np.searchsorted(described, matched), len(keys)
+    k, d, m, n = (
+        np.searchsorted(described, keys),
+        np.searchsorted(described, dup_of),
+        np.searchsorted(described, matched),
+        len(keys),
+    )
     sim_of = sim_of.ravel()
-    row = np.stack([np.full(n, field[0]), doc_id[k], np.full(n, field[1]), source[k], np.full(n, field[2]), line[k],
-                    np.full(n, field[3]), doc_id[d], np.full(n, field[4]), source[d], np.full(n, field[5]), line[d],
-                    np.full(n, field[6]), kind[kinds.astype(np.int64)], np.full(n, field[7]), similarity[sim_of[:n]],
-                    np.full(n, field[8]), doc_id[m], np.full(n, field[9]), source[m], np.full(n, field[10]), line[m],
-                    np.full(n, field[11]), similarity[sim_of[n:]], np.full(n, field[12])], axis=1)
+    row = np.stack(
+        [
+            np.full(n, field[0]),
+            doc_id[k],
+            np.full(n, field[1]),
+            source[k],
+            np.full(n, field[2]),
+            line[k],
+            np.full(n, field[3]),
+            doc_id[d],
+            np.full(n, field[4]),
+            source[d],
+            np.full(n, field[5]),
+            line[d],
+            np.full(n, field[6]),
+            kind[kinds.astype(np.int64)],
+            np.full(n, field[7]),
+            similarity[sim_of[:n]],
+            np.full(n, field[8]),
+            doc_id[m],
+            np.full(n, field[9]),
+            source[m],
+            np.full(n, field[10]),
+            line[m],
+            np.full(n, field[11]),
+            similarity[sim_of[n:]],
+            np.full(n, field[12]),
+        ],
+        axis=1,
+    )
     return pieces.join(row.ravel())
 
 
@@ -109,7 +158,9 @@ class _Pieces:
         return self.add(*joined(texts))
 
     def join(self, sequence: np.ndarray) -> np.ndarray:
-        return _concatenate(np.concatenate(self.buffers), np.concatenate(self.starts), np.concatenate(self.ends), sequence)
+        return _concatenate(
+            np.concatenate(self.buffers), np.concatenate(self.starts), np.concatenate(self.ends), sequence
+        )
 
 
 @numba.njit(cache=True)

@@ -27,9 +27,9 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -168,7 +168,9 @@ def scan_part(job: ScanJob) -> dict:
             batch.records.clear()  # written: a large document's line is freed before its text is hashed
             if len(batch.texts) == 1 and len(batch.texts[0]) > LARGE_TEXT_CHARS:
                 digest = hashlib.blake2b(digest_size=16)
-                sb = hasher.large_document(normalized_pieces(batch.texts[0], LARGE_TEXT_CHARS, digest), with_signatures=near)
+                sb = hasher.large_document(
+                    normalized_pieces(batch.texts[0], LARGE_TEXT_CHARS, digest), with_signatures=near
+                )
                 out[".exact"].write(digest.digest())
             else:
                 exact_buf, exact_offsets, near_buf, near_offsets = hash_inputs(batch.texts)
@@ -199,7 +201,13 @@ def scan_part(job: ScanJob) -> dict:
                 rejected += 1
         if batch.texts:
             flush()
-    meta = {"docs": docs, "rejected": rejected, "no_words": no_words, "bytes": job.task.nbytes, "source": job.task.file.rel}
+    meta = {
+        "docs": docs,
+        "rejected": rejected,
+        "no_words": no_words,
+        "bytes": job.task.nbytes,
+        "source": job.task.file.rel,
+    }
     write_text_atomic(meta_path, json.dumps(meta))
     return meta
 
@@ -228,5 +236,3 @@ class _Batch:
 
     def clear(self) -> None:
         self.__init__()
-
-

@@ -79,7 +79,9 @@ def _reaches(a: np.ndarray, b: np.ndarray, threshold: float) -> bool:
 
 
 @numba.njit(cache=True)
-def _pairs_reach(shingles: np.ndarray, bounds: np.ndarray, first: np.ndarray, second: np.ndarray, threshold: float) -> np.ndarray:
+def _pairs_reach(
+    shingles: np.ndarray, bounds: np.ndarray, first: np.ndarray, second: np.ndarray, threshold: float
+) -> np.ndarray:
     out = np.empty(len(first), np.bool_)
     for p in range(len(first)):
         a, b = first[p], second[p]
@@ -100,14 +102,17 @@ def _chunks(pair_bytes: np.ndarray, chunk_pairs: int, chunk_bytes: int) -> list[
     return out
 
 
-def pair_similarities(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, chunk_pairs: int, chunk_bytes: int) -> np.ndarray:
+def pair_similarities(
+    pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, chunk_pairs: int, chunk_bytes: int
+) -> np.ndarray:
     """Exact Jaccard of each (key, key) row of `pairs` (keys global: part p holds offsets[p] ..
     offsets[p + 1] - 1), reading the sets of a chunk of pairs at a time (see the module)."""
     return _each_pair(pairs, parts, offsets, chunk_pairs, chunk_bytes, None)
 
 
-def pairs_reaching(threshold: float, pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, chunk_pairs: int,
-                   chunk_bytes: int) -> np.ndarray:
+def pairs_reaching(
+    threshold: float, pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, chunk_pairs: int, chunk_bytes: int
+) -> np.ndarray:
     """Whether each pair's Jaccard reaches `threshold`: `pair_similarities(...) >= threshold`, with
     less work. A pair whose set sizes alone rule it out is never read (its Jaccard is at most
     small / large, and below the threshold when that ratio is, in floating point too), and a
@@ -115,8 +120,14 @@ def pairs_reaching(threshold: float, pairs: np.ndarray, parts: list[IndexPart], 
     return _each_pair(pairs, parts, offsets, chunk_pairs, chunk_bytes, threshold)
 
 
-def _each_pair(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, chunk_pairs: int, chunk_bytes: int,
-               threshold: float | None) -> np.ndarray:
+def _each_pair(
+    pairs: np.ndarray,
+    parts: list[IndexPart],
+    offsets: np.ndarray,
+    chunk_pairs: int,
+    chunk_bytes: int,
+    threshold: float | None,
+) -> np.ndarray:
     """`pair_similarities` (threshold None) or `pairs_reaching`."""
     keys, docs = np.unique(np.asarray(pairs, dtype=np.int64).ravel(), return_inverse=True)
     docs = docs.reshape(-1, 2)
@@ -129,7 +140,10 @@ def _each_pair(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, c
         out, todo = np.empty(len(docs), np.float64), np.arange(len(docs))
     else:
         small, large = np.sort(counts[docs], axis=1).T
-        out, todo = np.zeros(len(docs), np.bool_), np.flatnonzero((large == 0) | (small / np.maximum(large, 1) >= threshold))
+        out, todo = (
+            np.zeros(len(docs), np.bool_),
+            np.flatnonzero((large == 0) | (small / np.maximum(large, 1) >= threshold)),
+        )
     docs = docs[todo]
     shingle_files = [f"{part.base}.shingles" for part in parts]
     for lo, hi in _chunks(4 * (counts[docs[:, 0]] + counts[docs[:, 1]]), chunk_pairs, chunk_bytes):
@@ -137,6 +151,9 @@ def _each_pair(pairs: np.ndarray, parts: list[IndexPart], offsets: np.ndarray, c
         local = local.reshape(-1, 2)
         bounds = np.concatenate(([0], np.cumsum(counts[needed])))
         shingles = read_extents(shingle_files, where[needed], 4 * starts[needed], 4 * counts[needed]).view(np.uint32)
-        out[todo[lo:hi]] = (_pair_jaccards(shingles, bounds, local[:, 0], local[:, 1]) if threshold is None
-                            else _pairs_reach(shingles, bounds, local[:, 0], local[:, 1], threshold))
+        out[todo[lo:hi]] = (
+            _pair_jaccards(shingles, bounds, local[:, 0], local[:, 1])
+            if threshold is None
+            else _pairs_reach(shingles, bounds, local[:, 0], local[:, 1], threshold)
+        )
     return out

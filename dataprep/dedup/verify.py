@@ -22,7 +22,15 @@ import numpy as np
 from pretrainkit.dataprep.dedup.budget import DedupBudget
 from pretrainkit.dataprep.dedup.index import Parts
 from pretrainkit.dataprep.dedup.match import PairFiles
-from pretrainkit.dataprep.dedup.pairs import by_range, distinct, pack, partition_pairs, read_partition, unpack, write_fanout
+from pretrainkit.dataprep.dedup.pairs import (
+    by_range,
+    distinct,
+    pack,
+    partition_pairs,
+    read_partition,
+    unpack,
+    write_fanout,
+)
 from pretrainkit.dataprep.dedup.similarity import pairs_reaching
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.files import atomic_write
@@ -34,15 +42,33 @@ class Links:
     by_range: PairFiles  # (key, linked key), both ways round, by range of `budget.range_docs` keys of the first
 
 
-def verify(candidates: PairFiles, parts: Parts, threshold: float, work: Path, runner: JobRunner, budget: DedupBudget) -> Links:
+def verify(
+    candidates: PairFiles, parts: Parts, threshold: float, work: Path, runner: JobRunner, budget: DedupBudget
+) -> Links:
     links_dir = work / f"links-{candidates.directory.name}-range-{budget.range_docs}"
     by_range_files = PairFiles(links_dir / "by-range", math.ceil(parts.total / budget.range_docs))
-    jobs = [_VerifyJob(candidates_dir=str(candidates.directory), partition=q, links_path=str(links_dir / f"{q:05d}.bin"),
-                       by_range_dir=str(by_range_files.directory), ranges=by_range_files.partitions, range_docs=budget.range_docs,
-                       parts=parts, threshold=threshold, chunk_pairs=budget.verify_pairs, chunk_bytes=budget.shingle_bytes)
-            for q in range(candidates.partitions)]
-    runner.run(_verify_partition, jobs, "verify", weights=[partition_pairs(candidates.directory, q) for q in range(candidates.partitions)],
-               unit="pair")
+    jobs = [
+        _VerifyJob(
+            candidates_dir=str(candidates.directory),
+            partition=q,
+            links_path=str(links_dir / f"{q:05d}.bin"),
+            by_range_dir=str(by_range_files.directory),
+            ranges=by_range_files.partitions,
+            range_docs=budget.range_docs,
+            parts=parts,
+            threshold=threshold,
+            chunk_pairs=budget.verify_pairs,
+            chunk_bytes=budget.shingle_bytes,
+        )
+        for q in range(candidates.partitions)
+    ]
+    runner.run(
+        _verify_partition,
+        jobs,
+        "verify",
+        weights=[partition_pairs(candidates.directory, q) for q in range(candidates.partitions)],
+        unit="pair",
+    )
     return Links([Path(j.links_path) for j in jobs], by_range_files)
 
 
@@ -69,7 +95,9 @@ def _verify_partition(job: _VerifyJob) -> None:
     del found
     pairs = unpack(packed, np.uint32)
     del packed
-    linked = pairs[pairs_reaching(job.threshold, pairs, job.parts.open(), job.parts.offsets, job.chunk_pairs, job.chunk_bytes)]
+    linked = pairs[
+        pairs_reaching(job.threshold, pairs, job.parts.open(), job.parts.offsets, job.chunk_pairs, job.chunk_bytes)
+    ]
     both_ways = np.concatenate([linked, linked[:, ::-1]])
     write_fanout(Path(job.by_range_dir), job.partition, both_ways, by_range(both_ways, job.range_docs), job.ranges)
     with atomic_write(job.links_path, durable=False) as f:

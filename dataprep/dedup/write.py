@@ -20,33 +20,57 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrainkit.dataprep.dedup.index import FINISHED_SUFFIXES, FinishJob, finish_part, part_files_whole, part_name, written_part_files
+from pretrainkit.dataprep.dedup.index import (
+    FINISHED_SUFFIXES,
+    FinishJob,
+    finish_part,
+    part_files_whole,
+    part_name,
+    written_part_files,
+)
 from pretrainkit.dataprep.dedup.kept import WriteJob, write_kept
 from pretrainkit.dataprep.dedup.scan import ScanJob, scan_part
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.files import atomic_write, write_concatenation_atomic
 
 
-def write(scan_jobs: list[ScanJob], scans: list[dict], rows: list[str], removed_path: Path, out_dir: Path,
-          runner: JobRunner) -> list[tuple[int, int]]:
+def write(
+    scan_jobs: list[ScanJob], scans: list[dict], rows: list[str], removed_path: Path, out_dir: Path, runner: JobRunner
+) -> list[tuple[int, int]]:
     """Write every task's outputs (`removed_path`: a flag per new document; `rows`: the
     duplicates.jsonl pieces, in order); returns (kept records, index documents) per task."""
     index_dir = out_dir / "index"
     firsts = np.concatenate(([0], np.cumsum([s["docs"] for s in scans], dtype=np.int64)))
     jobs = [
         _OutputJob(
-            records=WriteJob(index=s.index, task=s.task, records_path=s.records_path, verbatim_path=s.verbatim_path, out_dir=str(out_dir)),
-            index=FinishJob(work_base=f"{s.parts_dir}/{part_name(s.index)}", index_base=str(index_dir / part_name(s.index)),
-                            docs=scan["docs"]),
-            scan=s, removed_path=str(removed_path), first=int(first), done_path=f"{s.work_dir}/written-{s.index:05d}.json",
+            records=WriteJob(
+                index=s.index,
+                task=s.task,
+                records_path=s.records_path,
+                verbatim_path=s.verbatim_path,
+                out_dir=str(out_dir),
+            ),
+            index=FinishJob(
+                work_base=f"{s.parts_dir}/{part_name(s.index)}",
+                index_base=str(index_dir / part_name(s.index)),
+                docs=scan["docs"],
+            ),
+            scan=s,
+            removed_path=str(removed_path),
+            first=int(first),
+            done_path=f"{s.work_dir}/written-{s.index:05d}.json",
         )
         for s, scan, first in zip(scan_jobs, scans, firsts)
     ]
     # duplicates.jsonl and rejected.jsonl are joined by a thread of this process while the workers
     # write and index (this process would otherwise copy them, hundreds of MB, with the workers idle).
     with ThreadPoolExecutor(1) as joiner:
-        joined = [joiner.submit(write_concatenation_atomic, [Path(p) for p in rows], out_dir / "duplicates.jsonl"),
-                  joiner.submit(write_concatenation_atomic, [Path(s.rejected_path) for s in scan_jobs], out_dir / "rejected.jsonl")]
+        joined = [
+            joiner.submit(write_concatenation_atomic, [Path(p) for p in rows], out_dir / "duplicates.jsonl"),
+            joiner.submit(
+                write_concatenation_atomic, [Path(s.rejected_path) for s in scan_jobs], out_dir / "rejected.jsonl"
+            ),
+        ]
         written = runner.run(_write_outputs, jobs, "write", weights=[s.task.nbytes for s in scan_jobs], unit="B")
         for j in joined:
             j.result()
@@ -76,7 +100,9 @@ def _write_outputs(job: _OutputJob) -> tuple[int, int]:
         Path(f"{job.index.work_base}.json").unlink()
         scan_part(job.scan)
     keep = np.fromfile(job.removed_path, dtype=np.uint8, count=job.index.docs, offset=job.first) == 0
-    lines = np.fromfile(f"{job.index.work_base}.lines", dtype=np.uint64).astype(np.int64)  # before finish_part takes the file
+    lines = np.fromfile(f"{job.index.work_base}.lines", dtype=np.uint64).astype(
+        np.int64
+    )  # before finish_part takes the file
     arrays = written_part_files(job.index.work_base, job.scan.settings.bands)
     with ThreadPoolExecutor(1) as pool:
         # first the arrays no step reads any more (band and id hashes), in the thread: deleting a
@@ -87,7 +113,9 @@ def _write_outputs(job: _OutputJob) -> tuple[int, int]:
         deleted.result()
     with atomic_write(done, "w", durable=False) as f:
         f.write(json.dumps(counts))
-    _unlink(arrays + [job.records.records_path, job.records.verbatim_path])  # the arrays are the index's now, unless it was finished before a rescan
+    _unlink(
+        arrays + [job.records.records_path, job.records.verbatim_path]
+    )  # the arrays are the index's now, unless it was finished before a rescan
     return counts
 
 

@@ -15,8 +15,9 @@ job order, so what a stage produces never depends on the executor or the number 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Protocol, Sequence, TypeVar
+from typing import Protocol, TypeVar
 
 from pretrainkit.errors import UserError
 from pretrainkit.progress import progress_bar
@@ -29,12 +30,18 @@ EXECUTORS = ("local", "ray")
 class JobRunner(Protocol):
     workers: int
 
-    def __enter__(self) -> "JobRunner": ...
+    def __enter__(self) -> JobRunner: ...
 
     def __exit__(self, *exc) -> None: ...
 
-    def run(self, fn: Callable[[J], R], jobs: Sequence[J], desc: str,
-            weights: Sequence[float] | None = None, unit: str = "job") -> list[R]:
+    def run(
+        self,
+        fn: Callable[[J], R],
+        jobs: Sequence[J],
+        desc: str,
+        weights: Sequence[float] | None = None,
+        unit: str = "job",
+    ) -> list[R]:
         """fn(job) for every job, results in job order."""
 
     def check_paths(self, inputs: Sequence[str], out_dir: Path) -> None:

@@ -17,8 +17,8 @@ import multiprocessing as mp
 import multiprocessing.pool
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from pretrainkit.dataprep.executors import J, R, largest_first, limit_threads, stage_progress
 from pretrainkit.processes import die_with_parent
@@ -39,7 +39,7 @@ class LocalRunner:
         self.workers = max(1, workers)
         self._pool: multiprocessing.pool.Pool | None = None
 
-    def __enter__(self) -> "LocalRunner":
+    def __enter__(self) -> LocalRunner:
         if self.workers > 1:
             ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
             self._pool = ctx.Pool(self.workers, initializer=_start_worker, initargs=(os.getpid(),))
@@ -51,8 +51,14 @@ class LocalRunner:
             self._pool.join()
             self._pool = None
 
-    def run(self, fn: Callable[[J], R], jobs: Sequence[J], desc: str,
-            weights: Sequence[float] | None = None, unit: str = "job") -> list[R]:
+    def run(
+        self,
+        fn: Callable[[J], R],
+        jobs: Sequence[J],
+        desc: str,
+        weights: Sequence[float] | None = None,
+        unit: str = "job",
+    ) -> list[R]:
         weights = list(weights) if weights is not None else [1.0] * len(jobs)
         results: list = [None] * len(jobs)
         with stage_progress(desc, weights, unit) as bar:

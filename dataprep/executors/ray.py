@@ -23,8 +23,9 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from pretrainkit.dataprep.executors import J, R, largest_first, limit_threads, stage_progress
 from pretrainkit.errors import UserError
@@ -89,7 +90,7 @@ class RayRunner:
         self._ray = None
         self._owns_connection = False
 
-    def __enter__(self) -> "RayRunner":
+    def __enter__(self) -> RayRunner:
         if self.address is None:
             # Ray binds the instance it starts to the machine's network address unless told this;
             # an instance for one run needs no more than the loopback interface.
@@ -97,7 +98,9 @@ class RayRunner:
         ray = import_ray()
         if not ray.is_initialized():
             try:
-                ray.init(address=self.address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+                ray.init(
+                    address=self.address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR
+                )
             except ConnectionError as e:
                 raise UserError(f"--ray-address {self.address}: no Ray cluster there ({e})") from None
             self._owns_connection = True
@@ -116,8 +119,14 @@ class RayRunner:
             self._ray.shutdown()
             self._owns_connection = False
 
-    def run(self, fn: Callable[[J], R], jobs: Sequence[J], desc: str,
-            weights: Sequence[float] | None = None, unit: str = "job") -> list[R]:
+    def run(
+        self,
+        fn: Callable[[J], R],
+        jobs: Sequence[J],
+        desc: str,
+        weights: Sequence[float] | None = None,
+        unit: str = "job",
+    ) -> list[R]:
         ray = self._ray
         weights = list(weights) if weights is not None else [1.0] * len(jobs)
         results: list = [None] * len(jobs)
@@ -153,8 +162,12 @@ class RayRunner:
             if isinstance(e.cause, UserError):
                 raise e.cause from None
             raise e.cause from e  # a bug: the remote traceback is in `e`
-        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.OutOfMemoryError,
-                ray.exceptions.LocalRayletDiedError) as e:
+        except (
+            ray.exceptions.WorkerCrashedError,
+            ray.exceptions.NodeDiedError,
+            ray.exceptions.OutOfMemoryError,
+            ray.exceptions.LocalRayletDiedError,
+        ) as e:
             raise UserError(
                 f"{desc}: job {index} failed: its Ray worker died {TASK_RETRIES + 1} times "
                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
@@ -176,15 +189,21 @@ class RayRunner:
         try:
             nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
             check = ray.remote(num_cpus=0, max_retries=TASK_RETRIES)(_probe)
-            refs = [check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                    .remote(os.getcwd(), str(probe), token, list(inputs)) for n in nodes]
+            refs = [
+                check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(
+                    os.getcwd(), str(probe), token, list(inputs)
+                )
+                for n in nodes
+            ]
             for problem in ray.get(refs):
                 if problem:
                     raise UserError(problem)
             replies = list(out_dir.glob(f"{probe.name}.*"))
             if len(replies) < len(nodes):
-                raise UserError(f"{out_dir}: files written there by {len(nodes) - len(replies)} of {len(nodes)} Ray nodes "
-                                f"are not visible to the driver: {SHARED_FS}")
+                raise UserError(
+                    f"{out_dir}: files written there by {len(nodes) - len(replies)} of {len(nodes)} Ray nodes "
+                    f"are not visible to the driver: {SHARED_FS}"
+                )
         finally:
             for p in out_dir.glob(f"{probe.name}*"):
                 p.unlink()

@@ -7,15 +7,27 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
-from pretrainkit.progress import progress_bar
-
-from pretrainkit.dataprep.cli_options import add_executor_options, add_field_options, add_inputs_and_output, runner_from_args
-from pretrainkit.dataprep.readers import Document, discover_inputs, nothing_usable, plan_read_tasks, read_task, reason_kind
+from pretrainkit.dataprep.cli_options import (
+    add_executor_options,
+    add_field_options,
+    add_inputs_and_output,
+    runner_from_args,
+)
+from pretrainkit.dataprep.readers import (
+    Document,
+    discover_inputs,
+    nothing_usable,
+    plan_read_tasks,
+    read_task,
+    reason_kind,
+)
 from pretrainkit.dataprep.tokenize.corpus import REJECTED_NAME, TokenizeOptions, tokenize_corpus
 from pretrainkit.dataprep.tokenize.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
-from pretrainkit.quantities import count
 from pretrainkit.files import output_file, write_text_atomic, writing_into
+from pretrainkit.progress import progress_bar
+from pretrainkit.quantities import count
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     tok = sub.add_parser("tokenizer", help="train a byte-level BPE tokenizer", description="Tokenizer tools.")
@@ -27,7 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "end-of-text special token (id 0) and write it as tokenizer.json.",
     )
     add_inputs_and_output(train, "tokenizer.json to write")
-    train.add_argument("--vocab-size", type=count, required=True, help="vocabulary size, special tokens included (at most: what the corpus's pairs allow)")
+    train.add_argument(
+        "--vocab-size",
+        type=count,
+        required=True,
+        help="vocabulary size, special tokens included (at most: what the corpus's pairs allow)",
+    )
     train.add_argument("--min-frequency", type=int, default=2, help="least count of a pair to merge (default 2)")
     train.add_argument("--eos-token", default=DEFAULT_EOS, help=f"end-of-text token (default {DEFAULT_EOS})")
     add_field_options(train)
@@ -48,18 +65,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_tokenize_options(p: argparse.ArgumentParser) -> None:
     """Options of `ptk tokenize` that `ptk prepare` shares (the field names come from the dedup options there)."""
-    p.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json, or a model/tokenizer directory holding one")
-    p.add_argument("--eos-token", default=None, help="end-of-text token, if the tokenizer's is not <|endoftext|>, </s> or <eos>")
-    p.add_argument("--format", choices=["arrow", "webdataset"], default="arrow", help="shard format (default arrow)")
-    p.add_argument("--shard-size", type=count, default=DEFAULT_SHARD_TOKENS, help="tokens per shard, e.g. 32M (default 32M)")
     p.add_argument(
-        "--batch-size", type=count, default=DEFAULT_BATCH_TOKENS,
+        "--tokenizer", required=True, help="a Hugging Face tokenizer.json, or a model/tokenizer directory holding one"
+    )
+    p.add_argument(
+        "--eos-token", default=None, help="end-of-text token, if the tokenizer's is not <|endoftext|>, </s> or <eos>"
+    )
+    p.add_argument("--format", choices=["arrow", "webdataset"], default="arrow", help="shard format (default arrow)")
+    p.add_argument(
+        "--shard-size", type=count, default=DEFAULT_SHARD_TOKENS, help="tokens per shard, e.g. 32M (default 32M)"
+    )
+    p.add_argument(
+        "--batch-size",
+        type=count,
+        default=DEFAULT_BATCH_TOKENS,
         help="tokens per record batch, the unit a reader decompresses (default 16K)",
     )
 
 
 def tokenize_options(args: argparse.Namespace) -> TokenizeOptions:
-    return TokenizeOptions(args.format, args.shard_size, args.batch_size, args.text_field, args.id_field, args.eos_token)
+    return TokenizeOptions(
+        args.format, args.shard_size, args.batch_size, args.text_field, args.id_field, args.eos_token
+    )
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -87,8 +114,10 @@ def run_train(args: argparse.Namespace) -> int:
     loaded = load_tokenizer(args.output, args.eos_token)
     vocab = f"vocab {loaded.vocab_size}"
     if loaded.vocab_size < args.vocab_size:  # BPE stops when no pair occurs --min-frequency times
-        vocab += (f" of the {args.vocab_size} asked for (the corpus has no more pairs seen "
-                  f"{args.min_frequency}+ times to merge)")
+        vocab += (
+            f" of the {args.vocab_size} asked for (the corpus has no more pairs seen "
+            f"{args.min_frequency}+ times to merge)"
+        )
     print(
         f"trained on {counts['docs']} documents ({sum(reasons.values())} rejected records skipped): "
         f"{vocab}, EOS {loaded.eos_token!r} = {loaded.eos_id}, wrote {args.output} "

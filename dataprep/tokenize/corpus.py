@@ -34,13 +34,14 @@ import json
 import os
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 from tokenizers import Tokenizer
 
+from pretrainkit import __version__
 from pretrainkit.dataprep.dedup.index import id_line
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.executors.local import LocalRunner
@@ -58,7 +59,6 @@ from pretrainkit.dataprep.readers import (
 )
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.dataprep.workdir import open_work_dir, remove_work_dir
-from pretrainkit import __version__
 from pretrainkit.errors import UserError
 from pretrainkit.files import (
     atomic_write,
@@ -121,8 +121,14 @@ def tokenize_corpus(
             return _tokenize(inputs, out_dir, tokenizer_path, options, provenance, local)
 
 
-def _tokenize(inputs: list[str], out_dir: Path, tokenizer_path: str, options: TokenizeOptions,
-              provenance: dict | None, runner: JobRunner) -> dict:
+def _tokenize(
+    inputs: list[str],
+    out_dir: Path,
+    tokenizer_path: str,
+    options: TokenizeOptions,
+    provenance: dict | None,
+    runner: JobRunner,
+) -> dict:
     tok = load_tokenizer(tokenizer_path, options.eos_token)
     files = discover_inputs(inputs)
     refuse_inputs_inside(files, out_dir)
@@ -132,24 +138,43 @@ def _tokenize(inputs: list[str], out_dir: Path, tokenizer_path: str, options: To
     groups = _consecutive_groups(plan_read_tasks(files, ENCODE_JOB_BYTES), lambda t: t.nbytes, ENCODE_JOB_BYTES)
     prepare_output_dir(out_dir)
     work = out_dir / WORK_NAME
-    open_work_dir(work, {
-        "inputs": [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files],
-        "jobs": [[(t.file.path, t.start, t.end) for t in g] for g in groups],
-        "options": asdict(options),
-        "tokenizer": tok.sha256,
-        "version": __version__,
-    })
+    open_work_dir(
+        work,
+        {
+            "inputs": [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files],
+            "jobs": [[(t.file.path, t.start, t.end) for t in g] for g in groups],
+            "options": asdict(options),
+            "tokenizer": tok.sha256,
+            "version": __version__,
+        },
+    )
     inputs_meta = (provenance or {}).get("inputs") or input_hashes(files, runner)
 
-    encode_jobs = [EncodeJob(i, tuple(g), str(work), str(tok.path), tok.sha256, options.eos_token, dtype.str,
-                             options.text_field, options.id_field) for i, g in enumerate(groups)]
+    encode_jobs = [
+        EncodeJob(
+            i,
+            tuple(g),
+            str(work),
+            str(tok.path),
+            tok.sha256,
+            options.eos_token,
+            dtype.str,
+            options.text_field,
+            options.id_field,
+        )
+        for i, g in enumerate(groups)
+    ]
     encoded = runner.run(encode_part, encode_jobs, "tokenize", weights=[j.nbytes for j in encode_jobs], unit="B")
-    write_concatenation_atomic([work / f"{_encoded_name(i)}.rejected" for i in range(len(encode_jobs))], out_dir / REJECTED_NAME)
+    write_concatenation_atomic(
+        [work / f"{_encoded_name(i)}.rejected" for i in range(len(encode_jobs))], out_dir / REJECTED_NAME
+    )
     docs, reasons = sum(e["docs"] for e in encoded), sum((Counter(e["reasons"]) for e in encoded), Counter())
     if docs == 0:  # a shard set of no tokens is no use to anyone: no manifest
         raise nothing_usable(inputs, reasons, out_dir / REJECTED_NAME)
     shard_jobs = _plan_shards(encoded, options, str(out_dir), str(work), dtype)
-    entries = runner.run(write_shard_part, shard_jobs, "write shards", weights=[j.tokens for j in shard_jobs], unit="tok")
+    entries = runner.run(
+        write_shard_part, shard_jobs, "write shards", weights=[j.tokens for j in shard_jobs], unit="tok"
+    )
 
     remove_stale_shards(out_dir, entries)
     remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
@@ -170,8 +195,13 @@ def _tokenize(inputs: list[str], out_dir: Path, tokenizer_path: str, options: To
 def input_hashes(files: list[InputFile], runner: JobRunner) -> list[dict]:
     """Provenance of inputs: path relative to its input root, size and sha256 (no absolute paths)."""
     groups = _consecutive_groups(files, lambda f: f.size, HASH_JOB_BYTES)
-    hashes = runner.run(_sha256_files, [tuple(f.path for f in g) for g in groups], "hash inputs",
-                        weights=[sum(f.size for f in g) for g in groups], unit="B")
+    hashes = runner.run(
+        _sha256_files,
+        [tuple(f.path for f in g) for g in groups],
+        "hash inputs",
+        weights=[sum(f.size for f in g) for g in groups],
+        unit="B",
+    )
     return [{"path": f.rel, "bytes": f.size, "sha256": h} for f, h in zip(files, itertools.chain.from_iterable(hashes))]
 
 
@@ -295,7 +325,11 @@ class _Encoder:
             encodings = self.encode_batch(group, add_special_tokens=False)
             counts = np.fromiter(map(len, encodings), dtype=np.int64, count=len(encodings))
             np.add.at(lengths, owners, counts)
-            write(np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=self.dtype, count=int(counts.sum())))
+            write(
+                np.fromiter(
+                    itertools.chain.from_iterable(e.ids for e in encodings), dtype=self.dtype, count=int(counts.sum())
+                )
+            )
             group.clear()
             owners.clear()
 
@@ -314,7 +348,9 @@ class _Encoder:
 
     def _pieces(self, text: str) -> Iterator[str]:
         start = 0
-        while len(text) - start > self.piece_chars and (cut := self._safe_cut(text, start + self.piece_chars)) is not None:
+        while (
+            len(text) - start > self.piece_chars and (cut := self._safe_cut(text, start + self.piece_chars)) is not None
+        ):
             yield text[start:cut]
             start = cut
         yield text[start:] if start else text
@@ -359,7 +395,9 @@ class ShardJob:
     batch_tokens: int
 
 
-def _plan_shards(encoded: list[dict], options: TokenizeOptions, out_dir: str, work: str, dtype: np.dtype) -> list[ShardJob]:
+def _plan_shards(
+    encoded: list[dict], options: TokenizeOptions, out_dir: str, work: str, dtype: np.dtype
+) -> list[ShardJob]:
     """One job per shard, naming the pieces of the encode jobs' files its documents are in."""
     plan = ShardPlan(options.shard_tokens, options.batch_tokens)
     for i in range(len(encoded)):
@@ -388,8 +426,11 @@ class _EncodedDocs:
             base = Path(job.work_dir) / _encoded_name(i)
             part = np.fromfile(f"{base}.lengths", dtype=np.uint32)
             start, stop = int(part[:first].sum(dtype=np.int64)), int(part[:end].sum(dtype=np.int64))
-            self._tokens.append(np.memmap(f"{base}.tokens", dtype=dtype, mode="r", offset=start * dtype.itemsize,
-                                          shape=(stop - start,)) if stop > start else np.empty(0, dtype))
+            self._tokens.append(
+                np.memmap(f"{base}.tokens", dtype=dtype, mode="r", offset=start * dtype.itemsize, shape=(stop - start,))
+                if stop > start
+                else np.empty(0, dtype)
+            )
             lengths.append(part[first:end])
         self.lengths = np.concatenate(lengths) if lengths else np.empty(0, np.uint32)
         self._offsets = np.concatenate(([0], np.cumsum(self.lengths, dtype=np.int64)))
@@ -422,8 +463,15 @@ def write_shard_part(job: ShardJob) -> ShardEntry:
             return entry
     docs = _EncodedDocs(job)
     ids = docs.ids()
-    entry = write_shard(job.out_dir, job.index, job.fmt, np.dtype(job.dtype), job.batch_tokens, docs.lengths,
-                        lambda a, b: (ids[a:b], docs.tokens(a, b)))
+    entry = write_shard(
+        job.out_dir,
+        job.index,
+        job.fmt,
+        np.dtype(job.dtype),
+        job.batch_tokens,
+        docs.lengths,
+        lambda a, b: (ids[a:b], docs.tokens(a, b)),
+    )
     write_text_atomic(entry_path, json.dumps(asdict(entry)))
     return entry
 
@@ -433,6 +481,12 @@ def write_text_shards(texts: Iterable[str], out_dir: str | Path, tokenizer_path:
     tok = load_tokenizer(tokenizer_path)
     docs = [e.ids for e in _fastest_encode_batch(tok.tokenizer)(list(texts), add_special_tokens=False)]
     return write_shards(
-        docs, out_dir, vocab_size=tok.vocab_size, eos_id=tok.eos_id, tokenizer_sha256=tok.sha256, eos_token=tok.eos_token,
-        vocab_fingerprint=tok.vocab_fingerprint, **kwargs
+        docs,
+        out_dir,
+        vocab_size=tok.vocab_size,
+        eos_id=tok.eos_id,
+        tokenizer_sha256=tok.sha256,
+        eos_token=tok.eos_token,
+        vocab_fingerprint=tok.vocab_fingerprint,
+        **kwargs,
     )

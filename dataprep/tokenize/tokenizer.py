@@ -24,9 +24,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -40,9 +40,13 @@ EOS_CANDIDATES = (DEFAULT_EOS, "</s>", "<eos>", "<|end_of_text|>")
 MIN_VOCAB = 257  # the 256 byte symbols and the EOS token
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int, eos_token: str = DEFAULT_EOS, min_frequency: int = 2) -> Tokenizer:
+def train_tokenizer(
+    texts: Iterable[str], vocab_size: int, eos_token: str = DEFAULT_EOS, min_frequency: int = 2
+) -> Tokenizer:
     if vocab_size < MIN_VOCAB:
-        raise UserError(f"--vocab-size must be at least {MIN_VOCAB} (256 bytes + the end-of-text token), got {vocab_size}")
+        raise UserError(
+            f"--vocab-size must be at least {MIN_VOCAB} (256 bytes + the end-of-text token), got {vocab_size}"
+        )
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -100,7 +104,9 @@ def load_tokenizer(path: str | Path, eos_token: str | None = None) -> LoadedToke
     if path.is_dir():
         directory, path = path, path / TOKENIZER_FILE
         if not path.is_file():
-            raise UserError(f"{directory}: no {TOKENIZER_FILE} in this directory (a Hugging Face tokenizer directory has one)")
+            raise UserError(
+                f"{directory}: no {TOKENIZER_FILE} in this directory (a Hugging Face tokenizer directory has one)"
+            )
     if not path.is_file():
         raise UserError(f"{path}: tokenizer file not found")
     try:
@@ -152,7 +158,5 @@ def _find_eos(tok: Tokenizer, path: Path) -> str:
         if candidate in special:
             return candidate
     raise UserError(
-        f"{path}: no end-of-text special token found (looked for {', '.join(EOS_CANDIDATES)}); "
-        "name it with --eos-token"
+        f"{path}: no end-of-text special token found (looked for {', '.join(EOS_CANDIDATES)}); name it with --eos-token"
     )
-

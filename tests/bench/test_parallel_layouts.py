@@ -18,9 +18,27 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.distributed
 def test_parallel_layouts_bench_smoke_on_cpu(tmp_path: Path) -> None:
     out = tmp_path / "layouts.json"
-    cmd = [sys.executable, str(ROOT / "bench" / "parallel_layouts.py"), "--device", "cpu", "--preset", "tiny",
-           "--nproc", "2", "--steps", "1", "--rounds", "1", "--warmup", "1", "--out", str(out)]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "parallel_layouts.py"),
+        "--device",
+        "cpu",
+        "--preset",
+        "tiny",
+        "--nproc",
+        "2",
+        "--steps",
+        "1",
+        "--rounds",
+        "1",
+        "--warmup",
+        "1",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(out.read_text())["results"]
     assert set(results) == {"fsdp", "fsdp+tp2", "pp2"}

@@ -19,9 +19,11 @@ def write_corpus(path: Path, texts: list[str]) -> Path:
     return path
 
 
-WORDS = ("river stone market winter paper lamp garden letter engine cloud harbor violin meadow ticket "
-         "candle mirror forest bridge orbit pepper saddle tunnel velvet anchor basket copper dragon "
-         "falcon glacier hammer island jacket kettle ladder magnet needle oyster pillow quartz").split()
+WORDS = (
+    "river stone market winter paper lamp garden letter engine cloud harbor violin meadow ticket "
+    "candle mirror forest bridge orbit pepper saddle tunnel velvet anchor basket copper dragon "
+    "falcon glacier hammer island jacket kettle ladder magnet needle oyster pillow quartz"
+).split()
 TEXTS = [" ".join(random.Random(i).choices(WORDS, k=60)) for i in range(40)]
 TEXTS += [TEXTS[0], TEXTS[1] + " again"]  # an exact and a near duplicate
 
@@ -39,13 +41,19 @@ def test_tokenize_and_tokenizer_train_read_only_the_kept_records_of_a_dedup_outp
     stats = json.loads((tmp_path / "clean" / "stats.json").read_text())
     assert stats["exact_duplicates"] + stats["near_duplicates"] == 2
     capsys.readouterr()
-    assert main(["tokenize", str(tmp_path / "clean"), "--tokenizer", tok, "-o", str(tmp_path / "s"), "--workers", "1"]) == 0
+    assert (
+        main(["tokenize", str(tmp_path / "clean"), "--tokenizer", tok, "-o", str(tmp_path / "s"), "--workers", "1"])
+        == 0
+    )
     out, err = capsys.readouterr()
     assert f"{stats['kept_docs']} records: {stats['kept_docs']} tokenized, 0 rejected" in out
     assert "duplicates.jsonl" in err and "rejected.jsonl" in err  # named as ignored
     manifest = ShardSet.open(tmp_path / "s").manifest
     assert [i["path"] for i in manifest["provenance"]["inputs"]] == ["part-00000.jsonl.zst"]
-    assert main(["tokenizer", "train", str(tmp_path / "clean"), "-o", str(tmp_path / "t2.json"), "--vocab-size", "300"]) == 0
+    assert (
+        main(["tokenizer", "train", str(tmp_path / "clean"), "-o", str(tmp_path / "t2.json"), "--vocab-size", "300"])
+        == 0
+    )
     assert f"trained on {stats['kept_docs']} documents (0 rejected" in capsys.readouterr().out
 
 
@@ -61,13 +69,25 @@ def test_a_run_where_every_record_was_rejected_fails_naming_the_reasons(tmp_path
     err = last_error(capsys)
     assert f"all {len(TEXTS)} records were rejected" in err
     assert f"missing text field 'body' (fields: id, text): {len(TEXTS)}" in err and "rejected.jsonl" in err
-    assert json.loads((tmp_path / "clean" / "stats.json").read_text())["rejected"] == len(TEXTS)  # the accounting is kept
+    assert json.loads((tmp_path / "clean" / "stats.json").read_text())["rejected"] == len(
+        TEXTS
+    )  # the accounting is kept
 
     assert main(["tokenize", str(src), "--tokenizer", tok, "-o", str(tmp_path / "s"), "--text-field", "body"]) == 2
     assert f"all {len(TEXTS)} records were rejected" in last_error(capsys)
     assert not (tmp_path / "s" / "manifest.json").exists()  # no 0-token shard set
 
-    argv = ["tokenizer", "train", str(src), "-o", str(tmp_path / "t.json"), "--vocab-size", "300", "--text-field", "body"]
+    argv = [
+        "tokenizer",
+        "train",
+        str(src),
+        "-o",
+        str(tmp_path / "t.json"),
+        "--vocab-size",
+        "300",
+        "--text-field",
+        "body",
+    ]
     assert main(argv) == 2
     assert "missing text field 'body' (fields: id, text)" in last_error(capsys)
     assert not (tmp_path / "t.json").exists()
@@ -97,10 +117,28 @@ def test_generated_ids_are_the_shard_ids_after_prepare(tmp_path, tok):
     """A record without an id is `<file>:<line>` in dedup's output and in the shards (issue 13 item 1)."""
     for sub in ("x", "y"):
         (tmp_path / sub).mkdir()
-        (tmp_path / sub / "data.jsonl").write_text(json.dumps({"text": f"{sub}: {TEXTS[0 if sub == 'x' else 5]}"}) + "\n"
-                                                   + json.dumps({"id": None, "text": TEXTS[9 if sub == 'x' else 12]}) + "\n")
-    argv = ["prepare", str(tmp_path / "x" / "data.jsonl"), str(tmp_path / "y" / "data.jsonl"), "--tokenizer", tok,
-            "-o", str(tmp_path / "p"), "--workers", "1"]
+        (tmp_path / sub / "data.jsonl").write_text(
+            json.dumps({"text": f"{sub}: {TEXTS[0 if sub == 'x' else 5]}"})
+            + "\n"
+            + json.dumps({"id": None, "text": TEXTS[9 if sub == "x" else 12]})
+            + "\n"
+        )
+    argv = [
+        "prepare",
+        str(tmp_path / "x" / "data.jsonl"),
+        str(tmp_path / "y" / "data.jsonl"),
+        "--tokenizer",
+        tok,
+        "-o",
+        str(tmp_path / "p"),
+        "--workers",
+        "1",
+    ]
     assert main(argv) == 0
     ss = ShardSet.open(tmp_path / "p" / "shards")
-    assert [ss.document_id(i) for i in range(ss.num_docs)] == ["x/data.jsonl:1", "x/data.jsonl:2", "y/data.jsonl:1", "y/data.jsonl:2"]
+    assert [ss.document_id(i) for i in range(ss.num_docs)] == [
+        "x/data.jsonl:1",
+        "x/data.jsonl:2",
+        "y/data.jsonl:1",
+        "y/data.jsonl:2",
+    ]

@@ -51,7 +51,8 @@ def test_a_full_disk_in_dedup_is_one_line_leaves_no_temporaries_and_a_rerun_resu
     need_kb = sum(len(b) for b in snapshot(reference).values()) // 1024
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    r = in_namespace(f"""
+    r = in_namespace(
+        f"""
 mount -t tmpfs -o size={need_kb // 3}k tmpfs {mnt}
 {ptk("dedup", str(corpus), "-o", str(mnt / "out"), "--workers", "2")} 2> {tmp_path}/full.err
 echo "full rc $?"
@@ -61,7 +62,9 @@ mount -o remount,size={need_kb * 4}k {mnt}
 {ptk("dedup", str(corpus), "-o", str(mnt / "out"), "--workers", "2")} > /dev/null 2> {tmp_path}/rerun.err
 echo "rerun rc $?"
 cp -r {mnt}/out {tmp_path}/resumed
-""", tmp_path)
+""",
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     err = (tmp_path / "full.err").read_text().strip().splitlines()
     assert "full rc 2" in r.stdout, (r.stdout, err)
@@ -75,15 +78,20 @@ cp -r {mnt}/out {tmp_path}/resumed
 
 def test_a_full_disk_in_tokenize_is_one_line_and_leaves_no_temporaries(tmp_path, corpus):
     tok = tmp_path / "tok.json"
-    train_tokenizer([json.loads(line)["text"] for line in (corpus / "part0.jsonl").read_text().splitlines()], 1000).save(str(tok))
+    train_tokenizer(
+        [json.loads(line)["text"] for line in (corpus / "part0.jsonl").read_text().splitlines()], 1000
+    ).save(str(tok))
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    r = in_namespace(f"""
+    r = in_namespace(
+        f"""
 mount -t tmpfs -o size=64k tmpfs {mnt}
 {ptk("tokenize", str(corpus), "--tokenizer", str(tok), "-o", str(mnt / "s"), "--shard-size", "16K", "--workers", "2")} 2> {tmp_path}/err
 echo "rc $?"
 find {mnt} -name '*{TMP_MARK}*' | sed 's/^/left: /'
-""", tmp_path)
+""",
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     err = [line for line in (tmp_path / "err").read_text().strip().splitlines() if not line.startswith("ptk: note:")]
     assert "rc 2" in r.stdout and len(err) == 1, err
@@ -104,7 +112,8 @@ def test_a_read_only_output_directory_is_one_line(tmp_path, corpus):
         "tokenizer": ptk("tokenizer", "train", str(corpus), "-o", str(ro / "t.json"), "--vocab-size", "300"),
     }
     script = f"mount -t tmpfs -o ro tmpfs {ro}\n" + "".join(
-        f"{cmd} 2> {tmp_path}/{name}.err; echo \"{name} $?\"\n" for name, cmd in commands.items())
+        f'{cmd} 2> {tmp_path}/{name}.err; echo "{name} $?"\n' for name, cmd in commands.items()
+    )
     r = in_namespace(script, tmp_path)
     assert r.returncode == 0, r.stderr
     for name in commands:
@@ -132,5 +141,7 @@ def test_output_naming_an_existing_file_or_directory_is_one_line(tmp_path, capsy
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("ptk: error: "), (argv, err)
-        assert ("not a directory" in err[0] and str(a_file) in err[0]) or ("is a directory" in err[0] and str(tmp_path) in err[0]), err
+        assert ("not a directory" in err[0] and str(a_file) in err[0]) or (
+            "is a directory" in err[0] and str(tmp_path) in err[0]
+        ), err
     assert a_file.read_text() == "not a directory"

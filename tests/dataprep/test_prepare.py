@@ -27,8 +27,24 @@ def tokenizer(tmp_path_factory) -> str:
 
 
 def _prepare(out: Path, tokenizer: str, workers: int) -> int:
-    return main(["prepare", str(CLOUGH), "--tokenizer", tokenizer, "-o", str(out), "--threshold", "0.5",
-                 "--shard-size", "8K", "--batch-size", "2K", "--workers", str(workers)])
+    return main(
+        [
+            "prepare",
+            str(CLOUGH),
+            "--tokenizer",
+            tokenizer,
+            "-o",
+            str(out),
+            "--threshold",
+            "0.5",
+            "--shard-size",
+            "8K",
+            "--batch-size",
+            "2K",
+            "--workers",
+            str(workers),
+        ]
+    )
 
 
 @pytest.mark.slow
@@ -39,7 +55,10 @@ def test_prepare_keeps_what_dedup_kept_and_is_worker_independent(tmp_path, token
     assert ss.verify() == []
     dedup = ss.manifest["provenance"]["dedup"]
     assert dedup["input_docs"] == 100
-    assert dedup["input_docs"] == dedup["kept_docs"] + dedup["exact_duplicates"] + dedup["near_duplicates"] + dedup["rejected"]
+    assert (
+        dedup["input_docs"]
+        == dedup["kept_docs"] + dedup["exact_duplicates"] + dedup["near_duplicates"] + dedup["rejected"]
+    )
     assert dedup["near_duplicates"] > 0  # the copy-paste answers
     assert ss.num_docs == dedup["kept_docs"] == ss.manifest["provenance"]["records"]["tokenized"]
     assert len(ss.manifest["provenance"]["inputs"]) == 100  # the raw inputs, not the dedup parts

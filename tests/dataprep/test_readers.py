@@ -37,8 +37,20 @@ def test_formats_and_ids(tmp_path):
     assert all(isinstance(i, Document) for i in items)
     ids = [i.id for i in items]
     # sorted discovery: sub/y.jsonl.gz, v.txt, w.parquet, x.jsonl, z.jsonl.zst
-    assert ids == ["a", "sub/y.jsonl.gz:2", "7", "v.txt:1", "w.parquet:1", "w.parquet:2",
-                   "a", "x.jsonl:2", "7", "a", "z.jsonl.zst:2", "7"]
+    assert ids == [
+        "a",
+        "sub/y.jsonl.gz:2",
+        "7",
+        "v.txt:1",
+        "w.parquet:1",
+        "w.parquet:2",
+        "a",
+        "x.jsonl:2",
+        "7",
+        "a",
+        "z.jsonl.zst:2",
+        "7",
+    ]
     assert items[3].text == "a whole file\nis one document\n"
     # a record that had its id is passed through byte for byte; one without gets the id added
     assert items[0].record == json.dumps(rows[0]).encode()
@@ -61,7 +73,10 @@ def test_bad_records_are_rejected_with_reasons(tmp_path):
         b'{"text": "a lone \\ud800 surrogate"}\n'
         b'{"text": "lone surrogate id", "id": "x\\udfff"}\n'
         b'{"text": "a pair \\ud83d\\ude00 is fine", "meta": "\\udfff", "id": null}\n'
-        + b'{"text": "deep", "meta": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
+        + b'{"text": "deep", "meta": '
+        + b"[" * 100_000
+        + b"]" * 100_000
+        + b"}\n"
     )
     items = read_all([p])
     assert [type(i).__name__ for i in items] == ["Document"] + ["Rejected"] * 10 + ["Document", "Rejected"]
@@ -76,7 +91,9 @@ def test_bad_records_are_rejected_with_reasons(tmp_path):
     assert "id field" in reasons[7]
     assert reasons[8] == "invalid Unicode: field 'text' holds the lone surrogate \\ud800"
     assert reasons[9] == "invalid Unicode: field 'id' holds the lone surrogate \\udfff"
-    assert items[-2].text == "a pair \U0001f600 is fine"  # a pair is one character; another field's lone one is kept, escaped
+    assert (
+        items[-2].text == "a pair \U0001f600 is fine"
+    )  # a pair is one character; another field's lone one is kept, escaped
     assert json.loads(items[-2].record) == {"id": "bad.jsonl:12", "text": "a pair \U0001f600 is fine", "meta": "\udfff"}
     assert reasons[10] == "malformed JSON: arrays or objects nested too deep to read"
     assert [i.line for i in items] == list(range(1, 14))
@@ -99,7 +116,9 @@ def test_truncated_compressed_file_keeps_good_records_and_rejects_the_rest(tmp_p
 @pytest.mark.parametrize("workers", [None, 1, 2])  # lines counted here, or by a runner's jobs
 def test_large_jsonl_is_split_on_line_boundaries_with_true_line_numbers(tmp_path, workers):
     for name, rows in (("big.jsonl", 3000), ("more.jsonl", 1700)):
-        (tmp_path / name).write_text("".join(json.dumps({"text": f"row {i} " + "x" * (i % 50)}) + "\n" for i in range(rows)))
+        (tmp_path / name).write_text(
+            "".join(json.dumps({"text": f"row {i} " + "x" * (i % 50)}) + "\n" for i in range(rows))
+        )
     files = discover_inputs([str(tmp_path / "big.jsonl"), str(tmp_path / "more.jsonl")])
     if workers is None:
         tasks = plan_read_tasks(files, split_bytes=10_000)
@@ -108,7 +127,9 @@ def test_large_jsonl_is_split_on_line_boundaries_with_true_line_numbers(tmp_path
             tasks = plan_read_tasks(files, split_bytes=10_000, runner=runner)
     assert len(tasks) > 10 and all(t.nbytes <= 10_000 + 100 for t in tasks)
     items = [i for t in tasks for i in read_task(t)]
-    assert [i.id for i in items] == [f"big.jsonl:{n}" for n in range(1, 3001)] + [f"more.jsonl:{n}" for n in range(1, 1701)]
+    assert [i.id for i in items] == [f"big.jsonl:{n}" for n in range(1, 3001)] + [
+        f"more.jsonl:{n}" for n in range(1, 1701)
+    ]
     assert [i.text.split()[1] for i in items] == [str(n) for n in range(3000)] + [str(n) for n in range(1700)]
 
 
@@ -153,7 +174,7 @@ def test_the_same_file_given_twice_is_an_error(tmp_path):
 @pytest.mark.parametrize("empty", ["null", '""'])
 def test_a_null_or_empty_id_is_replaced_in_the_record_too(tmp_path, empty):
     p = tmp_path / "a.jsonl"
-    p.write_text('{"id": %s, "text": "one"}\n' % empty)
+    p.write_text(f'{{"id": {empty}, "text": "one"}}\n')
     (doc,) = read_all([p])
     assert doc.id == "a.jsonl:1"
     assert json.loads(doc.record) == {"id": "a.jsonl:1", "text": "one"}
@@ -203,7 +224,12 @@ def test_directory_scan_skips_hidden_accepts_upper_case_and_says_what_it_ignored
     err = capsys.readouterr().err
     assert err.count("\n") == 2  # one line per scan (read_all scanned again)
     line = err.splitlines()[0]
-    assert f"{d}: ignored 3 files" in line and "notes.csv" in line and ".cache/old.jsonl" in line and ".hidden.jsonl" in line
+    assert (
+        f"{d}: ignored 3 files" in line
+        and "notes.csv" in line
+        and ".cache/old.jsonl" in line
+        and ".hidden.jsonl" in line
+    )
 
 
 def test_fast_json_path_reads_every_line_as_json_does(tmp_path, monkeypatch):
@@ -222,20 +248,24 @@ def test_fast_json_path_reads_every_line_as_json_does(tmp_path, monkeypatch):
         b'{"id": "", "text": "empty id"}',
         b'{"id": "crlf", "text": "windows line"}\r',
         b'{"id": "dup", "text": "first", "text": "last wins"}',
-        b'[1, 2]',
+        b"[1, 2]",
         b'{"id": "bad", "text": "unterminated',
         b'\xff{"id": "u"}',
-        b'   ',
+        b"   ",
         b'{"id": "ok", "text": "caf\xc3\xa9 \\u00e9\\ud83d\\ude00"}',
     ]
     path = tmp_path / "tricky.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     fast = read_all([path])
-    monkeypatch.setattr(readers.orjson, "loads", lambda raw: (_ for _ in ()).throw(readers.orjson.JSONDecodeError("off", "", 0)))
+    monkeypatch.setattr(
+        readers.orjson, "loads", lambda raw: (_ for _ in ()).throw(readers.orjson.JSONDecodeError("off", "", 0))
+    )
     with_json = read_all([path])
     assert fast == with_json
     assert len(fast) == len(lines)
-    assert fast[0].id == "123456789012345678901234567890" and fast[2].record.endswith(b"123456789012345678901234567890}")
+    assert fast[0].id == "123456789012345678901234567890" and fast[2].record.endswith(
+        b"123456789012345678901234567890}"
+    )
     assert isinstance(fast[3], Document) and fast[8].record == lines[8][:-1] and fast[9].text == "last wins"
 
 
@@ -243,16 +273,32 @@ def test_a_record_is_verbatim_only_when_it_is_its_uncompressed_line_exactly(tmp_
     """The dedup write stage copies verbatim records from the input: a CRLF line, the BOM line, the
     last line without a line feed, a generated id and a compressed file are never verbatim; an
     integer id is kept as it was, so its line is."""
-    lines = [b'\xef\xbb\xbf{"id": "bom", "text": "one"}\n', b'{"id": "plain", "text": "two"}\n', b'{"text": "no id"}\n',
-             b'{"id": "crlf", "text": "three"}\r\n', b'\n', b'{"id": 7, "text": "int id"}\n', b'{"id": "last", "text": "end"}']
+    lines = [
+        b'\xef\xbb\xbf{"id": "bom", "text": "one"}\n',
+        b'{"id": "plain", "text": "two"}\n',
+        b'{"text": "no id"}\n',
+        b'{"id": "crlf", "text": "three"}\r\n',
+        b"\n",
+        b'{"id": 7, "text": "int id"}\n',
+        b'{"id": "last", "text": "end"}',
+    ]
     (tmp_path / "a.jsonl").write_bytes(b"".join(lines))
     (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(lines[1]))
     (tmp_path / "c.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines[1].replace(b"plain", b"z")))
     docs = [d for d in read_all([tmp_path]) if isinstance(d, Document)]
     verbatim = {(d.source, d.id): d.verbatim for d in docs}
-    assert verbatim == {("a.jsonl", "bom"): False, ("a.jsonl", "plain"): True, ("a.jsonl", "a.jsonl:3"): False,
-                        ("a.jsonl", "crlf"): False, ("a.jsonl", "7"): True, ("a.jsonl", "last"): False,
-                        ("b.jsonl.gz", "plain"): False, ("c.jsonl.zst", "z"): False}
+    assert verbatim == {
+        ("a.jsonl", "bom"): False,
+        ("a.jsonl", "plain"): True,
+        ("a.jsonl", "a.jsonl:3"): False,
+        ("a.jsonl", "crlf"): False,
+        ("a.jsonl", "7"): True,
+        ("a.jsonl", "last"): False,
+        ("b.jsonl.gz", "plain"): False,
+        ("c.jsonl.zst", "z"): False,
+    }
     assert all(d.record == lines[d.line - 1].rstrip(b"\n") for d in docs if d.verbatim)
     task = plan_read_tasks(discover_inputs([str(tmp_path / "a.jsonl")]))[0]
-    assert not any(d.verbatim for d in read_task(task, records=False) if isinstance(d, Document))  # no record, nothing to copy
+    assert not any(
+        d.verbatim for d in read_task(task, records=False) if isinstance(d, Document)
+    )  # no record, nothing to copy

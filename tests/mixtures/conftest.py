@@ -41,8 +41,15 @@ def corpus_documents(name: str) -> list[str]:
 def make_shard_set(name: str, out: Path, tokenizer_sha256: str = BYTE_TOKENIZER) -> Path:
     docs = [_tokens(t) for t in corpus_documents(name)]
     # Small batches and shards, so that reads cross batch and shard boundaries.
-    write_shards(docs, out, vocab_size=257, eos_id=BYTE_EOS, tokenizer_sha256=tokenizer_sha256,
-                 batch_tokens=8192, shard_tokens=64 * 1024)  # fmt: skip
+    write_shards(
+        docs,
+        out,
+        vocab_size=257,
+        eos_id=BYTE_EOS,
+        tokenizer_sha256=tokenizer_sha256,
+        batch_tokens=8192,
+        shard_tokens=64 * 1024,
+    )
     return out
 
 

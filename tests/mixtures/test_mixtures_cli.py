@@ -34,12 +34,16 @@ sources:
     assert int(wiki[6].replace(",", "")) == mix.sources[0].heldout_tokens
     drawn = int(wiki[7].replace(",", "")) + int(shakespeare[7].replace(",", ""))
     assert drawn == 40_405 * 100  # every sequence is one of the two
-    assert float(shakespeare[8]) == pytest.approx(int(shakespeare[7].replace(",", "")) / mix.sources[1].train_tokens, abs=0.01)
+    assert float(shakespeare[8]) == pytest.approx(
+        int(shakespeare[7].replace(",", "")) / mix.sources[1].train_tokens, abs=0.01
+    )
     assert "shakespeare: repeated" in out  # over 4 epochs without max_epochs
 
 
 def test_budget_past_max_epochs_warns_and_exits_1(write_yaml, capsys):
-    path = write_yaml("sources:\n  - {name: wiki, shards: wiki, weight: 1}\n  - {name: peps, shards: peps, weight: 1, max_epochs: 2}\n")
+    path = write_yaml(
+        "sources:\n  - {name: wiki, shards: wiki, weight: 1}\n  - {name: peps, shards: peps, weight: 1, max_epochs: 2}\n"
+    )
     assert main(["mix", "inspect", str(path), "--tokens", "300K", "--no-verify"]) == 0
     assert main(["mix", "inspect", str(path), "--tokens", "2.5M", "--no-verify"]) == 1
     out = capsys.readouterr().out
@@ -47,8 +51,10 @@ def test_budget_past_max_epochs_warns_and_exits_1(write_yaml, capsys):
 
 
 def test_upsampled_small_source_and_validation_only_rows(write_yaml, capsys):
-    path = write_yaml("sources:\n  - {name: wiki, shards: wiki, weight: 1}\n  - {name: peps, shards: peps, weight: 0}\n"
-                      "  - {name: tiny, shards: tiny, weight: 1}\n")  # fmt: skip
+    path = write_yaml(
+        "sources:\n  - {name: wiki, shards: wiki, weight: 1}\n  - {name: peps, shards: peps, weight: 0}\n"
+        "  - {name: tiny, shards: tiny, weight: 1}\n"
+    )
     assert main(["mix", "inspect", str(path)]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[_index(out, "peps")].endswith("(validation only)")

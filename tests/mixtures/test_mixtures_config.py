@@ -48,12 +48,24 @@ def test_fingerprint_follows_what_decides_the_order(write_yaml):
         (THREE.replace("shards: peps", "shards: nowhere"), "sources[1].shards", "does not exist"),
         (THREE.replace("max_epochs: 3", "max_epochs: 0"), "sources[1].max_epochs", "must be finite and > 0"),
         (THREE.replace("seed: 5", "seed: -1"), "seed", "expected an integer"),
-        (THREE.replace("max_epochs: 3", "replay: {from: base, mode: again}"), "sources[1].replay.mode", "expected one of"),
+        (
+            THREE.replace("max_epochs: 3", "replay: {from: base, mode: again}"),
+            "sources[1].replay.mode",
+            "expected one of",
+        ),
         (THREE.replace("max_epochs: 3", "replay: {mode: seen}"), "sources[1].replay.from", "missing required key"),
-        (THREE.replace("max_epochs: 3", "eval_only: true"), "sources[1].weight", "eval_only source must have no weight"),
+        (
+            THREE.replace("max_epochs: 3", "eval_only: true"),
+            "sources[1].weight",
+            "eval_only source must have no weight",
+        ),
         ("seed: 1\nsources: []\n", "sources", "non-empty list"),
         ("seed: 1\nsources:\n  - {name: a, shards: wiki, weight: 0}\n", "sources", "at least one needs a weight > 0"),
-        (THREE.replace("shards: shakespeare", "shards: othertok"), "sources[2].shards", "tokenizer differs from sources[0]"),
+        (
+            THREE.replace("shards: shakespeare", "shards: othertok"),
+            "sources[2].shards",
+            "tokenizer differs from sources[0]",
+        ),
     ],
 )
 def test_each_error_names_file_and_key(write_yaml, text, key, problem):
@@ -81,8 +93,12 @@ def test_shard_set_failing_verification_is_refused(shard_root, tmp_path):
     data[len(data) // 2] ^= 0xFF  # same size, different content: only the sha256 check sees it
     shard.write_bytes(bytes(data))
     path = tmp_path / "mix.yaml"
-    path.write_text(f"sources:\n  - {{name: peps, shards: peps, weight: 1}}\n  - {{name: wiki, shards: {shard_root / 'wiki'}, weight: 1}}\n")
-    with pytest.raises(UserError, match=rf"^{path}: sources\[0\]\.shards: shard set fails verification: .*{shard.name}: altered"):
+    path.write_text(
+        f"sources:\n  - {{name: peps, shards: peps, weight: 1}}\n  - {{name: wiki, shards: {shard_root / 'wiki'}, weight: 1}}\n"
+    )
+    with pytest.raises(
+        UserError, match=rf"^{path}: sources\[0\]\.shards: shard set fails verification: .*{shard.name}: altered"
+    ):
         load_mixture(path)
     (broken / "manifest.json").unlink()
     with pytest.raises(UserError, match=rf"^{path}: sources\[0\]\.shards: .*manifest.json: missing"):
@@ -98,7 +114,9 @@ def test_validation_only_sources(write_yaml):
 
 def test_yaml_1_1_exponent_numbers_are_numbers(write_yaml):
     """YAML 1.1 reads `1e-3` (no dot) as a string; the train config accepted it, the mixture did not."""
-    mix = load_mixture(write_yaml(THREE.replace("weight: 0.5", "weight: 1e-3").replace("max_epochs: 3", "max_epochs: 1e300")))
+    mix = load_mixture(
+        write_yaml(THREE.replace("weight: 0.5", "weight: 1e-3").replace("max_epochs: 3", "max_epochs: 1e300"))
+    )
     assert mix.sources[0].weight == 1e-3 and mix.sources[1].max_epochs == 1e300
     with pytest.raises(UserError, match=r"sources\[0\].weight: expected a number, got 'true'"):
         load_mixture(write_yaml(THREE.replace("weight: 0.5", "weight: 'true'")))
@@ -125,14 +143,18 @@ def test_one_tokenizer_means_one_vocabulary_not_one_file(tmp_path, tokenizer_var
     paths = {"a": tmp_path / "tokenizer.json"}
     for how in ("reserialized", "swapped"):
         paths[how] = tokenizer_variant(tmp_path / "tokenizer.json", tmp_path / how / "tokenizer.json", how)
-    sets = {name: write_text_shards(plays if name == "a" else plays[::-1], tmp_path / f"shards-{name}", path)
-            for name, path in paths.items()}  # fmt: skip
+    sets = {
+        name: write_text_shards(plays if name == "a" else plays[::-1], tmp_path / f"shards-{name}", path)
+        for name, path in paths.items()
+    }
     assert sets["a"].tokenizer.sha256 != sets["reserialized"].tokenizer.sha256
 
     def mixture(second: str) -> Path:
         path = tmp_path / f"mix-{second}.yaml"
-        path.write_text(f"seed: 1\nsources:\n  - {{name: a, shards: shards-a, weight: 1}}\n"
-                        f"  - {{name: b, shards: shards-{second}, weight: 1}}\n")  # fmt: skip
+        path.write_text(
+            f"seed: 1\nsources:\n  - {{name: a, shards: shards-a, weight: 1}}\n"
+            f"  - {{name: b, shards: shards-{second}, weight: 1}}\n"
+        )
         return path
 
     assert load_mixture(mixture("reserialized")).tokenizer.vocab_fingerprint == sets["a"].tokenizer.vocab_fingerprint
@@ -141,8 +163,10 @@ def test_one_tokenizer_means_one_vocabulary_not_one_file(tmp_path, tokenizer_var
     message, (ours, theirs) = str(e.value), (sets["swapped"].tokenizer, sets["a"].tokenizer)
     assert "\n" not in message and "sources[1].shards: tokenizer differs from sources[0] (a)" in message
     assert f"{tmp_path / 'shards-swapped'} vs {tmp_path / 'shards-a'}" in message
-    assert (f"same vocab size {ours.vocab_size} but other tokens, merges or special tokens (vocabulary fingerprint "
-            f"{ours.vocab_fingerprint[:12]} vs {theirs.vocab_fingerprint[:12]})") in message  # fmt: skip
+    assert (
+        f"same vocab size {ours.vocab_size} but other tokens, merges or special tokens (vocabulary fingerprint "
+        f"{ours.vocab_fingerprint[:12]} vs {theirs.vocab_fingerprint[:12]})"
+    ) in message
 
 
 def test_manifests_without_a_vocabulary_fingerprint_compare_by_sha256(write_yaml):

@@ -170,8 +170,12 @@ def test_malformed_state_is_a_clear_error(sampler):
 
 
 def test_max_epochs_stops_with_an_error_naming_the_source(write_yaml):
-    path = write_yaml(MIX.replace("{name: shakespeare, shards: shakespeare, weight: 0.2}",
-                                  "{name: shakespeare, shards: shakespeare, weight: 0.2, max_epochs: 0.01}"))  # fmt: skip
+    path = write_yaml(
+        MIX.replace(
+            "{name: shakespeare, shards: shakespeare, weight: 0.2}",
+            "{name: shakespeare, shards: shakespeare, weight: 0.2, max_epochs: 0.01}",
+        )
+    )
     sampler = MixtureSampler(load_mixture(path), seq_len=SEQ, global_batch_size=B)
     limit = sampler.limit_batch()
     stream = sampler.streams[2]
@@ -209,8 +213,10 @@ def test_yaml_replay_is_applied_through_the_callers_state_reader(sampler, write_
     base = TrainLoader(sampler, rank=0, world_size=1, micro_size=B)
     _take(base, 3)
     saved = {shard_root / "runs" / "base": base.state_dict()}
-    path = write_yaml("seed: 99\nsources:\n  - {name: web, shards: wiki, weight: 0.1, replay: {from: runs/base}}\n"
-                      "  - {name: new, shards: peps, weight: 0.9}\n")  # fmt: skip
+    path = write_yaml(
+        "seed: 99\nsources:\n  - {name: web, shards: wiki, weight: 0.1, replay: {from: runs/base}}\n"
+        "  - {name: new, shards: peps, weight: 0.9}\n"
+    )
     mix = load_mixture(path).with_replays(saved.__getitem__)
     web = mix.source("web")
     wiki_entry = base.state_dict()["sources"][0]

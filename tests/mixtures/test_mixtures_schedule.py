@@ -71,12 +71,14 @@ def test_quotas_are_exact_for_decimal_weights():
 
 
 def test_sampler_batches_hold_the_mixture_proportions(write_yaml):
-    mix = load_mixture(write_yaml("""seed: 1
+    mix = load_mixture(
+        write_yaml("""seed: 1
 sources:
   - {name: wiki, shards: wiki, weight: 0.5}
   - {name: peps, shards: peps, weight: 0.3}
   - {name: shakespeare, shards: shakespeare, weight: 0.2}
-"""))
+""")
+    )
     sampler = MixtureSampler(mix, seq_len=32, global_batch_size=8)
     ids = np.concatenate([sampler.batch(k)[1] for k in range(25)])
     assert ids.dtype == np.int16

@@ -20,7 +20,9 @@ from pretrainkit.shards import ShardSet, write_shards
 def _stream(shard_root, name="shakespeare", seq_len=100, seed=7, start_token=0, window_batches=4, shuffle=True):
     ss = ShardSet.open(shard_root / name)
     train = split_heldout(ss, HoldoutConfig()).train
-    return SourceStream(ss, train, seq_len=seq_len, seed=seed, start_token=start_token, window_batches=window_batches, shuffle=shuffle)
+    return SourceStream(
+        ss, train, seq_len=seq_len, seed=seed, start_token=start_token, window_batches=window_batches, shuffle=shuffle
+    )
 
 
 def _epoch_documents(stream: SourceStream, epoch: int) -> np.ndarray:
@@ -31,8 +33,12 @@ def _train_documents(stream: SourceStream) -> np.ndarray:
     return np.flatnonzero(stream.docs.mask(0, stream.shard_set.num_docs))
 
 
-@pytest.mark.parametrize("name, seq_len, window_batches", [("shakespeare", 100, 4), ("shakespeare", 100, 64), ("wiki", 1000, 3)])
-def test_sequences_are_the_window_ordered_documents_cut_in_rows(shard_root, reference_stream, name, seq_len, window_batches):
+@pytest.mark.parametrize(
+    "name, seq_len, window_batches", [("shakespeare", 100, 4), ("shakespeare", 100, 64), ("wiki", 1000, 3)]
+)
+def test_sequences_are_the_window_ordered_documents_cut_in_rows(
+    shard_root, reference_stream, name, seq_len, window_batches
+):
     stream = _stream(shard_root, name, seq_len, window_batches=window_batches)
     expected = reference_stream(stream, epochs=3)
     rows = len(expected) // stream.row_tokens
@@ -42,7 +48,9 @@ def test_sequences_are_the_window_ordered_documents_cut_in_rows(shard_root, refe
     assert np.array_equal(got.reshape(-1), expected[: rows * stream.row_tokens])  # no token dropped or repeated
     scattered = np.array([rows - 1, 3, 0, rows // 2, 3])  # any order, repeats: each row on its own
     assert np.array_equal(stream.sequences(scattered), got[scattered])
-    assert np.array_equal(_stream(shard_root, name, seq_len, window_batches=window_batches).sequences(scattered), got[scattered])
+    assert np.array_equal(
+        _stream(shard_root, name, seq_len, window_batches=window_batches).sequences(scattered), got[scattered]
+    )
 
 
 def test_each_epoch_is_a_fresh_permutation_of_the_training_documents(shard_root):
@@ -112,7 +120,13 @@ def test_start_token_shifts_the_stream(shard_root):
 
 
 def test_sequence_longer_than_an_epoch_wraps_through_several(tmp_path, reference_stream):
-    ss = write_shards([np.arange(1, 40), np.arange(50, 60), np.arange(70, 75)], tmp_path / "s", vocab_size=100, eos_id=0, batch_tokens=16)
+    ss = write_shards(
+        [np.arange(1, 40), np.arange(50, 60), np.arange(70, 75)],
+        tmp_path / "s",
+        vocab_size=100,
+        eos_id=0,
+        batch_tokens=16,
+    )
     train = split_heldout(ss, HoldoutConfig(fraction=0, min_tokens=0)).train
     tiny = SourceStream(ss, train, seq_len=150, seed=1, window_batches=1)
     assert tiny.num_windows() == ss.batches.num_batches > 1
@@ -129,8 +143,16 @@ def _reference_split(lengths: np.ndarray, holdout: HoldoutConfig) -> np.ndarray:
     return np.sort(order[:count])
 
 
-@pytest.mark.parametrize("holdout", [HoldoutConfig(0.01, 0), HoldoutConfig(0.2, 0), HoldoutConfig(0.01, 10**9),
-                                     HoldoutConfig(0, 0), HoldoutConfig(0, 500)])  # fmt: skip
+@pytest.mark.parametrize(
+    "holdout",
+    [
+        HoldoutConfig(0.01, 0),
+        HoldoutConfig(0.2, 0),
+        HoldoutConfig(0.01, 10**9),
+        HoldoutConfig(0, 0),
+        HoldoutConfig(0, 500),
+    ],
+)
 def test_heldout_split_is_the_hash_order_rule_kept_per_record_batch(tmp_path_factory, holdout):
     # 100k documents: more than the 65536 hash buckets, so buckets hold several documents
     root = tmp_path_factory.getbasetemp() / "holdout_set"
@@ -163,8 +185,9 @@ def test_what_a_loader_process_receives_does_not_grow_with_documents(tmp_path):
     """The sampler pickled into every DataLoader worker holds per-record-batch arrays only."""
     sizes = {}
     for docs in (2_000, 40_000):
-        ss = write_shards((np.full(3, 5) for _ in range(docs)), tmp_path / f"s{docs}", vocab_size=10, eos_id=0,
-                          batch_tokens=1 << 20)  # fmt: skip
+        ss = write_shards(
+            (np.full(3, 5) for _ in range(docs)), tmp_path / f"s{docs}", vocab_size=10, eos_id=0, batch_tokens=1 << 20
+        )
         assert ss.batches.num_batches == 1
         (tmp_path / f"m{docs}.yaml").write_text(f"seed: 1\nsources:\n  - {{name: a, shards: s{docs}, weight: 1}}\n")
         sampler = MixtureSampler(load_mixture(tmp_path / f"m{docs}.yaml"), seq_len=16, global_batch_size=4)

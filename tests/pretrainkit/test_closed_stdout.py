@@ -7,8 +7,11 @@ import sys
 
 
 def test_a_closed_stdout_ends_the_command_quietly_with_status_141() -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "pretrainkit.cli", "plan", "--params", "1B", "--tokens", "20B"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pretrainkit.cli", "plan", "--params", "1B", "--tokens", "20B"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     proc.stdout.close()  # before ptk has imported anything, so its first write finds no reader
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141

@@ -22,8 +22,12 @@ SOURCE_FOLDERS = ("pretrainkit", "dataprep", "shards", "mixtures", "train", "ben
 FILE_NAME = re.compile(r"(?<![\w./-])(?:\$\{?\w+\}?/)?((?:[\w-]+/)+[\w-]+\.py|docs/[\w-]+\.md)\b")
 # A module named in prose, with or without its `pretrainkit.` prefix (`train.checkpoint.export.load_exported`).
 MODULE_NAME = re.compile(r"(?<![\w./-])(pretrainkit(?:\.\w+)+|(?:dataprep|shards|mixtures|train)(?:\.[a-z_]+){2,})\b")
-PACKAGE_DIR = {"pretrainkit.dataprep": "dataprep", "pretrainkit.shards": "shards",
-               "pretrainkit.mixtures": "mixtures", "pretrainkit.train": "train"}  # fmt: skip
+PACKAGE_DIR = {
+    "pretrainkit.dataprep": "dataprep",
+    "pretrainkit.shards": "shards",
+    "pretrainkit.mixtures": "mixtures",
+    "pretrainkit.train": "train",
+}
 
 
 def python_files() -> list[Path]:
@@ -60,14 +64,26 @@ def module_exists(dotted: str) -> bool:
 
 
 def test_every_named_file_exists():
-    missing = sorted({f"{where}: {name}" for where, text in texts() for name in FILE_NAME.findall(text)
-                      if not (ROOT / name).exists()})  # fmt: skip
+    missing = sorted(
+        {
+            f"{where}: {name}"
+            for where, text in texts()
+            for name in FILE_NAME.findall(text)
+            if not (ROOT / name).exists()
+        }
+    )
     assert not missing, "named but not in the repository:\n" + "\n".join(missing)
 
 
 def test_every_named_module_exists():
-    missing = sorted({f"{where}: {name}" for where, text in texts() for name in MODULE_NAME.findall(text)
-                      if not module_exists(name if name.startswith("pretrainkit") else f"pretrainkit.{name}")})  # fmt: skip
+    missing = sorted(
+        {
+            f"{where}: {name}"
+            for where, text in texts()
+            for name in MODULE_NAME.findall(text)
+            if not module_exists(name if name.startswith("pretrainkit") else f"pretrainkit.{name}")
+        }
+    )
     assert not missing, "named but not importable:\n" + "\n".join(missing)
 
 

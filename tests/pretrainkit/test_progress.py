@@ -20,20 +20,30 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ptk(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pretrainkit.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **env}, timeout=900)  # fmt: skip; a hang bound
+    return subprocess.run(
+        [sys.executable, "-m", "pretrainkit.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        timeout=900,
+    )  # a hang bound
 
 
 def test_off_a_terminal_a_bar_is_whole_lines(tmp_path: Path) -> None:
     docs = [np.arange(i % 50 + 5, dtype=np.uint16) for i in range(400)]
-    write_shards(docs, tmp_path / "s", vocab_size=257, eos_id=256, tokenizer_sha256="b" * 64, shard_tokens=2000, batch_tokens=500)
+    write_shards(
+        docs, tmp_path / "s", vocab_size=257, eos_id=256, tokenizer_sha256="b" * 64, shard_tokens=2000, batch_tokens=500
+    )
     proc = _ptk("shards", "verify", str(tmp_path / "s"), PTK_PROGRESS_SECONDS="0")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     assert "\r" not in proc.stderr
     shards = len(list((tmp_path / "s").glob("shard-*")))
     assert shards > 2
-    assert [line for line in lines if line.startswith("verify: ")][-1].startswith(f"verify: {shards}/{shards} shard (100%)")
+    assert [line for line in lines if line.startswith("verify: ")][-1].startswith(
+        f"verify: {shards}/{shards} shard (100%)"
+    )
     # With the default interval a run this short prints no progress line at all.
     quiet = _ptk("shards", "verify", str(tmp_path / "s"))
     assert quiet.returncode == 0 and "verify:" not in quiet.stderr

@@ -10,7 +10,9 @@ from pretrainkit.shards import write_shards
 
 @pytest.fixture()
 def shard_dir(tmp_path, wikitext_docs):
-    return write_shards(wikitext_docs, tmp_path / "s", vocab_size=257, eos_id=256, shard_tokens=100_000, fmt="webdataset").path
+    return write_shards(
+        wikitext_docs, tmp_path / "s", vocab_size=257, eos_id=256, shard_tokens=100_000, fmt="webdataset"
+    ).path
 
 
 def test_verify_exits_1_naming_each_bad_file(shard_dir, capsys):

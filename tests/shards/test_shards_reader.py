@@ -13,10 +13,13 @@ from pretrainkit.shards.webdataset_format import decode_sample
 
 BYTE_EOS = 256  # the conftest's byte-level documents: token = UTF-8 byte, vocabulary 257
 
+
 def _write(docs, out, fmt="arrow", **kw):
     kw.setdefault("shard_tokens", 200_000)
     kw.setdefault("batch_tokens", 8192)
-    return write_shards(docs, out, vocab_size=257, eos_id=BYTE_EOS, ids=[f"p{i}" for i in range(len(docs))], fmt=fmt, **kw)
+    return write_shards(
+        docs, out, vocab_size=257, eos_id=BYTE_EOS, ids=[f"p{i}" for i in range(len(docs))], fmt=fmt, **kw
+    )
 
 
 @pytest.mark.parametrize("fmt", ["arrow", "webdataset"])
@@ -132,7 +135,11 @@ def test_version_1_webdataset_sets_with_opaque_samples_still_read(tmp_path, wiki
                 tokens = np.load(io.BytesIO(gzip.decompress(members[f"{key}.npy.gz"])))
                 header = {"dtype": tokens.dtype.name, "ids": meta["ids"], "lengths": meta["lengths"]}
                 head = zstandard.ZstdCompressor().compress(json.dumps(header).encode())
-                payload = struct.pack("<4sI", b"PTK1", len(head)) + head + zstandard.ZstdCompressor().compress(tokens.tobytes())
+                payload = (
+                    struct.pack("<4sI", b"PTK1", len(head))
+                    + head
+                    + zstandard.ZstdCompressor().compress(tokens.tobytes())
+                )
                 info = tarfile.TarInfo(f"{key}.ptk")
                 info.size = len(payload)
                 tar.addfile(info, io.BytesIO(payload))

@@ -55,7 +55,9 @@ def test_open_refuses_missing_or_invalid_manifest(shard_dir):
     manifest.write_text('{"format": "arrow"')
     with pytest.raises(UserError, match="manifest.json: not a readable manifest"):
         ShardSet.open(shard_dir)
-    manifest.write_text('{"format": "parquet", "version": 1, "dtype": "uint16", "tokenizer": {}, "shards": [], "totals": {}}')
+    manifest.write_text(
+        '{"format": "parquet", "version": 1, "dtype": "uint16", "tokenizer": {}, "shards": [], "totals": {}}'
+    )
     with pytest.raises(UserError, match="manifest.json: key 'format'"):
         ShardSet.open(shard_dir)
     manifest.unlink()

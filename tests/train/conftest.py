@@ -62,13 +62,17 @@ class TrainKit:
     def config(self, directory: Path, **overrides) -> Path:
         """Write a tiny training config (`run_dir: run` beside it); keyword overrides update sections."""
         cfg = {
-            "run_dir": "run", "seed": 0, "data": {"mixture": str(self.mixture), "seq_len": 32},
+            "run_dir": "run",
+            "seed": 0,
+            "data": {"mixture": str(self.mixture), "seq_len": 32},
             "model": {"d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2},
             "batch": {"global_size": 8, "micro_size": 2},
             "optim": {"lr": 1e-2, "min_lr": 1e-3, "warmup_steps": 2, "clip": 1.0},
-            "max_steps": 16, "checkpoint": {"every": 4, "keep": 2}, "eval": {"every": 8, "batches": 1},
+            "max_steps": 16,
+            "checkpoint": {"every": 4, "keep": 2},
+            "eval": {"every": 8, "batches": 1},
             "spikes": {"action": "none"},
-        }  # fmt: skip
+        }
         for key, value in overrides.items():
             cfg[key] = {**cfg[key], **value} if isinstance(value, dict) and isinstance(cfg.get(key), dict) else value
         directory.mkdir(parents=True, exist_ok=True)
@@ -84,7 +88,9 @@ class TrainKit:
 
     hang_seconds = HANG_SECONDS
 
-    def ptk(self, config: Path, *args: str, nproc: int = 1, timeout: float = HANG_SECONDS) -> subprocess.CompletedProcess:
+    def ptk(
+        self, config: Path, *args: str, nproc: int = 1, timeout: float = HANG_SECONDS
+    ) -> subprocess.CompletedProcess:
         """`ptk train CONFIG` in a subprocess (through torchrun for nproc > 1)."""
         cmd = self.ptk_command(config, *args, nproc=nproc)
         env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as torchrun sets it; see one_thread
@@ -149,16 +155,34 @@ def session_kit(byte_mixture: Path) -> TrainKit:
 
 HF_FAMILIES = {
     # Llama 3.1-style: llama3 rope scaling, grouped-query attention 4:1, untied, exact intermediate size.
-    "llama": dict(model_type="llama", num_attention_heads=8, num_key_value_heads=2, tie_word_embeddings=False,
-                  rope_theta=500000.0, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                  "high_freq_factor": 4.0, "original_max_position_embeddings": 16}),
+    "llama": dict(
+        model_type="llama",
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        tie_word_embeddings=False,
+        rope_theta=500000.0,
+        rope_scaling={
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16,
+        },
+    ),
     # Mistral: head_dim 24, not hidden_size / heads (64 / 4 = 16).
-    "mistral": dict(model_type="mistral", num_attention_heads=4, num_key_value_heads=2, head_dim=24,
-                    tie_word_embeddings=False, sliding_window=128),
+    "mistral": dict(
+        model_type="mistral",
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=24,
+        tie_word_embeddings=False,
+        sliding_window=128,
+    ),
     # Qwen2: q/k/v biases, tied embeddings, 2:1 GQA.
-    "qwen2": dict(model_type="qwen2", num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
-                  rope_theta=1000000.0),
-}  # fmt: skip
+    "qwen2": dict(
+        model_type="qwen2", num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True, rope_theta=1000000.0
+    ),
+}
 
 
 @pytest.fixture(params=sorted(HF_FAMILIES))
@@ -174,12 +198,25 @@ def hf_model(tmp_path: Path):
     uniform and a wrong permutation, bias or norm would show."""
     import transformers
 
-    def build(family: str, dtype: torch.dtype = torch.float32, max_shard_size: str | None = None,
-              vocab_size: int = 300, **overrides):  # fmt: skip
+    def build(
+        family: str,
+        dtype: torch.dtype = torch.float32,
+        max_shard_size: str | None = None,
+        vocab_size: int = 300,
+        **overrides,
+    ):
         kw = {**HF_FAMILIES[family], **overrides}
         config = transformers.AutoConfig.for_model(
-            vocab_size=vocab_size, hidden_size=64, intermediate_size=100, num_hidden_layers=2,
-            max_position_embeddings=256, rms_norm_eps=1e-6, bos_token_id=None, eos_token_id=None, **kw)  # fmt: skip
+            vocab_size=vocab_size,
+            hidden_size=64,
+            intermediate_size=100,
+            num_hidden_layers=2,
+            max_position_embeddings=256,
+            rms_norm_eps=1e-6,
+            bos_token_id=None,
+            eos_token_id=None,
+            **kw,
+        )
         torch.manual_seed(0)
         model = transformers.AutoModelForCausalLM.from_config(config).eval()
         with torch.no_grad():
@@ -203,8 +240,9 @@ def hf_corpus(tmp_path_factory):
     text = need_data(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:300_000]
     speeches = [s for s in text.split("\n\n") if s.strip()]
     train_tokenizer(speeches, vocab_size=300).save(str(root / "tokenizer.json"))
-    (root / "tokenizer_config.json").write_text(json.dumps(
-        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>"}))  # fmt: skip
+    (root / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>"})
+    )
     return root, speeches
 
 
@@ -224,7 +262,9 @@ def hf_model_with_tokenizer(hf_model, hf_corpus, tmp_path: Path):
         if not shards.exists():
             write_text_shards(hf_corpus[1], shards, directory)
         mix = tmp_path / f"mix-{family}.yaml"
-        mix.write_text(f"seed: 3\nholdout: {{fraction: 0.02, min_tokens: 1024}}\nsources:\n  - {{name: plays, shards: {shards.name}, weight: 1}}\n")
+        mix.write_text(
+            f"seed: 3\nholdout: {{fraction: 0.02, min_tokens: 1024}}\nsources:\n  - {{name: plays, shards: {shards.name}, weight: 1}}\n"
+        )
         return directory, model, mix
 
     return build

@@ -50,7 +50,9 @@ def test_full_config_loads_with_paths_relative_to_the_file(tmp_path: Path) -> No
 
 def test_overrides_apply_and_paths_given_there_are_relative_to_cwd(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    cfg = load_config(write(tmp_path, GOOD), ["optim.lr=1e-3", "parallel=ddp", "model.n_kv_heads=null", "run_dir=out/r"])
+    cfg = load_config(
+        write(tmp_path, GOOD), ["optim.lr=1e-3", "parallel=ddp", "model.n_kv_heads=null", "run_dir=out/r"]
+    )
     assert cfg.optim.lr == 1e-3 and cfg.parallel.data == "ddp" and cfg.model.n_kv_heads is None
     assert cfg.run_dir == str(tmp_path / "out" / "r")
 
@@ -70,7 +72,10 @@ def test_overrides_apply_and_paths_given_there_are_relative_to_cwd(tmp_path: Pat
         ("bogus", "expected key.path=value"),
         ("eval.batches=0", "eval.batches: must be >= 1"),
         ("spikes.min_history=60", r"spikes.min_history: must be <= spikes.window \(50\)"),
-        ("optim.decay_fraction=0.95", r"optim.decay_fraction: the decay phase \(95 steps\) is longer than the 90 steps after warmup"),
+        (
+            "optim.decay_fraction=0.95",
+            r"optim.decay_fraction: the decay phase \(95 steps\) is longer than the 90 steps after warmup",
+        ),
     ],
 )
 def test_bad_values_fail_naming_the_key(tmp_path: Path, override: str, named: str) -> None:

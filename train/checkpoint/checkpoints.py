@@ -34,14 +34,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import io
 import json
 import shutil
 import sys
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -147,9 +149,12 @@ class Finalization:
 
 class Checkpoints:
     def __init__(
-        self, directory: str | Path, keep: int, tensors: Mapping[str, Stateful] | None = None,
+        self,
+        directory: str | Path,
+        keep: int,
+        tensors: Mapping[str, Stateful] | None = None,
         records: Sequence[Stateful] = (),
-    ) -> None:  # fmt: skip
+    ) -> None:
         """`tensors` and `records`: what `save` writes and `restore` loads (none for a reader such as `ptk export`)."""
         self.dir = Path(directory)
         self.keep = keep
@@ -195,7 +200,7 @@ class Checkpoints:
                 present = [path / name for name in ckpt.meta["files"] if (path / name).is_file()]
                 mine = [f.name for f in share_of_files(present, rank(), world())]
                 missing = sorted(set(ckpt.meta["files"]) - {f.name for f in present})
-                together(lambda: check_files(ckpt, mine + (missing if rank() == 0 else [])), path)
+                together(functools.partial(check_files, ckpt, mine + (missing if rank() == 0 else [])), path)
                 return ckpt
             except UserError as e:
                 problems.append(f"{path.name} ({e})")
@@ -238,8 +243,11 @@ class Checkpoints:
         """In the finalizer thread of every process: hash this process's share, gather the shares over the
         finalizer's group; rank 0 seals. A failure anywhere leaves no `step-*` and no temporary directory."""
         try:
-            shares = together(lambda: {f.name: [f.stat().st_size, sha256_file(f)]
-                                       for f in share_of_files(files, rank(), world())}, tmp, group=self._group)  # fmt: skip
+            shares = together(
+                lambda: {f.name: [f.stat().st_size, sha256_file(f)] for f in share_of_files(files, rank(), world())},
+                tmp,
+                group=self._group,
+            )
             meta["files"] = {k: v for share in shares for k, v in sorted(share.items())}
             if rank() == 0:
                 self._seal(tmp, final, meta)
@@ -335,7 +343,9 @@ def loader_state_of(path: str | Path) -> dict:
             raise UserError(f"{path}: no valid checkpoint to replay from (expected {path}/checkpoints/step-*/)")
     state = LoopState.from_meta(ckpt.meta, ckpt.path / META_FILE)
     if state is None:
-        raise UserError(f"{ckpt.path / META_FILE}: no training loop state (not a training run's checkpoint) to replay from")
+        raise UserError(
+            f"{ckpt.path / META_FILE}: no training loop state (not a training run's checkpoint) to replay from"
+        )
     return state.loader
 
 

@@ -33,8 +33,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             out, ckpt, cfg = export_model(args.run_dir, target, dtype)
         except OSError as e:
             raise os_error(e, target) from None
-        print(f"ptk export: step {ckpt.step} of {ckpt.path.parent.parent} ({cfg.num_params() / 1e6:.2f}M parameters, "
-              f"{args.dtype}) -> {out} ({out.stat().st_size / 2**20:.1f} MiB)")  # fmt: skip
+        print(
+            f"ptk export: step {ckpt.step} of {ckpt.path.parent.parent} ({cfg.num_params() / 1e6:.2f}M parameters, "
+            f"{args.dtype}) -> {out} ({out.stat().st_size / 2**20:.1f} MiB)"
+        )
         return 0
     from pretrainkit.train.checkpoint.load_model import describe, load_model
 
@@ -44,24 +46,45 @@ def cmd_export(args: argparse.Namespace) -> int:
     except OSError as e:
         raise os_error(e, target) from None
     size = sum(f.stat().st_size for f in files) / 2**20
-    print(f"ptk export: {describe(loaded)} -> {target} (Hugging Face {loaded.config.family}, {args.dtype}, "
-          f"{len(files)} safetensors file(s), {size:.1f} MiB)")  # fmt: skip
+    print(
+        f"ptk export: {describe(loaded)} -> {target} (Hugging Face {loaded.config.family}, {args.dtype}, "
+        f"{len(files)} safetensors file(s), {size:.1f} MiB)"
+    )
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="write a run's model as one safetensors file, or as a Hugging Face directory",
-                       description="native: consolidate the newest valid checkpoint (any world size / parallel mode) "
-                       "into one safetensors file loadable on one process (pretrainkit.train.checkpoint.export.load_exported). "
-                       "hf: a directory transformers' AutoModelForCausalLM and AutoTokenizer load.")  # fmt: skip
-    p.add_argument("run_dir", metavar="MODEL", help="a run directory (its newest valid checkpoint) or one checkpoint "
-                   "directory; with --format hf also a native export or a Hugging Face directory")  # fmt: skip
-    p.add_argument("-o", "--output", required=True,
-                   help="native: FILE.safetensors, or a directory (model.safetensors + pretrainkit_model.json); hf: a directory")  # fmt: skip
+    p = sub.add_parser(
+        "export",
+        help="write a run's model as one safetensors file, or as a Hugging Face directory",
+        description="native: consolidate the newest valid checkpoint (any world size / parallel mode) "
+        "into one safetensors file loadable on one process (pretrainkit.train.checkpoint.export.load_exported). "
+        "hf: a directory transformers' AutoModelForCausalLM and AutoTokenizer load.",
+    )
+    p.add_argument(
+        "run_dir",
+        metavar="MODEL",
+        help="a run directory (its newest valid checkpoint) or one checkpoint "
+        "directory; with --format hf also a native export or a Hugging Face directory",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="native: FILE.safetensors, or a directory (model.safetensors + pretrainkit_model.json); hf: a directory",
+    )
     p.add_argument("--format", choices=["native", "hf"], default="native")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
-    p.add_argument("--tokenizer", help="hf: the model's tokenizer.json or HF directory, when the run does not lead to it "
-                   "(checked against the sha256 the run recorded)")  # fmt: skip
-    p.add_argument("--max-shard-size", type=count, default=5_000_000_000, metavar="BYTES",
-                   help="hf: weight files above this size are split, with model.safetensors.index.json (default 5G)")
+    p.add_argument(
+        "--tokenizer",
+        help="hf: the model's tokenizer.json or HF directory, when the run does not lead to it "
+        "(checked against the sha256 the run recorded)",
+    )
+    p.add_argument(
+        "--max-shard-size",
+        type=count,
+        default=5_000_000_000,
+        metavar="BYTES",
+        help="hf: weight files above this size are split, with model.safetensors.index.json (default 5G)",
+    )
     p.set_defaults(func=cmd_export)

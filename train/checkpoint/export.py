@@ -57,7 +57,9 @@ def find_checkpoint(path: Path) -> Checkpoint:
         return verify(path)
     found = Checkpoints(path / "checkpoints", keep=1).latest_valid()
     if found is None:
-        raise UserError(f"{path}: no valid checkpoint (expected a run dir with checkpoints/step-*/ or a checkpoint dir)")
+        raise UserError(
+            f"{path}: no valid checkpoint (expected a run dir with checkpoints/step-*/ or a checkpoint dir)"
+        )
     return found
 
 
@@ -75,10 +77,14 @@ def checkpoint_model(ckpt: Checkpoint) -> tuple[Transformer, ModelConfig]:
     return model.eval(), cfg
 
 
-def export_model(source: str | Path, out: str | Path, dtype: torch.dtype = torch.float32) -> tuple[Path, Checkpoint, ModelConfig]:
+def export_model(
+    source: str | Path, out: str | Path, dtype: torch.dtype = torch.float32
+) -> tuple[Path, Checkpoint, ModelConfig]:
     ckpt = find_checkpoint(Path(source))
     model, cfg = checkpoint_model(ckpt)
-    tensors = {k: v.to(dtype).contiguous() for k, v in model.state_dict().items() if not (cfg.tie_embeddings and k == TIED_KEY)}
+    tensors = {
+        k: v.to(dtype).contiguous() for k, v in model.state_dict().items() if not (cfg.tie_embeddings and k == TIED_KEY)
+    }
     config_json = json.dumps(dataclasses.asdict(cfg), sort_keys=True)
     metadata = {"model_config": config_json, "step": str(ckpt.step), "tokens": str(ckpt.meta.get("tokens", 0))}
     state = LoopState.from_meta(ckpt.meta, ckpt.path / META_FILE)
@@ -109,23 +115,35 @@ def load_exported(path: str | Path) -> tuple[Transformer, ModelConfig]:
     return model.eval(), cfg
 
 
-def export_hf(loaded: LoadedModel, out: str | Path, dtype: torch.dtype = torch.float32,
-              max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES) -> list[Path]:  # fmt: skip
+def export_hf(
+    loaded: LoadedModel,
+    out: str | Path,
+    dtype: torch.dtype = torch.float32,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+) -> list[Path]:
     """Write `loaded` (a model with its tokenizer) as a Hugging Face directory; returns the weight files."""
     if loaded.tokenizer is None:
-        raise UserError(f"{loaded.path}: the model's tokenizer is not known; name it with --tokenizer (a tokenizer.json or an HF directory)")
+        raise UserError(
+            f"{loaded.path}: the model's tokenizer is not known; name it with --tokenizer (a tokenizer.json or an HF directory)"
+        )
     out, cfg, tok = Path(out), loaded.config, loaded.tokenizer
     tmp = out.with_name(f".tmp-{out.name}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     tensors = {k: v.to(dtype) for k, v in to_hf_state_dict(loaded.model.state_dict(), cfg).items()}
     shards = _split(tensors, max_shard_bytes)
-    names = [WEIGHTS_FILE] if len(shards) == 1 else [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    names = (
+        [WEIGHTS_FILE]
+        if len(shards) == 1
+        else [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    )
     for name, shard in zip(names, shards):
         write_bytes_atomic(tmp / name, save(shard, metadata={"format": "pt"}))
     if len(shards) > 1:
-        index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
-                 "weight_map": {k: name for name, shard in zip(names, shards) for k in sorted(shard)}}  # fmt: skip
+        index = {
+            "metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
+            "weight_map": {k: name for name, shard in zip(names, shards) for k in sorted(shard)},
+        }
         write_text_atomic(tmp / INDEX_FILE, json.dumps(index, indent=2, sort_keys=True) + "\n")
     bos = None if tok.bos_token is None else tok.tokenizer.token_to_id(tok.bos_token)
     config = hf_config(cfg, bos_id=bos, eos_id=tok.eos_id, dtype=DTYPE_NAMES[dtype])

@@ -42,10 +42,13 @@ def write_hf_tokenizer(tok: LoadedTokenizer, directory: Path, max_seq_len: int) 
     write_bytes_atomic(directory / TOKENIZER_FILE, Path(tok.path).read_bytes())
     write_text_atomic(directory / f"{LOADER_MODULE}.py", LOADER_SOURCE)
     config = {
-        "tokenizer_class": "PreTrainedTokenizerFast", "auto_map": {"AutoTokenizer": [None, f"{LOADER_MODULE}.{LOADER_CLASS}"]},
-        "eos_token": tok.eos_token, "split_special_tokens": True,
-        "model_max_length": max_seq_len, "clean_up_tokenization_spaces": False,
-    }  # fmt: skip
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "auto_map": {"AutoTokenizer": [None, f"{LOADER_MODULE}.{LOADER_CLASS}"]},
+        "eos_token": tok.eos_token,
+        "split_special_tokens": True,
+        "model_max_length": max_seq_len,
+        "clean_up_tokenization_spaces": False,
+    }
     if tok.bos_token is not None and tok.tokenizer.token_to_id(tok.bos_token) is not None:
         config["bos_token"] = tok.bos_token
     write_text_atomic(directory / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")

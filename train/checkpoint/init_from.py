@@ -32,23 +32,38 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
 
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_text_atomic
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
 from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, load_states
+from pretrainkit.train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
 from pretrainkit.train.checkpoint.states import ModelState, OptimizerState
 from pretrainkit.train.config import TrainConfig
-from pretrainkit.train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
 from pretrainkit.train.loop.loop_state import LoopState
-from pretrainkit.train.model.hf_adapter import CONFIG_FILE, HFWeights, is_hf_model_dir, model_config_from_hf, read_hf_config
+from pretrainkit.train.model.hf_adapter import (
+    CONFIG_FILE,
+    HFWeights,
+    is_hf_model_dir,
+    model_config_from_hf,
+    read_hf_config,
+)
 from pretrainkit.train.model.llama import ModelConfig
 from pretrainkit.train.model.materialize import load_hf_weights
 
 # What decides the parameter tensors' shapes and meaning; max_seq_len (RoPE tables are derived,
 # never stored) and rope_theta may change in a continued run.
-SHAPE_FIELDS = ("vocab_size", "d_model", "n_layers", "n_heads", "kv_heads", "head_dim", "ffn_hidden_size",
-                "tie_embeddings", "qkv_bias")  # fmt: skip
+SHAPE_FIELDS = (
+    "vocab_size",
+    "d_model",
+    "n_layers",
+    "n_heads",
+    "kv_heads",
+    "head_dim",
+    "ffn_hidden_size",
+    "tie_embeddings",
+    "qkv_bias",
+)
 HF_TOKENIZER = "tokenizer.json"
 BASE_FILE = "init_from.json"  # in RUN_DIR: the path, step and tokens of what the run started from
 
@@ -76,8 +91,10 @@ def find_init_source(path: str | Path) -> InitSource:
         model = model_config_from_hf(read_hf_config(path), str(path / CONFIG_FILE))
         tokenizer = path / HF_TOKENIZER
         if not tokenizer.is_file():
-            raise UserError(f"init_from: {path}: no {HF_TOKENIZER}, so the model's tokenizer cannot be checked "
-                            "against the mixture's (tokenize with a tokenizer.json and put it there)")  # fmt: skip
+            raise UserError(
+                f"init_from: {path}: no {HF_TOKENIZER}, so the model's tokenizer cannot be checked "
+                "against the mixture's (tokenize with a tokenizer.json and put it there)"
+            )
         return InitSource(path, model, sha256_file(tokenizer), None, 0, hf=True)
     exported = path if path.suffix == ".safetensors" else path / WEIGHTS_FILE
     if exported.is_file() and not (path / "checkpoints").is_dir():
@@ -89,7 +106,9 @@ def find_init_source(path: str | Path) -> InitSource:
             raise UserError(f"init_from: {exported}: not an exported pretrainkit model ({e})") from None
         return InitSource(exported, model, meta.get(TOKENIZER_KEY), None, int(meta.get("step", 0)))
     if not path.exists():
-        raise UserError(f"init_from: {path} does not exist (expected a run dir, a checkpoint dir or a .safetensors file)")
+        raise UserError(
+            f"init_from: {path} does not exist (expected a run dir, a checkpoint dir or a .safetensors file)"
+        )
     try:
         ckpt = find_checkpoint(path)
     except UserError as e:
@@ -108,8 +127,9 @@ def check_compatible(source: InitSource, model: ModelConfig, tokenizer: Tokenize
         try:
             theirs = source.hf_tokenizer(tokenizer.eos_token)
         except UserError as e:  # the mixture's EOS is not in it, or the file does not load
-            raise UserError(f"{where}: init_from: tokenizer mismatch with this run's mixture (sha256 "
-                            f"{tokenizer_sha256[:12]}): {e}") from None  # fmt: skip
+            raise UserError(
+                f"{where}: init_from: tokenizer mismatch with this run's mixture (sha256 {tokenizer_sha256[:12]}): {e}"
+            ) from None
         diff = tokenizer_difference(theirs, tokenizer)
         if diff is not None:
             raise UserError(
@@ -123,8 +143,11 @@ def check_compatible(source: InitSource, model: ModelConfig, tokenizer: Tokenize
             f"{source.tokenizer_sha256[:12]} (vocab {source.model.vocab_size}), this run's mixture uses "
             f"{tokenizer_sha256[:12]} (vocab {model.vocab_size})"
         )
-    diffs = [f"{k} {getattr(source.model, k)} vs {getattr(model, k)}" for k in SHAPE_FIELDS
-             if getattr(source.model, k) != getattr(model, k)]  # fmt: skip
+    diffs = [
+        f"{k} {getattr(source.model, k)} vs {getattr(model, k)}"
+        for k in SHAPE_FIELDS
+        if getattr(source.model, k) != getattr(model, k)
+    ]
     if diffs:
         raise UserError(f"{where}: init_from: model shape mismatch, {source.path} vs this run: {'; '.join(diffs)}")
 
@@ -157,9 +180,14 @@ def initialize(model: nn.Module, optimizer: torch.optim.Optimizer, source: InitS
 
 
 def initialize_from(
-    cfg: TrainConfig, model_cfg: ModelConfig, model: nn.Module, optimizer: torch.optim.Optimizer,
-    tokenizer: TokenizerInfo, where: str, is_main: bool,
-) -> None:  # fmt: skip
+    cfg: TrainConfig,
+    model_cfg: ModelConfig,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    tokenizer: TokenizerInfo,
+    where: str,
+    is_main: bool,
+) -> None:
     """A fresh run with `init_from`: the base weights (optimizer too with `init_optimizer`), checked first."""
     source = find_init_source(cfg.init_from)
     check_compatible(source, model_cfg, tokenizer, where)

@@ -25,7 +25,13 @@ from pretrainkit.dataprep.tokenize.tokenizer import LoadedTokenizer, load_tokeni
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
 from pretrainkit.train.checkpoint.checkpoints import META_FILE
-from pretrainkit.train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, checkpoint_model, find_checkpoint, load_exported
+from pretrainkit.train.checkpoint.export import (
+    TOKENIZER_KEY,
+    WEIGHTS_FILE,
+    checkpoint_model,
+    find_checkpoint,
+    load_exported,
+)
 from pretrainkit.train.loop.loop_state import LoopState
 from pretrainkit.train.model.hf_adapter import is_hf_model_dir
 from pretrainkit.train.model.llama import ModelConfig, Transformer
@@ -48,7 +54,9 @@ class LoadedModel:
 def load_model(path: str | Path, tokenizer: str | Path | None = None, device: str = "cpu") -> LoadedModel:
     path = Path(path)
     if not path.exists():
-        raise UserError(f"{path}: does not exist (expected a run dir, a checkpoint dir, a ptk export or an HF model directory)")
+        raise UserError(
+            f"{path}: does not exist (expected a run dir, a checkpoint dir, a ptk export or an HF model directory)"
+        )
     if is_hf_model_dir(path):
         model, cfg = load_hf_model(path, device)
         own = path / "tokenizer.json"
@@ -78,8 +86,10 @@ def _checked_tokenizer(tokenizer: str | Path | None, recorded: str | None, where
         return None
     tok = load_tokenizer(tokenizer)
     if recorded is not None and tok.sha256 != recorded:
-        raise UserError(f"{tokenizer}: not the tokenizer {where} was trained with (sha256 {tok.sha256[:12]}, "
-                        f"recorded {recorded[:12]})")  # fmt: skip
+        raise UserError(
+            f"{tokenizer}: not the tokenizer {where} was trained with (sha256 {tok.sha256[:12]}, "
+            f"recorded {recorded[:12]})"
+        )
     return tok
 
 
@@ -95,5 +105,7 @@ def describe(loaded: LoadedModel) -> str:
     """One line: what was loaded."""
     cfg = loaded.config
     tok = "no tokenizer" if loaded.tokenizer is None else f"tokenizer {loaded.tokenizer.path}"
-    return (f"{loaded.kind} {loaded.path} ({cfg.family}, {cfg.num_params() / 1e6:.2f}M parameters, "
-            f"step {loaded.step}, {tok})")  # fmt: skip
+    return (
+        f"{loaded.kind} {loaded.path} ({cfg.family}, {cfg.num_params() / 1e6:.2f}M parameters, "
+        f"step {loaded.step}, {tok})"
+    )

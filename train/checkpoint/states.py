@@ -56,8 +56,10 @@ class OptimizerState:
                 if not s:
                     s.update(step=torch.zeros(()), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
                 state[names[id(p)]] = s
-        groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [names[id(p)] for p in g["params"]]}
-                  for g in self.optimizer.param_groups]  # fmt: skip
+        groups = [
+            {**{k: v for k, v in g.items() if k != "params"}, "params": [names[id(p)] for p in g["params"]]}
+            for g in self.optimizer.param_groups
+        ]
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state: dict) -> None:

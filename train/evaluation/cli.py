@@ -26,13 +26,20 @@ DIGITS = 6
 def register(sub: argparse._SubParsersAction) -> None:
     from pretrainkit.dataprep.cli_options import add_field_options
 
-    p = sub.add_parser("eval", help="loss, perplexity and bits per byte of a model on shards, text or a mixture",
-                       description="Score every token of every document once (windows of --seq-len tokens) and "
-                       "report loss (nats/token), perplexity and bits per byte per source.")  # fmt: skip
-    p.add_argument("model", help="a run dir, a checkpoint dir, a ptk export (native or HF) or a Hugging Face model directory")
+    p = sub.add_parser(
+        "eval",
+        help="loss, perplexity and bits per byte of a model on shards, text or a mixture",
+        description="Score every token of every document once (windows of --seq-len tokens) and "
+        "report loss (nats/token), perplexity and bits per byte per source.",
+    )
+    p.add_argument(
+        "model", help="a run dir, a checkpoint dir, a ptk export (native or HF) or a Hugging Face model directory"
+    )
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--shards", nargs="+", metavar="DIR", help="shard sets: every document")
-    what.add_argument("--text", nargs="+", metavar="FILE", help=".txt / .jsonl(.gz/.zst) / .parquet files or directories")
+    what.add_argument(
+        "--text", nargs="+", metavar="FILE", help=".txt / .jsonl(.gz/.zst) / .parquet files or directories"
+    )
     what.add_argument("--mixture", metavar="YAML", help="a mixture: each source's held-out documents")
     p.add_argument("--tokenizer", help="tokenizer.json: needed for --text, and for bits per byte on shards")
     p.add_argument("--seq-len", type=int, help="tokens of context per window (default: the model's max_seq_len)")
@@ -44,7 +51,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    import torch
 
     from pretrainkit.train.checkpoint.load_model import describe, load_model
     from pretrainkit.train.evaluation import eval_sets
@@ -69,15 +75,18 @@ def run_eval(args: argparse.Namespace) -> int:
     eos_id = tok.eos_id if tok is not None else sets_eos(args)
     rows = []
     for s in sets:
-        score = score_documents(loaded.model, s.documents(), s.lengths, eos_id, seq_len, args.batch_size, device,
-                                desc=f"eval {s.name}")  # fmt: skip
+        score = score_documents(
+            loaded.model, s.documents(), s.lengths, eos_id, seq_len, args.batch_size, device, desc=f"eval {s.name}"
+        )
         rows.append((s, score))
     report = build_report(describe(loaded), seq_len, args.batch_size, rows)
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     for s, _ in rows:
         if s.rejected:
             reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(s.rejected.items()))
-            print(f"ptk eval: {s.name}: {sum(s.rejected.values())} input records not scored ({reasons})", file=sys.stderr)
+            print(
+                f"ptk eval: {s.name}: {sum(s.rejected.values())} input records not scored ({reasons})", file=sys.stderr
+            )
     if any(s.text_bytes is None for s, _ in rows):
         print("ptk eval: bits per byte need the tokenizer to decode the shards: pass --tokenizer", file=sys.stderr)
     return 0
@@ -113,39 +122,54 @@ def build_report(model: str, seq_len: int, batch_size: int, rows: list) -> dict:
     sources = {}
     for s, score in rows:
         sources[s.name] = {
-            "documents": score.documents, "tokens": score.tokens, "windows": score.windows, "batches": score.batches,
+            "documents": score.documents,
+            "tokens": score.tokens,
+            "windows": score.windows,
+            "batches": score.batches,
             "bytes": s.text_bytes,
-            "loss": _round(score.loss), "perplexity": _round(score.perplexity),
+            "loss": _round(score.loss),
+            "perplexity": _round(score.perplexity),
             "bits_per_byte": _round(score.bits_per_byte(s.text_bytes)) if s.text_bytes else None,
-        }  # fmt: skip
+        }
     if len(rows) > 1:
         nats = math.fsum(score.nats for _, score in rows)
         tokens = sum(score.tokens for _, score in rows)
         known = all(s.text_bytes for s, _ in rows)
         text_bytes = sum(s.text_bytes for s, _ in rows) if known else None
         sources["all"] = {
-            "documents": sum(score.documents for _, score in rows), "tokens": tokens,
-            "windows": sum(score.windows for _, score in rows), "batches": sum(score.batches for _, score in rows),
+            "documents": sum(score.documents for _, score in rows),
+            "tokens": tokens,
+            "windows": sum(score.windows for _, score in rows),
+            "batches": sum(score.batches for _, score in rows),
             "bytes": text_bytes,
-            "loss": _round(nats / tokens), "perplexity": _round(math.exp(nats / tokens)),
+            "loss": _round(nats / tokens),
+            "perplexity": _round(math.exp(nats / tokens)),
             "bits_per_byte": _round(nats / math.log(2) / text_bytes) if known else None,
-        }  # fmt: skip
+        }
     return {"model": model, "seq_len": seq_len, "batch_size": batch_size, "sources": sources}
 
 
 def format_table(report: dict) -> str:
     header = ("source", "documents", "tokens", "loss", "perplexity", "bits/byte")
     body = [
-        (name, f"{r['documents']:,}", f"{r['tokens']:,}", f"{r['loss']:.4f}", f"{r['perplexity']:.2f}",
-         "-" if r["bits_per_byte"] is None else f"{r['bits_per_byte']:.4f}")
+        (
+            name,
+            f"{r['documents']:,}",
+            f"{r['tokens']:,}",
+            f"{r['loss']:.4f}",
+            f"{r['perplexity']:.2f}",
+            "-" if r["bits_per_byte"] is None else f"{r['bits_per_byte']:.4f}",
+        )
         for name, r in report["sources"].items()
-    ]  # fmt: skip
+    ]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     # `ptk train`'s val loss covers only the first eval.batches held-out batches; this line says the eval covers all.
     covered = list(report["sources"].values())[-1]  # the `all` row, or the only source
-    lines = [f"model {report['model']}, windows of {report['seq_len']} tokens",
-             f"eval loss over all {covered['batches']:,} batches of up to {report['batch_size']} windows "
-             f"({covered['windows']:,} windows, {covered['tokens']:,} tokens)"]
+    lines = [
+        f"model {report['model']}, windows of {report['seq_len']} tokens",
+        f"eval loss over all {covered['batches']:,} batches of up to {report['batch_size']} windows "
+        f"({covered['windows']:,} windows, {covered['tokens']:,} tokens)",
+    ]
     for row in [header, *body]:
         lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
     return "\n".join(lines)

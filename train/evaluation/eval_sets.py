@@ -14,9 +14,9 @@ an id outside the model's vocabulary.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -54,10 +54,14 @@ def _decoder(tokenizer: LoadedTokenizer | None) -> Callable[[np.ndarray], str] |
 
 def check_shards(ss: ShardSet, where: str, vocab_size: int, tokenizer_sha256: str | None) -> None:
     if tokenizer_sha256 is not None and ss.tokenizer.sha256 != tokenizer_sha256:
-        raise UserError(f"{where}: tokenized with another tokenizer (sha256 {ss.tokenizer.sha256[:12]}) than the "
-                        f"model's ({tokenizer_sha256[:12]})")  # fmt: skip
+        raise UserError(
+            f"{where}: tokenized with another tokenizer (sha256 {ss.tokenizer.sha256[:12]}) than the "
+            f"model's ({tokenizer_sha256[:12]})"
+        )
     if ss.tokenizer.vocab_size > vocab_size:
-        raise UserError(f"{where}: vocabulary of {ss.tokenizer.vocab_size} tokens, larger than the model's {vocab_size}")
+        raise UserError(
+            f"{where}: vocabulary of {ss.tokenizer.vocab_size} tokens, larger than the model's {vocab_size}"
+        )
 
 
 def _shard_set(name: str, ss: ShardSet, docs: np.ndarray, tokenizer: LoadedTokenizer | None) -> EvalSet:
@@ -70,7 +74,9 @@ def _unique(names: list[str], paths: list[str]) -> list[str]:
     return names if len(set(names)) == len(names) else paths
 
 
-def shard_sets(dirs: list[str], vocab_size: int, tokenizer: LoadedTokenizer | None, model_sha: str | None) -> list[EvalSet]:
+def shard_sets(
+    dirs: list[str], vocab_size: int, tokenizer: LoadedTokenizer | None, model_sha: str | None
+) -> list[EvalSet]:
     out = []
     names = _unique([Path(d).resolve().name for d in dirs], dirs)
     for name, d in zip(names, dirs):
@@ -86,8 +92,12 @@ def mixture_sets(path: str, vocab_size: int, tokenizer: LoadedTokenizer | None, 
     mix = load_mixture(path)
     out = []
     for source in mix.sources:
-        check_shards(source.shard_set, f"{path}: source {source.name!r}", vocab_size,
-                     model_sha or (tokenizer.sha256 if tokenizer else None))  # fmt: skip
+        check_shards(
+            source.shard_set,
+            f"{path}: source {source.name!r}",
+            vocab_size,
+            model_sha or (tokenizer.sha256 if tokenizer else None),
+        )
         heldout = np.flatnonzero(source.split.heldout.mask(0, source.shard_set.num_docs))
         if len(heldout) == 0:
             raise UserError(f"{path}: source {source.name!r} has no held-out documents to evaluate on")
@@ -110,7 +120,9 @@ def text_sets(inputs: list[str], tokenizer: LoadedTokenizer | None, text_field: 
                     rejected[item.reason] = rejected.get(item.reason, 0) + 1
         if not texts:
             raise UserError(f"{given}: no usable document ({sum(rejected.values())} records rejected)")
-        docs = [np.asarray(e.ids, dtype=np.int64) for e in tokenizer.tokenizer.encode_batch(texts, add_special_tokens=False)]
+        docs = [
+            np.asarray(e.ids, dtype=np.int64) for e in tokenizer.tokenizer.encode_batch(texts, add_special_tokens=False)
+        ]
         lengths = np.array([len(d) for d in docs], dtype=np.int64)
         text_bytes = sum(len(t.encode("utf-8")) for t in texts)
         out.append(EvalSet(name, lengths, docs.__getitem__, text_bytes=text_bytes, rejected=rejected))

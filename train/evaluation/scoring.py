@@ -15,8 +15,8 @@ over the UTF-8 bytes of the documents' text, comparable across tokenizers.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 import numpy as np
 import torch
@@ -68,8 +68,16 @@ def stream_windows(docs: Iterable[np.ndarray], eos_id: int, seq_len: int) -> Ite
 
 
 @torch.no_grad()
-def score_documents(model: torch.nn.Module, docs: Iterable[np.ndarray], lengths: np.ndarray, eos_id: int, seq_len: int,
-                    batch_size: int, device: torch.device, desc: str = "eval") -> Score:  # fmt: skip
+def score_documents(
+    model: torch.nn.Module,
+    docs: Iterable[np.ndarray],
+    lengths: np.ndarray,
+    eos_id: int,
+    seq_len: int,
+    batch_size: int,
+    device: torch.device,
+    desc: str = "eval",
+) -> Score:
     """Sum the model's cross-entropy over every token of `docs`, whose token counts are `lengths`
     (for the progress bar; see the module docstring)."""
     model.eval()
@@ -86,8 +94,9 @@ def score_documents(model: torch.nn.Module, docs: Iterable[np.ndarray], lengths:
             inputs[i, : len(r) - 1] = torch.from_numpy(r[:-1])
             targets[i, : len(r) - 1] = torch.from_numpy(r[1:])
         logits = model(inputs.to(device))
-        ce = F.cross_entropy(logits.float().flatten(0, 1), targets.to(device).flatten(), reduction="sum",
-                             ignore_index=IGNORE_INDEX)  # fmt: skip
+        ce = F.cross_entropy(
+            logits.float().flatten(0, 1), targets.to(device).flatten(), reduction="sum", ignore_index=IGNORE_INDEX
+        )
         nats += float(ce.double())
         n = int((targets != IGNORE_INDEX).sum())
         counted += n

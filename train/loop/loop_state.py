@@ -30,9 +30,15 @@ class LoopState:
     rollbacks: int  # rollbacks so far (spikes.max_rollbacks counts them)
 
     def to_json(self) -> dict:
-        return {"loader": self.loader, "mixture": self.mixture_fingerprint, "tokenizer": self.tokenizer_sha256,
-                "next_batch": self.next_batch, "skip": list(self.skip), "spikes": self.spikes,
-                "rollbacks": self.rollbacks}  # fmt: skip
+        return {
+            "loader": self.loader,
+            "mixture": self.mixture_fingerprint,
+            "tokenizer": self.tokenizer_sha256,
+            "next_batch": self.next_batch,
+            "skip": list(self.skip),
+            "spikes": self.spikes,
+            "rollbacks": self.rollbacks,
+        }
 
     @classmethod
     def from_meta(cls, meta: dict, where: Path) -> LoopState | None:
@@ -41,7 +47,14 @@ class LoopState:
             return None
         extra = meta[LOOP_KEY]
         try:
-            return cls(dict(extra["loader"]), extra.get("mixture"), extra.get("tokenizer"), int(extra["next_batch"]),
-                       tuple(sorted(int(b) for b in extra["skip"])), dict(extra["spikes"]), int(extra["rollbacks"]))  # fmt: skip
+            return cls(
+                dict(extra["loader"]),
+                extra.get("mixture"),
+                extra.get("tokenizer"),
+                int(extra["next_batch"]),
+                tuple(sorted(int(b) for b in extra["skip"])),
+                dict(extra["spikes"]),
+                int(extra["rollbacks"]),
+            )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise UserError(f"{where}: {LOOP_KEY}: missing or malformed loop state ({type(e).__name__}: {e})") from None

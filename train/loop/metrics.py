@@ -16,8 +16,9 @@ resumed from an earlier checkpoint never shows rows from the future or a torn la
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 import torch
 
@@ -42,7 +43,9 @@ def device_peak_flops(device: torch.device, precision: str) -> float | None:
 
 
 class JsonlLog:
-    def __init__(self, path: str | Path, keep_through_step: int = 0, forward: Callable[[dict], None] | None = None) -> None:
+    def __init__(
+        self, path: str | Path, keep_through_step: int = 0, forward: Callable[[dict], None] | None = None
+    ) -> None:
         self.path = Path(path)
         kept = [row for row in read_rows(self.path) if row["step"] <= keep_through_step]
         write_text_atomic(self.path, "".join(json.dumps(row) + "\n" for row in kept))

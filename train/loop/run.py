@@ -18,18 +18,18 @@ import torch
 import torch.distributed as dist
 import yaml
 
-from pretrainkit.mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import write_text_atomic
+from pretrainkit.mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
 from pretrainkit.train.checkpoint.checkpoints import loader_state_of
-from pretrainkit.train.parallel.agree import AgreedError
-from pretrainkit.train.config import TrainConfig, to_dict
-from pretrainkit.train.parallel.distributed import end_process_groups, init_distributed, shutdown
 from pretrainkit.train.checkpoint.init_from import initialize_from
+from pretrainkit.train.config import TrainConfig, to_dict
 from pretrainkit.train.loop.run_dir import check_run_dir
-from pretrainkit.train.loop.training_loop import BatchTransform, TrainingLoop, format_summary
 from pretrainkit.train.loop.trainer import Trainer
+from pretrainkit.train.loop.training_loop import BatchTransform, TrainingLoop, format_summary
 from pretrainkit.train.model.resolve import model_config
+from pretrainkit.train.parallel.agree import AgreedError
+from pretrainkit.train.parallel.distributed import end_process_groups, init_distributed, shutdown
 
 CONFIG_FILE = "config.yaml"
 
@@ -45,8 +45,14 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
             sampler.check_batch(limit)  # raises, naming the source that runs out before max_steps
         trainer = Trainer(cfg, model_config(cfg, mix.tokenizer.vocab_size, where), env, where)
         # Every process of a data-parallel group (tensor-parallel peers, pipeline stages) reads its rows.
-        loader = TrainLoader(sampler, rank=trainer.mesh.dp_rank, world_size=trainer.mesh.dp_size,
-                             micro_size=cfg.batch.micro_size, num_workers=0, pin_memory=env.device.type == "cuda")
+        loader = TrainLoader(
+            sampler,
+            rank=trainer.mesh.dp_rank,
+            world_size=trainer.mesh.dp_size,
+            micro_size=cfg.batch.micro_size,
+            num_workers=0,
+            pin_memory=env.device.type == "cuda",
+        )
         loop = TrainingLoop(cfg, trainer, loader, mix, env, validation_rows(cfg, sampler), transform)
         if (loop.resume() if resume else loop.start_over()) is None and cfg.init_from is not None:
             initialize_from(cfg, trainer.model_cfg, trainer.model, trainer.optimizer, mix.tokenizer, where, env.is_main)

@@ -54,5 +54,7 @@ def interrupted_message(run_dir: str | os.PathLike) -> str:
         return f"ptk train: interrupted {where}; no step is lost: the same command resumes the run"
     redo = last - saved
     since = f"since the last checkpoint ({ckpts[0].name})" if ckpts else "(no checkpoint yet)"
-    return (f"ptk train: interrupted at step {last}; {redo} step{'s' if redo != 1 else ''} {since} will be "
-            f"redone when the same command resumes the run")
+    return (
+        f"ptk train: interrupted at step {last}; {redo} step{'s' if redo != 1 else ''} {since} will be "
+        f"redone when the same command resumes the run"
+    )

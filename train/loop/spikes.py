@@ -77,11 +77,16 @@ class SpikeDetector:
         if not ready:
             return None
         if loss - mean > self.cfg.loss_sigmas * std and loss - mean > self.cfg.loss_rise * mean:
-            return Spike(f"loss {loss:.4f} > window mean {mean:.4f} + {self.cfg.loss_sigmas:g} std ({std:.4f})",
-                         mean, std, median)  # fmt: skip
+            return Spike(
+                f"loss {loss:.4f} > window mean {mean:.4f} + {self.cfg.loss_sigmas:g} std ({std:.4f})",
+                mean,
+                std,
+                median,
+            )
         if self.cfg.grad_factor and grad_norm > self.cfg.grad_factor * median:
-            return Spike(f"grad norm {grad_norm:.4g} > {self.cfg.grad_factor:g} x window median {median:.4g}",
-                         mean, std, median)  # fmt: skip
+            return Spike(
+                f"grad norm {grad_norm:.4g} > {self.cfg.grad_factor:g} x window median {median:.4g}", mean, std, median
+            )
         return None
 
     def decide(self, loss: float, grad_norm: float) -> Decision:

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.distributed as dist
@@ -35,11 +35,11 @@ import torch.nn.functional as F
 
 from pretrainkit.train.checkpoint.states import ModelState, OptimizerState
 from pretrainkit.train.config import TrainConfig
-from pretrainkit.train.parallel.distributed import DistEnv
+from pretrainkit.train.loop.optim import Schedule, build_optimizer, lr_at, set_lr
 from pretrainkit.train.model.llama import ModelConfig, Transformer
 from pretrainkit.train.model.materialize import init_weights
-from pretrainkit.train.loop.optim import Schedule, build_optimizer, lr_at, set_lr
 from pretrainkit.train.parallel.data_parallel import autocast_context, clip_grad_norm, gradient_sync, parallelize
+from pretrainkit.train.parallel.distributed import DistEnv
 from pretrainkit.train.parallel.mesh import ParallelMesh, check_layout
 from pretrainkit.train.parallel.pipeline import Pipeline, rank_stages, split_stages
 
@@ -96,8 +96,9 @@ class Trainer:
         if p.pp > 1:
             num_stages, ids = p.pp * p.stages, rank_stages(self.mesh.pp_rank, p.pp, p.stages)
             stages = [parallelize(s, p, self.mesh, env.device, **split) for s in split_stages(model, num_stages, ids)]
-            self.pipeline = Pipeline(stages, ids, num_stages, self.mesh, env.device, p.pp_schedule, self.microbatches,
-                                     self._pipeline_loss)  # fmt: skip
+            self.pipeline = Pipeline(
+                stages, ids, num_stages, self.mesh, env.device, p.pp_schedule, self.microbatches, self._pipeline_loss
+            )
             self.model = self.pipeline.local
         else:
             self.model = parallelize(model, p, self.mesh, env.device, **split)
@@ -125,7 +126,9 @@ class Trainer:
 
     @staticmethod
     def _cross_entropy_sum(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="sum", ignore_index=IGNORE_INDEX)
+        return F.cross_entropy(
+            logits.float().flatten(0, 1), targets.flatten(), reduction="sum", ignore_index=IGNORE_INDEX
+        )
 
     def _pipeline_loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return self._cross_entropy_sum(logits, targets) * self._loss_scale

@@ -28,25 +28,25 @@ import math
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.distributed as dist
 
-from pretrainkit.mixtures import Mixture, TrainLoader
 from pretrainkit.errors import UserError
+from pretrainkit.mixtures import Mixture, TrainLoader
 from pretrainkit.progress import progress_bar, progress_write
 from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, check_model
-from pretrainkit.train.parallel.agree import AgreedError, together
 from pretrainkit.train.config import TrainConfig, to_dict
-from pretrainkit.train.parallel.distributed import DistEnv
 from pretrainkit.train.loop.loop_state import LOOP_KEY, LoopState
 from pretrainkit.train.loop.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
 from pretrainkit.train.loop.optim import Schedule, lr_at
 from pretrainkit.train.loop.spikes import Action, Decision, SpikeDetector
 from pretrainkit.train.loop.trainer import Batch, Trainer
+from pretrainkit.train.parallel.agree import AgreedError, together
+from pretrainkit.train.parallel.distributed import DistEnv
 from pretrainkit.train.tracking.trackers import Trackers
 
 SUMMARY_STEPS = 10
@@ -72,9 +72,15 @@ class RunSummary:
 
 class TrainingLoop:
     def __init__(
-        self, cfg: TrainConfig, trainer: Trainer, loader: TrainLoader, mix: Mixture, env: DistEnv,
-        val_rows: dict[str, tuple[torch.Tensor, torch.Tensor]], transform: BatchTransform | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        cfg: TrainConfig,
+        trainer: Trainer,
+        loader: TrainLoader,
+        mix: Mixture,
+        env: DistEnv,
+        val_rows: dict[str, tuple[torch.Tensor, torch.Tensor]],
+        transform: BatchTransform | None = None,
+    ) -> None:
         self.cfg, self.trainer, self.loader, self.mix, self.env = cfg, trainer, loader, mix, env
         self.val_rows, self.transform = val_rows, transform
         # Training scores only the first eval.batches held-out batches, `ptk eval` all of them: every report of
@@ -85,7 +91,9 @@ class TrainingLoop:
         self.run_dir = Path(cfg.run_dir)
         self.detector = SpikeDetector(cfg.spikes)
         self.config = to_dict(cfg)
-        self.ckpts = Checkpoints(self.run_dir / "checkpoints", cfg.checkpoint.keep, trainer.states, [trainer.record, self])
+        self.ckpts = Checkpoints(
+            self.run_dir / "checkpoints", cfg.checkpoint.keep, trainer.states, [trainer.record, self]
+        )
         self.next_batch = 0
         self.skip: set[int] = set()
         self.rollbacks = 0
@@ -97,8 +105,15 @@ class TrainingLoop:
 
     # -- checkpoints -------------------------------------------------------------------------------
     def state(self) -> LoopState:
-        return LoopState(self.loader.state_dict(), self.mix.fingerprint, self.mix.tokenizer.sha256, self.next_batch,
-                         tuple(sorted(self.skip)), self.detector.state_dict(), self.rollbacks)  # fmt: skip
+        return LoopState(
+            self.loader.state_dict(),
+            self.mix.fingerprint,
+            self.mix.tokenizer.sha256,
+            self.next_batch,
+            tuple(sorted(self.skip)),
+            self.detector.state_dict(),
+            self.rollbacks,
+        )
 
     def state_dict(self) -> dict:
         """The loop's part of a checkpoint's `meta.json` (the loop is a `Stateful` the checkpointer is handed)."""
@@ -119,11 +134,18 @@ class TrainingLoop:
         except UserError as e:
             raise AgreedError(str(e)) from None
         if saved is None:
-            raise AgreedError(f"{ckpt.path / META_FILE}: no {LOOP_KEY} (the training loop's state): not a training checkpoint")
-        changes = [f"{what} {a} -> {b}" for what, a, b in (
-            ("mixture fingerprint", str(saved.mixture_fingerprint)[:12], self.mix.fingerprint[:12]),
-            ("data.seq_len", saved.loader["seq_len"], self.cfg.data.seq_len),
-            ("batch.global_size", saved.loader["global_batch_size"], self.cfg.batch.global_size)) if a != b]  # fmt: skip
+            raise AgreedError(
+                f"{ckpt.path / META_FILE}: no {LOOP_KEY} (the training loop's state): not a training checkpoint"
+            )
+        changes = [
+            f"{what} {a} -> {b}"
+            for what, a, b in (
+                ("mixture fingerprint", str(saved.mixture_fingerprint)[:12], self.mix.fingerprint[:12]),
+                ("data.seq_len", saved.loader["seq_len"], self.cfg.data.seq_len),
+                ("batch.global_size", saved.loader["global_batch_size"], self.cfg.batch.global_size),
+            )
+            if a != b
+        ]
         if changes and not self.mix.allow_mixture_change:  # every process reads the same meta.json
             raise AgreedError(
                 f"{ckpt.path}: saved for another data order ({', '.join(changes)}); set data.allow_mixture_change=true "
@@ -177,9 +199,17 @@ class TrainingLoop:
         """Log the spike; roll back if so decided. True when the loop state was rolled back."""
         self.spikes += 1
         step, spike = self.trainer.step, decision.spike
-        row = {"step": step, "batch": batch, "loss": loss, "grad_norm": grad_norm, "window_mean": spike.window_mean,
-               "window_std": spike.window_std, "window_grad_median": spike.window_grad_median,
-               "reason": spike.reason, "action": decision.action.value}  # fmt: skip
+        row = {
+            "step": step,
+            "batch": batch,
+            "loss": loss,
+            "grad_norm": grad_norm,
+            "window_mean": spike.window_mean,
+            "window_std": spike.window_std,
+            "window_grad_median": spike.window_grad_median,
+            "reason": spike.reason,
+            "action": decision.action.value,
+        }
         target = None
         if decision.action is Action.ROLLBACK:
             self.rollbacks += 1
@@ -248,8 +278,14 @@ class TrainingLoop:
             loss = result.loss
             first_loss = loss if math.isnan(first_loss) else first_loss
             recent.append(loss)
-            row = {"step": trainer.step, "loss": loss, "lr": result.lr, "grad_norm": result.grad_norm,
-                   "tokens": trainer.tokens, "tokens_per_s": result.tokens / seconds}  # fmt: skip
+            row = {
+                "step": trainer.step,
+                "loss": loss,
+                "lr": result.lr,
+                "grad_norm": result.grad_norm,
+                "tokens": trainer.tokens,
+                "tokens_per_s": result.tokens / seconds,
+            }
             if peak is not None:
                 row["mfu"] = flops_per_token * row["tokens_per_s"] / (peak * self.env.world_size)
             if not result.applied:
@@ -263,8 +299,15 @@ class TrainingLoop:
             if self.metrics is not None:
                 self.metrics.write(row)
                 if evaluate:
-                    self.metrics.write({"step": trainer.step, "val_loss": val, "val_batches": self.val_batches,
-                                        "val_tokens": self.val_tokens, "val_seconds": val_seconds})  # fmt: skip
+                    self.metrics.write(
+                        {
+                            "step": trainer.step,
+                            "val_loss": val,
+                            "val_batches": self.val_batches,
+                            "val_tokens": self.val_tokens,
+                            "val_seconds": val_seconds,
+                        }
+                    )
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{row['tokens_per_s']:,.0f}")
             bar.update(1)
             if (cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last:
@@ -272,11 +315,29 @@ class TrainingLoop:
         self.ckpts.wait()  # the last checkpoint is complete (named step-*) before the run reports its end
         bar.close()
         seconds = time.perf_counter() - start
-        return RunSummary(first_step, trainer.step, first_loss, list(recent), trained_tokens / seconds, seconds, val,
-                          self.val_batches, self.val_tokens, self.spikes, self.rollbacks)  # fmt: skip
+        return RunSummary(
+            first_step,
+            trainer.step,
+            first_loss,
+            list(recent),
+            trained_tokens / seconds,
+            seconds,
+            val,
+            self.val_batches,
+            self.val_tokens,
+            self.spikes,
+            self.rollbacks,
+        )
 
 
-SCHEDULE_KEYS = ("max_steps", "optim.lr", "optim.min_lr", "optim.warmup_steps", "optim.schedule", "optim.decay_fraction")
+SCHEDULE_KEYS = (
+    "max_steps",
+    "optim.lr",
+    "optim.min_lr",
+    "optim.warmup_steps",
+    "optim.schedule",
+    "optim.decay_fraction",
+)
 
 
 def schedule_change(ckpt: Checkpoint, config: dict, schedule: Schedule) -> str | None:
@@ -294,8 +355,10 @@ def schedule_change(ckpt: Checkpoint, config: dict, schedule: Schedule) -> str |
         return None
     o = saved["optim"]
     before = Schedule(o["lr"], o["min_lr"], o["warmup_steps"], saved["max_steps"], o["schedule"], o["decay_fraction"])
-    return (f"ptk train: the schedule changed since {ckpt.path.name} ({', '.join(changed)}): learning rate "
-            f"{lr_at(ckpt.step, before):.4g} at step {ckpt.step} -> {lr_at(ckpt.step + 1, schedule):.4g} at step {ckpt.step + 1}")
+    return (
+        f"ptk train: the schedule changed since {ckpt.path.name} ({', '.join(changed)}): learning rate "
+        f"{lr_at(ckpt.step, before):.4g} at step {ckpt.step} -> {lr_at(ckpt.step + 1, schedule):.4g} at step {ckpt.step + 1}"
+    )
 
 
 def format_summary(cfg: TrainConfig, s: RunSummary) -> str:
@@ -305,11 +368,17 @@ def format_summary(cfg: TrainConfig, s: RunSummary) -> str:
         f"{math.fsum(s.last_losses) / len(s.last_losses):.4f} (mean of the last {len(s.last_losses)} steps)",
     ]
     if s.val_loss:
-        lines.append("  val loss (first held-out batches only; ptk eval --mixture scores all): " + ", ".join(
-            f"{k} {v:.4f} ({_count(s.val_batches[k], 'batch', 'batches')}, {s.val_tokens[k]:,} tokens)"
-            for k, v in s.val_loss.items()))
+        lines.append(
+            "  val loss (first held-out batches only; ptk eval --mixture scores all): "
+            + ", ".join(
+                f"{k} {v:.4f} ({_count(s.val_batches[k], 'batch', 'batches')}, {s.val_tokens[k]:,} tokens)"
+                for k, v in s.val_loss.items()
+            )
+        )
     if s.spikes:
-        lines.append(f"  loss spikes: {s.spikes} (action {cfg.spikes.action}, rollbacks {s.rollbacks}); see {EVENTS_FILE}")
+        lines.append(
+            f"  loss spikes: {s.spikes} (action {cfg.spikes.action}, rollbacks {s.rollbacks}); see {EVENTS_FILE}"
+        )
     lines.append(f"  run dir: {cfg.run_dir} (metrics.jsonl, config.yaml, checkpoints/)")
     return "\n".join(lines)
 

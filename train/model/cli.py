@@ -21,7 +21,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     loaded = load_model(args.model, tokenizer=args.tokenizer, device=args.device)
     if loaded.tokenizer is None:
-        raise UserError(f"{args.model}: its tokenizer is not known; name it with --tokenizer (a tokenizer.json or an HF directory)")
+        raise UserError(
+            f"{args.model}: its tokenizer is not known; name it with --tokenizer (a tokenizer.json or an HF directory)"
+        )
     tok = loaded.tokenizer
     prompt = tok.tokenizer.encode(args.prompt).ids
     print(f"ptk generate: {describe(loaded)}; prompt {len(prompt)} tokens", file=sys.stderr)
@@ -30,7 +32,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     sys.stdout.write(args.prompt)
     try:
-        for token in stream(loaded.model, prompt, args.max_new_tokens, args.temperature, args.top_p, args.seed, tok.eos_id):
+        for token in stream(
+            loaded.model, prompt, args.max_new_tokens, args.temperature, args.top_p, args.seed, tok.eos_id
+        ):
             new.append(token)
             text = tok.tokenizer.decode(new)
             if not text.endswith("\ufffd"):  # a multi-byte character not yet complete waits for its next token
@@ -42,21 +46,34 @@ def cmd_generate(args: argparse.Namespace) -> int:
     sys.stdout.write(tok.tokenizer.decode(new)[len(shown) :] + "\n")
     seconds = time.perf_counter() - start
     why = "end of text" if new and new[-1] == tok.eos_id else f"--max-new-tokens {args.max_new_tokens}"
-    mode = "greedy" if args.temperature == 0 else f"temperature {args.temperature}, top-p {args.top_p}, seed {args.seed}"
-    print(f"ptk generate: {len(new)} new tokens in {seconds:.2f}s ({len(new) / max(seconds, 1e-9):.1f} tokens/s, {mode}); "
-          f"stopped at {why}", file=sys.stderr)  # fmt: skip
+    mode = (
+        "greedy" if args.temperature == 0 else f"temperature {args.temperature}, top-p {args.top_p}, seed {args.seed}"
+    )
+    print(
+        f"ptk generate: {len(new)} new tokens in {seconds:.2f}s ({len(new) / max(seconds, 1e-9):.1f} tokens/s, {mode}); "
+        f"stopped at {why}",
+        file=sys.stderr,
+    )
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("generate", help="continue a prompt with a trained, exported or Hugging Face model",
-                       description="Continue TEXT with MODEL (a run dir, a checkpoint dir, a ptk export or a Hugging "
-                       "Face directory), with a key/value cache; greedy unless --temperature > 0.")  # fmt: skip
+    p = sub.add_parser(
+        "generate",
+        help="continue a prompt with a trained, exported or Hugging Face model",
+        description="Continue TEXT with MODEL (a run dir, a checkpoint dir, a ptk export or a Hugging "
+        "Face directory), with a key/value cache; greedy unless --temperature > 0.",
+    )
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--prompt", required=True, metavar="TEXT")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
-    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling: keep the smallest set of tokens reaching this probability")
+    p.add_argument(
+        "--top-p",
+        type=float,
+        default=1.0,
+        help="nucleus sampling: keep the smallest set of tokens reaching this probability",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tokenizer", help="the model's tokenizer.json or HF directory, when MODEL does not lead to it")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")

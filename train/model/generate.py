@@ -12,7 +12,7 @@ Generation stops after `max_new_tokens` or at `eos_id` (which is returned last).
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 
@@ -22,7 +22,9 @@ from pretrainkit.train.model.llama import Transformer
 class KVCache:
     """One layer's keys and values [batch, kv_heads, positions, head_dim], preallocated to `capacity`."""
 
-    def __init__(self, batch: int, kv_heads: int, capacity: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
+    def __init__(
+        self, batch: int, kv_heads: int, capacity: int, head_dim: int, dtype: torch.dtype, device: torch.device
+    ) -> None:
         self.k = torch.empty(batch, kv_heads, capacity, head_dim, dtype=dtype, device=device)
         self.v = torch.empty_like(self.k)
         self.length = 0
@@ -49,8 +51,15 @@ def pick_token(logits: torch.Tensor, temperature: float, top_p: float, generator
 
 
 @torch.no_grad()
-def stream(model: Transformer, prompt: list[int], max_new_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
-           seed: int = 0, eos_id: int | None = None) -> Iterator[int]:  # fmt: skip
+def stream(
+    model: Transformer,
+    prompt: list[int],
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    seed: int = 0,
+    eos_id: int | None = None,
+) -> Iterator[int]:
     """Yield new tokens one at a time (see the module docstring)."""
     if not prompt:
         raise ValueError("the prompt must hold at least one token")
@@ -59,8 +68,10 @@ def stream(model: Transformer, prompt: list[int], max_new_tokens: int, temperatu
     cfg = model.cfg
     capacity = len(prompt) + max_new_tokens
     if capacity > cfg.max_seq_len:
-        raise ValueError(f"prompt ({len(prompt)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the model's "
-                         f"context of {cfg.max_seq_len} positions")  # fmt: skip
+        raise ValueError(
+            f"prompt ({len(prompt)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the model's "
+            f"context of {cfg.max_seq_len} positions"
+        )
     model.eval()
     weight = model.tok_embeddings.weight
     cache = [KVCache(1, cfg.kv_heads, capacity, cfg.head_dim, weight.dtype, weight.device) for _ in range(cfg.n_layers)]
@@ -74,7 +85,14 @@ def stream(model: Transformer, prompt: list[int], max_new_tokens: int, temperatu
         logits = model(torch.tensor([[token]], device=weight.device), cache=cache)[0, -1]
 
 
-def generate(model: Transformer, prompt: list[int], max_new_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
-             seed: int = 0, eos_id: int | None = None) -> list[int]:  # fmt: skip
+def generate(
+    model: Transformer,
+    prompt: list[int],
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    seed: int = 0,
+    eos_id: int | None = None,
+) -> list[int]:
     """The new tokens (not the prompt), as a list."""
     return list(stream(model, prompt, max_new_tokens, temperature, top_p, seed, eos_id))

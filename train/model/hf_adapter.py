@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 import torch
+
 from pretrainkit.errors import UserError
 from pretrainkit.files import read_json_object
 from pretrainkit.train.model.llama import FAMILIES, ROPE_SCALING_KEYS, ModelConfig
@@ -32,12 +33,21 @@ INDEX_FILE = "model.safetensors.index.json"
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 
 _BLOCK_NAMES = {
-    "attention.wq": "self_attn.q_proj", "attention.wk": "self_attn.k_proj", "attention.wv": "self_attn.v_proj",
-    "attention.wo": "self_attn.o_proj", "feed_forward.w1": "mlp.gate_proj", "feed_forward.w2": "mlp.down_proj",
-    "feed_forward.w3": "mlp.up_proj", "attention_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
-}  # fmt: skip
-_TOP_NAMES = {"tok_embeddings.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight",
-              "output.weight": "lm_head.weight"}  # fmt: skip
+    "attention.wq": "self_attn.q_proj",
+    "attention.wk": "self_attn.k_proj",
+    "attention.wv": "self_attn.v_proj",
+    "attention.wo": "self_attn.o_proj",
+    "feed_forward.w1": "mlp.gate_proj",
+    "feed_forward.w2": "mlp.down_proj",
+    "feed_forward.w3": "mlp.up_proj",
+    "attention_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
+_TOP_NAMES = {
+    "tok_embeddings.weight": "model.embed_tokens.weight",
+    "norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
 _BLOCK = re.compile(r"layers\.(\d+)\.(\w+\.\w+|\w+)\.(weight|bias)")
 
 
@@ -85,13 +95,22 @@ def model_config_from_hf(hf: dict, where: str) -> ModelConfig:
         max_seq_len = min(max_seq_len, int(hf["sliding_window"]))
     try:
         return ModelConfig(
-            vocab_size=int(hf["vocab_size"]), d_model=int(hf["hidden_size"]), n_layers=int(hf["num_hidden_layers"]),
-            n_heads=int(hf["num_attention_heads"]), n_kv_heads=hf.get("num_key_value_heads"),
-            max_seq_len=max_seq_len, ffn_hidden=int(hf["intermediate_size"]),
-            tie_embeddings=bool(hf.get("tie_word_embeddings", False)), norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-            rope_theta=theta, init_std=float(hf.get("initializer_range", 0.02)), head_dim=hf.get("head_dim"),
-            qkv_bias=family == "qwen2", rope_scaling=scaling, family=family,
-        )  # fmt: skip
+            vocab_size=int(hf["vocab_size"]),
+            d_model=int(hf["hidden_size"]),
+            n_layers=int(hf["num_hidden_layers"]),
+            n_heads=int(hf["num_attention_heads"]),
+            n_kv_heads=hf.get("num_key_value_heads"),
+            max_seq_len=max_seq_len,
+            ffn_hidden=int(hf["intermediate_size"]),
+            tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+            norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+            rope_theta=theta,
+            init_std=float(hf.get("initializer_range", 0.02)),
+            head_dim=hf.get("head_dim"),
+            qkv_bias=family == "qwen2",
+            rope_scaling=scaling,
+            family=family,
+        )
     except KeyError as e:
         raise UserError(f"{where}: required key {e.args[0]} is missing") from None
     except (TypeError, ValueError) as e:
@@ -100,18 +119,35 @@ def model_config_from_hf(hf: dict, where: str) -> ModelConfig:
 
 def hf_config(cfg: ModelConfig, bos_id: int | None, eos_id: int | None, dtype: str) -> dict:
     """A `config.json` that transformers reads as exactly this model."""
-    rope = {"rope_type": "default", "rope_theta": cfg.rope_theta} if cfg.rope_scaling is None else {
-        **cfg.rope_scaling, "rope_theta": cfg.rope_theta}  # fmt: skip
+    rope = (
+        {"rope_type": "default", "rope_theta": cfg.rope_theta}
+        if cfg.rope_scaling is None
+        else {**cfg.rope_scaling, "rope_theta": cfg.rope_theta}
+    )
     out = {
-        "architectures": [ARCHITECTURES[cfg.family]], "model_type": cfg.family, "vocab_size": cfg.vocab_size,
-        "hidden_size": cfg.d_model, "intermediate_size": cfg.ffn_hidden_size, "num_hidden_layers": cfg.n_layers,
-        "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.kv_heads, "head_dim": cfg.head_dim,
-        "hidden_act": "silu", "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.norm_eps,
-        "initializer_range": cfg.init_std, "tie_word_embeddings": cfg.tie_embeddings,
+        "architectures": [ARCHITECTURES[cfg.family]],
+        "model_type": cfg.family,
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "intermediate_size": cfg.ffn_hidden_size,
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.kv_heads,
+        "head_dim": cfg.head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": cfg.max_seq_len,
+        "rms_norm_eps": cfg.norm_eps,
+        "initializer_range": cfg.init_std,
+        "tie_word_embeddings": cfg.tie_embeddings,
         # Both spellings: transformers >= 5 reads rope_parameters, 4.x rope_theta and rope_scaling.
-        "rope_parameters": rope, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
-        "bos_token_id": bos_id, "eos_token_id": eos_id, "torch_dtype": dtype, "use_cache": True,
-    }  # fmt: skip
+        "rope_parameters": rope,
+        "rope_theta": cfg.rope_theta,
+        "rope_scaling": cfg.rope_scaling,
+        "bos_token_id": bos_id,
+        "eos_token_id": eos_id,
+        "torch_dtype": dtype,
+        "use_cache": True,
+    }
     if cfg.family == "llama":
         out.update(attention_bias=False, mlp_bias=False)
     else:

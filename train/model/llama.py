@@ -50,7 +50,9 @@ class ModelConfig:
     init_std: float = 0.02
     head_dim: int | None = None  # None: d_model // n_heads (resolved at construction)
     qkv_bias: bool = False  # biases on the q, k and v projections (Qwen2)
-    rope_scaling: dict | None = None  # {"rope_type": "llama3", factor, low/high_freq_factor, original_max_position_embeddings}
+    rope_scaling: dict | None = (
+        None  # {"rope_type": "llama3", factor, low/high_freq_factor, original_max_position_embeddings}
+    )
     family: str = "llama"
 
     def __post_init__(self) -> None:
@@ -59,7 +61,9 @@ class ModelConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.head_dim is None:
             if self.d_model % self.n_heads:
-                raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}), or head_dim given")
+                raise ValueError(
+                    f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}), or head_dim given"
+                )
             object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
         if self.head_dim < 2 or self.head_dim % 2:
             raise ValueError(f"head_dim ({self.head_dim}) must be even for rotary embeddings")
@@ -70,11 +74,17 @@ class ModelConfig:
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
         if self.qkv_bias != (self.family == "qwen2"):
-            raise ValueError(f"qkv_bias {self.qkv_bias} does not fit family {self.family} (only qwen2 has q/k/v biases)")
+            raise ValueError(
+                f"qkv_bias {self.qkv_bias} does not fit family {self.family} (only qwen2 has q/k/v biases)"
+            )
         if self.rope_scaling is not None:
             scaling = self.rope_scaling
-            if scaling.get("rope_type") != "llama3" or sorted(k for k in scaling if k != "rope_type") != sorted(ROPE_SCALING_KEYS):
-                raise ValueError(f"rope_scaling must be {{rope_type: llama3, {', '.join(ROPE_SCALING_KEYS)}}}, got {scaling}")
+            if scaling.get("rope_type") != "llama3" or sorted(k for k in scaling if k != "rope_type") != sorted(
+                ROPE_SCALING_KEYS
+            ):
+                raise ValueError(
+                    f"rope_scaling must be {{rope_type: llama3, {', '.join(ROPE_SCALING_KEYS)}}}, got {scaling}"
+                )
 
     @property
     def kv_heads(self) -> int:
@@ -183,7 +193,9 @@ def rope_frequencies(head_dim: int, theta: float, scaling: dict | None = None) -
     return torch.where(wavelen > original / low, freq / factor, torch.where(wavelen < original / high, freq, scaled))
 
 
-def rope_tables(freq: torch.Tensor, start: int, seq_len: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_tables(
+    freq: torch.Tensor, start: int, seq_len: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin tables [seq_len, head_dim/2] for positions start .. start+seq_len-1."""
     angles = torch.outer(torch.arange(start, start + seq_len, dtype=torch.float64, device="cpu"), freq)
     return angles.cos().float().to(device), angles.sin().float().to(device)
@@ -213,7 +225,9 @@ class Attention(nn.Module):
         self.wv = nn.Linear(cfg.d_model, cfg.kv_heads * cfg.head_dim, bias=cfg.qkv_bias)
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None = None
+    ) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.wq(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -252,7 +266,9 @@ class Block(nn.Module):
         self.ffn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.feed_forward = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None = None
+    ) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x), cos, sin, cache)
         return x + self.feed_forward(self.ffn_norm(x))
 

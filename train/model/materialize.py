@@ -15,8 +15,8 @@ load reads only the bytes of its regions (whole heads of q/k rows, for the RoPE 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import nn
@@ -97,8 +97,11 @@ def load_hf_weights(model: nn.Module, cfg: ModelConfig, weights: HFWeights) -> N
     # A tied head may be saved too (some exporters do); it is the embedding table then.
     unexpected = sorted(found - everything - ({"lm_head.weight"} if cfg.tie_embeddings else set()))
     if missing or unexpected:
-        what = (f"missing {', '.join(missing[:3])}" if missing else "") + ("; " if missing and unexpected else "") + (
-            f"unexpected {', '.join(unexpected[:3])}" if unexpected else "")  # fmt: skip
+        what = (
+            (f"missing {', '.join(missing[:3])}" if missing else "")
+            + ("; " if missing and unexpected else "")
+            + (f"unexpected {', '.join(unexpected[:3])}" if unexpected else "")
+        )
         raise UserError(f"{weights.dir}: weights do not match its config.json: {what}")
     for name, p in model.named_parameters():
         hf, shape = hf_name(plain_name(name)), list(p.shape)

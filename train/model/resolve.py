@@ -27,7 +27,9 @@ def model_config(cfg: TrainConfig, vocab_size: int, where: str = "config") -> Mo
     if cfg.init_from is not None and is_hf_model_dir(cfg.init_from):
         return _from_hf(cfg, vocab_size, where)
     # An unset key (None) is left out, so that ModelConfig's default decides it: the one place defaults live.
-    values = {f.name: getattr(cfg.model, f.name) for f in fields(ModelSection) if getattr(cfg.model, f.name) is not None}
+    values = {
+        f.name: getattr(cfg.model, f.name) for f in fields(ModelSection) if getattr(cfg.model, f.name) is not None
+    }
     try:
         return ModelConfig(vocab_size=vocab_size, max_seq_len=cfg.data.seq_len, **values)
     except ValueError as e:
@@ -41,12 +43,18 @@ def _from_hf(cfg: TrainConfig, vocab_size: int, where: str) -> ModelConfig:
         mine = getattr(cfg.model, f.name)
         theirs = getattr(model, _COMPARED_AS.get(f.name, f.name))
         if mine is not None and mine != theirs:
-            raise UserError(f"{where}: model.{f.name}: {mine!r} disagrees with init_from {config} ({theirs!r}); "
-                            "the model's shape comes from there, so leave the key out or make it match")  # fmt: skip
+            raise UserError(
+                f"{where}: model.{f.name}: {mine!r} disagrees with init_from {config} ({theirs!r}); "
+                "the model's shape comes from there, so leave the key out or make it match"
+            )
     if vocab_size > model.vocab_size:
-        raise UserError(f"{where}: the mixture's tokenizer has {vocab_size} tokens, more than the vocab_size "
-                        f"{model.vocab_size} of init_from {config}")  # fmt: skip
+        raise UserError(
+            f"{where}: the mixture's tokenizer has {vocab_size} tokens, more than the vocab_size "
+            f"{model.vocab_size} of init_from {config}"
+        )
     if cfg.data.seq_len > model.max_seq_len:
-        raise UserError(f"{where}: data.seq_len: {cfg.data.seq_len} exceeds the context of init_from {config} "
-                        f"({model.max_seq_len} positions)")  # fmt: skip
+        raise UserError(
+            f"{where}: data.seq_len: {cfg.data.seq_len} exceeds the context of init_from {config} "
+            f"({model.max_seq_len} positions)"
+        )
     return model

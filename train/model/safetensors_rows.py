@@ -63,6 +63,9 @@ class SafetensorsFile:
             f.seek(start)
             if f.readinto(buf) != n:
                 raise UserError(f"{self.path}: truncated (tensor {name} ends past the end of the file)")
-        part = torch.frombuffer(buf, dtype=dtype).reshape(rows.stop - rows.start, *shape[1:]) if n else torch.empty(
-            0, *shape[1:], dtype=dtype)  # fmt: skip
+        part = (
+            torch.frombuffer(buf, dtype=dtype).reshape(rows.stop - rows.start, *shape[1:])
+            if n
+            else torch.empty(0, *shape[1:], dtype=dtype)
+        )
         return part[(slice(None), *region[1:])].float()

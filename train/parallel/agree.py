@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
@@ -84,5 +85,3 @@ def together(work: Callable[[], Any], where: Path, main_only: bool = False, grou
         if problem:
             raise AgreedError(problem)
     return [value for _, value in outcomes]
-
-

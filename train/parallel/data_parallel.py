@@ -27,7 +27,6 @@ On one process DDP and ZeRO-1 wrappers are skipped (they would only copy gradien
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager
 
 import torch
 import torch.distributed as dist
@@ -105,14 +104,14 @@ def unwrap(model: nn.Module) -> nn.Module:
     return model.module if isinstance(model, DistributedDataParallel) else model
 
 
-def gradient_sync(model: nn.Module, enabled: bool) -> ContextManager:
+def gradient_sync(model: nn.Module, enabled: bool) -> contextlib.AbstractContextManager:
     """Around one micro-batch's backward: DDP skips its all-reduce unless `enabled`."""
     if not enabled and isinstance(model, DistributedDataParallel):
         return model.no_sync()
     return contextlib.nullcontext()
 
 
-def autocast_context(model: nn.Module, device: torch.device, bf16: bool) -> ContextManager:
+def autocast_context(model: nn.Module, device: torch.device, bf16: bool) -> contextlib.AbstractContextManager:
     """bf16 autocast, except under FSDP2, whose mixed-precision policy already casts parameters."""
     if bf16 and not any(isinstance(m, FSDPModule) for m in model.modules()):
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)

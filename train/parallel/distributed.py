@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from pretrainkit.errors import UserError
 
+
 @dataclass(frozen=True)
 class DistEnv:
     rank: int

@@ -51,14 +51,20 @@ def layout_of(p: ParallelConfig, world_size: int, where: str) -> Layout:
     """The mesh shape of `parallel` on `world_size` processes; UserError naming the numbers if it does not divide."""
     split = p.tp * p.pp
     if world_size % split:
-        raise UserError(f"{where}: parallel: tp x pp = {p.tp} x {p.pp} = {split} does not divide the {world_size} processes")
+        raise UserError(
+            f"{where}: parallel: tp x pp = {p.tp} x {p.pp} = {split} does not divide the {world_size} processes"
+        )
     dp = world_size // split
     if dp % p.dp_replicate:
-        raise UserError(f"{where}: parallel.dp_replicate: {p.dp_replicate} does not divide the data-parallel size "
-                        f"{dp} (= {world_size} processes / tp {p.tp} / pp {p.pp})")  # fmt: skip
+        raise UserError(
+            f"{where}: parallel.dp_replicate: {p.dp_replicate} does not divide the data-parallel size "
+            f"{dp} (= {world_size} processes / tp {p.tp} / pp {p.pp})"
+        )
     if dp > 1 and p.data in ("ddp", "zero1") and split > 1:
-        raise UserError(f"{where}: parallel.data: {p.data} does not compose with tp or pp over {dp} data-parallel "
-                        f"groups (DDP cannot hold split weights); use fsdp, zero2 or hsdp")  # fmt: skip
+        raise UserError(
+            f"{where}: parallel.data: {p.data} does not compose with tp or pp over {dp} data-parallel "
+            f"groups (DDP cannot hold split weights); use fsdp, zero2 or hsdp"
+        )
     return Layout(pp=p.pp, dp_replicate=p.dp_replicate, dp_shard=dp // p.dp_replicate, tp=p.tp)
 
 
@@ -72,37 +78,52 @@ def check_layout(cfg: TrainConfig, model: ModelConfig, world_size: int, where: s
 
 def check_model_split(p: ParallelConfig, model: ModelConfig, where: str) -> None:
     """Heads, kv heads and the FFN width must split over tp; layers over pp x stages_per_rank."""
-    for key, value in (("model.n_heads", model.n_heads), ("model.n_kv_heads", model.kv_heads),
-                       ("model.ffn_hidden", model.ffn_hidden_size)):  # fmt: skip
+    for key, value in (
+        ("model.n_heads", model.n_heads),
+        ("model.n_kv_heads", model.kv_heads),
+        ("model.ffn_hidden", model.ffn_hidden_size),
+    ):
         if value % p.tp:
             raise UserError(f"{where}: {key}: {value} does not split over parallel.tp = {p.tp}")
     stages = p.pp * p.stages
     if model.n_layers % stages:
-        raise UserError(f"{where}: model.n_layers: {model.n_layers} does not split into parallel.pp x "
-                        f"stages_per_rank = {p.pp} x {p.stages} = {stages} pipeline stages")  # fmt: skip
+        raise UserError(
+            f"{where}: model.n_layers: {model.n_layers} does not split into parallel.pp x "
+            f"stages_per_rank = {p.pp} x {p.stages} = {stages} pipeline stages"
+        )
     if p.pp > 1 and model.tie_embeddings:
-        raise UserError(f"{where}: model.tie_embeddings: the embedding and the output head live on different "
-                        f"pipeline stages under parallel.pp = {p.pp}; set model.tie_embeddings: false")  # fmt: skip
+        raise UserError(
+            f"{where}: model.tie_embeddings: the embedding and the output head live on different "
+            f"pipeline stages under parallel.pp = {p.pp}; set model.tie_embeddings: false"
+        )
 
 
 def pipeline_microbatches(cfg: TrainConfig, layout: Layout, where: str) -> int:
     """Micro-batches per step in one data-parallel group; under pp, what the pipeline schedule runs."""
     p, b = cfg.parallel, cfg.batch
     if b.global_size % (b.micro_size * layout.dp):
-        raise UserError(f"{where}: batch.global_size: {b.global_size} is not a multiple of batch.micro_size x "
-                        f"data-parallel groups ({b.micro_size} x {layout.dp})")  # fmt: skip
+        raise UserError(
+            f"{where}: batch.global_size: {b.global_size} is not a multiple of batch.micro_size x "
+            f"data-parallel groups ({b.micro_size} x {layout.dp})"
+        )
     rows = b.global_size // layout.dp
     n = p.pp_microbatches or rows // b.micro_size
     if rows % n:
-        raise UserError(f"{where}: parallel.pp_microbatches: {n} does not divide the {rows} rows of a "
-                        f"data-parallel group (batch.global_size {b.global_size} / {layout.dp} groups)")  # fmt: skip
+        raise UserError(
+            f"{where}: parallel.pp_microbatches: {n} does not divide the {rows} rows of a "
+            f"data-parallel group (batch.global_size {b.global_size} / {layout.dp} groups)"
+        )
     if p.pp > 1 and p.pp_schedule != "gpipe" and n < p.pp:
-        raise UserError(f"{where}: parallel.pp_microbatches: {p.pp_schedule} needs at least pp = {p.pp} "
-                        f"micro-batches per step, got {n} (batch.global_size / (batch.micro_size x {layout.dp}))")
+        raise UserError(
+            f"{where}: parallel.pp_microbatches: {p.pp_schedule} needs at least pp = {p.pp} "
+            f"micro-batches per step, got {n} (batch.global_size / (batch.micro_size x {layout.dp}))"
+        )
     rounds = max(1, n // p.pp)  # torch's interleaved schedule runs the micro-batches in rounds of about pp
     if p.pp > 1 and p.pp_schedule == "interleaved_1f1b" and n % rounds:
-        raise UserError(f"{where}: parallel.pp_microbatches: interleaved_1f1b runs {n} micro-batches in {rounds} "
-                        f"rounds (micro-batches // pp {p.pp}), which must divide them")
+        raise UserError(
+            f"{where}: parallel.pp_microbatches: interleaved_1f1b runs {n} micro-batches in {rounds} "
+            f"rounds (micro-batches // pp {p.pp}), which must divide them"
+        )
     return n
 
 
@@ -119,7 +140,9 @@ class ParallelMesh:
         sizes = dict(zip(MESH_DIMS, (layout.pp, layout.dp_replicate, layout.dp_shard, layout.tp)))
         self.dims = tuple(d for d in MESH_DIMS if sizes[d] > 1 or (d == "dp_shard" and data in FSDP_MODES))
         self.dims = self.dims or ("dp_shard",)
-        self.mesh: DeviceMesh = init_device_mesh(device_type, tuple(sizes[d] for d in self.dims), mesh_dim_names=self.dims)
+        self.mesh: DeviceMesh = init_device_mesh(
+            device_type, tuple(sizes[d] for d in self.dims), mesh_dim_names=self.dims
+        )
         self.pp_rank = self._local_rank("pp")
         self.tp_rank = self._local_rank("tp")
         self.dp_rank = self._local_rank("dp_replicate") * layout.dp_shard + self._local_rank("dp_shard")

@@ -21,7 +21,7 @@ not rescale gradients (`scale_grads=False`).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -71,7 +71,9 @@ def rank_stages(pp_rank: int, pp: int, stages_per_rank: int) -> list[int]:
 
 def split_stages(model: Transformer, num_stages: int, stage_ids: list[int]) -> list[StageModule]:
     n = model.cfg.n_layers
-    return [StageModule(model, stage_layers(n, num_stages, s), first=s == 0, last=s == num_stages - 1) for s in stage_ids]
+    return [
+        StageModule(model, stage_layers(n, num_stages, s), first=s == 0, last=s == num_stages - 1) for s in stage_ids
+    ]
 
 
 def merged(stages: list[nn.Module]) -> nn.Module:
@@ -86,9 +88,16 @@ def merged(stages: list[nn.Module]) -> nn.Module:
 
 class Pipeline:
     def __init__(
-        self, stages: list[nn.Module], stage_ids: list[int], num_stages: int, mesh: ParallelMesh,
-        device: torch.device, schedule: str, n_microbatches: int, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    ) -> None:  # fmt: skip
+        self,
+        stages: list[nn.Module],
+        stage_ids: list[int],
+        num_stages: int,
+        mesh: ParallelMesh,
+        device: torch.device,
+        schedule: str,
+        n_microbatches: int,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    ) -> None:
         self.stages = stages
         self.local = merged(stages)
         self.first = 0 in stage_ids

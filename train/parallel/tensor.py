@@ -32,15 +32,19 @@ def block_plan() -> dict:
     return {
         "attention_norm": SequenceParallel(),
         # attention(x, cos, sin, cache): only x is split
-        "attention": PrepareModuleInput(input_layouts=(Shard(1), None, None, None),
-                                        desired_input_layouts=(Replicate(), None, None, None), use_local_output=True),
+        "attention": PrepareModuleInput(
+            input_layouts=(Shard(1), None, None, None),
+            desired_input_layouts=(Replicate(), None, None, None),
+            use_local_output=True,
+        ),
         "attention.wq": ColwiseParallel(),
         "attention.wk": ColwiseParallel(),
         "attention.wv": ColwiseParallel(),
         "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
         "ffn_norm": SequenceParallel(),
-        "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),),
-                                           use_local_output=True),  # fmt: skip
+        "feed_forward": PrepareModuleInput(
+            input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), use_local_output=True
+        ),
         "feed_forward.w1": ColwiseParallel(),
         "feed_forward.w3": ColwiseParallel(),
         "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),

@@ -24,9 +24,9 @@ import argparse
 import dataclasses
 import json
 import re
+from pathlib import Path
 
 import numpy as np
-from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
@@ -39,7 +39,14 @@ from pretrainkit.train.planning.init_files import (
     mixture_from_yaml,
     train_yaml,
 )
-from pretrainkit.train.planning.memory import PARALLEL_STRATEGY, STATE_BYTES, STRATEGY_LABELS, ActivationShape, Split, memory_table
+from pretrainkit.train.planning.memory import (
+    PARALLEL_STRATEGY,
+    STATE_BYTES,
+    STRATEGY_LABELS,
+    ActivationShape,
+    Split,
+    memory_table,
+)
 from pretrainkit.train.planning.plan import LAWS, LossLaw, load_law, resolve_budget, training_seconds
 
 GB = 1e9
@@ -101,9 +108,15 @@ def loss_line(law: LossLaw, params: float, tokens: float, loss: float, brief: bo
     (n_lo, n_hi), (d_lo, d_hi) = law.params_range, law.tokens_range
     factor = max(_outside(params, n_lo, n_hi), _outside(tokens, d_lo, d_hi))
     if brief:
-        return f"not predicted (outside the law's range by {factor:.3g}x)" if factor > EXTRAPOLATION_FACTOR else f"{text} (an extrapolation)"
-    where = (f"N = {human(params)} and D = {human(tokens)} lie outside the range the law was fitted on "
-             f"(N {human(n_lo)}-{human(n_hi)}, D {human(d_lo)}-{human(d_hi)})")
+        return (
+            f"not predicted (outside the law's range by {factor:.3g}x)"
+            if factor > EXTRAPOLATION_FACTOR
+            else f"{text} (an extrapolation)"
+        )
+    where = (
+        f"N = {human(params)} and D = {human(tokens)} lie outside the range the law was fitted on "
+        f"(N {human(n_lo)}-{human(n_hi)}, D {human(d_lo)}-{human(d_hi)})"
+    )
     if factor > EXTRAPOLATION_FACTOR:
         return f"not predicted: {where}, by {factor:.3g}x (the law is read up to {EXTRAPOLATION_FACTOR:g}x outside it)"
     return f"{text}; {where}: an extrapolation"
@@ -150,28 +163,44 @@ def _split(args: argparse.Namespace, cfg, shape: ActivationShape | None) -> tupl
         return Split(tp=tp, pp=pp, microbatches=pp), dp
     b = cfg.batch
     microbatches = p.pp_microbatches or max(1, b.global_size // (b.micro_size * dp))
-    return Split(tp=tp, pp=pp, stages_per_rank=p.stages if pp > 1 else 1, schedule=p.pp_schedule,
-                 microbatches=microbatches), dp  # fmt: skip
+    return Split(
+        tp=tp, pp=pp, stages_per_rank=p.stages if pp > 1 else 1, schedule=p.pp_schedule, microbatches=microbatches
+    ), dp
 
 
-def _memory_lines(args: argparse.Namespace, params: float, shape: ActivationShape | None, micro_batch: int,
-                  seq_len: int, dtype: str, state_bytes: str, chosen: str | None, checkpointing: bool,
-                  split: Split, dp: int) -> list[str]:  # fmt: skip
+def _memory_lines(
+    args: argparse.Namespace,
+    params: float,
+    shape: ActivationShape | None,
+    micro_batch: int,
+    seq_len: int,
+    dtype: str,
+    state_bytes: str,
+    chosen: str | None,
+    checkpointing: bool,
+    split: Split,
+    dp: int,
+) -> list[str]:
     rows = memory_table(params, dp, state_bytes, shape, micro_batch, seq_len, dtype, split)
     b = STATE_BYTES[state_bytes]
     biggest = max(r.total or r.states.total for r in rows)
     unit, scale, exponent = ("GB", GB, 9) if biggest >= GB else ("MB", 1e6, 6)  # decimal, as the ZeRO paper
     layout = ""
     if split.tp > 1 or split.pp > 1:
-        layout = (f" = dp {dp} x tp {split.tp} x pp {split.pp}"
-                  + (f" ({split.schedule}, {split.microbatches} micro-batches; the largest stage)" if split.pp > 1 else ""))
-    lines = [f"memory per device ({unit} = 1e{exponent} bytes) on {args.devices} device(s){layout}, Adam with "
-             f"{b.param}+{b.grad}+{b.optimizer} bytes/param ({state_bytes})"]
+        layout = f" = dp {dp} x tp {split.tp} x pp {split.pp}" + (
+            f" ({split.schedule}, {split.microbatches} micro-batches; the largest stage)" if split.pp > 1 else ""
+        )
+    lines = [
+        f"memory per device ({unit} = 1e{exponent} bytes) on {args.devices} device(s){layout}, Adam with "
+        f"{b.param}+{b.grad}+{b.optimizer} bytes/param ({state_bytes})"
+    ]
     if shape is None:
         lines.append("  activations: pass --config to count them (they depend on the model's shape)")
     else:
-        lines.append(f"  activations: micro-batch {micro_batch} x {seq_len} tokens, {dtype}; "
-                     "ckpt = per-block activation checkpointing")
+        lines.append(
+            f"  activations: micro-batch {micro_batch} x {seq_len} tokens, {dtype}; "
+            "ckpt = per-block activation checkpointing"
+        )
     header = f"  {'strategy':<12} {'params':>8} {'grads':>8} {'optim':>8} {'states':>8}"
     if shape is not None:
         header += f" {'acts':>8} {'acts ckpt':>9} {'total':>8} {'total ckpt':>10}"
@@ -180,10 +209,14 @@ def _memory_lines(args: argparse.Namespace, params: float, shape: ActivationShap
     lines.append(header)
     for r in rows:
         s = r.states
-        line = f"  {STRATEGY_LABELS[r.strategy]:<12}" + "".join(f" {v / scale:8.3g}" for v in (s.params, s.grads, s.optimizer, s.total))
+        line = f"  {STRATEGY_LABELS[r.strategy]:<12}" + "".join(
+            f" {v / scale:8.3g}" for v in (s.params, s.grads, s.optimizer, s.total)
+        )
         if shape is not None:
-            line += (f" {r.activations / scale:8.3g} {r.activations_checkpointed / scale:9.3g} {r.total / scale:8.3g}"
-                     f" {r.total_checkpointed / scale:10.3g}")
+            line += (
+                f" {r.activations / scale:8.3g} {r.activations_checkpointed / scale:9.3g} {r.total / scale:8.3g}"
+                f" {r.total_checkpointed / scale:10.3g}"
+            )
         if args.device_memory:
             if shape is None:
                 verdict = "yes (model states)" if s.total <= args.device_memory else "no"
@@ -243,13 +276,26 @@ def run_plan(args: argparse.Namespace) -> int:
     ]
     if args.peak_flops:
         seconds = training_seconds(budget.flops, args.devices, args.peak_flops, args.mfu)
-        lines.append(f"time          {duration(seconds)} on {args.devices} device(s) of {human(args.peak_flops)} FLOP/s "
-                     f"at {args.mfu:.0%} MFU ({seconds * args.devices / 3600:,.0f} device-hours)")
+        lines.append(
+            f"time          {duration(seconds)} on {args.devices} device(s) of {human(args.peak_flops)} FLOP/s "
+            f"at {args.mfu:.0%} MFU ({seconds * args.devices / 3600:,.0f} device-hours)"
+        )
     else:
         lines.append("time          pass --peak-flops (per device) for the wall time")
     split, dp = _split(args, cfg, shape)
-    lines += _memory_lines(args, budget.params, shape, micro_batch or 1, seq_len or 2048, dtype or "bf16",
-                           state_bytes or "mixed", chosen, checkpointing, split, dp)
+    lines += _memory_lines(
+        args,
+        budget.params,
+        shape,
+        micro_batch or 1,
+        seq_len or 2048,
+        dtype or "bf16",
+        state_bytes or "mixed",
+        chosen,
+        checkpointing,
+        split,
+        dp,
+    )
     print("\n".join(lines))
     return 0
 
@@ -259,8 +305,8 @@ def run_plan(args: argparse.Namespace) -> int:
 
 def _run_point(run_dir: Path, metric: str, vocab_size: int | None):
     from pretrainkit.train.config import load_config
-    from pretrainkit.train.reports.run_log import read_run
     from pretrainkit.train.planning.scaling import RunPoint
+    from pretrainkit.train.reports.run_log import read_run
 
     config_path = run_dir / "config.yaml"
     cfg = load_config(config_path)
@@ -288,10 +334,16 @@ def _points_file(path: Path):
             continue
         try:
             row = json.loads(line)
-            points.append(RunPoint(str(row.get("name", f"{path.name}:{i}")), float(row["params"]),
-                                   float(row["tokens"]), float(row["loss"])))
+            points.append(
+                RunPoint(
+                    str(row.get("name", f"{path.name}:{i}")),
+                    float(row["params"]),
+                    float(row["tokens"]),
+                    float(row["loss"]),
+                )
+            )
         except (ValueError, TypeError, KeyError, AttributeError) as e:
-            raise UserError(f"{path}: line {i}: expected {{\"params\", \"tokens\", \"loss\"}} numbers ({e})") from None
+            raise UserError(f'{path}: line {i}: expected {{"params", "tokens", "loss"}} numbers ({e})') from None
     return points
 
 
@@ -309,16 +361,23 @@ def run_scaling_fit(args: argparse.Namespace) -> int:
     for f in args.points or []:
         points += _points_file(Path(f))
     fit = fit_loss_law(points, starts=args.starts, progress=True)
-    law = dataclasses.replace(fit.law, params_range=(min(p.params for p in points), max(p.params for p in points)),
-                              tokens_range=(min(p.tokens for p in points), max(p.tokens for p in points)))  # fmt: skip
-    lines = [f"fitted on {len(points)} runs (Huber delta 1e-3 on log-loss, best of {fit.starts} L-BFGS starts, "
-             f"objective {fit.objective:.3g})",
-             f"  {law_formula(law)}",
-             f"  E={law.E:.6g} A={law.A:.6g} B={law.B:.6g} alpha={law.alpha:.6g} beta={law.beta:.6g}",
-             f"  {'run':<32} {'N':>8} {'D':>8} {'loss':>8} {'fitted':>8}"]
+    law = dataclasses.replace(
+        fit.law,
+        params_range=(min(p.params for p in points), max(p.params for p in points)),
+        tokens_range=(min(p.tokens for p in points), max(p.tokens for p in points)),
+    )
+    lines = [
+        f"fitted on {len(points)} runs (Huber delta 1e-3 on log-loss, best of {fit.starts} L-BFGS starts, "
+        f"objective {fit.objective:.3g})",
+        f"  {law_formula(law)}",
+        f"  E={law.E:.6g} A={law.A:.6g} B={law.B:.6g} alpha={law.alpha:.6g} beta={law.beta:.6g}",
+        f"  {'run':<32} {'N':>8} {'D':>8} {'loss':>8} {'fitted':>8}",
+    ]
     for p in points:
-        lines.append(f"  {p.name[-32:]:<32} {human(p.params):>8} {human(p.tokens):>8} {p.loss:8.4f} "
-                     f"{law.loss(p.params, p.tokens):8.4f}")
+        lines.append(
+            f"  {p.name[-32:]:<32} {human(p.params):>8} {human(p.tokens):>8} {p.loss:8.4f} "
+            f"{law.loss(p.params, p.tokens):8.4f}"
+        )
     for n, d in args.predict or []:
         lines.append(f"predicted loss at N={human(n)}, D={human(d)}: {law.loss(n, d):.4f}")
     for c in args.flops or []:
@@ -338,8 +397,8 @@ def run_init(args: argparse.Namespace) -> int:
     from pretrainkit.mixtures import load_mixture
     from pretrainkit.train.config import load_config
     from pretrainkit.train.planning.first_run import Corpus, plan_first_run, this_machine
-    from pretrainkit.train.planning.probe import measured_plan
     from pretrainkit.train.planning.plan import load_law
+    from pretrainkit.train.planning.probe import measured_plan
 
     if not args.minutes > 0:
         raise UserError(f"--minutes must be > 0, got {args.minutes}")
@@ -366,69 +425,110 @@ def run_init(args: argparse.Namespace) -> int:
     write_text_atomic(run / TRAIN_FILE, train_yaml(run, plan, machine, corpus, args.minutes, law.name, probe))
     load_config(run / TRAIN_FILE)  # what ptk train will read: a bug here is ours, not the user's
     sources = f"{len(mix.sources)} source{'s' if len(mix.sources) > 1 else ''}"
-    print(f"ptk init: wrote {run / MIXTURE_FILE} ({sources}) and {run / TRAIN_FILE}: "
-          f"{plan.params / 1e6:.3g}M parameters, {plan.max_steps} steps of {plan.global_size} x {plan.seq_len} "
-          f"tokens ({plan.tokens / 1e6:.3g}M tokens, {plan.epochs:.2f} epochs, {plan.tokens_per_param:.1f} tokens/param), "
-          f"about {minutes_text(plan.minutes)} min on {machine.name}"
-          + ("" if probe is None else f" (measured: {probe.step_s:.3g} s per step, {probe.fixed_s:.1f} s start-up)"))  # fmt: skip
+    print(
+        f"ptk init: wrote {run / MIXTURE_FILE} ({sources}) and {run / TRAIN_FILE}: "
+        f"{plan.params / 1e6:.3g}M parameters, {plan.max_steps} steps of {plan.global_size} x {plan.seq_len} "
+        f"tokens ({plan.tokens / 1e6:.3g}M tokens, {plan.epochs:.2f} epochs, {plan.tokens_per_param:.1f} tokens/param), "
+        f"about {minutes_text(plan.minutes)} min on {machine.name}"
+        + ("" if probe is None else f" (measured: {probe.step_s:.3g} s per step, {probe.fixed_s:.1f} s start-up)")
+    )
     print(f"next: ptk train {run / TRAIN_FILE}" + (f" --nproc {plan.nproc}" if plan.nproc > 1 else ""))
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="compute-optimal size, tokens, loss, time and memory per device of a run",
-                       description="Any one or two of --flops, --params (or --config), --tokens: the rest follows "
-                                   "from C = 6ND and the loss law. Memory per device under DDP and ZeRO-1/2/3.")
+    p = sub.add_parser(
+        "plan",
+        help="compute-optimal size, tokens, loss, time and memory per device of a run",
+        description="Any one or two of --flops, --params (or --config), --tokens: the rest follows "
+        "from C = 6ND and the loss law. Memory per device under DDP and ZeRO-1/2/3.",
+    )
     numbers_may_be_negative(p)
     p.add_argument("--flops", type=quantity, help="training compute budget C (FLOPs), e.g. 1e21")
     p.add_argument("--params", type=quantity, help="parameter count N, e.g. 7.5B")
     p.add_argument("--config", help="a training config (ptk train CONFIG.yaml): N, micro-batch, seq_len, precision")
     p.add_argument("--vocab-size", type=positive_int, help="with --config: instead of reading the mixture's manifest")
     p.add_argument("--tokens", type=quantity, help="training tokens D, e.g. 300B")
-    p.add_argument("--law", default="besiroglu",
-                   help=f"loss law: {', '.join(LAWS)} or a JSON file from `ptk scaling fit -o` (default besiroglu)")
-    p.add_argument("--devices", type=positive_int, default=1,
-                   help="devices in all (default 1); data-parallel over what tp x pp leave")
+    p.add_argument(
+        "--law",
+        default="besiroglu",
+        help=f"loss law: {', '.join(LAWS)} or a JSON file from `ptk scaling fit -o` (default besiroglu)",
+    )
+    p.add_argument(
+        "--devices",
+        type=positive_int,
+        default=1,
+        help="devices in all (default 1); data-parallel over what tp x pp leave",
+    )
     p.add_argument("--tp", type=positive_int, help="tensor-parallel size (default: the config's, else 1)")
     p.add_argument("--pp", type=positive_int, help="pipeline stages (default: the config's, else 1)")
     p.add_argument("--device-memory", type=lambda t: quantity(t) * GB, help="GB per device, e.g. 80")
     p.add_argument("--peak-flops", type=quantity, help="peak FLOP/s of one device, e.g. 989T")
     p.add_argument("--mfu", type=fraction, default=0.4, help="model FLOPs utilisation for the time (default 0.4)")
-    p.add_argument("--micro-batch", type=positive_int, help="sequences per device per micro-step (default: config, else 1)")
+    p.add_argument(
+        "--micro-batch", type=positive_int, help="sequences per device per micro-step (default: config, else 1)"
+    )
     p.add_argument("--seq-len", type=positive_int, help="tokens per sequence (default: config, else 2048)")
     p.add_argument("--activation-dtype", choices=("bf16", "fp32"), help="(default: config's precision, else bf16)")
-    p.add_argument("--state-bytes", choices=tuple(STATE_BYTES),
-                   help="mixed: 2+2+12 bytes/param (ZeRO paper); fp32: 4+4+8 (default: fp32 with --config, else mixed)")
+    p.add_argument(
+        "--state-bytes",
+        choices=tuple(STATE_BYTES),
+        help="mixed: 2+2+12 bytes/param (ZeRO paper); fp32: 4+4+8 (default: fp32 with --config, else mixed)",
+    )
     p.set_defaults(func=run_plan)
 
     scaling = sub.add_parser("scaling", help="loss-law fits over finished runs").add_subparsers(
-        dest="scaling_command", metavar="COMMAND", required=True)
-    f = scaling.add_parser("fit", help="fit L(N, D) = E + A/N^alpha + B/D^beta to the final losses of runs",
-                           description="Hoffmann et al. approach 3: Huber loss on log residuals, L-BFGS from several starts.")
+        dest="scaling_command", metavar="COMMAND", required=True
+    )
+    f = scaling.add_parser(
+        "fit",
+        help="fit L(N, D) = E + A/N^alpha + B/D^beta to the final losses of runs",
+        description="Hoffmann et al. approach 3: Huber loss on log residuals, L-BFGS from several starts.",
+    )
     numbers_may_be_negative(f)
     f.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="finished runs (config.yaml + metrics.jsonl)")
-    f.add_argument("--points", action="append", metavar="FILE.jsonl",
-                   help="more points, one {\"params\", \"tokens\", \"loss\"} object per line")
-    f.add_argument("--metric", choices=("val", "train"), default="val",
-                   help="final validation loss (mean over sources; default, falls back to train) or the mean of the last 10 training losses")
+    f.add_argument(
+        "--points",
+        action="append",
+        metavar="FILE.jsonl",
+        help='more points, one {"params", "tokens", "loss"} object per line',
+    )
+    f.add_argument(
+        "--metric",
+        choices=("val", "train"),
+        default="val",
+        help="final validation loss (mean over sources; default, falls back to train) or the mean of the last 10 training losses",
+    )
     f.add_argument("--vocab-size", type=positive_int, help="instead of reading each run's mixture manifest")
-    f.add_argument("--starts", type=positive_int, default=16, help="L-BFGS starts from the best grid points (default 16)")
-    f.add_argument("--predict", type=_prediction, action="append", metavar="N:D", help="print the loss at N:D, e.g. 1B:20B")
+    f.add_argument(
+        "--starts", type=positive_int, default=16, help="L-BFGS starts from the best grid points (default 16)"
+    )
+    f.add_argument(
+        "--predict", type=_prediction, action="append", metavar="N:D", help="print the loss at N:D, e.g. 1B:20B"
+    )
     f.add_argument("--flops", type=quantity, action="append", metavar="C", help="print the compute-optimal N, D for C")
     f.add_argument("-o", "--output", help="write the fitted law as JSON (for ptk plan --law)")
     f.set_defaults(func=run_scaling_fit)
 
-    p = sub.add_parser("init", help="write a commented first mixture.yaml and train.yaml sized for this machine",
-                       description="Size a model, batch, sequence length and steps for the shards and this machine "
-                       "(compute-optimal for --minutes of training, at most 4 epochs) and write RUN_NAME/mixture.yaml "
-                       "and RUN_NAME/train.yaml, commented, ready for ptk train.")  # fmt: skip
+    p = sub.add_parser(
+        "init",
+        help="write a commented first mixture.yaml and train.yaml sized for this machine",
+        description="Size a model, batch, sequence length and steps for the shards and this machine "
+        "(compute-optimal for --minutes of training, at most 4 epochs) and write RUN_NAME/mixture.yaml "
+        "and RUN_NAME/train.yaml, commented, ready for ptk train.",
+    )
     p.add_argument("run_name", metavar="RUN_NAME", help="the run directory to create")
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--shards", nargs="+", metavar="DIR", help="shard sets, one source each, weighted by their tokens")
+    what.add_argument(
+        "--shards", nargs="+", metavar="DIR", help="shard sets, one source each, weighted by their tokens"
+    )
     what.add_argument("--mixture", metavar="YAML", help="an existing mixture (copied, its paths rewritten)")
     p.add_argument("--minutes", type=float, default=30.0, help="training time to size for (default %(default)s)")
     p.add_argument("--law", default="besiroglu", help="loss law for the compute-optimal split (see ptk plan)")
-    p.add_argument("--no-measure", action="store_true",
-                   help="size from the nominal FLOP/s of this machine's cores or GPUs, without timing a few steps "
-                   "(the same files for the same inputs; the time is right only on an idle machine)")  # fmt: skip
+    p.add_argument(
+        "--no-measure",
+        action="store_true",
+        help="size from the nominal FLOP/s of this machine's cores or GPUs, without timing a few steps "
+        "(the same files for the same inputs; the time is right only on an idle machine)",
+    )
     p.set_defaults(func=run_init)

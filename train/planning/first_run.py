@@ -104,8 +104,13 @@ def model_shape(params: float, vocab_size: int, seq_len: int) -> ModelConfig:
     parameters to `params` (on a log scale)."""
     best = None
     for d in range(64, 8192 + 1, 64):
-        cfg = ModelConfig(vocab_size=vocab_size, d_model=d, n_layers=min(32, max(2, d // 64)),
-                          n_heads=max(1, d // 64), max_seq_len=seq_len)  # fmt: skip
+        cfg = ModelConfig(
+            vocab_size=vocab_size,
+            d_model=d,
+            n_layers=min(32, max(2, d // 64)),
+            n_heads=max(1, d // 64),
+            max_seq_len=seq_len,
+        )
         gap = abs(math.log(cfg.num_params() / params))
         if best is None or gap < best[0]:
             best = (gap, cfg)
@@ -151,13 +156,19 @@ def plan_first_run(corpus: Corpus, machine: Machine, minutes: float, law: LossLa
     trained = max_steps * global_size * seq_len
     seconds = model.flops_per_token(seq_len) * trained / machine.flops_per_s
     return FirstRun(
-        model=model, seq_len=seq_len, global_size=global_size, nproc=nproc,
+        model=model,
+        seq_len=seq_len,
+        global_size=global_size,
+        nproc=nproc,
         micro_size=max(1, min(MICRO[machine.device], global_size // nproc)),
-        max_steps=max_steps, warmup_steps=warmup_steps(max_steps), lr=learning_rate(model.d_model),
-        precision="bf16" if machine.device == "cuda" else "fp32", tokens=trained,
-        epochs=trained / corpus.train_tokens, budget_params=params,
+        max_steps=max_steps,
+        warmup_steps=warmup_steps(max_steps),
+        lr=learning_rate(model.d_model),
+        precision="bf16" if machine.device == "cuda" else "fp32",
+        tokens=trained,
+        epochs=trained / corpus.train_tokens,
+        budget_params=params,
         optimal_tokens_per_param=law.optimal_tokens(model.num_params()) / model.num_params(),
-        data_limited=data_limited, minutes=seconds / 60,
-    )  # fmt: skip
-
-
+        data_limited=data_limited,
+        minutes=seconds / 60,
+    )

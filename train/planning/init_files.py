@@ -37,9 +37,11 @@ def mixture_from_shards(dirs: list[str], run: Path) -> str:
         "sources:",
     ]
     for name, (path, ss) in zip(names, sets):
-        lines += [f"  - name: {name}  # {ss.num_docs:,} documents, {ss.num_tokens:,} tokens",
-                  f"    shards: {_rel(path, run)}",
-                  f"    weight: {ss.num_tokens / total:.4g}"]  # fmt: skip
+        lines += [
+            f"  - name: {name}  # {ss.num_docs:,} documents, {ss.num_tokens:,} tokens",
+            f"    shards: {_rel(path, run)}",
+            f"    weight: {ss.num_tokens / total:.4g}",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -47,8 +49,11 @@ def mixture_from_yaml(given: str, run: Path) -> str:
     from pretrainkit.mixtures.config import read_mixture_config
 
     cfg = read_mixture_config(given)
-    doc = {"seed": cfg.seed, "holdout": {"fraction": cfg.holdout.fraction, "min_tokens": cfg.holdout.min_tokens},
-           "sources": []}  # fmt: skip
+    doc = {
+        "seed": cfg.seed,
+        "holdout": {"fraction": cfg.holdout.fraction, "min_tokens": cfg.holdout.min_tokens},
+        "sources": [],
+    }
     for s in cfg.sources:
         entry = {"name": s.name, "shards": _rel(s.shards, run), "weight": s.weight}
         if s.max_epochs is not None:
@@ -64,13 +69,19 @@ def train_yaml(run: Path, plan, machine, corpus, minutes: float, law_name: str, 
     from pretrainkit.train.planning.first_run import checkpoint_every, eval_every
 
     m = plan.model
-    speed = (f"~{machine.flops_per_s:.2g} FLOP/s sustained, an estimate" if probe is None else
-             f"~{machine.flops_per_s:.2g} FLOP/s over the minutes, measured: {probe.step_s:.3g} s per step,\n"
-             f"# {probe.eval_s:.2g} s per evaluation and {probe.fixed_s:.1f} s start-up and shut-down "
-             f"in a {probe.steps}-step run")  # fmt: skip
-    why = (f"the tokens are capped at 4 passes over the data (the optimum for {minutes:g} minutes wants more)\n"
-           "# and the model is sized for those tokens, so it trains in less time than that"
-           if plan.data_limited else f"the {law_name} law's compute-optimal split of {minutes:g} minutes of this machine")  # fmt: skip
+    speed = (
+        f"~{machine.flops_per_s:.2g} FLOP/s sustained, an estimate"
+        if probe is None
+        else f"~{machine.flops_per_s:.2g} FLOP/s over the minutes, measured: {probe.step_s:.3g} s per step,\n"
+        f"# {probe.eval_s:.2g} s per evaluation and {probe.fixed_s:.1f} s start-up and shut-down "
+        f"in a {probe.steps}-step run"
+    )
+    why = (
+        f"the tokens are capped at 4 passes over the data (the optimum for {minutes:g} minutes wants more)\n"
+        "# and the model is sized for those tokens, so it trains in less time than that"
+        if plan.data_limited
+        else f"the {law_name} law's compute-optimal split of {minutes:g} minutes of this machine"
+    )
     return f"""\
 # First training config for {run.name}, written by `ptk init` for this machine ({machine.name},
 # {speed}) and {corpus.train_tokens:,} training tokens.
@@ -78,7 +89,7 @@ def train_yaml(run: Path, plan, machine, corpus, minutes: float, law_name: str, 
 #
 # Plan: {m.num_params() / 1e6:.3g}M parameters trained on {plan.tokens / 1e6:.3g}M tokens ({plan.epochs:.2f} passes over the data),
 # {plan.tokens_per_param:.1f} tokens per parameter ({plan.optimal_tokens_per_param:.1f} would be compute-optimal for this size): about
-# {minutes_text(plan.minutes)} minutes here{f' with --nproc {plan.nproc}' if plan.nproc > 1 else ''}. Sizes: {why}.
+# {minutes_text(plan.minutes)} minutes here{f" with --nproc {plan.nproc}" if plan.nproc > 1 else ""}. Sizes: {why}.
 run_dir: .  # this directory: checkpoints/, metrics.jsonl, config.yaml (the resolved config)
 max_steps: {plan.max_steps}
 data:

@@ -100,7 +100,7 @@ class ActivationShape:
     tie_embeddings: bool = True
 
     @classmethod
-    def from_model_config(cls, cfg) -> "ActivationShape":
+    def from_model_config(cls, cfg) -> ActivationShape:
         """From `train.model.llama.ModelConfig`."""
         return cls(
             d_model=cfg.d_model,
@@ -142,8 +142,13 @@ RESIDUAL_BYTES = 4  # the residual stream stays fp32 under autocast: a checkpoin
 
 def _per_token(shape: ActivationShape, c: ActivationCoefficients) -> tuple[int, int]:
     """Bytes saved per token by one block, and by the final norm and the loss."""
-    block = (c.d_model * shape.d_model + c.kv_dim * shape.kv_dim + c.ffn * shape.ffn_hidden
-             + c.heads * shape.n_heads + c.const)
+    block = (
+        c.d_model * shape.d_model
+        + c.kv_dim * shape.kv_dim
+        + c.ffn * shape.ffn_hidden
+        + c.heads * shape.n_heads
+        + c.const
+    )
     return block, c.head_d_model * shape.d_model + c.logits * shape.vocab_size
 
 
@@ -191,8 +196,9 @@ def in_flight_chunks(split: Split, pp_rank: int) -> int:
     return min((v - 1) * per_round + 2 * (pp - 1 - pp_rank) + 1, n * v)
 
 
-def stage_activation_bytes(shape: ActivationShape, micro_batch: int, seq_len: int, dtype: str, checkpointing: bool,
-                           split: Split, pp_rank: int) -> float:  # fmt: skip
+def stage_activation_bytes(
+    shape: ActivationShape, micro_batch: int, seq_len: int, dtype: str, checkpointing: bool, split: Split, pp_rank: int
+) -> float:
     """Peak activation memory of one device of pipeline rank `pp_rank` during a step, in bytes."""
     c = ACTIVATION_COEFFICIENTS[dtype]
     block, head = _per_token(shape, c)
@@ -234,8 +240,16 @@ class DeviceMemory:
         return self.states.total + self.activations_checkpointed
 
 
-def memory_table(num_params: float, devices: int, state_bytes: str, shape: ActivationShape | None,
-                 micro_batch: int, seq_len: int, dtype: str, split: Split = Split()) -> list[DeviceMemory]:
+def memory_table(
+    num_params: float,
+    devices: int,
+    state_bytes: str,
+    shape: ActivationShape | None,
+    micro_batch: int,
+    seq_len: int,
+    dtype: str,
+    split: Split = Split(),
+) -> list[DeviceMemory]:
     """Memory per device under every strategy over `devices` data-parallel devices (each also split by
     `split`); activations only when the model's shape is known. Each figure is the largest pipeline stage's."""
     stages = range(split.pp)

@@ -83,8 +83,11 @@ class LossLaw:
 # Hoffmann et al. 2022, "Training Compute-Optimal Large Language Models", equation 10.
 # Both fit Hoffmann et al.'s runs: 70M to 16B parameters on 5B to 500B tokens of MassiveText, in
 # nats per token of their 32K SentencePiece tokenizer.
-CHINCHILLA = {"data": "MassiveText with Chinchilla's 32K SentencePiece tokenizer",
-              "params_range": (7e7, 1.6e10), "tokens_range": (5e9, 5e11)}  # fmt: skip
+CHINCHILLA = {
+    "data": "MassiveText with Chinchilla's 32K SentencePiece tokenizer",
+    "params_range": (7e7, 1.6e10),
+    "tokens_range": (5e9, 5e11),
+}
 LAWS: dict[str, LossLaw] = {
     "besiroglu": LossLaw(E=1.8172, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658, name="besiroglu", **CHINCHILLA),
     "hoffmann": LossLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28, name="hoffmann", **CHINCHILLA),

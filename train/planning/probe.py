@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pretrainkit.errors import UserError
-from pretrainkit.train.loop.metrics import METRICS_FILE
 from pretrainkit.files import write_text_atomic
+from pretrainkit.train.loop.metrics import METRICS_FILE
 from pretrainkit.train.planning.first_run import (
     MAX_EPOCHS,
     Corpus,
@@ -77,17 +77,35 @@ def probe_steps(plan: FirstRun, machine: Machine) -> int:
 def measure(config: str | Path, nproc: int, steps: int) -> Probe:
     """Run `ptk train CONFIG --nproc N` for `steps` steps in a temporary run directory and time it."""
     run_dir = Path(tempfile.mkdtemp(prefix="ptk-init-probe-"))
-    cmd = [sys.executable, "-m", "pretrainkit.cli", "train", str(config), "--nproc", str(nproc),
-           "--set", f"run_dir={run_dir}", "--set", f"max_steps={steps}", "--set", f"eval.every={steps}",
-           "--set", "checkpoint.every=0", "--set", "optim.warmup_steps=1"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pretrainkit.cli",
+        "train",
+        str(config),
+        "--nproc",
+        str(nproc),
+        "--set",
+        f"run_dir={run_dir}",
+        "--set",
+        f"max_steps={steps}",
+        "--set",
+        f"eval.every={steps}",
+        "--set",
+        "checkpoint.every=0",
+        "--set",
+        "optim.warmup_steps=1",
+    ]
     try:
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - start
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UserError(f"{config}: the probe run (a few steps of it, to time this machine) failed: {last} "
-                            "(ptk init --no-measure sizes the run without it)")
+            raise UserError(
+                f"{config}: the probe run (a few steps of it, to time this machine) failed: {last} "
+                "(ptk init --no-measure sizes the run without it)"
+            )
         rows = [json.loads(line) for line in (run_dir / METRICS_FILE).read_text(encoding="utf-8").splitlines()]
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -108,9 +126,14 @@ def fit_to_minutes(plan: FirstRun, probe: Probe, minutes: float, corpus: Corpus)
         fits = max(1, fits - math.ceil((probe.seconds(fits) - budget) / probe.step_s))
     steps = min(fits, cap)
     return dataclasses.replace(
-        plan, max_steps=steps, warmup_steps=warmup_steps(steps), tokens=steps * step_tokens,
-        epochs=steps * step_tokens / corpus.train_tokens, data_limited=fits > cap, minutes=probe.seconds(steps) / 60,
-    )  # fmt: skip
+        plan,
+        max_steps=steps,
+        warmup_steps=warmup_steps(steps),
+        tokens=steps * step_tokens,
+        epochs=steps * step_tokens / corpus.train_tokens,
+        data_limited=fits > cap,
+        minutes=probe.seconds(steps) / 60,
+    )
 
 
 def measured_machine(machine: Machine, plan: FirstRun, probe: Probe, minutes: float) -> Machine:

@@ -18,9 +18,9 @@ import math
 from dataclasses import dataclass
 
 import torch
-from pretrainkit.progress import progress_bar
 
 from pretrainkit.errors import UserError
+from pretrainkit.progress import progress_bar
 from pretrainkit.train.planning.plan import LossLaw
 
 HUBER_DELTA = 1e-3
@@ -51,25 +51,28 @@ class LawFit:
     starts: int  # L-BFGS runs made
 
 
-def _objective(theta: torch.Tensor, log_n: torch.Tensor, log_d: torch.Tensor, log_l: torch.Tensor,
-               delta: float) -> torch.Tensor:
+def _objective(
+    theta: torch.Tensor, log_n: torch.Tensor, log_d: torch.Tensor, log_l: torch.Tensor, delta: float
+) -> torch.Tensor:
     """Huber loss of the log residuals per parameter row; theta is [..., 5] = (a, b, e, alpha, beta)."""
     a, b, e, alpha, beta = theta[..., :, None].unbind(-2)  # each [..., 1], broadcasting over the points
     terms = torch.stack((a - alpha * log_n, b - beta * log_d, e.expand(*e.shape[:-1], log_n.shape[0])))
     residual = torch.logsumexp(terms, dim=0) - log_l
-    return torch.nn.functional.huber_loss(residual, torch.zeros_like(residual), reduction="none",
-                                          delta=delta).sum(-1)
+    return torch.nn.functional.huber_loss(residual, torch.zeros_like(residual), reduction="none", delta=delta).sum(-1)
 
 
-def fit_loss_law(points: list[RunPoint], delta: float = HUBER_DELTA, starts: int = 16,
-                 max_iter: int = 200, progress: bool = False) -> LawFit:
+def fit_loss_law(
+    points: list[RunPoint], delta: float = HUBER_DELTA, starts: int = 16, max_iter: int = 200, progress: bool = False
+) -> LawFit:
     """Fit the law to `points`; L-BFGS runs from the `starts` best grid points."""
     if len(points) < 5:
         raise UserError(f"the loss law has 5 coefficients: fitting needs at least 5 runs, got {len(points)}")
     for p in points:
         if not (p.params > 0 and p.tokens > 0 and p.loss > 0 and math.isfinite(p.loss)):
-            raise UserError(f"{p.name}: parameters, tokens and loss must be positive (got N={p.params}, "
-                            f"D={p.tokens}, loss={p.loss})")
+            raise UserError(
+                f"{p.name}: parameters, tokens and loss must be positive (got N={p.params}, "
+                f"D={p.tokens}, loss={p.loss})"
+            )
     log_n = torch.tensor([math.log(p.params) for p in points], dtype=torch.float64)
     log_d = torch.tensor([math.log(p.tokens) for p in points], dtype=torch.float64)
     log_l = torch.tensor([math.log(p.loss) for p in points], dtype=torch.float64)
@@ -83,10 +86,17 @@ def fit_loss_law(points: list[RunPoint], delta: float = HUBER_DELTA, starts: int
     best_theta, best_loss = None, math.inf
     for i in progress_bar(order.tolist(), desc="L-BFGS starts", unit="start", disable=not progress):
         theta = grid[i].clone().requires_grad_(True)
-        opt = torch.optim.LBFGS([theta], lr=1.0, max_iter=max_iter, tolerance_grad=1e-12,
-                                tolerance_change=1e-15, history_size=50, line_search_fn="strong_wolfe")
+        opt = torch.optim.LBFGS(
+            [theta],
+            lr=1.0,
+            max_iter=max_iter,
+            tolerance_grad=1e-12,
+            tolerance_change=1e-15,
+            history_size=50,
+            line_search_fn="strong_wolfe",
+        )
 
-        def closure() -> torch.Tensor:
+        def closure(opt: torch.optim.LBFGS = opt, theta: torch.Tensor = theta) -> torch.Tensor:
             opt.zero_grad()
             loss = _objective(theta, log_n, log_d, log_l, delta)
             loss.backward()
@@ -101,7 +111,9 @@ def fit_loss_law(points: list[RunPoint], delta: float = HUBER_DELTA, starts: int
         raise UserError("the loss-law fit did not converge from any start")
     a, b, e, alpha, beta = best_theta.tolist()
     if alpha <= 0 or beta <= 0:
-        raise UserError(f"the fitted exponents are not positive (alpha={alpha:.3g}, beta={beta:.3g}): "
-                        "the runs do not show loss falling with size and tokens")
+        raise UserError(
+            f"the fitted exponents are not positive (alpha={alpha:.3g}, beta={beta:.3g}): "
+            "the runs do not show loss falling with size and tokens"
+        )
     law = LossLaw(E=math.exp(e), A=math.exp(a), B=math.exp(b), alpha=alpha, beta=beta, name="fit")
     return LawFit(law=law, objective=best_loss, starts=len(order))

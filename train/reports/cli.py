@@ -1,7 +1,7 @@
 """`ptk report RUN_DIR`: PNG figures and a text summary of a finished or running run.
 
-    ptk report runs/base
-    ptk report runs/base --compare runs/bigger -o report.png --x tokens
+ptk report runs/base
+ptk report runs/base --compare runs/bigger -o report.png --x tokens
 """
 
 from __future__ import annotations
@@ -35,12 +35,19 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    r = sub.add_parser("report", help="PNG figures and a text summary of a run",
-                       description="Training loss, per-source validation loss, learning rate, grad norm, tokens/s "
-                                   "and MFU, spike events marked; writes OUTPUT (.png) and OUTPUT with .txt.")
+    r = sub.add_parser(
+        "report",
+        help="PNG figures and a text summary of a run",
+        description="Training loss, per-source validation loss, learning rate, grad norm, tokens/s "
+        "and MFU, spike events marked; writes OUTPUT (.png) and OUTPUT with .txt.",
+    )
     r.add_argument("run_dir", metavar="RUN_DIR")
     r.add_argument("--compare", nargs="+", metavar="RUN_DIR", help="runs to overlay")
     r.add_argument("-o", "--output", help="PNG path (default RUN_DIR/report.png)")
-    r.add_argument("--x", choices=("step", "tokens"), default="step",
-                   help="x axis: steps or tokens trained on; a continued run starts where its base stopped (default step)")
+    r.add_argument(
+        "--x",
+        choices=("step", "tokens"),
+        default="step",
+        help="x axis: steps or tokens trained on; a continued run starts where its base stopped (default step)",
+    )
     r.set_defaults(func=run_report)

@@ -94,10 +94,19 @@ def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[s
             span = smoothing_span(len(raw))
             axes["training loss"].plot(xs, raw, color=color, linewidth=0.8, alpha=0.3)
             name = f"{run.name}, " if several else ""
-            axes["training loss"].plot(xs, smoothed(raw, span), color=color, linewidth=1.8,
-                                       label=f"{name}smoothed over ~{span} steps (raw faint)")  # fmt: skip
-        for panel, key in (("learning rate", "lr"), ("gradient norm", "grad_norm"), ("tokens/s", "tokens_per_s"),
-                           ("MFU", "mfu")):  # fmt: skip
+            axes["training loss"].plot(
+                xs,
+                smoothed(raw, span),
+                color=color,
+                linewidth=1.8,
+                label=f"{name}smoothed over ~{span} steps (raw faint)",
+            )
+        for panel, key in (
+            ("learning rate", "lr"),
+            ("gradient norm", "grad_norm"),
+            ("tokens/s", "tokens_per_s"),
+            ("MFU", "mfu"),
+        ):
             pxs, ys = _finite(x, run.train[key])
             if ys and panel in axes:
                 axes[panel].plot(pxs, ys, color=color, linewidth=1.2, label=label)
@@ -107,9 +116,15 @@ def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[s
                 axes[panel].axvline(start, color=color, linestyle=":", linewidth=1.2)
             base = Path(run.base)
             base_name = base.parent.parent.name if base.parent.name == "checkpoints" else base.name
-            axes["training loss"].annotate(f"{run.name} continues {base_name} (step {run.base_step})", (start, 1.0),
-                                           xycoords=("data", "axes fraction"), xytext=(3, -12),
-                                           textcoords="offset points", fontsize=8, color=color)  # fmt: skip
+            axes["training loss"].annotate(
+                f"{run.name} continues {base_name} (step {run.base_step})",
+                (start, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, -12),
+                textcoords="offset points",
+                fontsize=8,
+                color=color,
+            )
         styles = ("-", "--", ":", "-.")
         vx = run.positions(axis, run.val_steps)
         for j, (source, values) in enumerate(run.val.items()):
@@ -117,15 +132,27 @@ def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[s
             name = f"{source} ({note})" if note else source
             sxs, ys = _finite(vx, values)
             if ys:
-                axes["validation loss"].plot(sxs, ys, color=color, linestyle=styles[j % len(styles)],
-                                             marker="s" if note == "replayed" else "o", markersize=4 if note else 3,
-                                             label=f"{run.name}: {name}" if several else name)  # fmt: skip
+                axes["validation loss"].plot(
+                    sxs,
+                    ys,
+                    color=color,
+                    linestyle=styles[j % len(styles)],
+                    marker="s" if note == "replayed" else "o",
+                    markersize=4 if note else 3,
+                    label=f"{run.name}: {name}" if several else name,
+                )
         # A spike's loss may be infinite or NaN: those get only the dashed line.
         spikes = [e for e in run.events if isinstance(e.get("loss"), (int, float)) and math.isfinite(e["loss"])]
         if spikes:
-            axes["training loss"].scatter(run.positions(axis, [e["step"] for e in spikes]), [e["loss"] for e in spikes],
-                                          marker="x", s=60, color=SPIKE_COLOR, zorder=3,
-                                          label="spike" if i == 0 else None)  # fmt: skip
+            axes["training loss"].scatter(
+                run.positions(axis, [e["step"] for e in spikes]),
+                [e["loss"] for e in spikes],
+                marker="x",
+                s=60,
+                color=SPIKE_COLOR,
+                zorder=3,
+                label="spike" if i == 0 else None,
+            )
         for at in run.positions(axis, [e["step"] for e in run.events]):
             for panel in ("training loss", "gradient norm"):
                 if math.isfinite(at):
@@ -162,14 +189,17 @@ def summary_text(run: RunLog) -> str:
     lines = [f"run {run.path}"]
     if not run.steps:
         return "\n".join(lines + ["  no training steps logged"]) + "\n"
-    lines.append(f"  steps        {run.steps[0]}..{run.steps[-1]} ({len(run.steps)} logged), "
-                 f"{run.total_tokens():,.0f} tokens")
+    lines.append(
+        f"  steps        {run.steps[0]}..{run.steps[-1]} ({len(run.steps)} logged), {run.total_tokens():,.0f} tokens"
+    )
     if run.base is not None:
         tokens = "tokens unknown" if run.base_tokens is None else f"{run.base_tokens:,.0f} tokens"
         lines.append(f"  continues    {run.base} (step {run.base_step}, {tokens}); drawn from there")
     if losses:
-        lines.append(f"  train loss   first {_fmt(losses[0])}, last {_fmt(losses[-1])}, min {_fmt(min(losses))}, "
-                     f"mean of last 10 {_fmt(run.final_train_loss())}")
+        lines.append(
+            f"  train loss   first {_fmt(losses[0])}, last {_fmt(losses[-1])}, min {_fmt(min(losses))}, "
+            f"mean of last 10 {_fmt(run.final_train_loss())}"
+        )
     for source, values in run.val.items():
         finite = [v for v in values if math.isfinite(v)]
         note = f" ({run.source_notes[source]})" if source in run.source_notes else ""
@@ -179,8 +209,10 @@ def summary_text(run: RunLog) -> str:
     lines.append(f"  lr           last {_fmt(run.train['lr'][-1], '.3g')}, max {_fmt(max(lrs, default=None), '.3g')}")
     norms = [v for v in run.train["grad_norm"] if math.isfinite(v)]
     lines.append(f"  grad norm    median {_fmt(_median(norms), '.3g')}, max {_fmt(max(norms, default=None), '.3g')}")
-    lines.append(f"  tokens/s     median {_fmt(_median(run.train['tokens_per_s']), ',.0f')}"
-                 f", MFU median {_fmt(_median(run.train['mfu']), '.1%')}")
+    lines.append(
+        f"  tokens/s     median {_fmt(_median(run.train['tokens_per_s']), ',.0f')}"
+        f", MFU median {_fmt(_median(run.train['mfu']), '.1%')}"
+    )
     lines.append(f"  spike events {len(run.events)}")
     for e in run.events[:5]:
         reason = f" ({e['reason']})" if e.get("reason") else ""

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from pretrainkit.mixtures.config import read_mixture_config
 from pretrainkit.errors import UserError
+from pretrainkit.mixtures.config import read_mixture_config
 
 METRICS_FILE = "metrics.jsonl"
 EVENTS_FILE = "events.jsonl"

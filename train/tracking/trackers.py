@@ -51,7 +51,7 @@ class Trackers:
         self._thread.start()
 
     @classmethod
-    def for_run(cls, cfg: TrainConfig, config: dict) -> "Trackers | None":
+    def for_run(cls, cfg: TrainConfig, config: dict) -> Trackers | None:
         """The trackers `cfg.logging` asks for (rank 0 only), or None."""
         run_dir = Path(cfg.run_dir)
         trackers: list[Tracker] = []
@@ -73,8 +73,10 @@ class Trackers:
             self._queue.put_nowait((method, args))
         except queue.Full:
             self._behind = True
-            progress_write(f"ptk train: experiment trackers fell {QUEUE_ROWS} rows behind; switched off for this run "
-                           "(metrics.jsonl has every row)")  # fmt: skip
+            progress_write(
+                f"ptk train: experiment trackers fell {QUEUE_ROWS} rows behind; switched off for this run "
+                "(metrics.jsonl has every row)"
+            )
 
     def open(self, start_step: int) -> None:
         self._send("open", start_step)
@@ -107,7 +109,9 @@ class Trackers:
                 except Exception as e:  # noqa: BLE001 - whatever a tracker raises, training goes on
                     self._live.remove(tracker)
                     message = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                    progress_write(f"ptk train: {tracker.name} failed ({type(e).__name__}: {message}); switched off "
-                                   "for this run (metrics.jsonl has every row)")  # fmt: skip
+                    progress_write(
+                        f"ptk train: {tracker.name} failed ({type(e).__name__}: {message}); switched off "
+                        "for this run (metrics.jsonl has every row)"
+                    )
             if method == "close":
                 return

@@ -44,19 +44,37 @@ class WandbTracker:
             raise UserError("needs the wandb package: pip install 'pretrainkit[tracking]'") from None
         # Online without credentials would prompt on the terminal from this thread: refuse instead.
         if self.cfg.mode == "online" and not wandb.login(prompt=False, verify=False):
-            raise UserError("mode online needs W&B credentials: run `wandb login` or set WANDB_API_KEY "
-                            "(or use mode: offline and `wandb sync` later)")  # fmt: skip
-        settings = wandb.Settings(silent=True, console="off", x_disable_stats=True, disable_git=True,
-                                  save_code=False, x_save_requirements=False)  # fmt: skip
+            raise UserError(
+                "mode online needs W&B credentials: run `wandb login` or set WANDB_API_KEY "
+                "(or use mode: offline and `wandb sync` later)"
+            )
+        settings = wandb.Settings(
+            silent=True,
+            console="off",
+            x_disable_stats=True,
+            disable_git=True,
+            save_code=False,
+            x_save_requirements=False,
+        )
         self.run = wandb.init(
-            project=self.cfg.project, entity=self.cfg.entity, name=self.cfg.name or self.run_dir.name,
-            id=self._run_id(start_step), resume="allow", dir=str(self.run_dir), mode=self.cfg.mode,
-            config=self.config, settings=settings,
-        )  # fmt: skip
+            project=self.cfg.project,
+            entity=self.cfg.entity,
+            name=self.cfg.name or self.run_dir.name,
+            id=self._run_id(start_step),
+            resume="allow",
+            dir=str(self.run_dir),
+            mode=self.cfg.mode,
+            config=self.config,
+            settings=settings,
+        )
         self.run.define_metric("step")
         self.run.define_metric("*", step_metric="step")
         offline_dir = Path(self.run.dir).parent  # RUN_DIR/wandb/offline-run-*/files
-        where = f"at {self.run.url}" if self.cfg.mode == "online" else f"offline in {offline_dir} (upload: wandb sync {offline_dir})"
+        where = (
+            f"at {self.run.url}"
+            if self.cfg.mode == "online"
+            else f"offline in {offline_dir} (upload: wandb sync {offline_dir})"
+        )
         progress_write(f"ptk train: W&B run {self.run.id} {where}")
 
     def train(self, row: dict) -> None:
@@ -66,8 +84,14 @@ class WandbTracker:
         self.run.log({"step": step, **{f"val_loss/{source}": v for source, v in losses.items()}})
 
     def event(self, row: dict) -> None:
-        self.run.log({"step": row["step"], "spikes/loss": row.get("loss"), "spikes/reason": str(row.get("reason")),
-                      "spikes/action": str(row.get("action"))})  # fmt: skip
+        self.run.log(
+            {
+                "step": row["step"],
+                "spikes/loss": row.get("loss"),
+                "spikes/reason": str(row.get("reason")),
+                "spikes/action": str(row.get("action")),
+            }
+        )
 
     def close(self) -> None:
         if self.run is not None:

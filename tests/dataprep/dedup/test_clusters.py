@@ -42,12 +42,22 @@ def graph(shape: str, n: int, rng: np.random.Generator) -> np.ndarray:
         return edges[rng.permutation(len(edges))]
     if shape == "stars and self-loops":
         hubs = rng.integers(n, size=n // 3)
-        return np.concatenate([np.stack([hubs, rng.integers(n, size=len(hubs))], axis=1), np.repeat(hubs[:5, None], 2, axis=1)])
+        return np.concatenate(
+            [np.stack([hubs, rng.integers(n, size=len(hubs))], axis=1), np.repeat(hubs[:5, None], 2, axis=1)]
+        )
     raise ValueError(shape)
 
 
-@pytest.mark.parametrize("shape", ["random", "chain in key order", "chain in reverse order",
-                                   "chain through shuffled keys, edges shuffled", "stars and self-loops"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "random",
+        "chain in key order",
+        "chain in reverse order",
+        "chain through shuffled keys, edges shuffled",
+        "stars and self-loops",
+    ],
+)
 def test_components_equal_a_reference_union_find(tmp_path, shape):
     rng = np.random.default_rng(7)
     n = 20_000

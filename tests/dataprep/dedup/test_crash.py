@@ -30,7 +30,9 @@ def test_killed_runs_resume_to_identical_output(tmp_path, reuters_docs):
     inputs = tmp_path / "in"
     for i in range(4):
         docs = reuters_docs[i::4]
-        write_jsonl(docs + [(f"{doc_id}-again", text) for doc_id, text in docs], inputs / f"part{i}.jsonl")  # doubled: more work, more duplicates
+        write_jsonl(
+            docs + [(f"{doc_id}-again", text) for doc_id, text in docs], inputs / f"part{i}.jsonl"
+        )  # doubled: more work, more duplicates
     clean = tmp_path / "clean"
     start = time.monotonic()
     subprocess.run(command(inputs, clean), check=True, capture_output=True)
@@ -39,7 +41,9 @@ def test_killed_runs_resume_to_identical_output(tmp_path, reuters_docs):
 
     for fraction in (0.2, 0.4, 0.6, 0.8, 0.95):
         out = tmp_path / f"killed-{fraction}"
-        proc = subprocess.Popen(command(inputs, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            command(inputs, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         time.sleep(duration * fraction)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -49,7 +49,10 @@ def jsonl_rows(path: Path) -> list[dict]:
 def test_counts_add_up_and_kept_records_are_unchanged(tmp_path, reuters_jsonl):
     stats = dedup([str(reuters_jsonl)], tmp_path / "out", DedupOptions(), workers=1)
     saved = json.loads((tmp_path / "out" / "stats.json").read_text())
-    assert saved["input_docs"] == saved["kept_docs"] + saved["exact_duplicates"] + saved["near_duplicates"] + saved["rejected"]
+    assert (
+        saved["input_docs"]
+        == saved["kept_docs"] + saved["exact_duplicates"] + saved["near_duplicates"] + saved["rejected"]
+    )
     assert saved["input_docs"] == len(reuters_jsonl.read_text().splitlines())
     assert saved["exact_duplicates"] > 0 and saved["near_duplicates"] > 0  # Reuters has both, naturally
     assert stats["kept_docs"] == saved["kept_docs"]
@@ -180,7 +183,9 @@ def test_a_run_interrupted_in_a_stage_resumes_to_the_same_bytes(tmp_path, reuter
     so that the rerun's output is the uninterrupted one's."""
     from fixtures.corpora import write_jsonl
 
-    inputs = write_jsonl(reuters_docs[:1500] + [(f"{i}-again", t) for i, t in reuters_docs[:300]], tmp_path / "in" / "r.jsonl")
+    inputs = write_jsonl(
+        reuters_docs[:1500] + [(f"{i}-again", t) for i, t in reuters_docs[:300]], tmp_path / "in" / "r.jsonl"
+    )
     budget = DedupBudget(partition_bytes=8192, verify_pairs=16, shingle_bytes=4096, describe_rows=8, range_docs=256)
     dedup([str(inputs)], tmp_path / "whole", DedupOptions(), workers=2, budget=budget)
     with pytest.raises(KeyboardInterrupt), InterruptingRunner(2, stage) as runner:
@@ -193,7 +198,9 @@ def test_a_run_interrupted_in_a_stage_resumes_to_the_same_bytes(tmp_path, reuter
     with RecordingRunner(2) as runner:
         run_dedup([str(inputs)], tmp_path / "resumed", DedupOptions(), runner, budget=budget)
     assert output_bytes(tmp_path / "resumed") == output_bytes(tmp_path / "whole")
-    assert not [s for s in runner.stages for kind in matched if s in (f"bucket {kind}", f"match {kind}")]  # finished rounds are not redone
+    assert not [
+        s for s in runner.stages for kind in matched if s in (f"bucket {kind}", f"match {kind}")
+    ]  # finished rounds are not redone
 
 
 def test_a_run_interrupted_while_writing_resumes_with_other_workers_and_limit(tmp_path, reuters_docs):
@@ -258,7 +265,9 @@ def test_against_removes_documents_already_in_the_old_corpus(tmp_path, reuters_d
 
     # new corpus: 40 copies of old documents (some lightly edited), and fresh documents
     copies = [(f"copy-{i}", text) for i, (_, text) in enumerate(old_docs[100:140])]
-    edited = [(f"edit-{i}", text + " Reuters") for i, (_, text) in enumerate(old_docs[200:240]) if len(text.split()) > 150]
+    edited = [
+        (f"edit-{i}", text + " Reuters") for i, (_, text) in enumerate(old_docs[200:240]) if len(text.split()) > 150
+    ]
     fresh = reuters_docs[1500:2500]
     new = write_jsonl(copies + edited + fresh, tmp_path / "new.jsonl")
     dedup([str(new)], tmp_path / "new_out", DedupOptions(against=str(tmp_path / "old_out" / "index")), workers=2)
@@ -275,7 +284,10 @@ def test_against_removes_documents_already_in_the_old_corpus(tmp_path, reuters_d
     assert not any(doc_id.startswith(("copy-", "edit-")) for doc_id in kept_ids)
     stats = json.loads((tmp_path / "new_out" / "stats.json").read_text())
     assert stats["input_docs"] == len(copies) + len(edited) + len(fresh)
-    assert stats["input_docs"] == stats["kept_docs"] + stats["exact_duplicates"] + stats["near_duplicates"] + stats["rejected"]
+    assert (
+        stats["input_docs"]
+        == stats["kept_docs"] + stats["exact_duplicates"] + stats["near_duplicates"] + stats["rejected"]
+    )
 
 
 def test_against_a_mismatched_or_unfinished_index_is_a_clear_error(tmp_path):
@@ -290,22 +302,35 @@ def test_against_a_mismatched_or_unfinished_index_is_a_clear_error(tmp_path):
 
 def test_short_documents_are_compared_whole_never_merged_blindly(tmp_path):
     texts = [
-        "Hello, world!",         # 2 words: one shingle of both words
-        "hello world",           # same words after normalization -> near duplicate of the first
-        "Goodbye world",         # different short text: kept
-        "!!!",                   # no words at all: kept, never compared
-        "???",                   # no words either: kept (not merged with "!!!")
-        "Héllo, WÖRLD",          # accents and case removed -> near duplicate of the first
+        "Hello, world!",  # 2 words: one shingle of both words
+        "hello world",  # same words after normalization -> near duplicate of the first
+        "Goodbye world",  # different short text: kept
+        "!!!",  # no words at all: kept, never compared
+        "???",  # no words either: kept (not merged with "!!!")
+        "Héllo, WÖRLD",  # accents and case removed -> near duplicate of the first
         "one two three four five six seven",
     ]
     src = tmp_path / "short.jsonl"
-    src.write_text("".join(json.dumps({"id": f"s{i}", "text": t}, ensure_ascii=False) + "\n" for i, t in enumerate(texts)))
+    src.write_text(
+        "".join(json.dumps({"id": f"s{i}", "text": t}, ensure_ascii=False) + "\n" for i, t in enumerate(texts))
+    )
     dedup([str(src)], tmp_path / "out", DedupOptions(), workers=1)
     dups = {d["id"]: d for d in jsonl_rows(tmp_path / "out" / "duplicates.jsonl")}
     assert set(dups) == {"s1", "s5"}
-    assert dups["s1"] == {"id": "s1", "source": "short.jsonl", "line": 2, "duplicate_of": "s0", "duplicate_of_source": "short.jsonl",
-                          "duplicate_of_line": 1, "kind": "near", "similarity": 1.0,
-                          "matched": "s0", "matched_source": "short.jsonl", "matched_line": 1, "matched_similarity": 1.0}
+    assert dups["s1"] == {
+        "id": "s1",
+        "source": "short.jsonl",
+        "line": 2,
+        "duplicate_of": "s0",
+        "duplicate_of_source": "short.jsonl",
+        "duplicate_of_line": 1,
+        "kind": "near",
+        "similarity": 1.0,
+        "matched": "s0",
+        "matched_source": "short.jsonl",
+        "matched_line": 1,
+        "matched_similarity": 1.0,
+    }
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert stats["docs_without_words"] == 2 and stats["kept_docs"] == 5
 
@@ -328,7 +353,10 @@ def test_bad_records_are_accounted_and_the_run_goes_on(tmp_path):
     rejected = jsonl_rows(tmp_path / "out" / "rejected.jsonl")
     assert len(rejected) == stats["rejected"] >= 4
     assert {r["source"] for r in rejected} == {"a.jsonl", "b.jsonl.gz"}
-    assert stats["input_docs"] == stats["kept_docs"] + stats["exact_duplicates"] + stats["near_duplicates"] + stats["rejected"]
+    assert (
+        stats["input_docs"]
+        == stats["kept_docs"] + stats["exact_duplicates"] + stats["near_duplicates"] + stats["rejected"]
+    )
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -356,21 +384,40 @@ def test_cli_summary_and_one_line_errors(tmp_path):
 
 def test_same_file_names_under_two_inputs_get_distinct_ids_and_rows_locate_the_raw_line(tmp_path):
     """`ptk dedup x/data.jsonl y/data.jsonl` once named both first records `data.jsonl:1` (issue 13 item 1)."""
-    for sub, texts in (("x", ["alpha beta gamma delta epsilon", "unique words here for x"]),
-                       ("y", ["something else entirely, in y", "alpha beta gamma delta epsilon"])):
+    for sub, texts in (
+        ("x", ["alpha beta gamma delta epsilon", "unique words here for x"]),
+        ("y", ["something else entirely, in y", "alpha beta gamma delta epsilon"]),
+    ):
         (tmp_path / sub).mkdir()
         (tmp_path / sub / "data.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    dedup([str(tmp_path / "x" / "data.jsonl"), str(tmp_path / "y" / "data.jsonl")], tmp_path / "out", DedupOptions(), workers=1)
+    dedup(
+        [str(tmp_path / "x" / "data.jsonl"), str(tmp_path / "y" / "data.jsonl")],
+        tmp_path / "out",
+        DedupOptions(),
+        workers=1,
+    )
     (row,) = jsonl_rows(tmp_path / "out" / "duplicates.jsonl")
-    assert row == {"id": "y/data.jsonl:2", "source": "y/data.jsonl", "line": 2,
-                   "duplicate_of": "x/data.jsonl:1", "duplicate_of_source": "x/data.jsonl", "duplicate_of_line": 1,
-                   "kind": "exact", "similarity": 1.0,
-                   "matched": "x/data.jsonl:1", "matched_source": "x/data.jsonl", "matched_line": 1, "matched_similarity": 1.0}
+    assert row == {
+        "id": "y/data.jsonl:2",
+        "source": "y/data.jsonl",
+        "line": 2,
+        "duplicate_of": "x/data.jsonl:1",
+        "duplicate_of_source": "x/data.jsonl",
+        "duplicate_of_line": 1,
+        "kind": "exact",
+        "similarity": 1.0,
+        "matched": "x/data.jsonl:1",
+        "matched_source": "x/data.jsonl",
+        "matched_line": 1,
+        "matched_similarity": 1.0,
+    }
     kept_ids = [json.loads(r)["id"] for r in kept_records(tmp_path / "out")]
     assert kept_ids == ["x/data.jsonl:1", "x/data.jsonl:2", "y/data.jsonl:1"]
 
 
-def test_the_same_corpus_given_twice_keeps_each_document_once_and_rows_name_the_second_files_lines(tmp_path, reuters_docs):
+def test_the_same_corpus_given_twice_keeps_each_document_once_and_rows_name_the_second_files_lines(
+    tmp_path, reuters_docs
+):
     """Repeated ids no longer stop a run (issue 22 part 8): the second copy's records are exact duplicates
     of the first's, each row naming the removed record by its file and line."""
     from fixtures.corpora import write_jsonl
@@ -386,7 +433,9 @@ def test_the_same_corpus_given_twice_keeps_each_document_once_and_rows_name_the_
     assert sorted(r["line"] for r in second) == list(range(1, 601))
     ids = {line: doc_id for line, (doc_id, _) in enumerate(reuters_docs[:600], 1)}
     assert all(r["id"] == ids[r["line"]] for r in second)
-    assert all(r["kind"] == "exact" and r["duplicate_of_source"] == "x/a.jsonl" and r["similarity"] == 1.0 for r in second)
+    assert all(
+        r["kind"] == "exact" and r["duplicate_of_source"] == "x/a.jsonl" and r["similarity"] == 1.0 for r in second
+    )
     # its twin in x, unless that one repeats an earlier text of x: then that text's first record
     repeats = {r["line"] for r in jsonl_rows(tmp_path / "once" / "duplicates.jsonl") if r["kind"] == "exact"}
     assert {r["line"] for r in second if r["duplicate_of_line"] == r["line"]} == set(range(1, 601)) - repeats
@@ -398,12 +447,22 @@ def test_a_repeated_id_is_no_identity_records_are_deduplicated_by_content_only(t
     in common changes nothing."""
     (tmp_path / "a.jsonl").write_text(
         '{"id": "k", "text": "first text of the record"}\n{"id": "k", "text": "other words entirely here"}\n'
-        '{"id": "m", "text": "fine"}\n{"id": "k", "text": "first text of the record"}\n')
+        '{"id": "m", "text": "fine"}\n{"id": "k", "text": "first text of the record"}\n'
+    )
     stats = dedup([str(tmp_path / "a.jsonl")], tmp_path / "out", DedupOptions(), workers=2)
     assert [json.loads(r)["text"] for r in kept_records(tmp_path / "out")] == [
-        "first text of the record", "other words entirely here", "fine"]
+        "first text of the record",
+        "other words entirely here",
+        "fine",
+    ]
     (row,) = jsonl_rows(tmp_path / "out" / "duplicates.jsonl")
-    assert (row["id"], row["line"], row["duplicate_of"], row["duplicate_of_line"], row["kind"]) == ("k", 4, "k", 1, "exact")
+    assert (row["id"], row["line"], row["duplicate_of"], row["duplicate_of_line"], row["kind"]) == (
+        "k",
+        4,
+        "k",
+        1,
+        "exact",
+    )
     assert (stats["exact_duplicates"], stats["near_duplicates"]) == (1, 0)
 
 
@@ -416,7 +475,15 @@ def test_index_keeps_only_what_against_needs_and_costs_less_than_the_input(tmp_p
     index_dir = tmp_path / "out" / "index"
     idx = DedupIndex.open(index_dir)
     assert idx.docs == stats["kept_docs"] < stats["input_docs"]
-    assert {p.suffix for p in index_dir.iterdir()} == {".exact", ".counts", ".shingles", ".ids", ".idpos", ".lines", ".json"}
+    assert {p.suffix for p in index_dir.iterdir()} == {
+        ".exact",
+        ".counts",
+        ".shingles",
+        ".ids",
+        ".idpos",
+        ".lines",
+        ".json",
+    }
     assert sum(p.stat().st_size for p in index_dir.iterdir()) < corpus.stat().st_size
     kept_ids = [json.loads(r)["id"] for r in kept_records(tmp_path / "out")]
     assert [i for p in idx.parts for i in p.ids_of(list(range(p.docs)))] == kept_ids
@@ -424,10 +491,13 @@ def test_index_keeps_only_what_against_needs_and_costs_less_than_the_input(tmp_p
     assert again["kept_docs"] == 0  # every document is in the old corpus, or a duplicate of one
 
 
-@pytest.mark.parametrize("old_options, new_options", [
-    (DedupOptions(), DedupOptions(threshold=0.5, num_perm=64)),
-    (DedupOptions(near=False), DedupOptions(threshold=0.7)),
-])
+@pytest.mark.parametrize(
+    "old_options, new_options",
+    [
+        (DedupOptions(), DedupOptions(threshold=0.5, num_perm=64)),
+        (DedupOptions(near=False), DedupOptions(threshold=0.7)),
+    ],
+)
 def test_against_an_index_keeps_what_one_run_over_both_corpora_keeps(tmp_path, reuters_docs, old_options, new_options):
     """The index keeps shingle sets, no signatures: a run against it, with any --num-perm and
     --threshold, hashes them again and finds the candidates that one run over the old corpus's kept
@@ -437,7 +507,7 @@ def test_against_an_index_keeps_what_one_run_over_both_corpora_keeps(tmp_path, r
     old_docs = reuters_docs[:700]
     rng = np.random.default_rng(3)
     edited = []
-    for i, (doc_id, text) in enumerate(old_docs[:300:3]):
+    for i, (_, text) in enumerate(old_docs[:300:3]):
         words = text.split()
         for k in rng.choice(len(words), size=max(1, len(words) // int(rng.choice([4, 8, 20]))), replace=False):
             words[k] = f"w{k}"
@@ -445,7 +515,9 @@ def test_against_an_index_keeps_what_one_run_over_both_corpora_keeps(tmp_path, r
     new_docs = edited + [(f"copy-{i}", t) for i, (_, t) in enumerate(old_docs[400:420])] + reuters_docs[700:1000]
     dedup([str(write_jsonl(old_docs, tmp_path / "old" / "a.jsonl"))], tmp_path / "old_out", old_options, workers=2)
     new = write_jsonl(new_docs, tmp_path / "new" / "b.jsonl")
-    against = dedup([str(new)], tmp_path / "against", replace(new_options, against=str(tmp_path / "old_out" / "index")), workers=2)
+    against = dedup(
+        [str(new)], tmp_path / "against", replace(new_options, against=str(tmp_path / "old_out" / "index")), workers=2
+    )
 
     (tmp_path / "joint").mkdir()
     (tmp_path / "joint" / "a.jsonl").write_bytes(b"".join(r + b"\n" for r in kept_records(tmp_path / "old_out")))
@@ -478,15 +550,24 @@ def test_kept_records_come_from_the_input_or_the_record_file_in_input_order(tmp_
     lines.append(json.dumps({"id": "last", "text": reuters_docs[-1][1]}).encode())
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.jsonl").write_bytes(b"".join(lines))
-    (tmp_path / "in" / "b.jsonl.gz").write_bytes(gzip.compress(b"".join(lines[5:40]).replace(b'"id": "', b'"id": "gz-')))
+    (tmp_path / "in" / "b.jsonl.gz").write_bytes(
+        gzip.compress(b"".join(lines[5:40]).replace(b'"id": "', b'"id": "gz-'))
+    )
 
     stats = dedup([str(tmp_path / "in")], tmp_path / "default", DedupOptions(), workers=1)
     removed = {row["id"] for row in jsonl_rows(tmp_path / "default" / "duplicates.jsonl")}
-    docs = [d for t in plan_read_tasks(discover_inputs([str(tmp_path / "in")])) for d in read_task(t) if isinstance(d, Document)]
+    docs = [
+        d
+        for t in plan_read_tasks(discover_inputs([str(tmp_path / "in")]))
+        for d in read_task(t)
+        if isinstance(d, Document)
+    ]
     assert sum(d.verbatim for d in docs) > 100 and sum(not d.verbatim for d in docs) > 100 and stats["rejected"] > 10
     expected = b"".join(d.record + b"\n" for d in docs if d.id not in removed)
-    written = b"".join(zstandard.ZstdDecompressor().decompress(p.read_bytes(), max_output_size=1 << 30)
-                       for p in sorted((tmp_path / "default").glob("part-*.jsonl.zst")))
+    written = b"".join(
+        zstandard.ZstdDecompressor().decompress(p.read_bytes(), max_output_size=1 << 30)
+        for p in sorted((tmp_path / "default").glob("part-*.jsonl.zst"))
+    )
     assert written == expected and stats["exact_duplicates"] >= 50
     monkeypatch.setattr(kept, "BLOCK_BYTES", 13)
     dedup([str(tmp_path / "in")], tmp_path / "small", DedupOptions(), workers=1)

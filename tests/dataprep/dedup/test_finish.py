@@ -47,10 +47,16 @@ def test_finish_part_keeps_exactly_the_kept_documents_of_every_file(tmp_path, re
     [task] = plan_read_tasks(discover_inputs([str(source)]))
     bands, rows = lsh_params(0.8, 128) if near else (0, 0)
     work = tmp_path / "work" / "parts"
-    scan_part(ScanJob(index=0, task=task, work_dir=str(work.parent),
-                      settings=Scanning(num_perm=128, ngram=5, text_field="text", id_field="id", bands=bands, rows=rows)))
+    scan_part(
+        ScanJob(
+            index=0,
+            task=task,
+            work_dir=str(work.parent),
+            settings=Scanning(num_perm=128, ngram=5, text_field="text", id_field="id", bands=bands, rows=rows),
+        )
+    )
     base = work / "part-00000"
-    scanned = {p.name[len(base.name):]: p.read_bytes() for p in work.glob("part-00000.*")}
+    scanned = {p.name[len(base.name) :]: p.read_bytes() for p in work.glob("part-00000.*")}
     n = len(docs)
     kept = np.random.default_rng(1).random(n) < 0.6
     kept[0] = kept[-1] = False

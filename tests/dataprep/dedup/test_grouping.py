@@ -81,7 +81,9 @@ def test_scatter_entries_groups_rows_by_partition_in_row_order():
     flat = np.stack([h1[eligible].ravel(), h2[eligible].ravel(), keys], axis=1)
     order = np.argsort(flat[:, 0] % np.uint64(partitions), kind="stable")
     assert np.array_equal(entries, flat[order])
-    assert np.array_equal(bounds, np.searchsorted(np.sort(flat[:, 0] % np.uint64(partitions)), np.arange(partitions + 1)))
+    assert np.array_equal(
+        bounds, np.searchsorted(np.sort(flat[:, 0] % np.uint64(partitions)), np.arange(partitions + 1))
+    )
 
 
 @pytest.mark.parametrize("partitions", [1, 6])

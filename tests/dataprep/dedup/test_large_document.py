@@ -74,7 +74,9 @@ def large(tmp_path_factory) -> dict:
     small = [p for p in (data / "test.txt").read_text(encoding="utf-8").split("\n\n") if p.strip()][:2000]
     medium = need_data(ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")
     with open(root / "small.jsonl", "w", encoding="utf-8") as f:  # the warm-up: short documents and one of 1.1 MB
-        f.writelines(json.dumps({"id": f"s{i}", "text": p}, ensure_ascii=False) + "\n" for i, p in enumerate(small + [medium]))
+        f.writelines(
+            json.dumps({"id": f"s{i}", "text": p}, ensure_ascii=False) + "\n" for i, p in enumerate(small + [medium])
+        )
     train_tokenizer(small, 1024).save(str(root / "tok.json"))
     return {"root": root, "text": text, "bytes": len(text.encode("utf-8"))}
 
@@ -84,8 +86,22 @@ def _worker(large: dict, mode: str) -> tuple[int, Path]:
     work.mkdir()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     root = large["root"]
-    out = subprocess.run([sys.executable, "-c", _WORKER, mode, str(root / "doc.jsonl"), str(root / "small.jsonl"), str(work), str(root / "tok.json")],
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _WORKER,
+            mode,
+            str(root / "doc.jsonl"),
+            str(root / "small.jsonl"),
+            str(work),
+            str(root / "tok.json"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout)["growth_bytes"], work
 
 
@@ -100,7 +116,10 @@ def test_dedup_scan_of_a_large_document_is_bounded_and_equals_the_whole_computat
     bands = np.fromfile(work / "parts" / "part-00001.bands", dtype=np.uint64).reshape(2, 16)
     np.testing.assert_array_equal(bands[0], band_hashes(whole.signatures, 16, 8)[0])
     np.testing.assert_array_equal(shingles[: counts[0]], whole.shingles)
-    assert np.fromfile(work / "parts" / "part-00001.exact", dtype=np.uint8)[:16].tobytes() == hashlib.blake2b(unicodedata.normalize("NFC", text).strip().encode("utf-8"), digest_size=16).digest()
+    assert (
+        np.fromfile(work / "parts" / "part-00001.exact", dtype=np.uint8)[:16].tobytes()
+        == hashlib.blake2b(unicodedata.normalize("NFC", text).strip().encode("utf-8"), digest_size=16).digest()
+    )
 
 
 def test_tokenize_of_a_large_document_is_bounded_and_gives_the_whole_documents_tokens(large):

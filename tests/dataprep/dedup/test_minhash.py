@@ -37,7 +37,9 @@ def test_agreement_estimates_jaccard_without_bias(reuters_docs):
 def test_signature_does_not_depend_on_the_batch(reuters_docs):
     hasher = MinHasher()
     texts = [t for _, t in reuters_docs[:50]]
-    texts[1::3] = [" ".join(t.split()[: i % 6 + 1]) for i, t in enumerate(texts[1::3])]  # 1-6 words: short ones among them
+    texts[1::3] = [
+        " ".join(t.split()[: i % 6 + 1]) for i, t in enumerate(texts[1::3])
+    ]  # 1-6 words: short ones among them
     alone = np.stack([hasher.signatures([t]).signatures[0] for t in texts])
     together = hasher.signatures(texts).signatures
     shuffled = hasher.signatures(texts[::-1]).signatures[::-1]
@@ -46,12 +48,14 @@ def test_signature_does_not_depend_on_the_batch(reuters_docs):
 
 def test_normalization_ignores_case_punctuation_accents_digits():
     hasher = MinHasher(ngram=3)
-    batch = hasher.signatures([
-        "The café opened in 1987, serving crème brûlée.",
-        "the CAFE opened in 2024 -- serving creme brulee!",
-        "The café “opened” in 1987; serving crème brûlée…",
-        "The cafe closed in 1987, serving creme brulee.",
-    ])
+    batch = hasher.signatures(
+        [
+            "The café opened in 1987, serving crème brûlée.",
+            "the CAFE opened in 2024 -- serving creme brulee!",
+            "The café “opened” in 1987; serving crème brûlée…",
+            "The cafe closed in 1987, serving creme brulee.",
+        ]
+    )
     sets = batch.shingle_sets()
     assert np.array_equal(sets[0], sets[1]) and np.array_equal(sets[0], sets[2])
     assert not np.array_equal(sets[0], sets[3])
@@ -68,7 +72,7 @@ def test_lsh_parameters_favour_recall_above_the_threshold():
     for threshold in (0.5, 0.7, 0.8, 0.9):
         bands, rows = lsh_params(threshold, 128)
         assert bands * rows <= 128
-        p = lambda s: 1 - (1 - s**rows) ** bands  # noqa: E731
+        p = lambda s, rows=rows, bands=bands: 1 - (1 - s**rows) ** bands  # noqa: E731
         assert p(min(threshold + 0.05, 1.0)) >= 0.97
         assert p(threshold - 0.3) <= 0.2  # candidates are verified exactly, so these cost only time
 
@@ -95,7 +99,16 @@ def test_densification_follows_each_empty_bins_probe_sequence(num_perm, path):
             expected[row, j] = sig[row, table[t, j]]
     order, rank = minhash._probe_orders(num_perm)
     for row in range(len(sig)):
-        minhash._densify_row(sig[row], filled[row], int(filled[row].sum()), order, rank, sparse_below, np.empty(num_perm, rank.dtype), np.empty(num_perm, np.int64))
+        minhash._densify_row(
+            sig[row],
+            filled[row],
+            int(filled[row].sum()),
+            order,
+            rank,
+            sparse_below,
+            np.empty(num_perm, rank.dtype),
+            np.empty(num_perm, np.int64),
+        )
     np.testing.assert_array_equal(sig, expected)
 
 
@@ -119,14 +132,27 @@ def _reference_signature(text: str, num_perm: int, ngram: int) -> tuple[np.ndarr
     for ch in unicodedata.normalize("NFKD", text).lower():
         if 0x300 <= ord(ch) <= 0x36F:
             continue  # accents: dropped
-        separator = (ch.isascii() and not ch.isalnum()) or 0xA0 <= ord(ch) <= 0xBF or 0x2000 <= ord(ch) <= 0x206F or 0x3000 <= ord(ch) <= 0x303F
+        separator = (
+            (ch.isascii() and not ch.isalnum())
+            or 0xA0 <= ord(ch) <= 0xBF
+            or 0x2000 <= ord(ch) <= 0x206F
+            or 0x3000 <= ord(ch) <= 0x303F
+        )
         chars.append(" " if separator else "0" if ch.isascii() and ch.isdigit() else ch)
     words = []
     for word in "".join(chars).split(" "):
         if word:
-            words.append(mix(sum(c * pow(minhash._WORD_BASE, i, 1 << 64) for i, c in enumerate(word.encode("utf-8"))) & mask))
+            words.append(
+                mix(sum(c * pow(minhash._WORD_BASE, i, 1 << 64) for i, c in enumerate(word.encode("utf-8"))) & mask)
+            )
     multipliers = [int(m) for m in np.resize(minhash._GRAM_MULTIPLIERS, ngram)]
-    grams = [words[i : i + ngram] for i in range(len(words) - ngram + 1)] if len(words) >= ngram else [words] if words else []
+    grams = (
+        [words[i : i + ngram] for i in range(len(words) - ngram + 1)]
+        if len(words) >= ngram
+        else [words]
+        if words
+        else []
+    )
     shingles = sorted({mix(sum(w * m for w, m in zip(g, multipliers)) & mask) >> 32 for g in grams})
     sig = np.full(num_perm, 0xFFFFFFFF, np.uint32)
     filled = np.zeros(num_perm, bool)
@@ -146,8 +172,14 @@ def test_signatures_and_shingles_follow_their_definition(reuters_docs, num_perm,
     """Short, empty, shorter-than-n, accented and non-Latin documents in one batch: each document's
     shingle set and signature are those of the definition computed directly."""
     texts = [t[:400] for _, t in reuters_docs[:40]] + [
-        "", "!!! ...", "one", "two words", "Ça dépend: ÉTÉ, naïve café. ΟΔΟΣ Σ “quoted” — dash… 東京　都。",
-        "e\u0301t\u0301e\u0301 \u00a0nbsp\u00a0 1987 vs 2024", "x" * 3000, "a b a b a b a b a b a b",
+        "",
+        "!!! ...",
+        "one",
+        "two words",
+        "Ça dépend: ÉTÉ, naïve café. ΟΔΟΣ Σ “quoted” — dash… 東京　都。",
+        "e\u0301t\u0301e\u0301 \u00a0nbsp\u00a0 1987 vs 2024",
+        "x" * 3000,
+        "a b a b a b a b a b a b",
     ]
     batch = MinHasher(num_perm, ngram).signatures(texts)
     for text, shingles, sig in zip(texts, batch.shingle_sets(), batch.signatures):
@@ -161,7 +193,11 @@ def test_hash_sort_orders_any_values():
     bucket (the adversarial case for buckets) all come out as np.sort has them."""
     rng = np.random.default_rng(5)
     cases = [rng.integers(0, 2**32, n, dtype=np.uint32) for n in (0, 1, 2, 3, 50, 1000, 200_000)]
-    cases += [rng.integers(0, 4, 500, dtype=np.uint32), rng.integers(0, 2**12, 3000, dtype=np.uint32) + np.uint32(2**31), np.full(100, 2**32 - 1, np.uint32)]
+    cases += [
+        rng.integers(0, 4, 500, dtype=np.uint32),
+        rng.integers(0, 2**12, 3000, dtype=np.uint32) + np.uint32(2**31),
+        np.full(100, 2**32 - 1, np.uint32),
+    ]
     scratch, buckets = np.empty(200_000, np.uint32), np.empty((1 << 16) + 1, np.int64)
     for a in cases:
         got = a.copy()
@@ -185,7 +221,9 @@ def test_a_large_document_hashed_in_windows_equals_hashing_it_whole(ascii_only):
     np.testing.assert_array_equal(got.shingles, whole.shingles)
     np.testing.assert_array_equal(got.shingle_counts, whole.shingle_counts)
     short = windowed.signatures_of_normalized([b"two words " + b"x" * 2000])  # fewer words than ngram: one shingle
-    np.testing.assert_array_equal(short.shingles, MinHasher(ngram=5).signatures_of_normalized([b"two words " + b"x" * 2000]).shingles)
+    np.testing.assert_array_equal(
+        short.shingles, MinHasher(ngram=5).signatures_of_normalized([b"two words " + b"x" * 2000]).shingles
+    )
 
 
 @pytest.mark.parametrize("ascii_only", [True, False])
@@ -205,7 +243,12 @@ def test_a_large_text_normalized_in_pieces_hashes_as_whole(ascii_only):
     pieces = list(normalized_pieces(text, 5000, digest))
     exact_buf, exact_offsets, near_buf, _ = hash_inputs([text])
     exact, near = blake2b_128(exact_buf, exact_offsets, strip=True)[0].tobytes(), near_buf.tobytes()
-    assert len(pieces) > 40 and digest.digest() == exact == hashlib.blake2b(unicodedata.normalize("NFC", text).strip().encode("utf-8"), digest_size=16).digest()
+    assert (
+        len(pieces) > 40
+        and digest.digest()
+        == exact
+        == hashlib.blake2b(unicodedata.normalize("NFC", text).strip().encode("utf-8"), digest_size=16).digest()
+    )
     if ascii_only:  # (non-ASCII pieces are lowercased whole, ASCII ones later, byte by byte: same words)
         assert b"".join(pieces) == near
     hasher = MinHasher()

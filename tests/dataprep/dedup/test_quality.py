@@ -92,7 +92,9 @@ def check_quality(tmp_path: Path, docs: list[tuple[str, str]]) -> tuple[int, int
 
     near = [r for r in rows if r["kind"] == "near"]
     close = sum(jaccard(sets[position[r["id"]]], sets[position[r["duplicate_of"]]]) >= 0.5 for r in near)
-    assert close >= 0.99 * len(near), f"precision: {close}/{len(near)} removed documents have Jaccard >= 0.5 with duplicate_of"
+    assert close >= 0.99 * len(near), (
+        f"precision: {close}/{len(near)} removed documents have Jaccard >= 0.5 with duplicate_of"
+    )
     return len(truth), len(near)
 
 
@@ -129,6 +131,8 @@ def test_license_texts_cluster_only_within_their_license(tmp_path, license_docs)
     labelled = [(a, b) for a, b in labelled if a and b and "other" not in (a, b) and "no-license" not in (a, b)]
     # Different labels only where the licenses themselves are near-identical texts (GPL-3.0 is
     # AGPL-3.0 minus one section; CC BY-SA is CC BY plus share-alike): their canonical texts agree.
-    canonical = {Path(doc_id).stem: shingle_set(text) for doc_id, text in license_docs if doc_id.startswith("canonical/")}
+    canonical = {
+        Path(doc_id).stem: shingle_set(text) for doc_id, text in license_docs if doc_id.startswith("canonical/")
+    }
     for a, b in {(a, b) for a, b in labelled if a != b}:
         assert jaccard(canonical[a], canonical[b]) >= 0.5, (a, b)

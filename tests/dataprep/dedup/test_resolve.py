@@ -22,7 +22,9 @@ from pretrainkit.errors import UserError
 
 def reference_set(part, local: int) -> frozenset:
     start, count = part.shingle_extents(np.array([local]))
-    return frozenset(np.fromfile(f"{part.base}.shingles", np.uint32, count=int(count[0]), offset=4 * int(start[0])).tolist())
+    return frozenset(
+        np.fromfile(f"{part.base}.shingles", np.uint32, count=int(count[0]), offset=4 * int(start[0])).tolist()
+    )
 
 
 def reference_jaccard(a: frozenset, b: frozenset) -> float:
@@ -39,7 +41,9 @@ def index(tmp_path_factory, reuters_docs) -> DedupIndex:
     third = len(reuters_docs) // 3
     words = [f"w{letters(j)}" for j in range(50)]
     for i in range(3):
-        docs = reuters_docs[i * third : (i + 1) * third] + [(f"empty-{i}-{j}", "!?" * (1 + j + 2 * i)) for j in range(2)]
+        docs = reuters_docs[i * third : (i + 1) * third] + [
+            (f"empty-{i}-{j}", "!?" * (1 + j + 2 * i)) for j in range(2)
+        ]
         docs += [("nested-large", " ".join(words)), ("nested-small", " ".join(words[:30]))] if i == 0 else []
         corpora.write_jsonl(docs, root / "in" / f"r{i}.jsonl")
     with LocalRunner(1) as runner:
@@ -54,11 +58,23 @@ def test_read_extents_equal_plain_reads(tmp_path):
     for i, content in enumerate(data):
         paths.append(str(tmp_path / f"f{i}"))
         Path(paths[-1]).write_bytes(content)
-    extents = [(0, 0, 100), (0, 100 + COALESCE_GAP, 7), (0, 107 + 2 * COALESCE_GAP + 1, 1),  # gaps at and past the limit
-               (0, 20_000, 2 * SCRATCH_BYTES), (0, 20_000 + 2 * SCRATCH_BYTES, 5),  # larger than the scratch buffer
-               (0, 3 * SCRATCH_BYTES - 9, 9), (1, 0, 0), (1, 10, 16), (1, 18, 16), (1, 18, 8),  # empty, overlapping
-               (1, 49_990, 10), (2, 0, 10)]
-    extents += [(1, int(o), int(n)) for o, n in zip(np.sort(rng.integers(30_000, 49_000, 300)), rng.integers(0, 600, 300))]
+    extents = [
+        (0, 0, 100),
+        (0, 100 + COALESCE_GAP, 7),
+        (0, 107 + 2 * COALESCE_GAP + 1, 1),  # gaps at and past the limit
+        (0, 20_000, 2 * SCRATCH_BYTES),
+        (0, 20_000 + 2 * SCRATCH_BYTES, 5),  # larger than the scratch buffer
+        (0, 3 * SCRATCH_BYTES - 9, 9),
+        (1, 0, 0),
+        (1, 10, 16),
+        (1, 18, 16),
+        (1, 18, 8),  # empty, overlapping
+        (1, 49_990, 10),
+        (2, 0, 10),
+    ]
+    extents += [
+        (1, int(o), int(n)) for o, n in zip(np.sort(rng.integers(30_000, 49_000, 300)), rng.integers(0, 600, 300))
+    ]
     extents.sort(key=lambda e: (e[0], e[1]))
     which, offsets, sizes = (np.array(column) for column in zip(*extents))
     expected = b"".join(data[f][o : o + n] for f, o, n in extents)
@@ -80,19 +96,27 @@ def test_jaccard_of_two_sorted_sets():
     assert jaccard(a, a) == 1.0 and jaccard(a, b[:0]) == 0.0 and jaccard(a[:0], b[:0]) == 1.0
 
 
-@pytest.mark.parametrize("chunk_pairs, chunk_bytes", [(1, 1 << 20), (7, 1 << 20), (1 << 16, 1 << 20), (1 << 16, 3000), (1 << 16, 1)])
+@pytest.mark.parametrize(
+    "chunk_pairs, chunk_bytes", [(1, 1 << 20), (7, 1 << 20), (1 << 16, 1 << 20), (1 << 16, 3000), (1 << 16, 1)]
+)
 def test_pair_similarities_equal_a_set_reference(index, chunk_pairs, chunk_bytes):
     rng = np.random.default_rng(3)
     total = index.docs
-    without_words = [int(index.offsets[p]) + i for p, part in enumerate(index.parts) for i in np.flatnonzero(np.asarray(part.counts) == 0)]
+    without_words = [
+        int(index.offsets[p]) + i
+        for p, part in enumerate(index.parts)
+        for i in np.flatnonzero(np.asarray(part.counts) == 0)
+    ]
     assert len(without_words) == 6
     neighbours = rng.integers(total - 3, size=400)  # sets side by side in a file: read together
-    pairs = np.concatenate([
-        rng.integers(total, size=(600, 2)),  # across parts, far apart: read one by one
-        np.stack([neighbours, neighbours + rng.integers(1, 3, size=len(neighbours))], axis=1),
-        np.stack([np.arange(total), np.arange(total)], axis=1)[::50],  # a set with itself
-        np.array([[without_words[0], without_words[5]], [without_words[1], 0], [5, without_words[2]]]),
-    ])
+    pairs = np.concatenate(
+        [
+            rng.integers(total, size=(600, 2)),  # across parts, far apart: read one by one
+            np.stack([neighbours, neighbours + rng.integers(1, 3, size=len(neighbours))], axis=1),
+            np.stack([np.arange(total), np.arange(total)], axis=1)[::50],  # a set with itself
+            np.array([[without_words[0], without_words[5]], [without_words[1], 0], [5, without_words[2]]]),
+        ]
+    )
     pairs = np.concatenate([pairs, pairs[:40]])  # a pair twice
     sets = {}
     for key in np.unique(pairs).tolist():
@@ -133,7 +157,9 @@ def test_a_shingle_file_shorter_than_its_counts_is_a_one_line_error(tmp_path, in
         Path(f"{copy}{suffix}").write_bytes(Path(f"{part.base}{suffix}").read_bytes())
     Path(f"{copy}.shingles").write_bytes(Path(f"{copy}.shingles").read_bytes()[:-4])
     broken = type(part)(copy, part.docs)
-    last = part.docs - 1 - int(np.flatnonzero(np.asarray(part.counts)[::-1] > 0)[0])  # its set reaches the end of the file
+    last = (
+        part.docs - 1 - int(np.flatnonzero(np.asarray(part.counts)[::-1] > 0)[0])
+    )  # its set reaches the end of the file
     with pytest.raises(UserError, match=r"part\.shingles: index file is shorter than the rest of its part says") as e:
         pair_similarities(np.array([[0, last]]), [broken], np.array([0, part.docs]), 16, 1 << 20)
     assert "\n" not in str(e.value)
@@ -143,8 +169,19 @@ def letters(n: int) -> str:
     return chr(ord("a") + n % 26) + (letters(n // 26) if n >= 26 else "")
 
 
-ODD_IDS = ['plain', 'quote " inside', 'back\\slash', 'tab\tnew\nline\r', 'nul \x00 and \x1f \x7f', 'été ü 日本語',
-           'emoji 🙂', 'line sep \u2028 \u2029', '"', '\\', ' ']
+ODD_IDS = [
+    "plain",
+    'quote " inside',
+    "back\\slash",
+    "tab\tnew\nline\r",
+    "nul \x00 and \x1f \x7f",
+    "été ü 日本語",
+    "emoji 🙂",
+    "line sep \u2028 \u2029",
+    '"',
+    "\\",
+    " ",
+]
 
 
 def test_duplicates_rows_are_the_bytes_of_json_dumps_whatever_the_ids(tmp_path):
@@ -165,11 +202,20 @@ def test_duplicates_rows_are_the_bytes_of_json_dumps_whatever_the_ids(tmp_path):
     for i, doc_id in enumerate(ODD_IDS):
         for kind, line in (("exact", 3 * i + 2), ("near", 3 * i + 3)):
             row = got[f"{doc_id} {kind} copy"]
-            assert (row["duplicate_of"], row["line"], row["duplicate_of_line"], row["kind"]) == (doc_id, line, 3 * i + 1, kind)
+            assert (row["duplicate_of"], row["line"], row["duplicate_of_line"], row["kind"]) == (
+                doc_id,
+                line,
+                3 * i + 1,
+                kind,
+            )
             assert row["source"] == row["duplicate_of_source"] == src.name
             assert row["similarity"] == (1.0 if kind == "exact" else round(35 / 37, 4))
             assert (row["matched"], row["matched_source"], row["matched_line"], row["matched_similarity"]) == (
-                doc_id, src.name, 3 * i + 1, row["similarity"])
+                doc_id,
+                src.name,
+                3 * i + 1,
+                row["similarity"],
+            )
 
 
 def test_a_chain_a_b_c_names_what_c_matched_b_while_its_kept_document_a_is_less_similar(tmp_path):
@@ -178,8 +224,10 @@ def test_a_chain_a_b_c_names_what_c_matched_b_while_its_kept_document_a_is_less_
     as `matched`, the document whose link put it in the cluster, with a similarity at the threshold
     or above."""
     words = [f"w{letters(i)}" for i in range(240)]  # no digits: normalization folds them
-    src = corpora.write_jsonl([("A", " ".join(words[0:200])), ("B", " ".join(words[15:215])), ("C", " ".join(words[30:230]))],
-                              tmp_path / "in" / "chain.jsonl")
+    src = corpora.write_jsonl(
+        [("A", " ".join(words[0:200])), ("B", " ".join(words[15:215])), ("C", " ".join(words[30:230]))],
+        tmp_path / "in" / "chain.jsonl",
+    )
     with LocalRunner(1) as runner:
         run_dedup([str(src)], tmp_path / "out", DedupOptions(threshold=0.8), runner)
     rows = {r["id"]: r for r in map(json.loads, (tmp_path / "out" / "duplicates.jsonl").read_text().splitlines())}
@@ -188,7 +236,12 @@ def test_a_chain_a_b_c_names_what_c_matched_b_while_its_kept_document_a_is_less_
     assert rows["B"]["similarity"] == rows["B"]["matched_similarity"] == round(181 / 211, 4)
     c = rows["C"]
     assert (c["duplicate_of"], c["duplicate_of_line"], c["similarity"]) == ("A", 1, round(166 / 226, 4))
-    assert (c["matched"], c["matched_source"], c["matched_line"], c["matched_similarity"]) == ("B", "chain.jsonl", 2, round(181 / 211, 4))
+    assert (c["matched"], c["matched_source"], c["matched_line"], c["matched_similarity"]) == (
+        "B",
+        "chain.jsonl",
+        2,
+        round(181 / 211, 4),
+    )
 
 
 def test_every_near_row_matched_a_document_of_its_cluster_at_the_threshold_or_above(tmp_path, reuters_docs):
@@ -206,4 +259,3 @@ def test_every_near_row_matched_a_document_of_its_cluster_at_the_threshold_or_ab
     assert near and any(r["similarity"] < 0.8 for r in near)
     assert all(r["matched_similarity"] >= 0.8 and r["matched_line"] != r["line"] for r in near)
     assert all(kept_of.get(r["matched_line"], r["matched_line"]) == r["duplicate_of_line"] for r in near)
-

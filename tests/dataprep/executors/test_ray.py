@@ -36,8 +36,13 @@ ROOT = Path(__file__).resolve().parents[3]
 def ray_address(process_table):
     """One local Ray instance for the module: 2 CPUs, no dashboard, a small object store; none of
     its processes may outlive it."""
-    context = ray.init(num_cpus=2, include_dashboard=False, object_store_memory=96 << 20,
-                       log_to_driver=False, logging_level=logging.ERROR)
+    context = ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=96 << 20,
+        log_to_driver=False,
+        logging_level=logging.ERROR,
+    )
     procs = process_table()
     started, frontier = set(), {os.getpid()}
     while frontier:  # every descendant of this process: the instance's servers, agents and workers
@@ -86,9 +91,14 @@ def test_dedup_tokenize_prepare_byte_identical_to_local(tmp_path, ray_address, c
         with RayRunner(workers) as runner:
             run_dedup([str(corpus)], tmp_path / f"dedup-ray{workers}", DedupOptions(), runner=runner)
             tokenize_corpus([str(corpus)], tmp_path / f"tok-ray{workers}", tokenizer, options, runner=runner)
-            run_prepare([str(corpus)], tmp_path / f"prep-ray{workers}", tokenizer, DedupOptions(), options, runner=runner)
+            run_prepare(
+                [str(corpus)], tmp_path / f"prep-ray{workers}", tokenizer, DedupOptions(), options, runner=runner
+            )
         for stage in ("dedup", "tok", "prep"):
-            assert snapshot(tmp_path / f"{stage}-ray{workers}") == snapshot(tmp_path / f"{stage}-local"), (stage, workers)
+            assert snapshot(tmp_path / f"{stage}-ray{workers}") == snapshot(tmp_path / f"{stage}-local"), (
+                stage,
+                workers,
+            )
 
 
 def _cli(*args: str) -> list[str]:
@@ -98,8 +108,11 @@ def _cli(*args: str) -> list[str]:
 def test_cli_on_a_running_cluster_matches_local(tmp_path, ray_address, corpus, tokenizer):
     common = ["tokenize", str(corpus), "--tokenizer", tokenizer, "--shard-size", "20K", "--format", "webdataset"]
     local = subprocess.run(_cli(*common, "-o", str(tmp_path / "local")), capture_output=True, text=True)
-    remote = subprocess.run(_cli(*common, "-o", str(tmp_path / "ray"), "--executor", "ray", "--ray-address", ray_address),
-                            capture_output=True, text=True)
+    remote = subprocess.run(
+        _cli(*common, "-o", str(tmp_path / "ray"), "--executor", "ray", "--ray-address", ray_address),
+        capture_output=True,
+        text=True,
+    )
     assert local.returncode == 0 and remote.returncode == 0, remote.stderr
     assert remote.stdout.replace("/ray", "/local") == local.stdout  # the same summary
     assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")

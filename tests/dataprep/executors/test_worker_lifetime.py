@@ -26,7 +26,17 @@ def inputs(tmp_path_factory, reuters_docs) -> dict[str, str]:
 
 @pytest.mark.parametrize("command", ["dedup", "tokenize", "prepare"])
 def test_workers_die_with_the_killed_command(tmp_path, inputs, process_table, command):
-    argv = [sys.executable, "-m", "pretrainkit.cli", command, inputs["corpus"], "-o", str(tmp_path / "out"), "--workers", "2"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pretrainkit.cli",
+        command,
+        inputs["corpus"],
+        "-o",
+        str(tmp_path / "out"),
+        "--workers",
+        "2",
+    ]
     if command != "dedup":
         argv += ["--tokenizer", inputs["tok"]]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

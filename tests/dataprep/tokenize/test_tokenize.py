@@ -39,11 +39,18 @@ def corpus(tmp_path_factory) -> dict:
         f.write('{"id": "no-text"}\n')
     clough = need_data(DATA / "clough_stevenson_plagiarism" / "texts")
     train_tokenizer(texts, 2048).save(str(root / "tok.json"))
-    return {"root": root, "texts": texts, "inputs": [str(root / "wiki.jsonl"), str(clough)], "tok": str(root / "tok.json")}
+    return {
+        "root": root,
+        "texts": texts,
+        "inputs": [str(root / "wiki.jsonl"), str(clough)],
+        "tok": str(root / "tok.json"),
+    }
 
 
 def _tokenize(corpus, out: Path, *extra: str) -> int:
-    return main(["tokenize", *corpus["inputs"], "--tokenizer", corpus["tok"], "-o", str(out), "--shard-size", "32K", *extra])
+    return main(
+        ["tokenize", *corpus["inputs"], "--tokenizer", corpus["tok"], "-o", str(out), "--shard-size", "32K", *extra]
+    )
 
 
 def _files(d: Path) -> dict[str, bytes]:
@@ -87,14 +94,22 @@ def test_webdataset_is_at_most_1_2x_arrow_and_reads_back(tmp_path, corpus):
 
 def test_bad_inputs_give_one_line_errors(tmp_path, corpus, capsys):
     cases = [
-        (["tokenize", corpus["inputs"][0], "--tokenizer", str(tmp_path / "none.json"), "-o", str(tmp_path / "o")],
-         "none.json: tokenizer file not found"),
-        (["tokenize", str(tmp_path / "missing.jsonl"), "--tokenizer", corpus["tok"], "-o", str(tmp_path / "o")],
-         "missing.jsonl: no such file or directory"),
-        (["tokenize", corpus["tok"], "--tokenizer", corpus["tok"], "-o", str(tmp_path / "o")],
-         "tok.json: unsupported input format"),
-        (["tokenize", corpus["inputs"][0], "--tokenizer", corpus["tok"], "-o", str(corpus["root"])],
-         "wiki.jsonl: input lies inside the output directory"),
+        (
+            ["tokenize", corpus["inputs"][0], "--tokenizer", str(tmp_path / "none.json"), "-o", str(tmp_path / "o")],
+            "none.json: tokenizer file not found",
+        ),
+        (
+            ["tokenize", str(tmp_path / "missing.jsonl"), "--tokenizer", corpus["tok"], "-o", str(tmp_path / "o")],
+            "missing.jsonl: no such file or directory",
+        ),
+        (
+            ["tokenize", corpus["tok"], "--tokenizer", corpus["tok"], "-o", str(tmp_path / "o")],
+            "tok.json: unsupported input format",
+        ),
+        (
+            ["tokenize", corpus["inputs"][0], "--tokenizer", corpus["tok"], "-o", str(corpus["root"])],
+            "wiki.jsonl: input lies inside the output directory",
+        ),
     ]
     for argv, message in cases:
         assert main(argv) == 2
@@ -115,8 +130,12 @@ def test_killed_run_then_rerun_is_byte_identical(tmp_path, corpus):
     argv = ["tokenize", str(big), "--tokenizer", corpus["tok"], "--shard-size", "16K", "--batch-size", "1K"]
     assert main([*argv, "-o", str(tmp_path / "ref")]) == 0
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "pretrainkit.cli", *argv, "-o", str(out)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pretrainkit.cli", *argv, "-o", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while len(list(out.glob("shard-*.arrow"))) < 3 and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -146,9 +165,12 @@ def test_a_long_document_encoded_in_pieces_gives_the_tokens_of_the_whole(corpus)
     tok = load_tokenizer(corpus["tok"]).tokenizer
     prepending = Tokenizer.from_str(tok.to_str())
     prepending.normalizer = normalizers.Prepend("_")
+
     def encode(tokenizer, piece_chars):
         chunks = []
-        lengths = _Encoder(tokenizer, np.dtype(np.uint16), piece_chars=piece_chars)(["short one", text, "another"], chunks.append)
+        lengths = _Encoder(tokenizer, np.dtype(np.uint16), piece_chars=piece_chars)(
+            ["short one", text, "another"], chunks.append
+        )
         return lengths, np.concatenate(chunks)
 
     for tokenizer in (tok, prepending):

@@ -84,14 +84,23 @@ def test_a_hugging_face_directory_is_read_with_its_configured_eos(tmp_path):
     from tokenizers import AddedToken
 
     tok = Tokenizer(models.WordLevel({"<unk>": 0, "hello": 1, "world": 2}, unk_token="<unk>"))
-    tok.add_special_tokens([AddedToken("<|end_of_text|>", special=True), AddedToken("<|eot_id|>", special=True),
-                            AddedToken("<|begin_of_text|>", special=True)])  # fmt: skip
+    tok.add_special_tokens(
+        [
+            AddedToken("<|end_of_text|>", special=True),
+            AddedToken("<|eot_id|>", special=True),
+            AddedToken("<|begin_of_text|>", special=True),
+        ]
+    )
     d = tmp_path / "Llama-like"
     d.mkdir()
     tok.save(str(d / "tokenizer.json"))
     # No config: the first known EOS candidate; the sha256 is the tokenizer.json's either way.
     bare = load_tokenizer(d)
-    assert (bare.eos_token, bare.bos_token, bare.sha256) == ("<|end_of_text|>", None, load_tokenizer(d / "tokenizer.json").sha256)
+    assert (bare.eos_token, bare.bos_token, bare.sha256) == (
+        "<|end_of_text|>",
+        None,
+        load_tokenizer(d / "tokenizer.json").sha256,
+    )
     (d / "generation_config.json").write_text('{"eos_token_id": [4, 3], "bos_token_id": 5}')
     assert (load_tokenizer(d).eos_id, load_tokenizer(d).bos_token) == (4, "<|begin_of_text|>")
     (d / "tokenizer_config.json").write_text('{"eos_token": {"content": "<|end_of_text|>"}}')
@@ -107,8 +116,12 @@ def test_vocabulary_fingerprint_ignores_file_layout_not_token_ids(tmp_path, toke
     texts = [f"the {w} of the {w}s and the other {w}" for w in ("cat", "dog", "bird", "fish", "horse")] * 5
     train_tokenizer(texts, vocab_size=300, min_frequency=1).save(str(tmp_path / "tokenizer.json"))
     original = load_tokenizer(tmp_path / "tokenizer.json")
-    same = load_tokenizer(tokenizer_variant(tmp_path / "tokenizer.json", tmp_path / "re" / "tokenizer.json", "reserialized"))
-    other = load_tokenizer(tokenizer_variant(tmp_path / "tokenizer.json", tmp_path / "sw" / "tokenizer.json", "swapped"))
+    same = load_tokenizer(
+        tokenizer_variant(tmp_path / "tokenizer.json", tmp_path / "re" / "tokenizer.json", "reserialized")
+    )
+    other = load_tokenizer(
+        tokenizer_variant(tmp_path / "tokenizer.json", tmp_path / "sw" / "tokenizer.json", "swapped")
+    )
     assert same.sha256 != original.sha256 and other.sha256 != original.sha256
     assert same.vocab_fingerprint == original.vocab_fingerprint
     assert other.vocab_fingerprint != original.vocab_fingerprint and other.vocab_size == original.vocab_size

@@ -40,7 +40,9 @@ class HeldHashing:
     input/output error (`fail`); and after every training step, which checkpoints were named `step-*`
     (`seen`: (step, names) in order)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, ckpt_dir: Path, steps: tuple[int, ...], fail: bool = False) -> None:
+    def __init__(
+        self, monkeypatch: pytest.MonkeyPatch, ckpt_dir: Path, steps: tuple[int, ...], fail: bool = False
+    ) -> None:
         held = {ckpt_dir / f".tmp-{checkpoint_name(step)}": threading.Event() for step in steps}
         self.seen: list[tuple[int, list[str]]] = []
         real_hash, real_update = checkpoints.sha256_file, Trainer.update
@@ -79,7 +81,9 @@ def complete(path: Path) -> bool:
     return set(ckpt.meta["files"]) == {p.name for p in path.iterdir()} - {META_FILE}
 
 
-def test_training_goes_on_while_a_checkpoint_is_finalized_and_the_next_save_waits(kit, tmp_path: Path, monkeypatch, capsys) -> None:
+def test_training_goes_on_while_a_checkpoint_is_finalized_and_the_next_save_waits(
+    kit, tmp_path: Path, monkeypatch, capsys
+) -> None:
     config = kit.config(tmp_path, **RUN)
     ckpt_dir = tmp_path / "run" / "checkpoints"
     held = HeldHashing(monkeypatch, ckpt_dir, (4, 12))
@@ -105,10 +109,17 @@ def test_a_rollback_waits_for_the_checkpoint_being_finalized(kit, tmp_path: Path
         if batch != spike:
             return micro
         g = torch.Generator().manual_seed(batch)
-        return [(torch.randint(0, 256, x.shape, generator=g), torch.randint(0, 256, y.shape, generator=g)) for x, y in micro]
+        return [
+            (torch.randint(0, 256, x.shape, generator=g), torch.randint(0, 256, y.shape, generator=g)) for x, y in micro
+        ]
 
-    config = kit.config(tmp_path, max_steps=28, checkpoint={"every": 5, "keep": 2}, eval={"every": 0},
-                        spikes={"action": "rollback", "window": 10, "min_history": 8})  # fmt: skip
+    config = kit.config(
+        tmp_path,
+        max_steps=28,
+        checkpoint={"every": 5, "keep": 2},
+        eval={"every": 0},
+        spikes={"action": "rollback", "window": 10, "min_history": 8},
+    )
     held = HeldHashing(monkeypatch, tmp_path / "run" / "checkpoints", (20,))
     run_training(load_config(config), str(config), transform=garbage)
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
@@ -129,7 +140,9 @@ def stop_at(batch: int, error: BaseException):
     return transform
 
 
-@pytest.mark.parametrize("error", [KeyboardInterrupt(), UserError("a failure in the training loop")], ids=["ctrl-c", "error"])
+@pytest.mark.parametrize(
+    "error", [KeyboardInterrupt(), UserError("a failure in the training loop")], ids=["ctrl-c", "error"]
+)
 def test_a_run_stopping_waits_for_the_checkpoint_being_finalized(kit, tmp_path: Path, monkeypatch, error) -> None:
     config = kit.config(tmp_path, **RUN)
     ckpt_dir = tmp_path / "run" / "checkpoints"
@@ -140,7 +153,9 @@ def test_a_run_stopping_waits_for_the_checkpoint_being_finalized(kit, tmp_path: 
     assert sorted(p.name for p in ckpt_dir.iterdir()) == ["step-0000004"] and complete(ckpt_dir / "step-0000004")
 
 
-def test_a_finalization_failing_while_the_run_stops_is_reported_and_leaves_nothing_half_written(kit, tmp_path: Path, monkeypatch, capsys) -> None:
+def test_a_finalization_failing_while_the_run_stops_is_reported_and_leaves_nothing_half_written(
+    kit, tmp_path: Path, monkeypatch, capsys
+) -> None:
     config = kit.config(tmp_path, **RUN)
     ckpt_dir = tmp_path / "run" / "checkpoints"
     HeldHashing(monkeypatch, ckpt_dir, (8,), fail=True)
@@ -159,20 +174,34 @@ def test_a_finalization_failing_while_the_run_stops_is_reported_and_leaves_nothi
 
 def held_run(config: Path, mode: str, step: int, rank: str, nproc: int = 2) -> list[str]:
     """`ptk train`'s torchrun command, through held_hashing_worker.py (see there for the modes)."""
-    return [sys.executable, "-m", "pretrainkit.train.torchrun", "--standalone", f"--nproc_per_node={nproc}", str(WORKER), mode,
-            str(step), rank, str(config)]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "pretrainkit.train.torchrun",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        str(WORKER),
+        mode,
+        str(step),
+        rank,
+        str(config),
+    ]
 
 
 def rows_logged(metrics: Path) -> list[int]:
     if not metrics.exists():
         return []
-    return [json.loads(line)["step"] for line in metrics.read_text().splitlines() if line.endswith("}") and "loss" in line]
+    return [
+        json.loads(line)["step"] for line in metrics.read_text().splitlines() if line.endswith("}") and "loss" in line
+    ]
 
 
 @pytest.mark.distributed
 @pytest.mark.slow
 @pytest.mark.parametrize("parallel,nproc", [("ddp", 2), ({"data": "fsdp", "tp": 2}, 4)], ids=["ddp2", "fsdp2xtp2"])
-def test_kill_9_while_a_checkpoint_is_hashed_resumes_from_the_previous_one_as_if_uninterrupted(kit, tmp_path: Path, parallel, nproc: int) -> None:
+def test_kill_9_while_a_checkpoint_is_hashed_resumes_from_the_previous_one_as_if_uninterrupted(
+    kit, tmp_path: Path, parallel, nproc: int
+) -> None:
     run_cfg = {**RUN, "checkpoint": {"every": 4, "keep": 2}, "parallel": parallel}
     ref = kit.config(tmp_path / "ref", **run_cfg)
     proc = kit.ptk(ref, nproc=nproc)
@@ -183,8 +212,14 @@ def test_kill_9_while_a_checkpoint_is_hashed_resumes_from_the_previous_one_as_if
     run, metrics = tmp_path / "killed" / "run", tmp_path / "killed" / "run" / "metrics.jsonl"
     log = tmp_path / "killed" / "stderr.txt"
     with log.open("w") as err:
-        victim = subprocess.Popen(held_run(config, "hold", 8, "any", nproc), stdout=subprocess.DEVNULL, stderr=err,
-                                  start_new_session=True, cwd=kit.root, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+        victim = subprocess.Popen(
+            held_run(config, "hold", 8, "any", nproc),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+            cwd=kit.root,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
     try:
         deadline = time.monotonic() + kit.hang_seconds
         held = [tmp_path / "killed" / f"held-rank{r}" for r in range(nproc)]
@@ -205,7 +240,8 @@ def test_kill_9_while_a_checkpoint_is_hashed_resumes_from_the_previous_one_as_if
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {run}/checkpoints/step-0000004 (step 4)" in resumed.stderr
     assert [(r["step"], r["loss"], r["grad_norm"]) for r in kit.rows(run)] == [
-        (r["step"], r["loss"], r["grad_norm"]) for r in reference]  # fmt: skip
+        (r["step"], r["loss"], r["grad_norm"]) for r in reference
+    ]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-0000008", "step-0000012"]
     assert all(complete(p) for p in (run / "checkpoints").iterdir())  # every process's files listed and hashed
     got, _ = load_exported(export_model(run, tmp_path / "killed.safetensors")[0])
@@ -215,10 +251,18 @@ def test_kill_9_while_a_checkpoint_is_hashed_resumes_from_the_previous_one_as_if
 
 
 @pytest.mark.distributed
-def test_a_hashing_failure_on_another_process_is_one_line_and_the_previous_checkpoint_resumes(kit, tmp_path: Path) -> None:
+def test_a_hashing_failure_on_another_process_is_one_line_and_the_previous_checkpoint_resumes(
+    kit, tmp_path: Path
+) -> None:
     config = kit.config(tmp_path, **{**RUN, "max_steps": 8})
-    proc = subprocess.run(held_run(config, "fail", 8, "1"), capture_output=True, text=True, cwd=kit.root,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=kit.hang_seconds)  # fmt: skip
+    proc = subprocess.run(
+        held_run(config, "fail", 8, "1"),
+        capture_output=True,
+        text=True,
+        cwd=kit.root,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=kit.hang_seconds,
+    )
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     (line,) = [line for line in proc.stderr.splitlines() if "error" in line.lower()]

@@ -17,8 +17,13 @@ from pretrainkit.train.checkpoint.export import load_exported
 
 
 def test_export_loads_alone_and_reproduces_the_validation_loss(kit, tmp_path: Path, capsys) -> None:
-    config = kit.config(tmp_path, max_steps=6, activation_checkpointing=True, eval={"every": 6, "batches": 1},
-                        checkpoint={"every": 0, "keep": 1})  # fmt: skip
+    config = kit.config(
+        tmp_path,
+        max_steps=6,
+        activation_checkpointing=True,
+        eval={"every": 6, "batches": 1},
+        checkpoint={"every": 0, "keep": 1},
+    )
     assert main(["train", str(config)]) == 0
     out = tmp_path / "model.safetensors"
     assert main(["export", str(tmp_path / "run"), "-o", str(out)]) == 0
@@ -37,7 +42,19 @@ def test_export_loads_alone_and_reproduces_the_validation_loss(kit, tmp_path: Pa
         assert loss == pytest.approx(value, rel=1e-5)
 
     # A directory target gets model.safetensors + config.json; bf16 halves the size.
-    assert main(["export", str(tmp_path / "run" / "checkpoints" / "step-0000006"), "-o", str(tmp_path / "d"), "--dtype", "bf16"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                str(tmp_path / "run" / "checkpoints" / "step-0000006"),
+                "-o",
+                str(tmp_path / "d"),
+                "--dtype",
+                "bf16",
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "d" / "pretrainkit_model.json").read_text())["d_model"] == 32
     assert (tmp_path / "d" / "model.safetensors").stat().st_size < out.stat().st_size * 0.6
     load_exported(tmp_path / "d")

@@ -106,11 +106,15 @@ def dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-@pytest.mark.skipif(shutil.which("unshare") is None or not mount_namespace_available(),
-                    reason="needs `unshare --mount` (Linux mount namespaces) for a size-limited tmpfs")  # fmt: skip
+@pytest.mark.skipif(
+    shutil.which("unshare") is None or not mount_namespace_available(),
+    reason="needs `unshare --mount` (Linux mount namespaces) for a size-limited tmpfs",
+)
 @pytest.mark.slow
 @pytest.mark.parametrize("nproc", [1, 2])
-def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_checkpoint_resumes(kit, tmp_path: Path, nproc: int) -> None:
+def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_checkpoint_resumes(
+    kit, tmp_path: Path, nproc: int
+) -> None:
     ref = kit.config(tmp_path / "ref", **RUN)
     assert main(["train", str(ref)]) == 0
     reference = kit.rows(tmp_path / "ref" / "run")
@@ -120,10 +124,17 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_checkpoint_res
     disk, out = tmp_path / "disk", tmp_path / "out"
     disk.mkdir()
     config = kit.config(tmp_path / "full", **RUN, run_dir=str(disk / "run"))
-    script = (f"mount -t tmpfs -o size={size_kib}k tmpfs {disk} && {' '.join(kit.ptk_command(config, nproc=nproc))}; "
-              f"code=$?; cp -a {disk}/run {out}; exit $code")  # fmt: skip
-    proc = subprocess.run(["unshare", "--mount", "--map-root-user", "sh", "-c", script], capture_output=True,
-                          text=True, cwd=kit.root, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    script = (
+        f"mount -t tmpfs -o size={size_kib}k tmpfs {disk} && {' '.join(kit.ptk_command(config, nproc=nproc))}; "
+        f"code=$?; cp -a {disk}/run {out}; exit $code"
+    )
+    proc = subprocess.run(
+        ["unshare", "--mount", "--map-root-user", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=kit.root,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     (line,) = error_lines(proc.stderr)
@@ -142,8 +153,10 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_checkpoint_res
     assert [r["loss"] for r in rows] == pytest.approx([r["loss"] for r in reference], rel=1e-4)
 
 
-@pytest.mark.skipif(shutil.which("unshare") is None or not mount_namespace_available(),
-                    reason="needs `unshare --mount` (Linux mount namespaces) for a read-only mount")  # fmt: skip
+@pytest.mark.skipif(
+    shutil.which("unshare") is None or not mount_namespace_available(),
+    reason="needs `unshare --mount` (Linux mount namespaces) for a read-only mount",
+)
 @pytest.mark.slow
 def test_a_read_only_run_dir_is_one_line_naming_it(kit, tmp_path: Path) -> None:
     disk = tmp_path / "ro"
@@ -151,8 +164,9 @@ def test_a_read_only_run_dir_is_one_line_naming_it(kit, tmp_path: Path) -> None:
     config = kit.config(tmp_path, run_dir=str(disk / "run"))
     for nproc in (1, 2):
         script = f"mount -t tmpfs -o ro,size=64k tmpfs {disk} && {' '.join(kit.ptk_command(config, nproc=nproc))}"
-        proc = subprocess.run(["unshare", "--mount", "--map-root-user", "sh", "-c", script], capture_output=True,
-                              text=True, cwd=kit.root)  # fmt: skip
+        proc = subprocess.run(
+            ["unshare", "--mount", "--map-root-user", "sh", "-c", script], capture_output=True, text=True, cwd=kit.root
+        )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
         assert error_lines(proc.stderr) == [f"ptk: error: {config}: run_dir: {disk}/run: read-only file system"]
 

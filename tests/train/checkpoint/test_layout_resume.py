@@ -16,8 +16,12 @@ from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.train.checkpoint.export import load_exported
 
 # Pipeline stages cannot share a tied embedding (tensor parallelism can: test_train_parallel.py).
-RUN = {"max_steps": 12, "checkpoint": {"every": 4, "keep": 3}, "eval": {"every": 0},
-       "model": {"d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "tie_embeddings": False}}
+RUN = {
+    "max_steps": 12,
+    "checkpoint": {"every": 4, "keep": 3},
+    "eval": {"every": 0},
+    "model": {"d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "tie_embeddings": False},
+}
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +82,9 @@ def test_tp2_resumes_under_fsdp_then_one_process_and_exports(kit, tmp_path: Path
 
     want = exported_val_loss(ref_dir, tmp_path / "ref.safetensors", kit.mixture)
     for name in ("tp", "one"):
-        assert exported_val_loss(tmp_path / name / "run", tmp_path / f"{name}.safetensors", kit.mixture) == pytest.approx(want, rel=1e-4)
+        assert exported_val_loss(
+            tmp_path / name / "run", tmp_path / f"{name}.safetensors", kit.mixture
+        ) == pytest.approx(want, rel=1e-4)
 
 
 @pytest.mark.slow

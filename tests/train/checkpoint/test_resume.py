@@ -56,7 +56,9 @@ def test_sigkill_two_processes_then_resume_is_bitwise_identical_and_resumes_on_o
 
     killed = kit.config(tmp_path / "killed", **FSDP)
     cmd = kit.ptk_command(killed, nproc=2)
-    victim = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=kit.root)
+    victim = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=kit.root
+    )
     try:
         wait_for_step(tmp_path / "killed" / "run" / "metrics.jsonl", 6, victim)
         os.kill(victim.pid, signal.SIGKILL)  # ptk alone, as `timeout -s KILL` does: torchrun and workers follow
@@ -91,7 +93,9 @@ def test_sigkill_two_processes_then_resume_is_bitwise_identical_and_resumes_on_o
 
 @pytest.mark.distributed
 @pytest.mark.slow
-def test_one_process_checkpoint_resumes_on_two_as_zero1_and_truncated_checkpoint_falls_back(kit, tmp_path: Path, capsys) -> None:
+def test_one_process_checkpoint_resumes_on_two_as_zero1_and_truncated_checkpoint_falls_back(
+    kit, tmp_path: Path, capsys
+) -> None:
     single = kit.config(tmp_path / "single", **DDP)
     assert main(["train", str(single)]) == 0
     reference = kit.rows(tmp_path / "single" / "run")
@@ -138,7 +142,9 @@ def test_a_changed_mixture_resumes_only_when_allowed_and_every_source_continues(
     assert main(["train", str(config)]) == 0
     before = {s["name"]: s["next_token"] for s in loader_state_of(tmp_path / "run")["sources"]}
     changed = kit.mixture.parent / "mix-reweighted.yaml"  # same shard sets, new weights
-    changed.write_text(kit.mixture.read_text().replace("weight: 0.7", "weight: 0.5").replace("weight: 0.3", "weight: 0.5"))
+    changed.write_text(
+        kit.mixture.read_text().replace("weight: 0.7", "weight: 0.5").replace("weight: 0.3", "weight: 0.5")
+    )
     more = ["--set", "max_steps=12", "--set", f"data.mixture={changed}"]
     assert main(["train", str(config), *more]) == 2
     assert "data.allow_mixture_change=true" in capsys.readouterr().err

@@ -56,15 +56,43 @@ def trained(tmp_path_factory) -> dict:
     for name, docs in (("plays", plays), ("wiki", articles)):
         with open(root / f"{name}.jsonl", "w", encoding="utf-8") as f:
             f.writelines(json.dumps({"text": d}) + "\n" for d in docs)
-        assert main(["tokenize", str(root / f"{name}.jsonl"), "--tokenizer", str(root / "tok.json"),
-                     "-o", str(root / "shards" / name)]) == 0  # fmt: skip
-    (root / "mix.yaml").write_text(yaml.safe_dump({"seed": 3, "holdout": {"fraction": 0.05, "min_tokens": 1000},
-        "sources": [{"name": "plays", "shards": "shards/plays", "weight": 0.7},
-                    {"name": "wiki", "shards": "shards/wiki", "weight": 0.3}]}))  # fmt: skip
-    (root / "run.yaml").write_text(yaml.safe_dump({
-        "run_dir": "run", "data": {"mixture": "mix.yaml", "seq_len": 64}, "max_steps": 10,
-        "model": {"d_model": 32, "n_layers": 2, "n_heads": 4}, "batch": {"global_size": 8, "micro_size": 8},
-        "optim": {"lr": 1e-2, "min_lr": 1e-3, "warmup_steps": 2}}))  # fmt: skip
+        assert (
+            main(
+                [
+                    "tokenize",
+                    str(root / f"{name}.jsonl"),
+                    "--tokenizer",
+                    str(root / "tok.json"),
+                    "-o",
+                    str(root / "shards" / name),
+                ]
+            )
+            == 0
+        )
+    (root / "mix.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "seed": 3,
+                "holdout": {"fraction": 0.05, "min_tokens": 1000},
+                "sources": [
+                    {"name": "plays", "shards": "shards/plays", "weight": 0.7},
+                    {"name": "wiki", "shards": "shards/wiki", "weight": 0.3},
+                ],
+            }
+        )
+    )
+    (root / "run.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "run_dir": "run",
+                "data": {"mixture": "mix.yaml", "seq_len": 64},
+                "max_steps": 10,
+                "model": {"d_model": 32, "n_layers": 2, "n_heads": 4},
+                "batch": {"global_size": 8, "micro_size": 8},
+                "optim": {"lr": 1e-2, "min_lr": 1e-3, "warmup_steps": 2},
+            }
+        )
+    )
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     assert main(["train", str(root / "run.yaml")]) == 0
@@ -134,8 +162,10 @@ def test_the_table_and_one_line_errors(trained, capsys, tmp_path) -> None:
     assert main(["eval", run, "--mixture", str(root / "mix.yaml"), "--tokenizer", str(root / "tok.json")]) == 0
     out = capsys.readouterr().out.splitlines()
     total = _eval_json(capsys, run, "--mixture", str(root / "mix.yaml"))["sources"]["all"]
-    assert out[1] == (f"eval loss over all {total['batches']:,} batches of up to 8 windows "
-                      f"({total['windows']:,} windows, {total['tokens']:,} tokens)")  # fmt: skip
+    assert out[1] == (
+        f"eval loss over all {total['batches']:,} batches of up to 8 windows "
+        f"({total['windows']:,} windows, {total['tokens']:,} tokens)"
+    )
     assert out[2].split() == ["source", "documents", "tokens", "loss", "perplexity", "bits/byte"]
     assert [line.split()[0] for line in out[3:]] == ["plays", "wiki", "all"]
     assert main(["eval", run, "--text", str(root / "wiki.jsonl")]) == 2

@@ -41,13 +41,19 @@ def _continued_mixture(directory: Path, base_mixture: Path, replay_from: Path, m
     """WikiText replayed from `replay_from` (25%), PEPs as the new domain, Shakespeare validation-only."""
     shards = base_mixture.parent
     mix = {
-        "seed": 1, "holdout": {"fraction": 0.02, "min_tokens": 2048},
+        "seed": 1,
+        "holdout": {"fraction": 0.02, "min_tokens": 2048},
         "sources": [
-            {"name": "wiki", "shards": str(shards / "wiki"), "weight": 0.25, "replay": {"from": str(replay_from), "mode": mode}},
+            {
+                "name": "wiki",
+                "shards": str(shards / "wiki"),
+                "weight": 0.25,
+                "replay": {"from": str(replay_from), "mode": mode},
+            },
             {"name": "peps", "shards": str(peps), "weight": 0.75},
             {"name": "shakespeare", "shards": str(shards / "shakespeare"), "eval_only": True},
         ],
-    }  # fmt: skip
+    }
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "mix.yaml"
     path.write_text(yaml.safe_dump(mix, sort_keys=False))
@@ -95,8 +101,13 @@ def test_replay_continues_at_the_next_sequence_and_a_continued_run_continues(ses
     assert seen > 0 and _wiki_entry(base_run)["next_token"] == seen * (SEQ + 1)
 
     mix1 = _continued_mixture(tmp_path / "c1", session_kit.mixture, base_run, "continue", peps)
-    c1 = session_kit.config(tmp_path / "c1", data={"mixture": str(mix1)}, init_from=str(base_run), max_steps=4,
-                            eval={"every": 4, "batches": 1})  # fmt: skip
+    c1 = session_kit.config(
+        tmp_path / "c1",
+        data={"mixture": str(mix1)},
+        init_from=str(base_run),
+        max_steps=4,
+        eval={"every": 4, "batches": 1},
+    )
     drawn = _train(c1)
     first = drawn[0]
     assert _has_row(first, wiki_stream.sequences(np.array([seen]))[0])  # the base run's next wiki sequence
@@ -107,16 +118,24 @@ def test_replay_continues_at_the_next_sequence_and_a_continued_run_continues(ses
     assert more > 0
 
     # Per-source validation loss, the validation-only source included, in metrics.jsonl and the summary.
-    val = [json.loads(line)["val_loss"] for line in (tmp_path / "c1" / "run" / "metrics.jsonl").read_text().splitlines()
-           if "val_loss" in line]  # fmt: skip
+    val = [
+        json.loads(line)["val_loss"]
+        for line in (tmp_path / "c1" / "run" / "metrics.jsonl").read_text().splitlines()
+        if "val_loss" in line
+    ]
     assert set(val[-1]) == {"wiki", "peps", "shakespeare"} and all(np.isfinite(list(val[-1].values())))
     err = capsys.readouterr().err
     assert "initialized from" in err and "scores all): wiki" in err and "shakespeare" in err.split("val loss")[1]
 
     # A continued run continued again: the wiki stream goes on where the first continuation stopped.
     mix2 = _continued_mixture(tmp_path / "c2", session_kit.mixture, tmp_path / "c1" / "run", "continue", peps)
-    c2 = session_kit.config(tmp_path / "c2", data={"mixture": str(mix2)}, init_from=str(tmp_path / "c1" / "run"),
-                            max_steps=2, eval={"every": 0})  # fmt: skip
+    c2 = session_kit.config(
+        tmp_path / "c2",
+        data={"mixture": str(mix2)},
+        init_from=str(tmp_path / "c1" / "run"),
+        max_steps=2,
+        eval={"every": 0},
+    )
     assert _has_row(_train(c2)[0], wiki_stream.sequences(np.array([seen + more]))[0])
     assert _wiki_entry(tmp_path / "c2" / "run")["start_token"] == (seen + more) * (SEQ + 1)
 
@@ -125,14 +144,18 @@ def test_replay_seen_rereads_from_the_first_sequence(session_kit, base, peps, tm
     base_run, base_sampler, seen = base
     wiki_stream = base_sampler.streams[[s.name for s in base_sampler.sources].index("wiki")]
     mix = _continued_mixture(tmp_path, session_kit.mixture, base_run, "seen", peps)
-    cfg = session_kit.config(tmp_path, data={"mixture": str(mix)}, init_from=str(base_run), max_steps=2, eval={"every": 0})
+    cfg = session_kit.config(
+        tmp_path, data={"mixture": str(mix)}, init_from=str(base_run), max_steps=2, eval={"every": 0}
+    )
     first = _train(cfg)[0]
     assert _has_row(first, wiki_stream.sequences(np.array([0]))[0])
     assert not _has_row(first, wiki_stream.sequences(np.array([seen]))[0])
 
 
 def _losses(run_dir: Path) -> list[float]:
-    return [json.loads(line)["loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+    return [
+        json.loads(line)["loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"loss"' in line
+    ]
 
 
 def test_init_from_run_checkpoint_or_export_loads_the_weights(session_kit, base, tmp_path):
@@ -159,7 +182,9 @@ def test_init_from_a_different_tokenizer_fails_in_one_line_naming_both(session_k
     other = _peps_shards(tmp_path, "c" * 64)
     mix = tmp_path / "other.yaml"
     mix.write_text(f"seed: 1\nsources:\n  - {{name: peps, shards: {other}, weight: 1}}\n")
-    cfg = session_kit.config(tmp_path, data={"mixture": str(mix)}, init_from=str(base[0]), max_steps=2, eval={"every": 0})
+    cfg = session_kit.config(
+        tmp_path, data={"mixture": str(mix)}, init_from=str(base[0]), max_steps=2, eval={"every": 0}
+    )
     done = session_kit.ptk(cfg)
     assert done.returncode == 2, done.stderr
     line = done.stderr.strip().splitlines()[-1]
@@ -168,16 +193,18 @@ def test_init_from_a_different_tokenizer_fails_in_one_line_naming_both(session_k
 
 
 def test_init_from_a_different_shape_or_a_missing_path_fails_clearly(session_kit, base, tmp_path):
-    wider = session_kit.config(tmp_path / "wide", init_from=str(base[0]), max_steps=2,
-                               model={"d_model": 64, "n_layers": 3})  # fmt: skip
+    wider = session_kit.config(
+        tmp_path / "wide", init_from=str(base[0]), max_steps=2, model={"d_model": 64, "n_layers": 3}
+    )
     with pytest.raises(UserError, match=r"model shape mismatch, .* d_model 32 vs 64; n_layers 2 vs 3"):
         run_training(load_config(wider), str(wider))
     missing = session_kit.config(tmp_path / "missing", init_from=str(tmp_path / "nowhere"), max_steps=2)
     with pytest.raises(UserError, match="init_from: .*nowhere does not exist"):
         run_training(load_config(missing), str(missing))
     export_model(base[0], tmp_path / "base.safetensors")
-    optim = session_kit.config(tmp_path / "optim", init_from=str(tmp_path / "base.safetensors"), init_optimizer=True,
-                               max_steps=2)  # fmt: skip
+    optim = session_kit.config(
+        tmp_path / "optim", init_from=str(tmp_path / "base.safetensors"), init_optimizer=True, max_steps=2
+    )
     with pytest.raises(UserError, match="exported model and holds no optimizer state"):
         run_training(load_config(optim), str(optim))
 

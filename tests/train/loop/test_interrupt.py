@@ -32,8 +32,15 @@ def test_ctrl_c_is_one_line_exit_130_with_the_steps_to_redo(kit, tmp_path: Path,
     config = kit.config(tmp_path, **RUN)
     metrics = tmp_path / "run" / "metrics.jsonl"
     # A session of its own, so that SIGINT to its group is what a terminal's Ctrl-C sends ptk.
-    victim = subprocess.Popen(kit.ptk_command(config, nproc=nproc), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, start_new_session=True, cwd=kit.root, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    victim = subprocess.Popen(
+        kit.ptk_command(config, nproc=nproc),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        cwd=kit.root,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     try:
         while rows_logged(metrics) < 6 and victim.poll() is None:  # past the step-4 checkpoint
             time.sleep(0.05)
@@ -51,8 +58,10 @@ def test_ctrl_c_is_one_line_exit_130_with_the_steps_to_redo(kit, tmp_path: Path,
         assert last == f"ptk train: interrupted at step {newest}; no step is lost: the same command resumes the run"
     else:
         redo = steps[-1] - newest
-        assert last == (f"ptk train: interrupted at step {steps[-1]}; {redo} step{'s' if redo > 1 else ''} since the "
-                        f"last checkpoint (step-{newest:07d}) will be redone when the same command resumes the run")
+        assert last == (
+            f"ptk train: interrupted at step {steps[-1]}; {redo} step{'s' if redo > 1 else ''} since the "
+            f"last checkpoint (step-{newest:07d}) will be redone when the same command resumes the run"
+        )
     assert kit.processes_end(str(config)), "a training process outlived the interrupted ptk"
 
 
@@ -65,18 +74,26 @@ def test_a_worker_error_under_two_processes_is_one_line_without_torchrun_report(
     assert proc.returncode == 2
     assert not any(noise in proc.stderr for noise in TORCHRUN_NOISE), proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
-    assert errors == [f"ptk: error: {tmp_path}/run/checkpoints/step-0000008: model.n_layers is 2 in the checkpoint "
-                      f"but 3 in the config; resume with the checkpoint's value, or start a new run (another run_dir, "
-                      f"or --no-resume)"]  # fmt: skip
+    assert errors == [
+        f"ptk: error: {tmp_path}/run/checkpoints/step-0000008: model.n_layers is 2 in the checkpoint "
+        f"but 3 in the config; resume with the checkpoint's value, or start a new run (another run_dir, "
+        f"or --no-resume)"
+    ]
 
 
 def test_run_dir_naming_a_file_is_one_line(kit, tmp_path: Path, capsys) -> None:
     (tmp_path / "run").write_text("not a directory")
     config = kit.config(tmp_path)
     assert main(["train", str(config)]) == 2
-    assert capsys.readouterr().err.splitlines() == [f"ptk: error: {config}: run_dir: {tmp_path}/run: exists and is not a directory (the output here is a directory)"]
+    assert capsys.readouterr().err.splitlines() == [
+        f"ptk: error: {config}: run_dir: {tmp_path}/run: exists and is not a directory (the output here is a directory)"
+    ]
     proc = kit.ptk(config, nproc=2)
-    assert proc.returncode == 2 and proc.stderr.splitlines()[-1] == f"ptk: error: {config}: run_dir: {tmp_path}/run: exists and is not a directory (the output here is a directory)"
+    assert (
+        proc.returncode == 2
+        and proc.stderr.splitlines()[-1]
+        == f"ptk: error: {config}: run_dir: {tmp_path}/run: exists and is not a directory (the output here is a directory)"
+    )
     assert "Traceback" not in proc.stderr
 
 

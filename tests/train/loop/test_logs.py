@@ -13,12 +13,19 @@ import pytest
 
 @pytest.mark.distributed
 def test_a_logged_two_process_run_reads_as_lines(kit, tmp_path: Path) -> None:
-    config = kit.config(tmp_path, max_steps=6, checkpoint={"every": 0}, eval={"every": 3, "batches": 1},
-                        logging={"tensorboard": True})  # fmt: skip
+    config = kit.config(
+        tmp_path, max_steps=6, checkpoint={"every": 0}, eval={"every": 3, "batches": 1}, logging={"tensorboard": True}
+    )
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     env["PTK_PROGRESS_SECONDS"] = "0"
-    proc = subprocess.run(kit.ptk_command(config, nproc=2), capture_output=True, text=True, timeout=kit.hang_seconds,
-                          cwd=kit.root, env=env)  # fmt: skip
+    proc = subprocess.run(
+        kit.ptk_command(config, nproc=2),
+        capture_output=True,
+        text=True,
+        timeout=kit.hang_seconds,
+        cwd=kit.root,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "\r" not in proc.stderr
     assert "OMP_NUM_THREADS" not in proc.stderr  # the launcher set it, so torchrun prints no banner

@@ -11,8 +11,15 @@ import pytest
 from pretrainkit.errors import UserError
 from pretrainkit.train.loop.loop_state import LOOP_KEY, LoopState
 
-EXTRA = {"loader": {"seq_len": 32, "global_batch_size": 8, "batch": 5}, "mixture": "f" * 64, "tokenizer": "t" * 64,
-         "next_batch": 6, "skip": [4, 2], "spikes": {"losses": [3.0], "grad_norms": [1.0]}, "rollbacks": 1}  # fmt: skip
+EXTRA = {
+    "loader": {"seq_len": 32, "global_batch_size": 8, "batch": 5},
+    "mixture": "f" * 64,
+    "tokenizer": "t" * 64,
+    "next_batch": 6,
+    "skip": [4, 2],
+    "spikes": {"losses": [3.0], "grad_norms": [1.0]},
+    "rollbacks": 1,
+}
 
 
 def test_round_trip_through_json_and_the_old_layout(tmp_path: Path) -> None:

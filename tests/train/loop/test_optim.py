@@ -34,12 +34,16 @@ def test_warmup_stable_decay_documented_values() -> None:
 
 
 def test_no_warmup_starts_at_full_rate() -> None:
-    assert lr_at(1, Schedule(lr=2.0, min_lr=0.0, warmup_steps=0, max_steps=10)) == pytest.approx(2.0 * (1 + math.cos(math.pi / 10)) / 2)
+    assert lr_at(1, Schedule(lr=2.0, min_lr=0.0, warmup_steps=0, max_steps=10)) == pytest.approx(
+        2.0 * (1 + math.cos(math.pi / 10)) / 2
+    )
 
 
 @pytest.mark.parametrize("tie", [True, False])
 def test_weight_decay_only_on_linear_weights(tie: bool) -> None:
-    model = Transformer(ModelConfig(vocab_size=50, d_model=32, n_layers=2, n_heads=4, max_seq_len=8, tie_embeddings=tie))
+    model = Transformer(
+        ModelConfig(vocab_size=50, d_model=32, n_layers=2, n_heads=4, max_seq_len=8, tie_embeddings=tie)
+    )
     decay, no_decay = param_groups(model, 0.1)
     names = {id(p): n for n, p in model.named_parameters()}
     decayed = {names[id(p)] for p in decay["params"]}

@@ -43,18 +43,26 @@ def test_val_loss_and_eval_loss_say_how_much_of_the_held_out_split_they_cover(ki
 
     # eval.batches 2 of 8 rows of 32 tokens: a subset; 1000: as many batches as the held-out split holds.
     for batches in (2, 1000):
-        config = kit.config(tmp_path / str(batches), max_steps=2, eval={"every": 2, "batches": batches},
-                            checkpoint={"every": 0, "keep": 1})  # fmt: skip
+        config = kit.config(
+            tmp_path / str(batches),
+            max_steps=2,
+            eval={"every": 2, "batches": batches},
+            checkpoint={"every": 0, "keep": 1},
+        )
         assert main(["train", str(config)]) == 0
         summary = capsys.readouterr().err
-        logged = [json.loads(line) for line in (tmp_path / str(batches) / "run" / "metrics.jsonl").read_text().splitlines()]
+        logged = [
+            json.loads(line) for line in (tmp_path / str(batches) / "run" / "metrics.jsonl").read_text().splitlines()
+        ]
         val = [row for row in logged if "val_loss" in row][-1]
         for source in load_mixture(kit.mixture).sources:
             rows = min(2 * 8, source.heldout_tokens // 33) if batches == 2 else source.heldout_tokens // 33
             want_batches, want_tokens = math.ceil(rows / 8), rows * 32
             assert val["val_batches"][source.name] == want_batches and val["val_tokens"][source.name] == want_tokens
-            assert (f"{source.name} {val['val_loss'][source.name]:.4f} ({want_batches} batches, {want_tokens:,} tokens)"
-                    in summary)  # fmt: skip
+            assert (
+                f"{source.name} {val['val_loss'][source.name]:.4f} ({want_batches} batches, {want_tokens:,} tokens)"
+                in summary
+            )
         assert "val loss (first held-out batches only; ptk eval --mixture scores all): " in summary
 
     # `ptk eval` on the same checkpoint and held-out splits: all of them, with the counts that cover them.
@@ -63,7 +71,9 @@ def test_val_loss_and_eval_loss_say_how_much_of_the_held_out_split_they_cover(ki
     held = [s.heldout_tokens for s in load_mixture(kit.mixture).sources]
     per_source = [math.ceil(t / 32) for t in held]  # windows of 33 tokens, each sharing one with the next
     tokens, windows, batches = sum(held), sum(per_source), sum(math.ceil(w / 4) for w in per_source)
-    assert out[1] == f"eval loss over all {batches:,} batches of up to 4 windows ({windows:,} windows, {tokens:,} tokens)"
+    assert (
+        out[1] == f"eval loss over all {batches:,} batches of up to 4 windows ({windows:,} windows, {tokens:,} tokens)"
+    )
 
 
 def test_bad_config_key_fails_in_one_line_naming_it(kit, tmp_path: Path) -> None:
@@ -79,7 +89,10 @@ def test_missing_mixture_and_bad_world_split_are_user_errors(kit, tmp_path: Path
     assert "absent.yaml" in capsys.readouterr().err
     config = kit.config(tmp_path / "odd", batch={"global_size": 6, "micro_size": 2})
     proc = kit.ptk(config, nproc=2)
-    assert proc.returncode != 0 and "batch.global_size: 6 is not a multiple of batch.micro_size x data-parallel groups (2 x 2)" in proc.stderr
+    assert (
+        proc.returncode != 0
+        and "batch.global_size: 6 is not a multiple of batch.micro_size x data-parallel groups (2 x 2)" in proc.stderr
+    )
     assert "Traceback" not in proc.stderr
 
 

@@ -27,7 +27,9 @@ def garbage_from(first: int, last: int = SPIKE_BATCH):
         if not first <= batch <= last:
             return micro
         g = torch.Generator().manual_seed(batch)
-        return [(torch.randint(0, 256, x.shape, generator=g), torch.randint(0, 256, y.shape, generator=g)) for x, y in micro]
+        return [
+            (torch.randint(0, 256, x.shape, generator=g), torch.randint(0, 256, y.shape, generator=g)) for x, y in micro
+        ]
 
     return transform
 
@@ -117,11 +119,15 @@ def test_too_many_rollbacks_stop_the_run(byte_mixture: Path, tmp_path: Path, one
 
 def train(mixture: Path, directory: Path, action: str, transform, **spikes) -> tuple[list[dict], list[dict]]:
     cfg = {
-        "run_dir": "run", "seed": 0, "data": {"mixture": str(mixture), "seq_len": 32},
-        "model": {"d_model": 32, "n_layers": 2, "n_heads": 4}, "batch": {"global_size": 8, "micro_size": 4},
-        "optim": {"lr": 1e-2, "min_lr": 1e-3, "warmup_steps": 2, "clip": 1.0}, **RUN,
+        "run_dir": "run",
+        "seed": 0,
+        "data": {"mixture": str(mixture), "seq_len": 32},
+        "model": {"d_model": 32, "n_layers": 2, "n_heads": 4},
+        "batch": {"global_size": 8, "micro_size": 4},
+        "optim": {"lr": 1e-2, "min_lr": 1e-3, "warmup_steps": 2, "clip": 1.0},
+        **RUN,
         "spikes": {"action": action, "window": 10, "min_history": 8, **spikes},
-    }  # fmt: skip
+    }
     path = directory / "run.yaml"
     path.write_text(yaml.safe_dump(cfg))
     run_training(load_config(path), str(path), transform=transform)

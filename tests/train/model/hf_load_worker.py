@@ -51,7 +51,9 @@ def main() -> None:
     directory, out = Path(sys.argv[1]), Path(sys.argv[2])
     env = init_distributed("cpu")
     cfg = model_config_from_hf(read_hf_config(directory), str(directory))
-    build(replace(cfg, n_layers=1, vocab_size=64, d_model=64, ffn_hidden=64, head_dim=None, n_heads=8, n_kv_heads=4), env)
+    build(
+        replace(cfg, n_layers=1, vocab_size=64, d_model=64, ffn_hidden=64, head_dim=None, n_heads=8, n_kv_heads=4), env
+    )
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS from here on
     before = status_kib("VmRSS")
     model = build(cfg, env)

@@ -45,7 +45,9 @@ def test_unsupported_model_type_is_one_line(hf_model) -> None:
     directory, _ = hf_model("llama")
     config = json.loads((directory / "config.json").read_text())
     (directory / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
-    with pytest.raises(UserError, match=r"config.json: model_type 'gpt2' is not supported \(supported: llama, mistral, qwen2\)"):
+    with pytest.raises(
+        UserError, match=r"config.json: model_type 'gpt2' is not supported \(supported: llama, mistral, qwen2\)"
+    ):
         load_hf_model(directory)
 
 

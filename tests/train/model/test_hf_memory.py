@@ -18,8 +18,16 @@ WORKER = Path(__file__).with_name("hf_load_worker.py")
 
 def launch(directory: Path, out: Path, nproc: int) -> list[dict]:
     out.mkdir()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", str(WORKER),
-           str(directory), str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        str(WORKER),
+        str(directory),
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)]
@@ -30,8 +38,15 @@ def launch(directory: Path, out: Path, nproc: int) -> list[dict]:
 def test_two_fsdp_processes_each_hold_half(tmp_path: Path) -> None:
     import transformers
 
-    config = transformers.LlamaConfig(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=8,
-                                      num_attention_heads=8, num_key_value_heads=4, tie_word_embeddings=False)  # fmt: skip
+    config = transformers.LlamaConfig(
+        vocab_size=8192,
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        tie_word_embeddings=False,
+    )
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "hf")
     full = (tmp_path / "hf" / "model.safetensors").stat().st_size  # fp32: the model's size in memory too

@@ -26,9 +26,16 @@ SEQ, BATCH = 32, 8
 
 def hf_config(kit, tmp: Path, directory: Path, mix: Path, **overrides) -> Path:
     """conftest's tiny run, initialized from `directory`, with no `model:` section (the shape comes from there)."""
-    path = kit.config(tmp, data={"mixture": str(mix), "seq_len": SEQ}, init_from=str(directory), max_steps=3,
-                      optim={"lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 1}, checkpoint={"every": 0, "keep": 1},
-                      eval={"every": 0}, batch={"global_size": BATCH, "micro_size": 4})  # fmt: skip
+    path = kit.config(
+        tmp,
+        data={"mixture": str(mix), "seq_len": SEQ},
+        init_from=str(directory),
+        max_steps=3,
+        optim={"lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 1},
+        checkpoint={"every": 0, "keep": 1},
+        eval={"every": 0},
+        batch={"global_size": BATCH, "micro_size": 4},
+    )
     cfg = yaml.safe_load(path.read_text())
     del cfg["model"]
     cfg.update(overrides)
@@ -82,8 +89,9 @@ def test_round_trip_hf_train_export_hf(kit, hf_model_with_tokenizer, tmp_path: P
 
     prompt = trained.tokenizer.tokenizer.encode("MENENIUS:").ids
     with torch.no_grad():
-        greedy = exported.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False, eos_token_id=None,
-                                   pad_token_id=0)[0, len(prompt):].tolist()  # fmt: skip
+        greedy = exported.generate(
+            torch.tensor([prompt]), max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0
+        )[0, len(prompt) :].tolist()
     assert generate(trained.model, prompt, 12) == greedy  # from the checkpoint, as `ptk generate RUN_DIR` does
 
     tok = AutoTokenizer.from_pretrained(out)
@@ -122,8 +130,9 @@ def test_greedy_generation_equals_transformers(hf_model_with_tokenizer, family: 
     prompt = loaded.tokenizer.tokenizer.encode("First Citizen:\nBefore we proceed").ids
     ours = generate(loaded.model, prompt, max_new_tokens=24)
     with torch.no_grad():
-        theirs = reference.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=None,
-                                    pad_token_id=0)[0, len(prompt):].tolist()  # fmt: skip
+        theirs = reference.generate(
+            torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=None, pad_token_id=0
+        )[0, len(prompt) :].tolist()
     assert ours == theirs and len(set(ours)) > 3
 
 
@@ -131,18 +140,25 @@ def test_ptk_generate_prints_the_continuation(hf_model_with_tokenizer, capsys) -
     directory, _, _ = hf_model_with_tokenizer("llama")
     loaded = load_model(directory)
     prompt = "KING HENRY:"
-    expected = loaded.tokenizer.tokenizer.decode(generate(loaded.model, loaded.tokenizer.tokenizer.encode(prompt).ids, 10))
+    expected = loaded.tokenizer.tokenizer.decode(
+        generate(loaded.model, loaded.tokenizer.tokenizer.encode(prompt).ids, 10)
+    )
     assert main(["generate", str(directory), "--prompt", prompt, "--max-new-tokens", "10"]) == 0
     out, err = capsys.readouterr()
     assert out == prompt + expected + "\n"
     assert "10 new tokens" in err and "greedy" in err
     # Sampling is reproducible for a seed.
-    runs = [main(["generate", str(directory), "--prompt", prompt, "--temperature", "1.0", "--top-p", "0.9",
-                  "--seed", "5"]) or capsys.readouterr().out for _ in range(2)]  # fmt: skip
+    runs = [
+        main(["generate", str(directory), "--prompt", prompt, "--temperature", "1.0", "--top-p", "0.9", "--seed", "5"])
+        or capsys.readouterr().out
+        for _ in range(2)
+    ]
     assert runs[0] == runs[1]
 
 
-def test_mismatched_tokenizer_and_disagreeing_model_section_are_one_line(kit, hf_model_with_tokenizer, tmp_path: Path, capsys) -> None:
+def test_mismatched_tokenizer_and_disagreeing_model_section_are_one_line(
+    kit, hf_model_with_tokenizer, tmp_path: Path, capsys
+) -> None:
     directory, _, mix = hf_model_with_tokenizer("qwen2")
     capsys.readouterr()
     wrong = hf_config(kit, tmp_path / "a", directory, kit.mixture)  # byte-level shards: another tokenizer
@@ -157,8 +173,9 @@ def test_mismatched_tokenizer_and_disagreeing_model_section_are_one_line(kit, hf
     assert f"model.d_model: 48 disagrees with init_from {directory / 'config.json'} (64)" in err
 
 
-def test_init_from_compares_vocabularies_not_file_bytes(kit, hf_model_with_tokenizer, tokenizer_variant, tmp_path: Path,
-                                                       capsys) -> None:  # fmt: skip
+def test_init_from_compares_vocabularies_not_file_bytes(
+    kit, hf_model_with_tokenizer, tokenizer_variant, tmp_path: Path, capsys
+) -> None:
     """The model's tokenizer.json written again in other bytes is the mixture's tokenizer; one with two
     token ids exchanged is refused in one line naming both tokenizers and what differs."""
     directory, _, mix = hf_model_with_tokenizer("llama")
@@ -173,12 +190,16 @@ def test_init_from_compares_vocabularies_not_file_bytes(kit, hf_model_with_token
     ours, theirs = load_mixture(mix).tokenizer, load_tokenizer(directory)
     assert err.startswith("ptk: error:") and "\n" not in err and "tokenizer mismatch" in err
     assert str(directory / "tokenizer.json") in err and theirs.sha256[:12] in err and ours.sha256[:12] in err
-    assert (f"same vocab size {ours.vocab_size} but other tokens, merges or special tokens (vocabulary fingerprint "
-            f"{theirs.vocab_fingerprint[:12]} vs {ours.vocab_fingerprint[:12]})") in err  # fmt: skip
+    assert (
+        f"same vocab size {ours.vocab_size} but other tokens, merges or special tokens (vocabulary fingerprint "
+        f"{theirs.vocab_fingerprint[:12]} vs {ours.vocab_fingerprint[:12]})"
+    ) in err
 
 
 @pytest.mark.distributed
-def test_fsdp_and_tensor_parallel_imports_on_two_processes_equal_one(kit, hf_model_with_tokenizer, tmp_path: Path) -> None:
+def test_fsdp_and_tensor_parallel_imports_on_two_processes_equal_one(
+    kit, hf_model_with_tokenizer, tmp_path: Path
+) -> None:
     """Each process reads only its slices: FSDP row shards, and tensor-parallel column shards (wo, w2)
     and head groups of q/k/v, biases included (Qwen2)."""
     directory, _, mix = hf_model_with_tokenizer("qwen2")
@@ -204,8 +225,9 @@ def test_ptk_eval_scores_an_hf_directory_like_its_export(hf_model_with_tokenizer
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_autotokenizer_on_an_hf_export_gives_the_ids_training_gave(hf_model_with_tokenizer, family: str,
-                                                                  tmp_path: Path) -> None:  # fmt: skip
+def test_autotokenizer_on_an_hf_export_gives_the_ids_training_gave(
+    hf_model_with_tokenizer, family: str, tmp_path: Path
+) -> None:
     """The conftest's BPE tokenizer (trained by `train_tokenizer`) exported with each family's config.json:
     AutoTokenizer must load `tokenizer.json` as it is (transformers 5 builds Qwen2's own tokenizer class
     for `qwen2`, another pre-tokenizer), and encode like `ptk tokenize`, special-token text included."""
@@ -222,11 +244,15 @@ def test_autotokenizer_on_an_hf_export_gives_the_ids_training_gave(hf_model_with
     # Real text: Python's own documentation (docstrings of the standard library) and WikiText-2 with its
     # non-ASCII, plus a literal special token, which training encodes as plain text.
     wiki = need_data(DATA / "wikitext2" / "valid.txt").read_text(encoding="utf-8")[:20_000]
-    texts = [m.__doc__ for m in (json, textwrap, pytest, Path) if m.__doc__] + [p for p in wiki.split("\n \n") if p.strip()]
+    texts = [m.__doc__ for m in (json, textwrap, pytest, Path) if m.__doc__] + [
+        p for p in wiki.split("\n \n") if p.strip()
+    ]
     texts.append("end of one story <|endoftext|> and, still inside the same document, the next")
     assert any(ord(c) > 127 for t in texts for c in t)
     (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
-    assert main(["tokenize", str(tmp_path / "docs.jsonl"), "--tokenizer", str(out), "-o", str(tmp_path / "shards")]) == 0
+    assert (
+        main(["tokenize", str(tmp_path / "docs.jsonl"), "--tokenizer", str(out), "-o", str(tmp_path / "shards")]) == 0
+    )
     shards = ShardSet.open(tmp_path / "shards")
     assert shards.num_docs == len(texts)
     trained = [shards.document(i).tolist() for i in range(len(texts))]
@@ -235,6 +261,9 @@ def test_autotokenizer_on_an_hf_export_gives_the_ids_training_gave(hf_model_with
     for trust in (None, False, True):
         tok = AutoTokenizer.from_pretrained(out, **({} if trust is None else {"trust_remote_code": trust}))
         assert [tok(t).input_ids for t in texts] == trained, (family, trust, type(tok).__name__)
-        assert tok.eos_token == ours.eos_token == "<|endoftext|>" and tok.eos_token_id == ours.eos_id == shards.tokenizer.eos_id
+        assert (
+            tok.eos_token == ours.eos_token == "<|endoftext|>"
+            and tok.eos_token_id == ours.eos_id == shards.tokenizer.eos_id
+        )
         assert tok.bos_token is None and ours.bos_token is None  # training adds no BOS; neither does transformers
         assert tok.decode(trained[0]) == texts[0]

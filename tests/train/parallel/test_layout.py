@@ -14,14 +14,21 @@ from pretrainkit.train.model.resolve import model_config
 from pretrainkit.train.parallel.mesh import Layout, check_layout
 
 BASE = {
-    "run_dir": "r", "data": {"mixture": "m.yaml", "seq_len": 32}, "max_steps": 400,
+    "run_dir": "r",
+    "data": {"mixture": "m.yaml", "seq_len": 32},
+    "max_steps": 400,
     "model": {"d_model": 64, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "ffn_hidden": 96, "tie_embeddings": False},
     "batch": {"global_size": 16, "micro_size": 2},
-}  # fmt: skip
+}
 
 
 def layout(world: int, parallel, model: dict | None = None, batch: dict | None = None):
-    raw = {**BASE, "parallel": parallel, "model": {**BASE["model"], **(model or {})}, "batch": {**BASE["batch"], **(batch or {})}}
+    raw = {
+        **BASE,
+        "parallel": parallel,
+        "model": {**BASE["model"], **(model or {})},
+        "batch": {**BASE["batch"], **(batch or {})},
+    }
     cfg = config_from_dict(raw, "run.yaml")
     return check_layout(cfg, model_config(cfg, 100, "run.yaml"), world, "run.yaml")
 
@@ -50,14 +57,29 @@ def test_layouts_split_the_world_with_tp_innermost() -> None:
 @pytest.mark.parametrize(
     "world, parallel, model, message",
     [
-        (2, {"tp": 2}, {"n_heads": 3, "n_kv_heads": 3, "d_model": 48}, "model.n_heads: 3 does not split over parallel.tp = 2"),
+        (
+            2,
+            {"tp": 2},
+            {"n_heads": 3, "n_kv_heads": 3, "d_model": 48},
+            "model.n_heads: 3 does not split over parallel.tp = 2",
+        ),
         (4, {"tp": 4}, {"n_kv_heads": 2}, "model.n_kv_heads: 2 does not split over parallel.tp = 4"),
         (2, {"tp": 2}, {"ffn_hidden": 97}, "model.ffn_hidden: 97 does not split over parallel.tp = 2"),
         (2, {"pp": 2}, {"n_layers": 3}, r"model.n_layers: 3 does not split into parallel.pp x stages_per_rank = 2 x 1"),
-        (2, {"pp": 2, "pp_schedule": "interleaved_1f1b"}, {"n_layers": 6}, "model.n_layers: 6 does not split into .* = 4"),
+        (
+            2,
+            {"pp": 2, "pp_schedule": "interleaved_1f1b"},
+            {"n_layers": 6},
+            "model.n_layers: 6 does not split into .* = 4",
+        ),
         (2, {"pp": 2}, {"tie_embeddings": True}, "model.tie_embeddings: .* set model.tie_embeddings: false"),
         (6, {"tp": 4}, {"n_kv_heads": 4}, r"parallel: tp x pp = 4 x 1 = 4 does not divide the 6 processes"),
-        (6, {"data": "hsdp", "dp_replicate": 4}, {}, "parallel.dp_replicate: 4 does not divide the data-parallel size 6"),
+        (
+            6,
+            {"data": "hsdp", "dp_replicate": 4},
+            {},
+            "parallel.dp_replicate: 4 does not divide the data-parallel size 6",
+        ),
         (4, {"data": "ddp", "tp": 2}, {}, "parallel.data: ddp does not compose with tp or pp over 2 data-parallel"),
         (2, {"pp": 2, "pp_microbatches": 3}, {}, "parallel.pp_microbatches: 3 does not divide the 16 rows"),
         (2, {"pp": 2, "pp_microbatches": 1}, {}, "parallel.pp_microbatches: 1f1b needs at least pp = 2"),
@@ -87,7 +109,9 @@ def test_bad_parallel_values_name_the_key(parallel, message) -> None:
 
 
 def test_ptk_train_refuses_a_layout_before_starting_processes(kit, tmp_path: Path, capsys) -> None:
-    config = kit.config(tmp_path, parallel={"tp": 2}, model={"d_model": 48, "n_layers": 2, "n_heads": 3, "n_kv_heads": 3})
+    config = kit.config(
+        tmp_path, parallel={"tp": 2}, model={"d_model": 48, "n_layers": 2, "n_heads": 3, "n_kv_heads": 3}
+    )
     assert main(["train", str(config), "--nproc", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == f"ptk: error: {config}: model.n_heads: 3 does not split over parallel.tp = 2"

@@ -42,7 +42,10 @@ PAIR = [spec(mode, parallel=mode) for mode in ("ddp", "zero1", "zero2", "fsdp")]
     spec("tp2", parallel={"tp": 2}),
     spec("tp2_ckpt", parallel={"tp": 2}, activation_checkpointing=True),
     spec("tp2_bf16_ckpt", parallel={"tp": 2}, precision="bf16", activation_checkpointing=True),
-    *(spec(f"pp2_{s}", parallel={"pp": 2, "pp_schedule": s}, model=PIPE_MODEL) for s in ("gpipe", "1f1b", "interleaved_1f1b")),
+    *(
+        spec(f"pp2_{s}", parallel={"pp": 2, "pp_schedule": s}, model=PIPE_MODEL)
+        for s in ("gpipe", "1f1b", "interleaved_1f1b")
+    ),
 ]
 FOUR = [
     spec("fsdp2_tp2", parallel={"data": "fsdp", "tp": 2}),
@@ -169,8 +172,11 @@ def test_hugging_face_weights_load_into_tp_and_pipeline_stages(hf_model, tmp_pat
     (directory / "tokenizer.json").write_text("{}")  # only hashed: the worker's batches are not tokenized
     hf = {"init_from": str(directory), "model": None}  # the shape comes from config.json
     one = launch(tmp_path, [spec("hf", **hf)], 1)["hf"]
-    two = launch(tmp_path, [spec("hf_tp2", parallel={"tp": 2}, **hf),
-                            spec("hf_pp2", parallel={"pp": 2, "pp_schedule": "gpipe"}, **hf)], 2)  # fmt: skip
+    two = launch(
+        tmp_path,
+        [spec("hf_tp2", parallel={"tp": 2}, **hf), spec("hf_pp2", parallel={"pp": 2, "pp_schedule": "gpipe"}, **hf)],
+        2,
+    )
     # The fixture's weights (N(0, 0.1)) give far from the ln(97) = 4.57 of this project's small init: loaded.
     assert abs(one["loss"][0] - math.log(97)) > 0.5
     assert_same(two["hf_tp2"], one, rel=1e-5)

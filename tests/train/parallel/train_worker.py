@@ -29,7 +29,10 @@ from pretrainkit.train.parallel.distributed import DistEnv, exit_process, init_d
 
 VOCAB, SEQ = 97, 16
 BASE = {
-    "run_dir": "unused", "data": {"mixture": "unused", "seq_len": SEQ}, "max_steps": 8, "seed": 3,
+    "run_dir": "unused",
+    "data": {"mixture": "unused", "seq_len": SEQ},
+    "max_steps": 8,
+    "seed": 3,
     "model": {"d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2},
     "optim": {"lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 2, "clip": 1.0},
 }
@@ -40,7 +43,9 @@ def global_batch(k: int, size: int) -> torch.Tensor:
     return torch.randint(0, VOCAB, (size, SEQ + 1), generator=g)
 
 
-def micro_batches(k: int, global_size: int, micro_size: int, trainer: Trainer) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def micro_batches(
+    k: int, global_size: int, micro_size: int, trainer: Trainer
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     rows = global_size // trainer.mesh.dp_size
     group = trainer.mesh.dp_rank
     mine = global_batch(k, global_size)[group * rows : (group + 1) * rows]
@@ -69,8 +74,12 @@ def run(spec: dict, env: DistEnv) -> dict:
     # Validation after the steps, on 10 rows: not a multiple of any layout's rows per forward (padding).
     rows = global_batch(10_000, 10)
     val = trainer.evaluate_rows(rows[:, :-1], rows[:, 1:])
-    factors = [g.gradient_divide_factor for m in trainer.model.modules() if isinstance(m, FSDPModule)
-               for g in m._get_fsdp_state()._fsdp_param_groups]  # fmt: skip
+    factors = [
+        g.gradient_divide_factor
+        for m in trainer.model.modules()
+        if isinstance(m, FSDPModule)
+        for g in m._get_fsdp_state()._fsdp_param_groups
+    ]
     return {"loss": losses, "grad_norm": norms, "val": val, "divide_factors": factors}
 
 

@@ -28,8 +28,21 @@ GPUS = Machine("cuda", 8, "8 x NVIDIA H100", 8 * 0.4 * 989e12)
 def test_init_writes_commented_files_that_train_as_written(kit, tmp_path: Path, capsys) -> None:
     shards = kit.mixture.parent
     run = tmp_path / "first"
-    assert main(["init", str(run), "--shards", str(shards / "shakespeare"), str(shards / "wiki"), "--minutes", "5",
-                 "--no-measure"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "init",
+                str(run),
+                "--shards",
+                str(shards / "shakespeare"),
+                str(shards / "wiki"),
+                "--minutes",
+                "5",
+                "--no-measure",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"next: ptk train {run / 'train.yaml'}" in out  # with --nproc N for this machine's cores
     mixture_text, train_text = (run / "mixture.yaml").read_text(), (run / "train.yaml").read_text()
@@ -51,8 +64,21 @@ def test_init_writes_commented_files_that_train_as_written(kit, tmp_path: Path, 
     assert main(["init", str(run), "--shards", str(shards / "wiki")]) == 2
     assert "exists; ptk init never overwrites" in capsys.readouterr().err
     again = tmp_path / "again" / "first"
-    assert main(["init", str(again), "--shards", str(shards / "shakespeare"), str(shards / "wiki"), "--minutes", "5",
-                 "--no-measure"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "init",
+                str(again),
+                "--shards",
+                str(shards / "shakespeare"),
+                str(shards / "wiki"),
+                "--minutes",
+                "5",
+                "--no-measure",
+            ]
+        )
+        == 0
+    )
     assert (again / "train.yaml").read_text() == train_text
 
 
@@ -60,8 +86,9 @@ def test_init_from_a_mixture_rewrites_its_paths(kit, tmp_path: Path) -> None:
     run = tmp_path / "deep" / "er" / "run"
     assert main(["init", str(run), "--mixture", str(kit.mixture), "--no-measure"]) == 0
     copied, original = load_mixture(run / "mixture.yaml"), load_mixture(kit.mixture)
-    assert [(s.name, s.weight, s.shard_set.fingerprint) for s in copied.sources] == \
-        [(s.name, s.weight, s.shard_set.fingerprint) for s in original.sources]  # fmt: skip
+    assert [(s.name, s.weight, s.shard_set.fingerprint) for s in copied.sources] == [
+        (s.name, s.weight, s.shard_set.fingerprint) for s in original.sources
+    ]
     assert copied.config.holdout == original.config.holdout
     assert not Path(yaml.safe_load((run / "mixture.yaml").read_text())["sources"][0]["shards"]).is_absolute()
 
@@ -97,7 +124,11 @@ def _run_seconds(n: int, probe: Probe) -> float:
 def test_the_steps_fill_the_minutes_at_the_measured_speed() -> None:
     big, small = Corpus(10_000_000_000, 3000, 4096), Corpus(1_000_000, 300, 4096)
     plan = plan_first_run(big, CPU, minutes=10, law=LAW)
-    for probe in (Probe(steps=8, step_s=0.5, eval_s=2.0, fixed_s=12.0), Probe(8, 1.0, 4.0, 12.0), Probe(8, 0.05, 0.3, 40.0)):
+    for probe in (
+        Probe(steps=8, step_s=0.5, eval_s=2.0, fixed_s=12.0),
+        Probe(8, 1.0, 4.0, 12.0),
+        Probe(8, 0.05, 0.3, 40.0),
+    ):
         fitted = fit_to_minutes(plan, probe, 10, big)
         most = max(n for n in range(1, 20_000) if _run_seconds(n, probe) <= 600)  # the most steps that fit 600 s
         assert fitted.max_steps == most and fitted.minutes * 60 == pytest.approx(_run_seconds(most, probe))
@@ -109,13 +140,20 @@ def test_the_steps_fill_the_minutes_at_the_measured_speed() -> None:
     assert capped.data_limited and capped.tokens <= MAX_EPOCHS * small.train_tokens and capped.minutes < 10
 
 
-MEASURED = re.compile(r"measured: ([0-9.e+-]+) s per step,\n# ([0-9.e+-]+) s per evaluation and ([0-9.]+) s start-up "
-                      r"and shut-down in a (\d+)-step run")  # fmt: skip
+MEASURED = re.compile(
+    r"measured: ([0-9.e+-]+) s per step,\n# ([0-9.e+-]+) s per evaluation and ([0-9.]+) s start-up "
+    r"and shut-down in a (\d+)-step run"
+)
 
 
 def _init_measured(kit, run: Path, minutes: float, capsys) -> tuple[Probe, dict, str]:
     shards = kit.mixture.parent
-    assert main(["init", str(run), "--shards", str(shards / "shakespeare"), str(shards / "wiki"), "--minutes", str(minutes)]) == 0
+    assert (
+        main(
+            ["init", str(run), "--shards", str(shards / "shakespeare"), str(shards / "wiki"), "--minutes", str(minutes)]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     text = (run / "train.yaml").read_text()
     step_s, eval_s, fixed_s, steps = MEASURED.search(text).groups()

@@ -53,10 +53,13 @@ def _activation_peak_bytes(model: torch.nn.Module, tokens: torch.Tensor, bf16: b
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-@pytest.mark.parametrize("dims", [
-    dict(vocab_size=300, d_model=48, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=160),
-    dict(vocab_size=1000, d_model=96, n_layers=3, n_heads=6, n_kv_heads=6),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "dims",
+    [
+        dict(vocab_size=300, d_model=48, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=160),
+        dict(vocab_size=1000, d_model=96, n_layers=3, n_heads=6, n_kv_heads=6),
+    ],
+)
 def test_the_planners_activation_memory_matches_the_real_models_peak(dtype, dims):
     cfg = ModelConfig(max_seq_len=64, **dims)
     torch.manual_seed(0)
@@ -67,7 +70,9 @@ def test_the_planners_activation_memory_matches_the_real_models_peak(dtype, dims
     shape = ActivationShape.from_model_config(cfg)
     predicted = activation_bytes(shape, micro_batch, seq_len, dtype, checkpointing=False)
     assert predicted == pytest.approx(measured, rel=0.01)
-    (row,) = [r for r in memory_table(cfg.num_params(), 1, "mixed", shape, micro_batch, seq_len, dtype) if r.strategy == "ddp"]
+    (row,) = [
+        r for r in memory_table(cfg.num_params(), 1, "mixed", shape, micro_batch, seq_len, dtype) if r.strategy == "ddp"
+    ]
     assert row.activations == predicted
 
 

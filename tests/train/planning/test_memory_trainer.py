@@ -24,23 +24,56 @@ ROOT = Path(__file__).resolve().parents[3]
 SMALL = {"d_model": 128, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2}
 ONE_PROCESS = [
     {"name": "fp32", "vocab": 2048, "seq": 128, "micro": 8, "precision": "fp32", "ckpt": False, "model": SMALL},
-    {"name": "bf16+checkpointing", "vocab": 512, "seq": 128, "micro": 8, "precision": "bf16", "ckpt": True,
-     "model": {"d_model": 192, "n_layers": 4, "n_heads": 6, "n_kv_heads": 6}},
+    {
+        "name": "bf16+checkpointing",
+        "vocab": 512,
+        "seq": 128,
+        "micro": 8,
+        "precision": "bf16",
+        "ckpt": True,
+        "model": {"d_model": 192, "n_layers": 4, "n_heads": 6, "n_kv_heads": 6},
+    },
 ]
 # Sharding only shows with several processes: every parallel mode, 2 gloo processes.
 TWO_PROCESSES = [
-    {"name": mode, "vocab": 2048, "seq": 128, "micro": 4, "precision": "fp32", "ckpt": False, "parallel": mode,
-     "model": {"d_model": 256, "n_layers": 4, "n_heads": 4}}
+    {
+        "name": mode,
+        "vocab": 2048,
+        "seq": 128,
+        "micro": 4,
+        "precision": "fp32",
+        "ckpt": False,
+        "parallel": mode,
+        "model": {"d_model": 256, "n_layers": 4, "n_heads": 4},
+    }
     for mode in ("ddp", "zero1", "zero2", "fsdp")
 ] + [
     # Tensor parallel: matrices, embedding and head split over 2; pipeline: 2 stages, 4 micro-batches
     # under 1F1B (the first stage holds 2 in flight), and under GPipe (all 4).
-    {"name": "tp2", "vocab": 2048, "seq": 128, "micro": 4, "precision": "fp32", "ckpt": False, "parallel": {"tp": 2},
-     "model": {"d_model": 256, "n_layers": 4, "n_heads": 4}},
-    *({"name": f"pp2_{schedule}", "vocab": 2048, "seq": 128, "micro": 4, "accum": 4, "precision": "fp32", "ckpt": False,
-       "parallel": {"pp": 2, "pp_schedule": schedule}, "model": {"d_model": 256, "n_layers": 4, "n_heads": 4,
-                                                                 "tie_embeddings": False}}
-      for schedule in ("1f1b", "gpipe")),
+    {
+        "name": "tp2",
+        "vocab": 2048,
+        "seq": 128,
+        "micro": 4,
+        "precision": "fp32",
+        "ckpt": False,
+        "parallel": {"tp": 2},
+        "model": {"d_model": 256, "n_layers": 4, "n_heads": 4},
+    },
+    *(
+        {
+            "name": f"pp2_{schedule}",
+            "vocab": 2048,
+            "seq": 128,
+            "micro": 4,
+            "accum": 4,
+            "precision": "fp32",
+            "ckpt": False,
+            "parallel": {"pp": 2, "pp_schedule": schedule},
+            "model": {"d_model": 256, "n_layers": 4, "n_heads": 4, "tie_embeddings": False},
+        }
+        for schedule in ("1f1b", "gpipe")
+    ),
 ]
 
 
@@ -65,11 +98,20 @@ def measure(case: dict) -> dict:
     env = init_distributed("cpu")
     v, s, b, parallel = case["vocab"], case["seq"], case["micro"], case.get("parallel", "ddp")
     accum = case.get("accum", 1)
-    cfg = config_from_dict({
-        "run_dir": "unused", "data": {"mixture": "unused", "seq_len": s}, "max_steps": 10, "model": case["model"],
-        "batch": {"global_size": b * accum * env.world_size, "micro_size": b}, "optim": {"warmup_steps": 1},
-        "precision": case["precision"], "activation_checkpointing": case["ckpt"], "parallel": parallel,
-    }, case["name"])
+    cfg = config_from_dict(
+        {
+            "run_dir": "unused",
+            "data": {"mixture": "unused", "seq_len": s},
+            "max_steps": 10,
+            "model": case["model"],
+            "batch": {"global_size": b * accum * env.world_size, "micro_size": b},
+            "optim": {"warmup_steps": 1},
+            "precision": case["precision"],
+            "activation_checkpointing": case["ckpt"],
+            "parallel": parallel,
+        },
+        case["name"],
+    )
     p = cfg.parallel
     dp = env.world_size // (p.tp * p.pp)
     cfg.batch.global_size = b * accum * dp
@@ -80,7 +122,7 @@ def measure(case: dict) -> dict:
         trainer = Trainer(cfg, mcfg, env)
         rank, rows = trainer.mesh.dp_rank, b * accum
         for _ in range(3):
-            x = torch.randint(0, v, (rows * dp, s + 1), generator=g)[rank * rows:(rank + 1) * rows]
+            x = torch.randint(0, v, (rows * dp, s + 1), generator=g)[rank * rows : (rank + 1) * rows]
             trainer.train_step([(m[:, :-1], m[:, 1:]) for m in x.split(b)])
     with tempfile.TemporaryDirectory() as d:
         prof.export_chrome_trace(os.path.join(d, "trace.json"))
@@ -119,8 +161,13 @@ def test_memory_model_within_25_percent_of_the_trainers_real_peak():
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_memory_model_within_25_percent_under_ddp_each_zero_stage_tp2_and_pp2():
-    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          __file__, "two"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", __file__, "two"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     _check(_last_json_line(out), TWO_PROCESSES)
 
 

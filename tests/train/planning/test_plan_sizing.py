@@ -72,28 +72,73 @@ def test_law_from_json_file_and_bad_files(tmp_path):
 
 
 def test_ptk_plan_prints_budget_time_and_zero_table(capsys):
-    assert main(["plan", "--params", "7.5B", "--tokens", "150B", "--devices", "64", "--device-memory", "80",
-                 "--peak-flops", "989T", "--mfu", "0.5"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--params",
+                "7.5B",
+                "--tokens",
+                "150B",
+                "--devices",
+                "64",
+                "--device-memory",
+                "80",
+                "--peak-flops",
+                "989T",
+                "--mfu",
+                "0.5",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "C = 6.75e+21 FLOPs" in out and "tokens/param  20" in out
     # 6.75e21 / (64 * 989e12 * 0.5) s = 59.2 h
     assert "2.47 days on 64 device(s)" in out
-    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ") and line.split()[0]
-            in ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3/FSDP")}
+    rows = {
+        line.split()[0]: line.split()
+        for line in out.splitlines()
+        if line.startswith("  ") and line.split()[0] in ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3/FSDP")
+    }
     assert [rows[k][4] for k in ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3/FSDP")] == ["120", "31.4", "16.6", "1.88"]
     assert rows["DDP"][-1] == "no" and rows["ZeRO-1"][-2:] == ["(model", "states)"]
 
 
 def test_ptk_plan_with_a_training_config_counts_activations(tmp_path, capsys):
     config = tmp_path / "run.yaml"
-    config.write_text(yaml.safe_dump({
-        "run_dir": "run", "data": {"mixture": "mix.yaml", "seq_len": 1024}, "max_steps": 1000,
-        "model": {"d_model": 512, "n_layers": 8, "n_heads": 8, "n_kv_heads": 4},
-        "batch": {"global_size": 64, "micro_size": 8}, "parallel": "fsdp", "precision": "bf16",
-        "activation_checkpointing": True,
-    }))
-    assert main(["plan", "--config", str(config), "--vocab-size", "32000", "--flops", "1e19",
-                 "--devices", "8", "--device-memory", "5"]) == 0
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "run_dir": "run",
+                "data": {"mixture": "mix.yaml", "seq_len": 1024},
+                "max_steps": 1000,
+                "model": {"d_model": 512, "n_layers": 8, "n_heads": 8, "n_kv_heads": 4},
+                "batch": {"global_size": 64, "micro_size": 8},
+                "parallel": "fsdp",
+                "precision": "bf16",
+                "activation_checkpointing": True,
+            }
+        )
+    )
+    assert (
+        main(
+            [
+                "plan",
+                "--config",
+                str(config),
+                "--vocab-size",
+                "32000",
+                "--flops",
+                "1e19",
+                "--devices",
+                "8",
+                "--device-memory",
+                "5",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "micro-batch 8 x 1024 tokens, bf16" in out and "4+4+8 bytes/param (fp32)" in out
     assert "ZeRO-3/FSDP" in out and "<- config (checkpointing on)" in out
@@ -103,11 +148,16 @@ def test_ptk_plan_with_a_training_config_counts_activations(tmp_path, capsys):
 def test_ptk_plan_reads_the_vocabulary_from_the_mixture(tmp_path, capsys):
     text = need_data(DATA / "tinyshakespeare" / "input.txt")
     speeches = [s for s in text.read_text(encoding="utf-8")[:20_000].split("\n\n") if s.strip()]
-    write_shards([np.frombuffer(s.encode("utf-8"), dtype=np.uint8).astype(np.uint16) for s in speeches],
-                 tmp_path / "bytes", vocab_size=257, eos_id=256)
+    write_shards(
+        [np.frombuffer(s.encode("utf-8"), dtype=np.uint8).astype(np.uint16) for s in speeches],
+        tmp_path / "bytes",
+        vocab_size=257,
+        eos_id=256,
+    )
     (tmp_path / "mix.yaml").write_text("sources:\n  - {name: plays, shards: bytes, weight: 1}\n")
     (tmp_path / "run.yaml").write_text(
-        "run_dir: r\ndata: {mixture: mix.yaml, seq_len: 128}\nmax_steps: 500\nmodel: {d_model: 64, n_layers: 2, n_heads: 4}\n")
+        "run_dir: r\ndata: {mixture: mix.yaml, seq_len: 128}\nmax_steps: 500\nmodel: {d_model: 64, n_layers: 2, n_heads: 4}\n"
+    )
     assert main(["plan", "--config", str(tmp_path / "run.yaml"), "--tokens", "10M"]) == 0
     n = ModelConfig(vocab_size=257, d_model=64, n_layers=2, n_heads=4, max_seq_len=128).num_params()
     assert f"N = {human(n)} (given" in capsys.readouterr().out
@@ -130,13 +180,17 @@ def test_ptk_plan_errors_are_one_line(tmp_path, capsys):
     assert "cannot find the vocabulary size" in err and "--vocab-size" in err
 
 
-@pytest.mark.parametrize("args", [["--flops", "-1e21"], ["--params", "-5"], ["--tokens", "0"], ["--flops", "-1e21", "--params", "1B"]])
+@pytest.mark.parametrize(
+    "args", [["--flops", "-1e21"], ["--params", "-5"], ["--tokens", "0"], ["--flops", "-1e21", "--params", "1B"]]
+)
 def test_ptk_plan_refuses_non_positive_budgets_naming_the_option(args, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["plan", *args])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert f"argument {args[0]}: must be a positive number, got '{args[1]}'" in err and "expected one argument" not in err
+    assert (
+        f"argument {args[0]}: must be a positive number, got '{args[1]}'" in err and "expected one argument" not in err
+    )
 
 
 def _plan_lines(capsys, *args: str) -> tuple[str, str]:
@@ -168,11 +222,18 @@ def test_ptk_plan_prints_no_loss_far_outside_the_laws_range(capsys):
 
 def test_ptk_plan_splits_memory_over_tp_and_pp(tmp_path, capsys):
     config = tmp_path / "run.yaml"
-    config.write_text(yaml.safe_dump({
-        "run_dir": "run", "data": {"mixture": "mix.yaml", "seq_len": 1024}, "max_steps": 1000,
-        "model": {"d_model": 512, "n_layers": 8, "n_heads": 8, "n_kv_heads": 4, "tie_embeddings": False},
-        "batch": {"global_size": 64, "micro_size": 8}, "parallel": {"data": "fsdp", "tp": 2, "pp": 2},
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "run_dir": "run",
+                "data": {"mixture": "mix.yaml", "seq_len": 1024},
+                "max_steps": 1000,
+                "model": {"d_model": 512, "n_layers": 8, "n_heads": 8, "n_kv_heads": 4, "tie_embeddings": False},
+                "batch": {"global_size": 64, "micro_size": 8},
+                "parallel": {"data": "fsdp", "tp": 2, "pp": 2},
+            }
+        )
+    )
     args = ["plan", "--config", str(config), "--vocab-size", "32000", "--flops", "1e19", "--devices", "8"]
     assert main(args) == 0
     out = capsys.readouterr().out

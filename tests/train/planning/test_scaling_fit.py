@@ -29,8 +29,9 @@ def test_fit_recovers_the_law_from_exact_points():
 
 def test_fit_on_noisy_points_predicts_a_bigger_run():
     rng = random.Random(0)
-    points = [RunPoint(f"{n:g}/{d:g}", n, d, TRUE.loss(n, d) * math.exp(rng.gauss(0, 0.005)))
-              for n in GRID_N for d in GRID_D]
+    points = [
+        RunPoint(f"{n:g}/{d:g}", n, d, TRUE.loss(n, d) * math.exp(rng.gauss(0, 0.005))) for n in GRID_N for d in GRID_D
+    ]
     fit = fit_loss_law(points, starts=8)
     assert fit.law.loss(1e10, 2e11) == pytest.approx(TRUE.loss(1e10, 2e11), rel=0.02)
     assert fit.law.alpha == pytest.approx(TRUE.alpha, abs=0.05) and fit.law.beta == pytest.approx(TRUE.beta, abs=0.05)
@@ -38,17 +39,35 @@ def test_fit_on_noisy_points_predicts_a_bigger_run():
     assert fit_loss_law(points, starts=8).law == fit.law
 
 
-def _write_run(run_dir, d_model: int, n_layers: int, steps: int, tokens_per_step: int, vocab: int) -> tuple[float, float]:
+def _write_run(
+    run_dir, d_model: int, n_layers: int, steps: int, tokens_per_step: int, vocab: int
+) -> tuple[float, float]:
     """A finished run: resolved config.yaml and metrics.jsonl whose final validation loss follows TRUE."""
-    cfg = config_from_dict({"run_dir": str(run_dir), "data": {"mixture": "mix.yaml", "seq_len": 256},
-                            "max_steps": steps, "optim": {"warmup_steps": 1},
-                            "model": {"d_model": d_model, "n_layers": n_layers, "n_heads": 4}}, "test")
+    cfg = config_from_dict(
+        {
+            "run_dir": str(run_dir),
+            "data": {"mixture": "mix.yaml", "seq_len": 256},
+            "max_steps": steps,
+            "optim": {"warmup_steps": 1},
+            "model": {"d_model": d_model, "n_layers": n_layers, "n_heads": 4},
+        },
+        "test",
+    )
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
     n = model_config(cfg, vocab).num_params()
     d = steps * tokens_per_step
-    rows = [{"step": s, "loss": 9.0 - s * 1e-3, "lr": 1e-3, "grad_norm": 1.0, "tokens": s * tokens_per_step,
-             "tokens_per_s": 1000.0} for s in range(1, steps + 1)]
+    rows = [
+        {
+            "step": s,
+            "loss": 9.0 - s * 1e-3,
+            "lr": 1e-3,
+            "grad_norm": 1.0,
+            "tokens": s * tokens_per_step,
+            "tokens_per_s": 1000.0,
+        }
+        for s in range(1, steps + 1)
+    ]
     rows.append({"step": steps, "val_loss": {"web": TRUE.loss(n, d) + 0.01, "code": TRUE.loss(n, d) - 0.01}})
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return n, d
@@ -63,8 +82,26 @@ def test_ptk_scaling_fit_over_run_directories(tmp_path, capsys):
             _write_run(run, width, depth, steps, tokens_per_step=65536 * (i + 1), vocab=8192)
             dirs.append(str(run))
     law_file = tmp_path / "law.json"
-    assert main(["scaling", "fit", *dirs, "--vocab-size", "8192", "--starts", "8", "--predict", "1B:20B",
-                 "--flops", "1e20", "-o", str(law_file)]) == 0
+    assert (
+        main(
+            [
+                "scaling",
+                "fit",
+                *dirs,
+                "--vocab-size",
+                "8192",
+                "--starts",
+                "8",
+                "--predict",
+                "1B:20B",
+                "--flops",
+                "1e20",
+                "-o",
+                str(law_file),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     fitted = load_law(str(law_file))
     assert fitted.loss(1e9, 20e9) == pytest.approx(TRUE.loss(1e9, 20e9), rel=0.01)
@@ -74,11 +111,17 @@ def test_ptk_scaling_fit_over_run_directories(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "loss law      fit:" in out
     # The law keeps the range of its runs (tiny models, far from 1e20 FLOPs) and the data they saw.
-    assert fitted.params_range[1] < 1e8 and "loss          not predicted: N = " in out and "lie outside the range the law was fitted on" in out
+    assert (
+        fitted.params_range[1] < 1e8
+        and "loss          not predicted: N = " in out
+        and "lie outside the range the law was fitted on" in out
+    )
     inside = [str(hi) for _, hi in (fitted.params_range, fitted.tokens_range)]
     assert main(["plan", "--params", inside[0], "--tokens", inside[1], "--law", str(law_file)]) == 0
     (loss,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("loss  ")]
-    assert "predicted for the law's own data and tokenizer (the data and tokenizer of the runs it was fitted on)" in loss
+    assert (
+        "predicted for the law's own data and tokenizer (the data and tokenizer of the runs it was fitted on)" in loss
+    )
     assert "outside" not in loss
 
 
@@ -96,8 +139,12 @@ def test_ptk_scaling_fit_errors_name_the_problem(tmp_path, capsys):
 
 
 def test_default_laws_are_the_published_coefficients():
-    chinchilla = {"data": "MassiveText with Chinchilla's 32K SentencePiece tokenizer",
-                  "params_range": (7e7, 1.6e10), "tokens_range": (5e9, 5e11)}  # Hoffmann et al.'s runs
-    assert LAWS["besiroglu"] == LossLaw(E=1.8172, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658, name="besiroglu",
-                                        **chinchilla)
+    chinchilla = {
+        "data": "MassiveText with Chinchilla's 32K SentencePiece tokenizer",
+        "params_range": (7e7, 1.6e10),
+        "tokens_range": (5e9, 5e11),
+    }  # Hoffmann et al.'s runs
+    assert LAWS["besiroglu"] == LossLaw(
+        E=1.8172, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658, name="besiroglu", **chinchilla
+    )
     assert LAWS["hoffmann"] == LossLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28, name="hoffmann", **chinchilla)

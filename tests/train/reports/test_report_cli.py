@@ -11,8 +11,10 @@ from pretrainkit.cli import main
 
 def write_run(run: Path, steps: int) -> Path:
     run.mkdir(parents=True)
-    rows = [{"step": s, "loss": 5.0 - 0.1 * s, "lr": 1e-3, "grad_norm": 1.0, "tokens": 256 * s, "tokens_per_s": 1e3}
-            for s in range(1, steps + 1)]  # fmt: skip
+    rows = [
+        {"step": s, "loss": 5.0 - 0.1 * s, "lr": 1e-3, "grad_norm": 1.0, "tokens": 256 * s, "tokens_per_s": 1e3}
+        for s in range(1, steps + 1)
+    ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return run
 
@@ -33,7 +35,9 @@ def test_report_of_a_run_without_training_steps_is_an_error(tmp_path: Path, caps
     empty.mkdir()
     (empty / "metrics.jsonl").write_text('{"step": 0, "val_loss": {"web": 5.5}}\n')
     assert main(["report", str(empty)]) == 2
-    assert capsys.readouterr().err == f"ptk: error: {empty}/metrics.jsonl: no training steps logged; nothing to report\n"
+    assert (
+        capsys.readouterr().err == f"ptk: error: {empty}/metrics.jsonl: no training steps logged; nothing to report\n"
+    )
     assert not (empty / "report.png").exists()
     good = write_run(tmp_path / "good", 5)
     assert main(["report", str(good), "--compare", str(empty)]) == 2

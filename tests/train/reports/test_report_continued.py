@@ -27,12 +27,26 @@ def runs(session_kit, tmp_path_factory) -> tuple[Path, Path]:
     assert main(["train", str(base_cfg)]) == 0
     shards = session_kit.mixture.parent
     (root / "cont").mkdir()
-    (root / "cont" / "mix.yaml").write_text(yaml.safe_dump({"seed": 2, "holdout": {"fraction": 0.02, "min_tokens": 2048},
-        "sources": [{"name": "shakespeare", "shards": str(shards / "shakespeare"), "weight": 0.7},
-                    {"name": "wiki", "shards": str(shards / "wiki"), "weight": 0.3,
-                     "replay": {"from": str(root / "base" / "run")}}]}))  # fmt: skip
-    cont_cfg = session_kit.config(root / "cont", max_steps=6, eval={"every": 3, "batches": 1},
-                                  init_from=str(root / "base" / "run"))  # fmt: skip
+    (root / "cont" / "mix.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "seed": 2,
+                "holdout": {"fraction": 0.02, "min_tokens": 2048},
+                "sources": [
+                    {"name": "shakespeare", "shards": str(shards / "shakespeare"), "weight": 0.7},
+                    {
+                        "name": "wiki",
+                        "shards": str(shards / "wiki"),
+                        "weight": 0.3,
+                        "replay": {"from": str(root / "base" / "run")},
+                    },
+                ],
+            }
+        )
+    )
+    cont_cfg = session_kit.config(
+        root / "cont", max_steps=6, eval={"every": 3, "batches": 1}, init_from=str(root / "base" / "run")
+    )
     cfg = yaml.safe_load(cont_cfg.read_text())
     cfg["data"]["mixture"] = "mix.yaml"
     cont_cfg.write_text(yaml.safe_dump(cfg))
@@ -64,7 +78,9 @@ def test_a_continued_run_is_drawn_after_its_base_in_steps_and_in_tokens(runs, ca
     assert [list(line.get_xdata()) for line in val] == [[11, 14]] * 2  # its validation at its steps 3 and 6
     fig, _ = build_figure([base, cont], "tokens")
     cont_tokens = [8 * 8 * 32 + 8 * 32 * k for k in range(1, 7)]
-    assert [list(line.get_xdata()) for line in _lines_of(_panel(fig, "training loss"), RUN_COLORS[1])] == [cont_tokens] * 2
+    assert [list(line.get_xdata()) for line in _lines_of(_panel(fig, "training loss"), RUN_COLORS[1])] == [
+        cont_tokens
+    ] * 2
     assert _panel(fig, "learning rate").get_xlabel() == "tokens"
     assert main(["report", str(runs[0]), "--compare", str(runs[1]), "--x", "tokens"]) == 0
     out = capsys.readouterr().out
@@ -92,7 +108,9 @@ def test_replayed_sources_are_marked_and_mfu_is_drawn_only_when_logged(runs, tmp
     assert sorted(ax.get_title() for ax in fig.axes) == sorted(panels)  # no empty MFU panel on a CPU run
     # The same run as a GPU would log it, with MFU: the sixth panel is back.
     rows = [json.loads(line) for line in (runs[1] / "metrics.jsonl").read_text().splitlines()]
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({**r, "mfu": 0.4} if "loss" in r else r) + "\n" for r in rows))
+    (tmp_path / "metrics.jsonl").write_text(
+        "".join(json.dumps({**r, "mfu": 0.4} if "loss" in r else r) + "\n" for r in rows)
+    )
     fig, panels = build_figure([read_run(tmp_path)])
     assert panels[-1] == "MFU" and len(_lines_of(_panel(fig, "MFU"), RUN_COLORS[0])) == 1
     assert main(["report", str(runs[1]), "-o", str(tmp_path / "r.png")]) == 0

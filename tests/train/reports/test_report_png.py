@@ -37,40 +37,85 @@ def _byte_shards(texts: list[str], out: Path) -> None:
 def runs(tmp_path_factory) -> tuple[Path, Path]:
     shakespeare, peps = need_data(DATA / "tinyshakespeare" / "input.txt"), need_data(DATA / "python_peps" / "peps")
     root = tmp_path_factory.mktemp("report_runs")
-    _byte_shards([s for s in shakespeare.read_text(encoding="utf-8")[:150_000].split("\n\n") if s.strip()],
-                 root / "shakespeare")
+    _byte_shards(
+        [s for s in shakespeare.read_text(encoding="utf-8")[:150_000].split("\n\n") if s.strip()], root / "shakespeare"
+    )
     _byte_shards([p.read_text(encoding="utf-8") for p in sorted(peps.glob("pep-*.rst"))[:12]], root / "peps")
-    (root / "mix.yaml").write_text(yaml.safe_dump({"seed": 1, "sources": [
-        {"name": "shakespeare", "shards": "shakespeare", "weight": 0.5},
-        {"name": "peps", "shards": "peps", "weight": 0.5}]}))
+    (root / "mix.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "seed": 1,
+                "sources": [
+                    {"name": "shakespeare", "shards": "shakespeare", "weight": 0.5},
+                    {"name": "peps", "shards": "peps", "weight": 0.5},
+                ],
+            }
+        )
+    )
     dirs, procs = [], []
     for name, lr in (("small-lr", 3e-3), ("big-lr", 1e-2)):
         config = root / f"{name}.yaml"
-        config.write_text(yaml.safe_dump({
-            "run_dir": name, "seed": 0, "max_steps": 8, "data": {"mixture": "mix.yaml", "seq_len": 64},
-            "model": {"d_model": 32, "n_layers": 2, "n_heads": 2}, "batch": {"global_size": 8, "micro_size": 8},
-            "optim": {"lr": lr, "min_lr": lr / 10, "warmup_steps": 2}, "eval": {"every": 4, "batches": 1},
-        }))
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "run_dir": name,
+                    "seed": 0,
+                    "max_steps": 8,
+                    "data": {"mixture": "mix.yaml", "seq_len": 64},
+                    "model": {"d_model": 32, "n_layers": 2, "n_heads": 2},
+                    "batch": {"global_size": 8, "micro_size": 8},
+                    "optim": {"lr": lr, "min_lr": lr / 10, "warmup_steps": 2},
+                    "eval": {"every": 4, "batches": 1},
+                }
+            )
+        )
         # Both runs at once: each spends most of its time starting up, not training.
-        procs.append(subprocess.Popen([sys.executable, "-m", "pretrainkit.cli", "train", str(config)], cwd=ROOT,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "pretrainkit.cli", "train", str(config)],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
         dirs.append(root / name)
     for proc in procs:
         # timeout: a bound for a hang, not for speed (a loaded machine runs this many times slower)
         _, err = proc.communicate(timeout=900)
         assert proc.returncode == 0, err[-2000:]
     # The row format of train/loop.py; the second spike's loss is not finite (JSON NaN, as Python writes it).
-    spikes = [{"step": 5, "batch": 4, "loss": 9.5, "grad_norm": 30.0, "window_mean": 4.1, "window_std": 0.2,
-               "window_grad_median": 1.0, "reason": "loss 9.5 > mean + 6 std", "action": "skip"},
-              {"step": 7, "batch": 6, "loss": math.nan, "grad_norm": math.inf, "window_mean": 4.0, "window_std": 0.2,
-               "window_grad_median": 1.0, "reason": "non-finite loss", "action": "skip"}]
+    spikes = [
+        {
+            "step": 5,
+            "batch": 4,
+            "loss": 9.5,
+            "grad_norm": 30.0,
+            "window_mean": 4.1,
+            "window_std": 0.2,
+            "window_grad_median": 1.0,
+            "reason": "loss 9.5 > mean + 6 std",
+            "action": "skip",
+        },
+        {
+            "step": 7,
+            "batch": 6,
+            "loss": math.nan,
+            "grad_norm": math.inf,
+            "window_mean": 4.0,
+            "window_std": 0.2,
+            "window_grad_median": 1.0,
+            "reason": "non-finite loss",
+            "action": "skip",
+        },
+    ]
     (dirs[1] / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in spikes))
     return dirs[0], dirs[1]
 
 
 def _spike_pixels(png: Path) -> int:
     rgb = (imread(png)[..., :3] * 255).round()
-    red = np.array([int(SPIKE_COLOR[i:i + 2], 16) for i in (1, 3, 5)])
+    red = np.array([int(SPIKE_COLOR[i : i + 2], 16) for i in (1, 3, 5)])
     return int((np.abs(rgb - red).max(axis=-1) <= 8).sum())
 
 
@@ -110,8 +155,10 @@ def test_report_compare_overlays_runs(runs, tmp_path, capsys):
 def test_report_errors_name_the_file(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "no metrics.jsonl" in capsys.readouterr().err
-    rows = [{"step": 1, "loss": 5.0, "lr": 1e-3, "grad_norm": 1.0, "tokens": 512, "tokens_per_s": 900.0},
-            {"step": 2, "loss": "high"}]
+    rows = [
+        {"step": 1, "loss": 5.0, "lr": 1e-3, "grad_norm": 1.0, "tokens": 512, "tokens_per_s": 900.0},
+        {"step": 2, "loss": "high"},
+    ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err

@@ -29,8 +29,9 @@ def _tensorboard(run: Path) -> EventAccumulator:
 
 
 def test_tensorboard_events_hold_the_metrics_rows_and_follow_a_resume(kit, tmp_path: Path, capsys) -> None:
-    config = kit.config(tmp_path, max_steps=8, checkpoint={"every": 4}, eval={"every": 4, "batches": 1},
-                        logging={"tensorboard": True})  # fmt: skip
+    config = kit.config(
+        tmp_path, max_steps=8, checkpoint={"every": 4}, eval={"every": 4, "batches": 1}, logging={"tensorboard": True}
+    )
 
     def crash_at_step_6(batch: int, micro: list) -> list:
         if batch == 5:
@@ -59,9 +60,14 @@ def test_tensorboard_events_hold_the_metrics_rows_and_follow_a_resume(kit, tmp_p
 
 def test_a_spike_is_text_in_tensorboard(kit, tmp_path: Path) -> None:
     # A loss above ln(257) by 10% after the loss fell is a spike under these thresholds; lr 3 makes one.
-    config = kit.config(tmp_path, max_steps=12, optim={"lr": 3.0, "min_lr": 0.3, "warmup_steps": 1},
-                        spikes={"action": "skip", "min_history": 2, "loss_sigmas": 1, "loss_rise": 0.01},
-                        eval={"every": 0}, logging={"tensorboard": True})  # fmt: skip
+    config = kit.config(
+        tmp_path,
+        max_steps=12,
+        optim={"lr": 3.0, "min_lr": 0.3, "warmup_steps": 1},
+        spikes={"action": "skip", "min_history": 2, "loss_sigmas": 1, "loss_rise": 0.01},
+        eval={"every": 0},
+        logging={"tensorboard": True},
+    )
     assert main(["train", str(config)]) == 0
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     assert events, "the settings above must produce a spike"
@@ -101,8 +107,13 @@ def _history(records: list) -> list[dict]:
 
 
 def test_wandb_offline_run_dir_holds_the_rows_and_a_resume_continues_the_run(kit, tmp_path: Path, capsys) -> None:
-    config = kit.config(tmp_path, max_steps=6, checkpoint={"every": 3}, eval={"every": 3, "batches": 1},
-                        logging={"wandb": {"project": "ptk-test", "mode": "offline"}})  # fmt: skip
+    config = kit.config(
+        tmp_path,
+        max_steps=6,
+        checkpoint={"every": 3},
+        eval={"every": 3, "batches": 1},
+        logging={"wandb": {"project": "ptk-test", "mode": "offline"}},
+    )
     assert main(["train", str(config), "--set", "max_steps=3"]) == 0
     assert main(["train", str(config)]) == 0
     assert "failed" not in capsys.readouterr().err
@@ -140,14 +151,19 @@ def test_an_unknown_wandb_mode_is_a_one_line_config_error(kit, tmp_path: Path, c
     assert "logging.wandb.mode: must be one of offline, online, got 'cloud'" in capsys.readouterr().err
 
 
-def test_wandb_online_without_credentials_is_reported_once_and_never_prompts(kit, tmp_path: Path, capsys,
-                                                                             monkeypatch) -> None:  # fmt: skip
+def test_wandb_online_without_credentials_is_reported_once_and_never_prompts(
+    kit, tmp_path: Path, capsys, monkeypatch
+) -> None:
     for var in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE", "NETRC"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc, no W&B settings
     monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
-    config = kit.config(tmp_path, max_steps=4, eval={"every": 0},
-                        logging={"tensorboard": True, "wandb": {"project": "p", "mode": "online"}})  # fmt: skip
+    config = kit.config(
+        tmp_path,
+        max_steps=4,
+        eval={"every": 0},
+        logging={"tensorboard": True, "wandb": {"project": "p", "mode": "online"}},
+    )
     assert main(["train", str(config)]) == 0
     err = capsys.readouterr().err
     assert err.count("logging.wandb failed") == 1 and "needs W&B credentials" in err
