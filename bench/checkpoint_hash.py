@@ -1,4 +1,5 @@
-"""Benchmark: what hashing a checkpoint's files costs, and how long a save blocks training, hashing in the background or not.
+"""Benchmark: what hashing a checkpoint's files costs, and how long a save blocks training.
+A save is timed hashing in the background or not.
 
     python -m bench.checkpoint_hash [--mb 256] [--repeats 3] [--steps-between 4]
 
@@ -141,10 +142,12 @@ def blocked_per_save(mb: int, repeats: int, steps_between: int) -> dict:
         f"parameters), {steps_between} steps between saves, median of {repeats}"
     )
     print(
-        f"  hashing on the critical path (baseline)  {sync['blocked_s']:7.3f} s blocked   steps between {sync['steps_s']:7.3f} s"
+        f"  hashing on the critical path (baseline)  {sync['blocked_s']:7.3f} s blocked"
+        f"   steps between {sync['steps_s']:7.3f} s"
     )
     print(
-        f"  hashing in the background                {bg['blocked_s']:7.3f} s blocked   steps between {bg['steps_s']:7.3f} s"
+        f"  hashing in the background                {bg['blocked_s']:7.3f} s blocked"
+        f"   steps between {bg['steps_s']:7.3f} s"
     )
     print(f"  blocked background / sync                {bg['blocked_s'] / sync['blocked_s']:.2f}x")
     return {

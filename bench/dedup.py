@@ -7,7 +7,8 @@ texts) as one JSONL file. Baseline: per document, a set of word 5-gram strings (
 `MinHash(num_perm=128).update_batch`, then `MinHashLSH.query` and `insert` at the same threshold,
 single process, reading the same JSONL. Prints docs/s, MB/s, peak RSS and the speed ratio, and
 writes bench/results/dedup.json. With `--workers` above 1 it also times one worker on the same corpus
-and prints the throughput ratio (how the work divides among processes on long documents). `--executor ray` also runs the same dedup as Ray tasks on a local
+and prints the throughput ratio (how the work divides among processes on long documents). `--executor ray`
+also runs the same dedup as Ray tasks on a local
 Ray instance (started before the clock starts) and prints its time as a ratio to the local executor's:
 the Ray overhead on one machine.
 """
@@ -159,7 +160,8 @@ def main() -> None:
     for name in ("pretrainkit", "datasketch_loop"):
         r = result[name]
         print(
-            f"  {name:<16} {r['seconds']:7.2f} s  {r['docs_per_s']:>8,} docs/s  {r['mb_per_s']:6.2f} MB/s  removed {r['removed']:,}"
+            f"  {name:<16} {r['seconds']:7.2f} s  {r['docs_per_s']:>8,} docs/s  {r['mb_per_s']:6.2f} MB/s"
+            f"  removed {r['removed']:,}"
         )
     print(f"  peak RSS (pretrainkit main + largest worker): {ours_rss} MB")
     if one_worker is not None:

@@ -1,6 +1,7 @@
-"""Benchmark: peak memory and throughput of `ptk dedup` on 1M, 3M, 6M short documents (bounded memory).
+r"""Benchmark: peak memory and throughput of `ptk dedup` on 1M, 3M, 6M short documents (bounded memory).
 
-    python -m bench.dedup_memory [--docs 1000000 3000000 6000000] [--workers 2] [--memory-limit 1G] [--scaling] [--repeat 3]
+    python -m bench.dedup_memory [--docs 1000000 3000000 6000000] [--workers 2] [--memory-limit 1G] \
+        [--scaling] [--repeat 3]
 
 Documents are two real sentences (Reuters-21578, Wikitext-2, PEPs from ../shared/data), with 18%
 exact and 17% lightly edited copies mixed in (about a third are duplicates at every size; the rate
@@ -146,10 +147,12 @@ def main() -> None:
         r = _median_run(runs)
         print(r.pop("summary"))
         print(
-            f"{n:,} docs ({r['input_mb']:.0f} MB of JSONL): peak RSS of the process tree {r['peak_rss_mb_process_tree']} MB "
-            f"({r['rss_bytes_per_doc']} bytes/doc; {r['duplicate_rate']:.1%} duplicates: {r['exact_duplicates']:,} exact, "
-            f"{r['near_duplicates']:,} near) in {r['seconds']:.1f} s ({r['mb_per_s']} MB/s); input text / peak RSS = "
-            f"{r['input_mb'] / r['peak_rss_mb_process_tree']:.2f}; index on disk {r['index_mb']} MB = {r['index_over_input']}x the input"
+            f"{n:,} docs ({r['input_mb']:.0f} MB of JSONL): peak RSS of the process tree "
+            f"{r['peak_rss_mb_process_tree']} MB ({r['rss_bytes_per_doc']} bytes/doc; "
+            f"{r['duplicate_rate']:.1%} duplicates: {r['exact_duplicates']:,} exact, "
+            f"{r['near_duplicates']:,} near) in {r['seconds']:.1f} s ({r['mb_per_s']} MB/s); "
+            f"input text / peak RSS = {r['input_mb'] / r['peak_rss_mb_process_tree']:.2f}; "
+            f"index on disk {r['index_mb']} MB = {r['index_over_input']}x the input"
         )
         if one_worker_runs:
             one = _median_run(one_worker_runs)
@@ -160,12 +163,14 @@ def main() -> None:
             }
             r["speedup_over_one_worker"] = round(one["seconds"] / r["seconds"], 2)
             print(
-                f"{n:,} docs: {args.workers} workers {r['mb_per_s']} MB/s, 1 worker {one['mb_per_s']} MB/s ({one['seconds']:.1f} s): "
+                f"{n:,} docs: {args.workers} workers {r['mb_per_s']} MB/s, "
+                f"1 worker {one['mb_per_s']} MB/s ({one['seconds']:.1f} s): "
                 f"{r['speedup_over_one_worker']}x one worker's throughput"
             )
         if args.repeat > 1:
             print(
-                f"{n:,} docs: {args.repeat} runs each, medians above; seconds with {args.workers} workers {r['all_seconds']}"
+                f"{n:,} docs: {args.repeat} runs each, medians above; "
+                f"seconds with {args.workers} workers {r['all_seconds']}"
                 + (f", with 1 worker {r['one_worker']['all_seconds']}" if one_worker_runs else "")
                 + f"; peaks (MB) {r['all_peaks_mb']}"
             )

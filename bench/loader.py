@@ -176,14 +176,17 @@ def short_corpus_main(args: argparse.Namespace) -> int:
     tokens = args.batches * args.batch * args.seq_len
     base_s = nanogpt_batches(memmap_path, args.seq_len, args.batch, args.batches)
     print(
-        f"corpus {args.corpus}: {ss.num_docs:,} documents, {ss.num_tokens:,} tokens ({ss.num_tokens / ss.num_docs:.1f} per document), "
+        f"corpus {args.corpus}: {ss.num_docs:,} documents, {ss.num_tokens:,} tokens "
+        f"({ss.num_tokens / ss.num_docs:.1f} per document), "
         f"{ss.batches.num_batches:,} record batches; seq_len {args.seq_len}, batch {args.batch}, {args.workers} workers"
     )
     print(
-        f"construction: {cold['construct_s']:.2f} s with an empty index cache, {warm['construct_s']:.2f} s with a warm one"
+        f"construction: {cold['construct_s']:.2f} s with an empty index cache, "
+        f"{warm['construct_s']:.2f} s with a warm one"
     )
     print(
-        f"RSS after imports {warm['rss_after_imports_mb']:.0f} MB, after construction {warm['rss_after_construct_mb']:.0f} MB; "
+        f"RSS after imports {warm['rss_after_imports_mb']:.0f} MB, "
+        f"after construction {warm['rss_after_construct_mb']:.0f} MB; "
         f"after {args.batches} batches: " + ", ".join(f"{k} {v:.0f} MB" for k, v in warm["rss_mb"].items())
     )
     rows = {"nanoGPT memmap get_batch": base_s, f"TrainLoader ({args.workers} workers)": warm["loader_s"]}
@@ -313,7 +316,8 @@ def main() -> int:
     }
     if trainer is not None:
         print(
-            f"trainer (demo-sized model, CPU) consumes {trainer:,.0f} tokens/s: the loader delivers {tokens / ours_s / trainer:,.0f}x that"
+            f"trainer (demo-sized model, CPU) consumes {trainer:,.0f} tokens/s: "
+            f"the loader delivers {tokens / ours_s / trainer:,.0f}x that"
         )
         result.update(trainer_tokens_per_s=trainer, loader_over_trainer=tokens / ours_s / trainer)
     write_result("loader", result)

@@ -153,7 +153,8 @@ def main() -> int:
     tokens = args.steps * BATCH * SEQ_LEN
     print(
         f"\nContinued pretraining, {args.steps} steps x {BATCH * SEQ_LEN} byte tokens ({tokens:,} per run) from a "
-        f"base run of {args.base_steps} steps; validation loss in nats/byte (original = mean of {', '.join(ORIGINAL)}); "
+        f"base run of {args.base_steps} steps; "
+        f"validation loss in nats/byte (original = mean of {', '.join(ORIGINAL)}); "
         f"{minutes:.1f} min\n"
     )
     print(text)

@@ -32,7 +32,10 @@ def add_executor_options(p: argparse.ArgumentParser) -> None:
         "--workers",
         type=count,
         default=None,
-        help="jobs at a time, >= 1 (default: all cores; with --executor ray, all CPUs of the cluster); the output does not depend on it",
+        help=(
+            "jobs at a time, >= 1 (default: all cores; with --executor ray, all CPUs of the cluster); "
+            "the output does not depend on it"
+        ),
     )
     p.add_argument(
         "--executor",
@@ -44,7 +47,10 @@ def add_executor_options(p: argparse.ArgumentParser) -> None:
         "--ray-address",
         default=None,
         metavar="ADDR",
-        help="Ray cluster to run on, e.g. auto or HOST:6379 (default: $RAY_ADDRESS, else a local Ray instance for the run)",
+        help=(
+            "Ray cluster to run on, e.g. auto or HOST:6379 "
+            "(default: $RAY_ADDRESS, else a local Ray instance for the run)"
+        ),
     )
 
 

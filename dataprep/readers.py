@@ -169,7 +169,8 @@ def _scan_directory(d: Path, given: str) -> list[Path]:
     for f in every:
         if f.parent.name == DEDUP_WORK_NAME and f.parent.parent not in dedup_outputs:
             raise UserError(
-                f"{f.parent.parent}: an unfinished `ptk dedup` output (no {DEDUP_STATS_NAME}); rerun that dedup to finish it"
+                f"{f.parent.parent}: an unfinished `ptk dedup` output (no {DEDUP_STATS_NAME}); "
+                "rerun that dedup to finish it"
             )
 
     def taken(f: Path) -> bool:

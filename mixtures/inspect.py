@@ -84,34 +84,42 @@ def _warn(report: MixtureReport, row: SourceReport, total_tokens: int) -> None:
     if s.replay is not None and not s.replay.from_path.exists():
         report.missing_replays.append(s.name)
         report.warnings.append(
-            f"{s.name}: sources[{s.index}].replay.from: {s.replay.from_path} does not exist: training would stop with an error"
+            f"{s.name}: sources[{s.index}].replay.from: {s.replay.from_path} does not exist: "
+            "training would stop with an error"
         )
     elif s.replay is not None:
         report.warnings.append(
-            f"{s.name}: replays {s.replay.from_path} ({s.replay.mode}); its start is resolved at train time, epochs shown from the stream's beginning"
+            f"{s.name}: replays {s.replay.from_path} ({s.replay.mode}); "
+            "its start is resolved at train time, epochs shown from the stream's beginning"
         )
     natural = row.epoch_tokens / total_tokens
     if row.share / natural >= UPSAMPLING_WARNING:
         report.warnings.append(
-            f"{s.name}: share {row.share:.1%} but only {natural:.1%} of the training tokens: upsampled {row.share / natural:.0f}x"
+            f"{s.name}: share {row.share:.1%} but only {natural:.1%} of the training tokens: "
+            f"upsampled {row.share / natural:.0f}x"
         )
     if row.epochs is None:
         return
     if s.max_epochs is not None and row.epochs > s.max_epochs:
         report.over_limit.append(s.name)
         report.warnings.append(
-            f"{s.name}: needs {row.epochs:.2f} epochs for this budget, over max_epochs={s.max_epochs:g}: training would stop with an error"
+            f"{s.name}: needs {row.epochs:.2f} epochs for this budget, over max_epochs={s.max_epochs:g}: "
+            "training would stop with an error"
         )
     elif s.max_epochs is None and row.epochs > EPOCHS_WARNING:
         report.warnings.append(
-            f"{s.name}: repeated {row.epochs:.1f} times; beyond ~{EPOCHS_WARNING:g} epochs repeated data adds little (set max_epochs to cap it)"
+            f"{s.name}: repeated {row.epochs:.1f} times; "
+            f"beyond ~{EPOCHS_WARNING:g} epochs repeated data adds little (set max_epochs to cap it)"
         )
 
 
 def format_report(mix: Mixture, report: MixtureReport) -> str:
     lines = [
         f"mixture      {mix.path}",
-        f"seed {mix.seed}, tokenizer {mix.tokenizer.sha256[:12]} (vocab {mix.tokenizer.vocab_size}, EOS {mix.tokenizer.eos_id}), fingerprint {mix.fingerprint[:12]}",
+        (
+            f"seed {mix.seed}, tokenizer {mix.tokenizer.sha256[:12]} "
+            f"(vocab {mix.tokenizer.vocab_size}, EOS {mix.tokenizer.eos_id}), fingerprint {mix.fingerprint[:12]}"
+        ),
     ]
     if report.tokens is not None:
         lines.append(

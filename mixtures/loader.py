@@ -153,8 +153,9 @@ class TrainLoader:
             )
         if state["micro_batch"] and (state["world_size"], state["micro_size"]) != (self.world_size, self.micro_size):
             raise UserError(
-                f"loader state stops inside batch {state['batch']} (micro-batch {state['micro_batch']}) with world size "
-                f"{state['world_size']} and micro size {state['micro_size']}; resume with the same ones or from a batch boundary"
+                f"loader state stops inside batch {state['batch']} (micro-batch {state['micro_batch']}) "
+                f"with world size {state['world_size']} and micro size {state['micro_size']}; "
+                "resume with the same ones or from a batch boundary"
             )
         self.sampler = sampler
         self.batch, self.micro = state["batch"], state["micro_batch"]

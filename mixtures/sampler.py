@@ -55,7 +55,8 @@ class MixtureSampler:
         """Rows [start, stop) of global batch k, computing only those rows."""
         if k < self.first_batch or not 0 <= start <= stop <= self.global_batch_size:
             raise IndexError(
-                f"rows [{start}, {stop}) of batch {k}: outside batches >= {self.first_batch} of {self.global_batch_size} rows"
+                f"rows [{start}, {stop}) of batch {k}: "
+                f"outside batches >= {self.first_batch} of {self.global_batch_size} rows"
             )
         self.check_batch(k)
         n = (k - self.first_batch) * self.global_batch_size + np.arange(start, stop, dtype=np.int64)
@@ -120,7 +121,8 @@ class MixtureSampler:
         count = min(stream.epoch_tokens // stream.row_tokens, batch_size * max_batches)
         if count == 0:
             raise UserError(
-                f"{self.mix.path}: source {source_name!r}: its held-out split ({source.split.heldout.num_docs} documents, "
+                f"{self.mix.path}: source {source_name!r}: "
+                f"its held-out split ({source.split.heldout.num_docs} documents, "
                 f"{stream.epoch_tokens} tokens) is shorter than one sequence of {stream.row_tokens} tokens"
             )
         rows = stream.sequences(np.arange(count))

@@ -30,7 +30,8 @@ MAX_PERIOD = 1 << 16  # weights whose exact period is longer are rounded to shar
 
 
 def quotas_from_weights(weights: list[float], max_period: int = MAX_PERIOD) -> tuple[list[int], int]:
-    """Integer quotas q_s (each >= 1) and period D = sum(q_s) with q_s / D as close to the normalized weights as D allows.
+    """Integer quotas q_s (each >= 1) and period D = sum(q_s) with q_s / D as close to the normalized
+    weights as D allows.
 
     Decimal weights (0.25, 0.1, 3) are taken exactly; others are rounded by largest remainder.
     """

@@ -48,7 +48,8 @@ def run_verify(args: argparse.Namespace) -> int:
     t = manifest["totals"]
     if problems:
         print(
-            f"FAILED: {len(problems)} problem{'s' if len(problems) > 1 else ''} with the {t['shards']} shards of {directory}"
+            f"FAILED: {len(problems)} problem{'s' if len(problems) > 1 else ''} "
+            f"with the {t['shards']} shards of {directory}"
         )
         return 1
     print(

@@ -22,7 +22,10 @@ def inspect_lines(
     lines = [
         f"{ss.path}: {m['format']} v{m['version']}, {t['shards']} shards, {t['docs']} documents, {t['tokens']} tokens, "
         f"{t['bytes']} bytes ({t['bytes'] / max(t['tokens'], 1):.2f} bytes/token), dtype {m['dtype']}",
-        f"tokenizer: sha256 {tok['sha256'][:16]}, vocab {tok['vocab_size']}, EOS {tok['eos_id']} ({tok.get('eos_token', '?')!r})",
+        (
+            f"tokenizer: sha256 {tok['sha256'][:16]}, vocab {tok['vocab_size']}, "
+            f"EOS {tok['eos_id']} ({tok.get('eos_token', '?')!r})"
+        ),
         f"fingerprint: {ss.fingerprint}",
     ]
     records = m.get("provenance", {}).get("records")

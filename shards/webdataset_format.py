@@ -64,7 +64,8 @@ def decode_tokens(data: bytes) -> np.ndarray:
 
 
 def decode_sample(sample: dict) -> dict:
-    """A sample decoded by `webdataset`'s `.decode()` (its `json.gz` and `npy.gz`) as ids and one token array per document."""
+    """A sample decoded by `webdataset`'s `.decode()` (its `json.gz` and `npy.gz`) as ids and one token array
+    per document."""
     meta, tokens = sample[META_EXTENSION], sample[TOKENS_EXTENSION]
     offsets = np.zeros(len(meta["lengths"]) + 1, dtype=np.int64)
     np.cumsum(meta["lengths"], out=offsets[1:])
@@ -91,7 +92,8 @@ def _legacy_tokens(payload: bytes) -> np.ndarray:
 
 
 class WebDatasetShardWriter:
-    """Writes `DocBatch`es as `<key>.json.gz` + `<key>.npy.gz` tar members with fixed metadata to an open binary file."""
+    """Writes `DocBatch`es as `<key>.json.gz` + `<key>.npy.gz` tar members with fixed metadata to an open
+    binary file."""
 
     def __init__(self, sink: BinaryIO, shard_index: int):
         self._tar = tarfile.open(fileobj=sink, mode="w", format=tarfile.USTAR_FORMAT)

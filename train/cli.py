@@ -3,7 +3,8 @@
     ptk train run.yaml --set optim.lr=1e-3 --set parallel=fsdp --nproc 2
 
 The config is validated here, before any process starts, so a bad key fails in one line. With
-`--nproc N > 1` this runs `python -m pretrainkit.train.torchrun --standalone --nproc_per_node N -m pretrainkit.train ...`
+`--nproc N > 1` this runs
+`python -m pretrainkit.train.torchrun --standalone --nproc_per_node N -m pretrainkit.train ...`
 (torchrun, with its failure reports cut to one line); on a cluster users run `torchrun ... -m pretrainkit.train
 CONFIG.yaml` themselves. Ctrl-C stops every process and says how many steps a resume will redo.
 """

@@ -335,7 +335,8 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
             decay <= after_warmup,
             "optim.decay_fraction",
             f"the decay phase ({decay} steps) is longer than the {after_warmup} steps after warmup "
-            f"(max_steps {cfg.max_steps} - optim.warmup_steps {cfg.optim.warmup_steps}); decay would start inside warmup",
+            f"(max_steps {cfg.max_steps} - optim.warmup_steps {cfg.optim.warmup_steps}); "
+            "decay would start inside warmup",
         )
     # A deque of `window` accepted steps never holds more: detection would be silently off.
     require(

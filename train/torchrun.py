@@ -1,6 +1,8 @@
-"""`python -m pretrainkit.train.torchrun TORCHRUN-ARGS...`: torch's own launcher (`torch.distributed.run`), quiet on failure.
+"""`python -m pretrainkit.train.torchrun TORCHRUN-ARGS...`: torch's own launcher (`torch.distributed.run`),
+quiet on failure.
 
-    python -m pretrainkit.train.torchrun --standalone --nproc_per_node 2 -m pretrainkit.train run.yaml    # what ptk train --nproc 2 runs
+    # what ptk train --nproc 2 runs:
+    python -m pretrainkit.train.torchrun --standalone --nproc_per_node 2 -m pretrainkit.train run.yaml
 
 torchrun answers a worker that exits non-zero with an error log line, a ChildFailedError traceback
 and a failure table, and a SIGTERM with a warning and another traceback. Under `ptk train --nproc N`

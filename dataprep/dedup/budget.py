@@ -45,7 +45,8 @@ class DedupBudget:
     def for_limit(cls, limit: int, workers: int) -> DedupBudget:
         if limit < MIN_LIMIT:
             raise UserError(
-                f"--memory-limit {limit:,} bytes is too small: dedup needs at least {MIN_LIMIT:,} bytes ({MIN_LIMIT >> 20} MiB)"
+                f"--memory-limit {limit:,} bytes is too small: "
+                f"dedup needs at least {MIN_LIMIT:,} bytes ({MIN_LIMIT >> 20} MiB)"
             )
         chunk = limit // (max(1, workers) + 1) // 4
         return cls(

@@ -54,7 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "unchanged), OUT/duplicates.jsonl, OUT/rejected.jsonl, OUT/stats.json and OUT/index/ (for a later --against). "
         "Near-duplicate clusters are transitive: documents joined by a chain of pairs at --threshold or above are one "
         "cluster, of which the first in input order is kept; a removed document's row gives its similarity to that one "
-        "(which may be below the threshold) and the document it matched (`matched`, `matched_similarity` >= threshold). "
+        "(which may be below the threshold) and the document it matched "
+        "(`matched`, `matched_similarity` >= threshold). "
         "Records are identified by file and line: ids need not be unique.",
     )
     add_inputs_and_output(p, "output directory")

@@ -19,8 +19,9 @@ files are the run's, moved and cut down in place):
 | `.ids`      | one JSON string (the document id) per line                    | both |
 | `.idpos`    | uint64 [docs + 1] byte offset of each line of `.ids`          | both |
 | `.lines`    | uint64 [docs] line (row) of each document in its input file   | both |
-| `.json`     | the part's counts and its input file (`source`, relative to the run's input root); written after the arrays: marks the part whole | both |
+| `.json`     | the part's counts and its input file (`source`); written after the arrays: marks the part whole | both |
 
+A part's `source` is relative to the run's input root.
 """
 
 from __future__ import annotations
@@ -166,7 +167,8 @@ def read_extents(paths: list[str], which: np.ndarray, offsets: np.ndarray, sizes
             os.close(fd)
     if short >= 0:
         raise UserError(
-            f"{paths[which[short]]}: index file is shorter than the rest of its part says; rerun the dedup that wrote it"
+            f"{paths[which[short]]}: index file is shorter than the rest of its part says; "
+            "rerun the dedup that wrote it"
         )
     return out
 
@@ -312,13 +314,15 @@ class DedupIndex:
         meta_path = directory / "meta.json"
         if not meta_path.is_file():
             raise UserError(
-                f"{directory}: not a finished dedup index (no meta.json); point --against at OUT/index of a completed `ptk dedup`"
+                f"{directory}: not a finished dedup index (no meta.json); "
+                "point --against at OUT/index of a completed `ptk dedup`"
             )
         try:
             meta = json.loads(meta_path.read_text())
             if meta.get("version") != INDEX_VERSION or meta.get("hash_scheme") != HASH_SCHEME:
                 raise UserError(
-                    f"{meta_path}: index version {meta.get('version')}/{meta.get('hash_scheme')} is not {INDEX_VERSION}/{HASH_SCHEME}; rebuild it"
+                    f"{meta_path}: index version {meta.get('version')}/{meta.get('hash_scheme')} "
+                    f"is not {INDEX_VERSION}/{HASH_SCHEME}; rebuild it"
                 )
             ngram, part_docs = int(meta["ngram"]), [int(n) for n in meta["parts"]]
         except (ValueError, KeyError, TypeError) as e:

@@ -157,7 +157,8 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     parts = Parts.of(old_parts + new.parts, old=len(old_parts))
     if parts.total >= 1 << 32:
         raise UserError(
-            f"{parts.total:,} documents in one run; at most {(1 << 32) - 1:,}: split the corpus and chain runs with --against"
+            f"{parts.total:,} documents in one run; at most {(1 << 32) - 1:,}: "
+            "split the corpus and chain runs with --against"
         )
     removed_path = work / "removed.u8"
     resolved_path = work / "resolved.json"  # what the write stage needs of the stages before it

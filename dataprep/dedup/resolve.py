@@ -11,8 +11,8 @@ by range), and writes its piece of the removed flags (uint8 per key) and of `dup
 as `duplicate_of`, with the Jaccard of the two (`similarity`), which may be below the threshold:
 clusters are transitive. So it also names the document whose link put it in the cluster
 (`matched`: the first in input order of the documents it is linked to) with their Jaccard
-(`matched_similarity`, at least the threshold). Nothing holds a flag per document of the run in memory: the pieces are concatenated, the
-flags into `removed_path`, the rows by the write stage.
+(`matched_similarity`, at least the threshold). Nothing holds a flag per document of the run in
+memory: the pieces are concatenated, the flags into `removed_path`, the rows by the write stage.
 """
 
 from __future__ import annotations

@@ -33,7 +33,10 @@ from pretrainkit.files import write_text_atomic
 
 RAY_MISSING = "--executor ray needs Ray, which is not installed: pip install 'pretrainkit[ray]'"
 TASK_RETRIES = 3
-SHARED_FS = "with --executor ray, inputs and outputs must be on a filesystem every node mounts at the same path (NFS, Lustre, a mounted bucket)"
+SHARED_FS = (
+    "with --executor ray, inputs and outputs must be on a filesystem every node mounts at the same path "
+    "(NFS, Lustre, a mounted bucket)"
+)
 
 
 def import_ray():

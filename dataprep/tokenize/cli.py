@@ -138,7 +138,8 @@ def print_tokenize_summary(manifest: dict, out: Path) -> None:
     t, rec = manifest["totals"], manifest["provenance"]["records"]
     per_token = t["bytes"] / t["tokens"] if t["tokens"] else 0.0
     print(
-        f"{rec['input']} records: {rec['tokenized']} tokenized, {rec['rejected']} rejected (see {out / REJECTED_NAME})\n"
+        f"{rec['input']} records: {rec['tokenized']} tokenized, "
+        f"{rec['rejected']} rejected (see {out / REJECTED_NAME})\n"
         f"wrote {t['tokens']} tokens in {t['shards']} {manifest['format']} shards, {t['bytes']} bytes "
         f"({per_token:.2f} bytes/token, dtype {manifest['dtype']}) to {out}"
     )

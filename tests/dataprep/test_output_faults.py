@@ -83,10 +83,13 @@ def test_a_full_disk_in_tokenize_is_one_line_and_leaves_no_temporaries(tmp_path,
     ).save(str(tok))
     mnt = tmp_path / "mnt"
     mnt.mkdir()
+    tokenize_cmd = ptk(
+        "tokenize", str(corpus), "--tokenizer", str(tok), "-o", str(mnt / "s"), "--shard-size", "16K", "--workers", "2"
+    )
     r = in_namespace(
         f"""
 mount -t tmpfs -o size=64k tmpfs {mnt}
-{ptk("tokenize", str(corpus), "--tokenizer", str(tok), "-o", str(mnt / "s"), "--shard-size", "16K", "--workers", "2")} 2> {tmp_path}/err
+{tokenize_cmd} 2> {tmp_path}/err
 echo "rc $?"
 find {mnt} -name '*{TMP_MARK}*' | sed 's/^/left: /'
 """,

@@ -42,7 +42,8 @@ sources:
 
 def test_budget_past_max_epochs_warns_and_exits_1(write_yaml, capsys):
     path = write_yaml(
-        "sources:\n  - {name: wiki, shards: wiki, weight: 1}\n  - {name: peps, shards: peps, weight: 1, max_epochs: 2}\n"
+        "sources:\n  - {name: wiki, shards: wiki, weight: 1}\n"
+        "  - {name: peps, shards: peps, weight: 1, max_epochs: 2}\n"
     )
     assert main(["mix", "inspect", str(path), "--tokens", "300K", "--no-verify"]) == 0
     assert main(["mix", "inspect", str(path), "--tokens", "2.5M", "--no-verify"]) == 1

@@ -94,7 +94,8 @@ def test_shard_set_failing_verification_is_refused(shard_root, tmp_path):
     shard.write_bytes(bytes(data))
     path = tmp_path / "mix.yaml"
     path.write_text(
-        f"sources:\n  - {{name: peps, shards: peps, weight: 1}}\n  - {{name: wiki, shards: {shard_root / 'wiki'}, weight: 1}}\n"
+        "sources:\n  - {name: peps, shards: peps, weight: 1}\n"
+        f"  - {{name: wiki, shards: {shard_root / 'wiki'}, weight: 1}}\n"
     )
     with pytest.raises(
         UserError, match=rf"^{path}: sources\[0\]\.shards: shard set fails verification: .*{shard.name}: altered"

@@ -263,7 +263,8 @@ def hf_model_with_tokenizer(hf_model, hf_corpus, tmp_path: Path):
             write_text_shards(hf_corpus[1], shards, directory)
         mix = tmp_path / f"mix-{family}.yaml"
         mix.write_text(
-            f"seed: 3\nholdout: {{fraction: 0.02, min_tokens: 1024}}\nsources:\n  - {{name: plays, shards: {shards.name}, weight: 1}}\n"
+            "seed: 3\nholdout: {fraction: 0.02, min_tokens: 1024}\n"
+            f"sources:\n  - {{name: plays, shards: {shards.name}, weight: 1}}\n"
         )
         return directory, model, mix
 

@@ -1,4 +1,5 @@
-"""Atomic `torch.distributed.checkpoint` directories, finalized in the background; newest-valid lookup, and restore on any world size.
+"""Atomic `torch.distributed.checkpoint` directories, finalized in the background;
+newest-valid lookup, and restore on any world size.
 
     ckpts = Checkpoints(run_dir / "checkpoints", keep=2, tensors=trainer.states, records=[trainer.record, loop])
     ckpts.save()                                # returns after the write
@@ -18,7 +19,8 @@ resolved config, the model's shape for `ptk export`, the loop's state in `extra`
 every file's size and sha256. The directory is first written as
 `.tmp-step-0000050` and renamed once `meta.json` is complete, so a killed run never leaves a
 directory named `step-*` that is incomplete. On restore the newest `step-*` whose files match their
-`meta.json` is loaded; a newer one that does not match is reported (one line on stderr) and skipped. After a save only the newest `keep` are kept.
+`meta.json` is loaded; a newer one that does not match is reported (one line on stderr) and skipped.
+After a save only the newest `keep` are kept.
 
 Where the time goes: `save` blocks training for the write (`dcp.save`, every process its part) only.
 The sha256 of every file (each process hashes about 1/N of them, largest first), `meta.json`, the

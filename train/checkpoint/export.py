@@ -124,7 +124,8 @@ def export_hf(
     """Write `loaded` (a model with its tokenizer) as a Hugging Face directory; returns the weight files."""
     if loaded.tokenizer is None:
         raise UserError(
-            f"{loaded.path}: the model's tokenizer is not known; name it with --tokenizer (a tokenizer.json or an HF directory)"
+            f"{loaded.path}: the model's tokenizer is not known; "
+            "name it with --tokenizer (a tokenizer.json or an HF directory)"
         )
     out, cfg, tok = Path(out), loaded.config, loaded.tokenizer
     tmp = out.with_name(f".tmp-{out.name}")

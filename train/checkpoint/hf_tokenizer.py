@@ -28,7 +28,8 @@ from pretrainkit.files import write_bytes_atomic, write_text_atomic
 CONFIG_FILE = "tokenizer_config.json"
 LOADER_MODULE = "tokenization_pretrainkit"
 LOADER_CLASS = "PretrainkitTokenizer"
-LOADER_SOURCE = f'''"""Loads this directory's tokenizer.json as it is (written by pretrainkit's `ptk export --format hf`)."""
+LOADER_SOURCE = f'''"""Loads this directory's tokenizer.json as it is (written by pretrainkit's \
+`ptk export --format hf`)."""
 
 from transformers import PreTrainedTokenizerFast
 

@@ -1,6 +1,8 @@
 """`init_from`: a fresh run that starts from another run's weights (continued pretraining).
 
-    initialize_from(cfg, model_cfg, model, optimizer, mix.tokenizer, where="run.yaml", is_main=True)  # as ptk train does
+    initialize_from(
+        cfg, model_cfg, model, optimizer, mix.tokenizer, where="run.yaml", is_main=True
+    )  # as ptk train does
     # which is:
     source = find_init_source("runs/base")       # a run dir, a checkpoint dir, a `ptk export` file or an HF model dir
     check_compatible(source, model_cfg, mix.tokenizer, where="run.yaml")

@@ -8,9 +8,10 @@
 `tokens` is the cumulative number of target tokens trained on up to and including that step; a
 step whose update a spike check dropped has `"skipped": true`. `events.jsonl` holds one row per loss
 spike (see `train/loop/training_loop.py`). With `forward`, each row is also handed to the experiment
-trackers (`train/tracking/`). Each file is an append-only log, flushed per row. Opening it rewrites it atomically (temporary name +
-rename) with only the complete rows at or before `keep_through_step`, so a run killed mid-line or
-resumed from an earlier checkpoint never shows rows from the future or a torn last line.
+trackers (`train/tracking/`). Each file is an append-only log, flushed per row. Opening it
+rewrites it atomically (temporary name + rename) with only the complete rows at or before
+`keep_through_step`, so a run killed mid-line or resumed from an earlier checkpoint never shows
+rows from the future or a torn last line.
 """
 
 from __future__ import annotations

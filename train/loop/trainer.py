@@ -68,7 +68,8 @@ class StepResult:
 
 
 class TrainerRecord:
-    """The trainer's part of a checkpoint's `meta.json` (a `Stateful`): steps taken, tokens trained on, the model's shape."""
+    """The trainer's part of a checkpoint's `meta.json` (a `Stateful`): steps taken, tokens trained on, the
+    model's shape."""
 
     def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer

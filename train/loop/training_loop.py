@@ -357,7 +357,8 @@ def schedule_change(ckpt: Checkpoint, config: dict, schedule: Schedule) -> str |
     before = Schedule(o["lr"], o["min_lr"], o["warmup_steps"], saved["max_steps"], o["schedule"], o["decay_fraction"])
     return (
         f"ptk train: the schedule changed since {ckpt.path.name} ({', '.join(changed)}): learning rate "
-        f"{lr_at(ckpt.step, before):.4g} at step {ckpt.step} -> {lr_at(ckpt.step + 1, schedule):.4g} at step {ckpt.step + 1}"
+        f"{lr_at(ckpt.step, before):.4g} at step {ckpt.step} -> "
+        f"{lr_at(ckpt.step + 1, schedule):.4g} at step {ckpt.step + 1}"
     )
 
 

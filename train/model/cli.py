@@ -50,7 +50,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         "greedy" if args.temperature == 0 else f"temperature {args.temperature}, top-p {args.top_p}, seed {args.seed}"
     )
     print(
-        f"ptk generate: {len(new)} new tokens in {seconds:.2f}s ({len(new) / max(seconds, 1e-9):.1f} tokens/s, {mode}); "
+        f"ptk generate: {len(new)} new tokens in {seconds:.2f}s "
+        f"({len(new) / max(seconds, 1e-9):.1f} tokens/s, {mode}); "
         f"stopped at {why}",
         file=sys.stderr,
     )

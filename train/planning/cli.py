@@ -428,7 +428,8 @@ def run_init(args: argparse.Namespace) -> int:
     print(
         f"ptk init: wrote {run / MIXTURE_FILE} ({sources}) and {run / TRAIN_FILE}: "
         f"{plan.params / 1e6:.3g}M parameters, {plan.max_steps} steps of {plan.global_size} x {plan.seq_len} "
-        f"tokens ({plan.tokens / 1e6:.3g}M tokens, {plan.epochs:.2f} epochs, {plan.tokens_per_param:.1f} tokens/param), "
+        f"tokens ({plan.tokens / 1e6:.3g}M tokens, {plan.epochs:.2f} epochs, "
+        f"{plan.tokens_per_param:.1f} tokens/param), "
         f"about {minutes_text(plan.minutes)} min on {machine.name}"
         + ("" if probe is None else f" (measured: {probe.step_s:.3g} s per step, {probe.fixed_s:.1f} s start-up)")
     )
@@ -497,7 +498,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--metric",
         choices=("val", "train"),
         default="val",
-        help="final validation loss (mean over sources; default, falls back to train) or the mean of the last 10 training losses",
+        help=(
+            "final validation loss (mean over sources; default, falls back to train) "
+            "or the mean of the last 10 training losses"
+        ),
     )
     f.add_argument("--vocab-size", type=positive_int, help="instead of reading each run's mixture manifest")
     f.add_argument(

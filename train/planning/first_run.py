@@ -9,9 +9,10 @@ core, or 40% of a known GPU's bf16 peak). The law's compute-optimal split of tha
 model size and tokens, unless the tokens would take more than MAX_EPOCHS passes over the data: then
 the tokens are capped there and the model is the compute-optimal one for them (smaller, and faster
 than the budget). The tokens are then what the budget buys for the chosen shape (its output head
-and attention counted, as `ModelConfig.flops_per_token` does), within that cap. The shape is the Llama-style ladder entry (width 64k, depth about width / 64,
-head size 64) closest in parameters. The sequence length follows the documents (the power of two at
-or above the median length, within SEQ_LEN_RANGE), and the batch gives at least MIN_STEPS steps.
+and attention counted, as `ModelConfig.flops_per_token` does), within that cap. The shape is the
+Llama-style ladder entry (width 64k, depth about width / 64, head size 64) closest in parameters.
+The sequence length follows the documents (the power of two at or above the median length, within
+SEQ_LEN_RANGE), and the batch gives at least MIN_STEPS steps.
 """
 
 from __future__ import annotations

@@ -87,8 +87,10 @@ def train_yaml(run: Path, plan, machine, corpus, minutes: float, law_name: str, 
 # {speed}) and {corpus.train_tokens:,} training tokens.
 # Edit freely: `ptk plan --config` on this file shows memory per device; `ptk train --set key=value` overrides.
 #
-# Plan: {m.num_params() / 1e6:.3g}M parameters trained on {plan.tokens / 1e6:.3g}M tokens ({plan.epochs:.2f} passes over the data),
-# {plan.tokens_per_param:.1f} tokens per parameter ({plan.optimal_tokens_per_param:.1f} would be compute-optimal for this size): about
+# Plan: {m.num_params() / 1e6:.3g}M parameters trained on {plan.tokens / 1e6:.3g}M tokens \
+({plan.epochs:.2f} passes over the data),
+# {plan.tokens_per_param:.1f} tokens per parameter \
+({plan.optimal_tokens_per_param:.1f} would be compute-optimal for this size): about
 # {minutes_text(plan.minutes)} minutes here{f" with --nproc {plan.nproc}" if plan.nproc > 1 else ""}. Sizes: {why}.
 run_dir: .  # this directory: checkpoints/, metrics.jsonl, config.yaml (the resolved config)
 max_steps: {plan.max_steps}
@@ -100,7 +102,8 @@ model:  # Llama-style; the vocabulary ({corpus.vocab_size:,}) comes from the sha
   n_layers: {m.n_layers}
   n_heads: {m.n_heads}
 batch:
-  global_size: {plan.global_size}  # sequences per optimizer step ({plan.global_size * plan.seq_len:,} tokens), on all processes
+  global_size: {plan.global_size}  # sequences per optimizer step \
+({plan.global_size * plan.seq_len:,} tokens), on all processes
   micro_size: {plan.micro_size}  # sequences per forward/backward; lower it if memory runs out
 optim:
   lr: {plan.lr:g}

@@ -1,6 +1,7 @@
-"""Dedup's verify and resolve readers: many small reads at once equal plain reads, the compiled Jaccard of many pairs equals a set-based
-reference over real index parts (any chunking, sets read together or apart, empty sets), a
-truncated shingle file is a one-line error, and every duplicates.jsonl row is the bytes
+"""Dedup's verify and resolve readers: many small reads at once equal plain reads, the compiled
+Jaccard of many pairs equals a set-based reference over real index parts (any chunking, sets read
+together or apart, empty sets), a truncated shingle file is a one-line error, and every
+duplicates.jsonl row is the bytes
 `json.dumps(row, ensure_ascii=False)` gives, whatever characters the ids and file names hold."""
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""One `python -m pretrainkit.train` process whose hashing of one checkpoint's files is held forever or fails: a run to
+r"""One `python -m pretrainkit.train` process whose hashing of one checkpoint's files is held forever or fails: a run to
 kill, or to watch fail, while that checkpoint is finalized in the background. Launched by the tests:
 
-    python -m pretrainkit.train.torchrun --standalone --nproc_per_node 2 tests/train/checkpoint/held_hashing_worker.py hold 8 any CONFIG
-    python -m pretrainkit.train.torchrun --standalone --nproc_per_node 2 tests/train/checkpoint/held_hashing_worker.py fail 8 1 CONFIG
+    python -m pretrainkit.train.torchrun --standalone --nproc_per_node 2 \
+        tests/train/checkpoint/held_hashing_worker.py hold 8 any CONFIG
+    python -m pretrainkit.train.torchrun --standalone --nproc_per_node 2 \
+        tests/train/checkpoint/held_hashing_worker.py fail 8 1 CONFIG
 
 `hold STEP RANK`: the processes of rank RANK (`any`: every process) block as they start hashing a file of
 checkpoint STEP, after writing `held-rank<r>` beside CONFIG. `fail STEP RANK`: that process's hashing of

@@ -89,10 +89,8 @@ def test_run_dir_naming_a_file_is_one_line(kit, tmp_path: Path, capsys) -> None:
         f"ptk: error: {config}: run_dir: {tmp_path}/run: exists and is not a directory (the output here is a directory)"
     ]
     proc = kit.ptk(config, nproc=2)
-    assert (
-        proc.returncode == 2
-        and proc.stderr.splitlines()[-1]
-        == f"ptk: error: {config}: run_dir: {tmp_path}/run: exists and is not a directory (the output here is a directory)"
+    assert proc.returncode == 2 and proc.stderr.splitlines()[-1] == (
+        f"ptk: error: {config}: run_dir: {tmp_path}/run: exists and is not a directory (the output here is a directory)"
     )
     assert "Traceback" not in proc.stderr
 

@@ -1,12 +1,14 @@
-"""Runs a few training steps per setting on synthetic global batches; launched by the tests under torchrun.
+r"""Runs a few training steps per setting on synthetic global batches; launched by the tests under torchrun.
 
-    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/train/parallel/train_worker.py OUT.json SPEC.json
+    python -m torch.distributed.run --standalone --nproc_per_node 2 \
+        tests/train/parallel/train_worker.py OUT.json SPEC.json
 
 SPEC is a JSON list of runs, each `{"name", "steps", "global_size", "micro_size", "config": {...}}`
-(config: TrainConfig overrides; `init_from` loads its weights as `ptk train` does). Rank 0 writes `{name: {"loss": [...], "grad_norm": [...], "val":
-validation loss after the steps, "divide_factors": [...]}}` (the gradient divide factor of every FSDP module). Global batch k is the
-same random tokens whatever the world size; data-parallel group g of d trains on rows
-[g*G/d, (g+1)*G/d) in micro-batches of `micro_size` (every process of the group on the same rows).
+(config: TrainConfig overrides; `init_from` loads its weights as `ptk train` does). Rank 0 writes
+`{name: {"loss": [...], "grad_norm": [...], "val": validation loss after the steps, "divide_factors": [...]}}`
+(the gradient divide factor of every FSDP module). Global batch k is the same random tokens whatever
+the world size; data-parallel group g of d trains on rows [g*G/d, (g+1)*G/d) in micro-batches of
+`micro_size` (every process of the group on the same rows).
 """
 
 from __future__ import annotations

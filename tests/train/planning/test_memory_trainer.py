@@ -116,7 +116,8 @@ def measure(case: dict) -> dict:
     dp = env.world_size // (p.tp * p.pp)
     cfg.batch.global_size = b * accum * dp
     g = torch.Generator().manual_seed(0)
-    gc.collect()  # the previous case's trainer (cycles through FSDP and DTensor hooks) must not be freed inside this one
+    # the previous case's trainer (cycles through FSDP and DTensor hooks) must not be freed inside this one
+    gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         mcfg = model_config(cfg, v)
         trainer = Trainer(cfg, mcfg, env)

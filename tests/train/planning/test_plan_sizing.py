@@ -156,7 +156,8 @@ def test_ptk_plan_reads_the_vocabulary_from_the_mixture(tmp_path, capsys):
     )
     (tmp_path / "mix.yaml").write_text("sources:\n  - {name: plays, shards: bytes, weight: 1}\n")
     (tmp_path / "run.yaml").write_text(
-        "run_dir: r\ndata: {mixture: mix.yaml, seq_len: 128}\nmax_steps: 500\nmodel: {d_model: 64, n_layers: 2, n_heads: 4}\n"
+        "run_dir: r\ndata: {mixture: mix.yaml, seq_len: 128}\nmax_steps: 500\n"
+        "model: {d_model: 64, n_layers: 2, n_heads: 4}\n"
     )
     assert main(["plan", "--config", str(tmp_path / "run.yaml"), "--tokens", "10M"]) == 0
     n = ModelConfig(vocab_size=257, d_model=64, n_layers=2, n_heads=4, max_seq_len=128).num_params()
