@@ -133,6 +133,7 @@ def main() -> None:
     args = ap.parse_args()
     if shared_data_dir() is None:
         sys.exit("bench/dedup_memory.py needs ../shared/data")
+    Path(args.cache_dir).mkdir(parents=True, exist_ok=True)
     results = []
     for n in args.docs:
         corpus = Path(args.cache_dir) / f"dedup-short2-{n}.jsonl"  # short2: the generator of about a third duplicates
