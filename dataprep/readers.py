@@ -154,6 +154,8 @@ def discover_inputs(paths: list[str]) -> list[InputFile]:
         if real in seen:
             raise UserError(f"{f}: given twice (also as {seen[real]}); each input file may be read once per run")
         seen[real] = f
+        if _broken_link(f):
+            raise UserError(f"{f}: broken symbolic link (to {os.readlink(f)})")
         if not os.access(f, os.R_OK):
             raise UserError(f"{f}: file is not readable")
         rel = Path(os.path.relpath(os.path.abspath(f), root)).as_posix()
@@ -161,10 +163,15 @@ def discover_inputs(paths: list[str]) -> list[InputFile]:
     return found
 
 
+def _broken_link(p: Path) -> bool:
+    return p.is_symlink() and not p.exists()
+
+
 def _scan_directory(d: Path, given: str) -> list[Path]:
     """The input files under `d` (hidden ones skipped; a dedup output inside gives its kept parts
     only), with one note on stderr naming what was left out."""
-    every = sorted(f for f in d.rglob("*") if f.is_file())
+    # A link to nothing is listed too: among the ignored files, or refused as an input (never dropped unsaid).
+    every = sorted(f for f in d.rglob("*") if f.is_file() or _broken_link(f))
     dedup_outputs = {f.parent for f in every if f.name == DEDUP_STATS_NAME and any(f.parent.glob(DEDUP_KEPT_GLOB))}
     for f in every:
         if f.parent.name == DEDUP_WORK_NAME and f.parent.parent not in dedup_outputs:

@@ -302,3 +302,18 @@ def test_a_record_is_verbatim_only_when_it_is_its_uncompressed_line_exactly(tmp_
     assert not any(
         d.verbatim for d in read_task(task, records=False) if isinstance(d, Document)
     )  # no record, nothing to copy
+
+
+def test_a_broken_symbolic_link_in_a_directory_is_an_error_or_named_as_ignored(tmp_path, capsys):
+    d = tmp_path / "corpus"
+    d.mkdir()
+    (d / "kept.jsonl").write_text('{"text": "kept"}\n')
+    (d / ".#kept.jsonl").symlink_to("root@host.1234")  # an editor's lock: hidden, so ignored, and said so
+    (d / "README").symlink_to("../README.md")  # no input format: ignored, and said so
+    assert [f.rel for f in discover_inputs([str(d)])] == ["kept.jsonl"]
+    line = capsys.readouterr().err.strip()
+    assert f"{d}: ignored 2 files" in line and ".#kept.jsonl" in line and "README" in line
+    (d / "part-2.jsonl").symlink_to(tmp_path / "moved-away.jsonl")  # an input, unreadable as any other
+    with pytest.raises(UserError) as e:
+        discover_inputs([str(d)])
+    assert str(e.value) == f"{d / 'part-2.jsonl'}: broken symbolic link (to {tmp_path / 'moved-away.jsonl'})"
