@@ -34,6 +34,7 @@ import yaml
 
 from pretrainkit.errors import UserError
 from pretrainkit.quantities import config_number
+from pretrainkit.user_yaml import load_user_yaml, yaml_error_line
 
 REPLAY_MODES = ("continue", "seen")
 
@@ -132,12 +133,9 @@ def read_mixture_config(path: str | Path) -> MixtureConfig:
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: cannot read mixture file ({e})") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = load_user_yaml(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise UserError(f"{path}: {where}invalid YAML ({problem})") from None
+        raise UserError(f"{path}: {yaml_error_line(e)}") from None
     return parse_mixture_config(doc, path)
 
 

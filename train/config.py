@@ -22,6 +22,7 @@ import yaml
 
 from pretrainkit.errors import UserError
 from pretrainkit.quantities import config_number
+from pretrainkit.user_yaml import DuplicateKeyError, load_user_yaml, yaml_error_line
 
 SCHEDULES = ("cosine", "wsd")
 DATA_PARALLEL_MODES = ("ddp", "zero1", "zero2", "fsdp", "hsdp")
@@ -162,11 +163,11 @@ class TrainConfig:
 def load_config(path: str | os.PathLike, overrides: list[str] = ()) -> TrainConfig:
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_user_yaml(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise UserError(f"{path}: cannot read config: {e.strerror}") from None
     except yaml.YAMLError as e:
-        raise UserError(f"{path}: invalid YAML: {str(e).splitlines()[0]}") from None
+        raise UserError(f"{path}: {yaml_error_line(e)}") from None
     if not isinstance(raw, dict):
         raise UserError(f"{path}: the config must be a mapping of keys to values")
     _resolve_paths(raw, path.parent)
@@ -221,8 +222,10 @@ def _apply_override(raw: dict, item: str, path: Path) -> None:
         if not isinstance(node, dict):
             raise UserError(f"--set {item}: {k} is not a section")
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
+        value = load_user_yaml(text)
+    except DuplicateKeyError as e:
+        raise UserError(f"--set {item}: {e.problem}") from None
+    except yaml.YAMLError:  # not YAML: the text as it is
         value = text
     if tuple(keys) in PATH_KEYS and isinstance(value, str):
         value = str(Path(value).resolve())
