@@ -441,7 +441,8 @@ def _parse_json_line_with_json(
     try:
         obj = json.loads(s)
     except json.JSONDecodeError as e:
-        return Rejected(source, line_no, f"malformed JSON: {e.msg} at column {e.colno}")
+        # some of json's messages end in "at", meant to be followed by the position
+        return Rejected(source, line_no, f"malformed JSON: {e.msg.removesuffix(' at')} at column {e.colno}")
     except RecursionError:
         return Rejected(source, line_no, "malformed JSON: arrays or objects nested too deep to read")
     if not isinstance(obj, dict):

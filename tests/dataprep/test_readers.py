@@ -317,3 +317,13 @@ def test_a_broken_symbolic_link_in_a_directory_is_an_error_or_named_as_ignored(t
     with pytest.raises(UserError) as e:
         discover_inputs([str(d)])
     assert str(e.value) == f"{d / 'part-2.jsonl'}: broken symbolic link (to {tmp_path / 'moved-away.jsonl'})"
+
+
+def test_a_json_error_reads_once_at_its_column(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_bytes(b'{"text": "a tab\tin it"}\n{"text": "unterminated\n')
+    control, unterminated = (i.reason for i in read_all([p]))
+    # json words it "Invalid control character at" (Python 3.11) or "... '\\t' at" (3.13), then the position
+    assert control.startswith("malformed JSON: Invalid control character") and control.endswith(" at column 16")
+    assert unterminated == "malformed JSON: Unterminated string starting at column 10"
+    assert "at at" not in control + unterminated
