@@ -41,7 +41,7 @@ import numpy as np
 import orjson
 import zstandard
 
-from pretrainkit.errors import UserError
+from pretrainkit.errors import UserError, shortened
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet", ".txt")
 SPLIT_BYTES = 16 << 20  # uncompressed .jsonl files larger than this are read as several tasks
@@ -453,6 +453,11 @@ def _parse_json_line_with_json(
     return _document_from_object(obj, raw, source, line_no, text_field, id_field, records)
 
 
+def _names(names: list[str], shown: int = 8) -> str:
+    """The first `shown` field or column names of a record, each shortened (the data's, of any length)."""
+    return ", ".join(shortened(n) for n in names[:shown]) + (", ..." if len(names) > shown else "")
+
+
 def _lone_surrogate(value: str) -> int | None:
     """The first code point of `value` that UTF-8 cannot encode (a surrogate without its pair)."""
     try:
@@ -467,8 +472,7 @@ def _document_from_object(
 ) -> Item:
     text = obj.get(text_field)
     if text is None:
-        fields = ", ".join(list(obj)[:8]) + (", ..." if len(obj) > 8 else "")
-        return Rejected(source, line_no, f"missing text field '{text_field}' (fields: {fields or 'none'})")
+        return Rejected(source, line_no, f"missing text field '{text_field}' (fields: {_names(list(obj)) or 'none'})")
     if not isinstance(text, str):
         return Rejected(source, line_no, f"text field '{text_field}' is a {type(text).__name__}, not a string")
     if not text or text.isspace():  # isspace stops at the first other character; strip() copies
@@ -515,7 +519,7 @@ def _read_parquet(f: InputFile, text_field: str, id_field: str, records: bool) -
         raise UserError(f"{f.path}: not a readable Parquet file: {e}") from None
     if text_field not in pf.schema_arrow.names:
         raise UserError(
-            f"{f.path}: Parquet file has no column '{text_field}' (columns: {', '.join(pf.schema_arrow.names)})"
+            f"{f.path}: Parquet file has no column '{text_field}' (columns: {_names(pf.schema_arrow.names)})"
         )
     row = 0
     for batch in pf.iter_batches(batch_size=4096):

@@ -327,3 +327,23 @@ def test_a_json_error_reads_once_at_its_column(tmp_path):
     assert control.startswith("malformed JSON: Invalid control character") and control.endswith(" at column 16")
     assert unterminated == "malformed JSON: Unterminated string starting at column 10"
     assert "at at" not in control + unterminated
+
+
+def test_an_error_quotes_at_most_200_characters_of_a_value_from_the_data(tmp_path, capsys):
+    from pretrainkit.cli import main
+
+    huge = "k" * 2_000_000
+    p = tmp_path / "keys.jsonl"
+    p.write_text(json.dumps({huge: "no text field", "title": "t"}) + "\n")
+    (reason,) = [i.reason for i in read_all([p])]
+    assert reason == f"missing text field 'text' (fields: {'k' * 200}…(2000000 chars), title)"
+    assert main(["tokenizer", "train", str(p), "-o", str(tmp_path / "tok.json"), "--vocab-size", "300"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"ptk: error: {p}: all 1 records were rejected") and len(line) < len(str(p)) + 400, line
+    pq.write_table(pa.table({huge: ["x"]}), tmp_path / "cols.parquet")
+    with pytest.raises(UserError) as e:
+        read_all([tmp_path / "cols.parquet"])
+    assert (
+        str(e.value)
+        == f"{tmp_path / 'cols.parquet'}: Parquet file has no column 'text' (columns: {'k' * 200}…(2000000 chars))"
+    )

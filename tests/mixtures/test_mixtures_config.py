@@ -185,3 +185,15 @@ def test_a_key_given_twice_is_refused_naming_file_line_and_key(write_yaml):
     with pytest.raises(UserError) as e:
         load_mixture(path)
     assert str(e.value) == f"{path}: line 6: invalid YAML (duplicate key 'seed', first given on line 1)"
+
+
+def test_an_error_quotes_at_most_200_characters_of_a_value_or_key(write_yaml):
+    huge = "x" * 100_000
+    path = write_yaml(THREE.replace("0.3", huge))
+    with pytest.raises(UserError) as e:
+        load_mixture(path)
+    assert str(e.value) == f"{path}: sources[1].weight: expected a number, got '{'x' * 199}…(100002 chars)"
+    path = write_yaml(THREE.replace("seed: 5", f"seed: 5\n? {huge}\n: 1"))
+    with pytest.raises(UserError) as e:
+        load_mixture(path)
+    assert str(e.value).startswith(f"{path}: {'x' * 200}…(100000 chars): unknown key (allowed: ")
