@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pretrainkit.dataprep.cli_options import add_executor_options, add_inputs_and_output, runner_from_args
 from pretrainkit.dataprep.dedup.cli import add_dedup_options, dedup_options_from_args, format_summary
-from pretrainkit.dataprep.prepare import run_prepare
+from pretrainkit.dataprep.prepare import owned_directories, run_prepare
 from pretrainkit.dataprep.tokenize.cli import add_tokenize_options, print_tokenize_summary, tokenize_options
 
 
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_prepare_command(args: argparse.Namespace) -> int:
     out = Path(args.output)
-    with runner_from_args(args) as runner:
+    with runner_from_args(args, owned_directories(out)) as runner:
         stats, manifest = run_prepare(
             args.inputs, out, args.tokenizer, dedup_options_from_args(args), tokenize_options(args), runner=runner
         )

@@ -55,8 +55,9 @@ def add_executor_options(p: argparse.ArgumentParser) -> None:
 
 
 @contextlib.contextmanager
-def runner_from_args(args: argparse.Namespace) -> Iterator[JobRunner]:
-    """The runner the options ask for, entered. A failed run's temporaries under OUT are swept after
-    the runner's workers have stopped, so that none is left behind by a worker still writing."""
-    with writing_into(args.output), open_runner(args.executor, args.workers, args.ray_address) as runner:
+def runner_from_args(args: argparse.Namespace, owned: tuple[list[Path], list[Path]] = ([], [])) -> Iterator[JobRunner]:
+    """The runner the options ask for, entered. A failed run's temporaries in the `owned` (directories,
+    trees) under OUT are swept after the runner's workers have stopped, so that none is left behind
+    by a worker still writing."""
+    with writing_into(args.output, *owned), open_runner(args.executor, args.workers, args.ray_address) as runner:
         yield runner

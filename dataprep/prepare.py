@@ -15,12 +15,25 @@ from dataclasses import replace
 from pathlib import Path
 
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
+from pretrainkit.dataprep.dedup.pipeline import owned_directories as dedup_owned
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.dataprep.readers import DEDUP_KEPT_GLOB, discover_inputs
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, input_hashes, tokenize_corpus
+from pretrainkit.dataprep.tokenize.corpus import owned_directories as shards_owned
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.files import output_directory
+
+
+def _stage_dirs(out_dir: Path) -> tuple[Path, Path]:
+    return out_dir / "dedup", out_dir / "shards"
+
+
+def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
+    """Where only a prepare run into `out_dir` writes: its two stages' (directories, trees)."""
+    dedup_dir, shard_dir = _stage_dirs(out_dir)
+    (dedup_dirs, dedup_trees), (shard_dirs, shard_trees) = dedup_owned(dedup_dir), shards_owned(shard_dir)
+    return dedup_dirs + shard_dirs, dedup_trees + shard_trees
 
 
 def run_prepare(
@@ -39,7 +52,7 @@ def run_prepare(
     load_tokenizer(tokenizer_path, tokenize.eos_token)  # fail before the long dedup, not after it
     output_directory(out_dir)
     raw_inputs = input_hashes(discover_inputs(inputs), runner)
-    dedup_dir, shard_dir = out_dir / "dedup", out_dir / "shards"
+    dedup_dir, shard_dir = _stage_dirs(out_dir)
     stats = run_dedup(inputs, dedup_dir, dedup, runner=runner)
     reproducible_stats = json.loads((dedup_dir / "stats.json").read_text(encoding="utf-8"))
     kept = sorted(str(p) for p in dedup_dir.glob(DEDUP_KEPT_GLOB))

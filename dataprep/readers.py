@@ -41,7 +41,7 @@ import numpy as np
 import orjson
 import zstandard
 
-from pretrainkit.errors import UserError
+from pretrainkit.errors import UserError, shortened
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet", ".txt")
 SPLIT_BYTES = 16 << 20  # uncompressed .jsonl files larger than this are read as several tasks
@@ -154,6 +154,8 @@ def discover_inputs(paths: list[str]) -> list[InputFile]:
         if real in seen:
             raise UserError(f"{f}: given twice (also as {seen[real]}); each input file may be read once per run")
         seen[real] = f
+        if _broken_link(f):
+            raise UserError(f"{f}: broken symbolic link (to {os.readlink(f)})")
         if not os.access(f, os.R_OK):
             raise UserError(f"{f}: file is not readable")
         rel = Path(os.path.relpath(os.path.abspath(f), root)).as_posix()
@@ -161,10 +163,15 @@ def discover_inputs(paths: list[str]) -> list[InputFile]:
     return found
 
 
+def _broken_link(p: Path) -> bool:
+    return p.is_symlink() and not p.exists()
+
+
 def _scan_directory(d: Path, given: str) -> list[Path]:
     """The input files under `d` (hidden ones skipped; a dedup output inside gives its kept parts
     only), with one note on stderr naming what was left out."""
-    every = sorted(f for f in d.rglob("*") if f.is_file())
+    # A link to nothing is listed too: among the ignored files, or refused as an input (never dropped unsaid).
+    every = sorted(f for f in d.rglob("*") if f.is_file() or _broken_link(f))
     dedup_outputs = {f.parent for f in every if f.name == DEDUP_STATS_NAME and any(f.parent.glob(DEDUP_KEPT_GLOB))}
     for f in every:
         if f.parent.name == DEDUP_WORK_NAME and f.parent.parent not in dedup_outputs:
@@ -434,7 +441,8 @@ def _parse_json_line_with_json(
     try:
         obj = json.loads(s)
     except json.JSONDecodeError as e:
-        return Rejected(source, line_no, f"malformed JSON: {e.msg} at column {e.colno}")
+        # some of json's messages end in "at", meant to be followed by the position
+        return Rejected(source, line_no, f"malformed JSON: {e.msg.removesuffix(' at')} at column {e.colno}")
     except RecursionError:
         return Rejected(source, line_no, "malformed JSON: arrays or objects nested too deep to read")
     if not isinstance(obj, dict):
@@ -443,6 +451,11 @@ def _parse_json_line_with_json(
         if isinstance(value := obj.get(field), str) and (code := _lone_surrogate(value)) is not None:
             return Rejected(source, line_no, f"invalid Unicode: field '{field}' holds the lone surrogate \\u{code:04x}")
     return _document_from_object(obj, raw, source, line_no, text_field, id_field, records)
+
+
+def _names(names: list[str], shown: int = 8) -> str:
+    """The first `shown` field or column names of a record, each shortened (the data's, of any length)."""
+    return ", ".join(shortened(n) for n in names[:shown]) + (", ..." if len(names) > shown else "")
 
 
 def _lone_surrogate(value: str) -> int | None:
@@ -459,8 +472,7 @@ def _document_from_object(
 ) -> Item:
     text = obj.get(text_field)
     if text is None:
-        fields = ", ".join(list(obj)[:8]) + (", ..." if len(obj) > 8 else "")
-        return Rejected(source, line_no, f"missing text field '{text_field}' (fields: {fields or 'none'})")
+        return Rejected(source, line_no, f"missing text field '{text_field}' (fields: {_names(list(obj)) or 'none'})")
     if not isinstance(text, str):
         return Rejected(source, line_no, f"text field '{text_field}' is a {type(text).__name__}, not a string")
     if not text or text.isspace():  # isspace stops at the first other character; strip() copies
@@ -507,7 +519,7 @@ def _read_parquet(f: InputFile, text_field: str, id_field: str, records: bool) -
         raise UserError(f"{f.path}: not a readable Parquet file: {e}") from None
     if text_field not in pf.schema_arrow.names:
         raise UserError(
-            f"{f.path}: Parquet file has no column '{text_field}' (columns: {', '.join(pf.schema_arrow.names)})"
+            f"{f.path}: Parquet file has no column '{text_field}' (columns: {_names(pf.schema_arrow.names)})"
         )
     row = 0
     for batch in pf.iter_batches(batch_size=4096):

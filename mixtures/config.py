@@ -32,8 +32,9 @@ from typing import Any
 
 import yaml
 
-from pretrainkit.errors import UserError
+from pretrainkit.errors import UserError, quoted, shortened
 from pretrainkit.quantities import config_number
+from pretrainkit.user_yaml import load_user_yaml, yaml_error_line
 
 REPLAY_MODES = ("continue", "seen")
 
@@ -99,26 +100,26 @@ class _Checker:
             raise self.fail(key, f"expected a mapping, got {type(value).__name__}")
         for k in value:
             if k not in allowed:
-                where = f"{key}.{k}" if key != "(top level)" else str(k)
+                where = f"{key}.{shortened(str(k))}" if key != "(top level)" else shortened(str(k))
                 raise self.fail(where, f"unknown key (allowed: {', '.join(sorted(allowed))})")
         return value
 
     def number(self, value: Any, key: str, *, minimum: float, inclusive: bool) -> float:
         if (number := config_number(value)) is None:
-            raise self.fail(key, f"expected a number, got {value!r}")
+            raise self.fail(key, f"expected a number, got {quoted(value)}")
         ok = math.isfinite(number) and (number >= minimum if inclusive else number > minimum)
         if not ok:
-            raise self.fail(key, f"must be finite and {'>=' if inclusive else '>'} {minimum:g}, got {value!r}")
+            raise self.fail(key, f"must be finite and {'>=' if inclusive else '>'} {minimum:g}, got {quoted(value)}")
         return number
 
     def integer(self, value: Any, key: str, *, minimum: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.fail(key, f"expected an integer >= {minimum}, got {value!r}")
+            raise self.fail(key, f"expected an integer >= {minimum}, got {quoted(value)}")
         return value
 
     def string(self, value: Any, key: str) -> str:
         if not isinstance(value, str) or not value.strip():
-            raise self.fail(key, f"expected a non-empty string, got {value!r}")
+            raise self.fail(key, f"expected a non-empty string, got {quoted(value)}")
         return value
 
 
@@ -132,12 +133,9 @@ def read_mixture_config(path: str | Path) -> MixtureConfig:
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: cannot read mixture file ({e})") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = load_user_yaml(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise UserError(f"{path}: {where}invalid YAML ({problem})") from None
+        raise UserError(f"{path}: {yaml_error_line(e)}") from None
     return parse_mixture_config(doc, path)
 
 
@@ -153,7 +151,7 @@ def parse_mixture_config(doc: Any, path: Path) -> MixtureConfig:
     seen: dict[str, int] = {}
     for i, s in enumerate(sources):
         if s.name in seen:
-            raise c.fail(f"sources[{i}].name", f"duplicate source name {s.name!r} (also sources[{seen[s.name]}])")
+            raise c.fail(f"sources[{i}].name", f"duplicate source name {quoted(s.name)} (also sources[{seen[s.name]}])")
         seen[s.name] = i
     if all(s.eval_only for s in sources):
         raise c.fail(
@@ -167,7 +165,7 @@ def _parse_holdout(c: _Checker, raw: Any) -> HoldoutConfig:
     default = HoldoutConfig()
     fraction = c.number(m.get("fraction", default.fraction), "holdout.fraction", minimum=0, inclusive=True)
     if fraction >= 0.5:
-        raise c.fail("holdout.fraction", f"must be < 0.5, got {fraction!r}")
+        raise c.fail("holdout.fraction", f"must be < 0.5, got {quoted(fraction)}")
     min_tokens = c.integer(m.get("min_tokens", default.min_tokens), "holdout.min_tokens", minimum=0)
     return HoldoutConfig(fraction=fraction, min_tokens=min_tokens)
 
@@ -183,7 +181,7 @@ def _parse_source(c: _Checker, raw: Any, key: str, base: Path) -> SourceConfig:
         raise c.fail(f"{key}.shards", f"shard directory {shards} does not exist")
     eval_only = m.get("eval_only", False)
     if not isinstance(eval_only, bool):
-        raise c.fail(f"{key}.eval_only", f"expected true or false, got {eval_only!r}")
+        raise c.fail(f"{key}.eval_only", f"expected true or false, got {quoted(eval_only)}")
     if eval_only:
         if m.get("weight", 0) != 0:
             raise c.fail(f"{key}.weight", "an eval_only source must have no weight (or weight 0)")
@@ -212,5 +210,5 @@ def _parse_replay(c: _Checker, raw: Any, key: str, base: Path) -> ReplayConfig:
     from_path = base / c.string(m["from"], f"{key}.from")
     mode = m.get("mode", "continue")
     if mode not in REPLAY_MODES:
-        raise c.fail(f"{key}.mode", f"expected one of {', '.join(REPLAY_MODES)}, got {mode!r}")
+        raise c.fail(f"{key}.mode", f"expected one of {', '.join(REPLAY_MODES)}, got {quoted(mode)}")
     return ReplayConfig(from_path=from_path, mode=mode)

@@ -20,8 +20,9 @@ from typing import Any
 
 import yaml
 
-from pretrainkit.errors import UserError
+from pretrainkit.errors import UserError, quoted, shortened
 from pretrainkit.quantities import config_number
+from pretrainkit.user_yaml import DuplicateKeyError, load_user_yaml, yaml_error_line
 
 SCHEDULES = ("cosine", "wsd")
 DATA_PARALLEL_MODES = ("ddp", "zero1", "zero2", "fsdp", "hsdp")
@@ -162,11 +163,11 @@ class TrainConfig:
 def load_config(path: str | os.PathLike, overrides: list[str] = ()) -> TrainConfig:
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_user_yaml(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise UserError(f"{path}: cannot read config: {e.strerror}") from None
     except yaml.YAMLError as e:
-        raise UserError(f"{path}: invalid YAML: {str(e).splitlines()[0]}") from None
+        raise UserError(f"{path}: {yaml_error_line(e)}") from None
     if not isinstance(raw, dict):
         raise UserError(f"{path}: the config must be a mapping of keys to values")
     _resolve_paths(raw, path.parent)
@@ -221,8 +222,10 @@ def _apply_override(raw: dict, item: str, path: Path) -> None:
         if not isinstance(node, dict):
             raise UserError(f"--set {item}: {k} is not a section")
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
+        value = load_user_yaml(text)
+    except DuplicateKeyError as e:
+        raise UserError(f"--set {item}: {e.problem}") from None
+    except yaml.YAMLError:  # not YAML: the text as it is
         value = text
     if tuple(keys) in PATH_KEYS and isinstance(value, str):
         value = str(Path(value).resolve())
@@ -237,7 +240,7 @@ def _build(cls: type, raw: Any, where: str, prefix: str) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     for k in raw:
         if k not in names:
-            raise UserError(f"{where}: {prefix}{k}: unknown key (known: {', '.join(sorted(names))})")
+            raise UserError(f"{where}: {prefix}{shortened(str(k))}: unknown key (known: {', '.join(sorted(names))})")
     values = {}
     for f in dataclasses.fields(cls):
         key = prefix + f.name
@@ -257,7 +260,7 @@ def _coerce(tp: Any, v: Any, where: str, key: str) -> Any:
         return None if v is None else _coerce(next(a for a in args if a is not type(None)), v, where, key)
     if typing.get_origin(tp) is tuple:
         if not isinstance(v, (list, tuple)) or len(v) != len(args):
-            raise UserError(f"{where}: {key}: expected a list of {len(args)} values, got {v!r}")
+            raise UserError(f"{where}: {key}: expected a list of {len(args)} values, got {quoted(v)}")
         return tuple(_coerce(a, x, where, f"{key}[{i}]") for i, (a, x) in enumerate(zip(args, v)))
     if tp is bool:
         if isinstance(v, bool):
@@ -274,7 +277,7 @@ def _coerce(tp: Any, v: Any, where: str, key: str) -> Any:
     elif tp is dict:
         if isinstance(v, dict):
             return v
-    raise UserError(f"{where}: {key}: expected {getattr(tp, '__name__', tp)}, got {v!r}")
+    raise UserError(f"{where}: {key}: expected {getattr(tp, '__name__', tp)}, got {quoted(v)}")
 
 
 def _check_values(cfg: TrainConfig, where: str) -> None:
@@ -283,7 +286,7 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
             raise UserError(f"{where}: {key}: {msg}")
 
     def choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
-        require(value in allowed, key, f"must be one of {', '.join(allowed)}, got {value!r}")
+        require(value in allowed, key, f"must be one of {', '.join(allowed)}, got {quoted(value)}")
 
     p = cfg.parallel
     choice("parallel.data", p.data, DATA_PARALLEL_MODES)

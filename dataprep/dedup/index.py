@@ -40,7 +40,7 @@ import numpy as np
 from pretrainkit.dataprep.dedup.minhash import HASH_SCHEME, MinHasher, band_hashes
 from pretrainkit.dataprep.dedup.pieces import copy_kept, joined
 from pretrainkit.errors import UserError
-from pretrainkit.files import TMP_MARK, fsync_all, write_text_atomic
+from pretrainkit.files import fsync_all, release_temporary, temporary_path, write_text_atomic
 
 INDEX_VERSION = (
     4  # 2: .idhash, .lines and the source of each part; 3: kept documents only, .bands for .sig; 4: no .bands
@@ -357,7 +357,7 @@ def finish_part(job: FinishJob, kept: np.ndarray) -> int:
     counts = np.asarray(IndexPart(Path(job.work_base), job.docs).counts, dtype=np.int64)  # read before .counts is cut
     with open(f"{job.work_base}.idpos", "rb") as f:
         idpos = _read_at(f, np.uint64, 0, job.docs + 1).astype(np.int64)
-    temps = [f"{job.index_base}{s}{TMP_MARK}{os.getpid()}" for s in FINISHED_SUFFIXES]
+    temps = [temporary_path(f"{job.index_base}{s}") for s in FINISHED_SUFFIXES]
     for s, tmp in zip(FINISHED_SUFFIXES, temps):
         os.replace(f"{job.work_base}{s}", tmp)
     with contextlib.ExitStack() as stack:
@@ -374,6 +374,7 @@ def finish_part(job: FinishJob, kept: np.ndarray) -> int:
         fsync_all(list(files.values()))
     for s, tmp in zip(FINISHED_SUFFIXES, temps):
         os.replace(tmp, f"{job.index_base}{s}")
+        release_temporary(tmp)
     docs = int(kept.sum())
     write_text_atomic(meta_path, json.dumps({"docs": docs, "source": source}))
     return docs

@@ -122,8 +122,13 @@ def run_dedup(
         print("dedup: compiling kernels (first run only)", file=sys.stderr, flush=True)
     budget = budget or DedupBudget.for_limit(default_memory_limit(), runner.workers)
     out_dir = Path(out_dir)
-    with writing_into(out_dir):
+    with writing_into(out_dir, *owned_directories(out_dir)):
         return _dedup(inputs, out_dir, options, runner, budget)
+
+
+def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
+    """Where only a dedup run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
+    return [out_dir, out_dir / "index"], [out_dir / ".work"]
 
 
 def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobRunner, budget: DedupBudget) -> dict:

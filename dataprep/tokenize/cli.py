@@ -21,7 +21,7 @@ from pretrainkit.dataprep.readers import (
     read_task,
     reason_kind,
 )
-from pretrainkit.dataprep.tokenize.corpus import REJECTED_NAME, TokenizeOptions, tokenize_corpus
+from pretrainkit.dataprep.tokenize.corpus import REJECTED_NAME, TokenizeOptions, owned_directories, tokenize_corpus
 from pretrainkit.dataprep.tokenize.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
 from pretrainkit.files import output_file, write_text_atomic, writing_into
 from pretrainkit.progress import progress_bar
@@ -128,7 +128,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_tokenize(args: argparse.Namespace) -> int:
     out = Path(args.output)
-    with runner_from_args(args) as runner:
+    with runner_from_args(args, owned_directories(out)) as runner:
         manifest = tokenize_corpus(args.inputs, out, args.tokenizer, tokenize_options(args), runner=runner)
     print_tokenize_summary(manifest, out)
     return 0

@@ -114,11 +114,17 @@ def tokenize_corpus(
     on `runner` (an entered runner), else on `workers` local processes. `provenance` is merged into
     the manifest's; with an "inputs" entry, the inputs are not hashed again."""
     out_dir = Path(out_dir)
-    with writing_into(out_dir):  # outside the local runner: its workers stop before temporaries are swept
+    # outside the local runner: its workers stop before temporaries are swept
+    with writing_into(out_dir, *owned_directories(out_dir)):
         if runner is not None:
             return _tokenize(inputs, out_dir, tokenizer_path, options, provenance, runner)
         with LocalRunner(workers) as local:
             return _tokenize(inputs, out_dir, tokenizer_path, options, provenance, local)
+
+
+def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
+    """Where only a tokenize run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
+    return [out_dir], [out_dir / WORK_NAME]
 
 
 def _tokenize(

@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def snapshot(out: Path) -> dict[str, bytes]:
-    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    """The files under `out` but those a user left there (USER_FILES)."""
+    files = (p for p in sorted(out.rglob("*")) if p.is_file())
+    return {name: p.read_bytes() for p in files if (name := p.relative_to(out).as_posix()) not in USER_FILES}
 
 
 def in_namespace(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -34,6 +36,29 @@ def in_namespace(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
 
 def ptk(*args: str) -> str:
     return " ".join([sys.executable, "-m", "pretrainkit.cli", *args])
+
+
+USER_FILES = ("notes/draft.tmp-v2.txt", "notes/x.tmp-123", "draft.tmp-v2.txt")  # look like temporaries, are not ours
+
+
+def plant_user_files(where: Path) -> str:
+    """Shell lines that write USER_FILES under `where` (another run's temporary among them)."""
+    return "".join(f"mkdir -p {(where / f).parent}; echo 'keep me' > {where / f}\n" for f in USER_FILES)
+
+
+def list_user_files(where: Path, when: str) -> str:
+    """Shell lines that print `<when> <file>: keep me` for each of USER_FILES still under `where`."""
+    return "".join(f"cat {where / f} | sed 's|^|{when} {f}: |'\n" for f in USER_FILES)
+
+
+def assert_user_files_kept(stdout: str, when: str) -> None:
+    for f in USER_FILES:
+        assert f"{when} {f}: keep me" in stdout, (when, f, stdout)
+
+
+def find_temporaries(where: Path) -> str:
+    """Shell line printing `left: PATH` for each temporary under `where` but the user's."""
+    return f"find {where} -name '*{TMP_MARK}*' ! -path '*/notes/*' ! -name draft.tmp-v2.txt | sed 's/^/left: /'"
 
 
 @pytest.fixture()
@@ -54,13 +79,16 @@ def test_a_full_disk_in_dedup_is_one_line_leaves_no_temporaries_and_a_rerun_resu
     r = in_namespace(
         f"""
 mount -t tmpfs -o size={need_kb // 3}k tmpfs {mnt}
+{plant_user_files(mnt / "out")}
 {ptk("dedup", str(corpus), "-o", str(mnt / "out"), "--workers", "2")} 2> {tmp_path}/full.err
 echo "full rc $?"
-find {mnt} -name '*{TMP_MARK}*' | sed 's/^/left: /'
+{find_temporaries(mnt)}
+{list_user_files(mnt / "out", "failed")}
 ls {mnt}/out/.work | head -3 | sed 's/^/work: /'
 mount -o remount,size={need_kb * 4}k {mnt}
 {ptk("dedup", str(corpus), "-o", str(mnt / "out"), "--workers", "2")} > /dev/null 2> {tmp_path}/rerun.err
 echo "rerun rc $?"
+{list_user_files(mnt / "out", "rerun")}
 cp -r {mnt}/out {tmp_path}/resumed
 """,
         tmp_path,
@@ -73,6 +101,8 @@ cp -r {mnt}/out {tmp_path}/resumed
     assert "left: " not in r.stdout  # no temporaries
     assert "work: " in r.stdout  # the finished jobs are kept for the rerun
     assert "rerun rc 0" in r.stdout, (tmp_path / "rerun.err").read_text()
+    assert_user_files_kept(r.stdout, "failed")
+    assert_user_files_kept(r.stdout, "rerun")
     assert snapshot(tmp_path / "resumed") == snapshot(reference)
 
 
@@ -89,9 +119,11 @@ def test_a_full_disk_in_tokenize_is_one_line_and_leaves_no_temporaries(tmp_path,
     r = in_namespace(
         f"""
 mount -t tmpfs -o size=64k tmpfs {mnt}
+{plant_user_files(mnt / "s")}
 {tokenize_cmd} 2> {tmp_path}/err
 echo "rc $?"
-find {mnt} -name '*{TMP_MARK}*' | sed 's/^/left: /'
+{find_temporaries(mnt)}
+{list_user_files(mnt / "s", "failed")}
 """,
         tmp_path,
     )
@@ -100,6 +132,7 @@ find {mnt} -name '*{TMP_MARK}*' | sed 's/^/left: /'
     assert "rc 2" in r.stdout and len(err) == 1, err
     assert "no space left on device" in err[0] and str(mnt / "s") in err[0]
     assert "left: " not in r.stdout
+    assert_user_files_kept(r.stdout, "failed")
 
 
 def test_a_read_only_output_directory_is_one_line(tmp_path, corpus):
@@ -148,3 +181,33 @@ def test_output_naming_an_existing_file_or_directory_is_one_line(tmp_path, capsy
             "is a directory" in err[0] and str(tmp_path) in err[0]
         ), err
     assert a_file.read_text() == "not a directory"
+
+
+def test_a_full_disk_in_tokenizer_train_removes_no_file_of_the_users(tmp_path, corpus):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = in_namespace(
+        f"""
+mount -t tmpfs -o size=24k tmpfs {mnt}
+{plant_user_files(mnt)}
+{ptk("tokenizer", "train", str(corpus), "-o", str(mnt / "tok.json"), "--vocab-size", "2000")} 2> {tmp_path}/err
+echo "rc $?"
+{list_user_files(mnt, "failed")}
+find {mnt} -name 'tok.json*' | sed 's/^/left: /'
+""",
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    err = (tmp_path / "err").read_text().strip().splitlines()
+    assert "rc 2" in r.stdout and len(err) == 1, (r.stdout, err)
+    assert err[0].startswith("ptk: error: ") and "no space left on device" in err[0] and str(mnt) in err[0]
+    assert_user_files_kept(r.stdout, "failed")
+    assert "left: " not in r.stdout  # neither the tokenizer nor its temporary
+
+
+def test_an_unwritable_special_directory_for_the_tokenizer_is_one_line(tmp_path, capsys):
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"text": "one two three four five six"}\n')
+    assert main(["tokenizer", "train", str(src), "-o", "/proc/tok.json", "--vocab-size", "300"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ptk: error: /proc/tok.json"), err

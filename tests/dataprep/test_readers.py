@@ -302,3 +302,48 @@ def test_a_record_is_verbatim_only_when_it_is_its_uncompressed_line_exactly(tmp_
     assert not any(
         d.verbatim for d in read_task(task, records=False) if isinstance(d, Document)
     )  # no record, nothing to copy
+
+
+def test_a_broken_symbolic_link_in_a_directory_is_an_error_or_named_as_ignored(tmp_path, capsys):
+    d = tmp_path / "corpus"
+    d.mkdir()
+    (d / "kept.jsonl").write_text('{"text": "kept"}\n')
+    (d / ".#kept.jsonl").symlink_to("root@host.1234")  # an editor's lock: hidden, so ignored, and said so
+    (d / "README").symlink_to("../README.md")  # no input format: ignored, and said so
+    assert [f.rel for f in discover_inputs([str(d)])] == ["kept.jsonl"]
+    line = capsys.readouterr().err.strip()
+    assert f"{d}: ignored 2 files" in line and ".#kept.jsonl" in line and "README" in line
+    (d / "part-2.jsonl").symlink_to(tmp_path / "moved-away.jsonl")  # an input, unreadable as any other
+    with pytest.raises(UserError) as e:
+        discover_inputs([str(d)])
+    assert str(e.value) == f"{d / 'part-2.jsonl'}: broken symbolic link (to {tmp_path / 'moved-away.jsonl'})"
+
+
+def test_a_json_error_reads_once_at_its_column(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_bytes(b'{"text": "a tab\tin it"}\n{"text": "unterminated\n')
+    control, unterminated = (i.reason for i in read_all([p]))
+    # json words it "Invalid control character at" (Python 3.11) or "... '\\t' at" (3.13), then the position
+    assert control.startswith("malformed JSON: Invalid control character") and control.endswith(" at column 16")
+    assert unterminated == "malformed JSON: Unterminated string starting at column 10"
+    assert "at at" not in control + unterminated
+
+
+def test_an_error_quotes_at_most_200_characters_of_a_value_from_the_data(tmp_path, capsys):
+    from pretrainkit.cli import main
+
+    huge = "k" * 2_000_000
+    p = tmp_path / "keys.jsonl"
+    p.write_text(json.dumps({huge: "no text field", "title": "t"}) + "\n")
+    (reason,) = [i.reason for i in read_all([p])]
+    assert reason == f"missing text field 'text' (fields: {'k' * 200}…(2000000 chars), title)"
+    assert main(["tokenizer", "train", str(p), "-o", str(tmp_path / "tok.json"), "--vocab-size", "300"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"ptk: error: {p}: all 1 records were rejected") and len(line) < len(str(p)) + 400, line
+    pq.write_table(pa.table({huge: ["x"]}), tmp_path / "cols.parquet")
+    with pytest.raises(UserError) as e:
+        read_all([tmp_path / "cols.parquet"])
+    assert (
+        str(e.value)
+        == f"{tmp_path / 'cols.parquet'}: Parquet file has no column 'text' (columns: {'k' * 200}…(2000000 chars))"
+    )

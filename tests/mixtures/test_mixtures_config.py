@@ -174,3 +174,26 @@ def test_manifests_without_a_vocabulary_fingerprint_compare_by_sha256(write_yaml
     """othertok/ (written before fingerprints, as old manifests are) differs from shakespeare/ by sha256 only."""
     with pytest.raises(UserError, match=r"tokenizer.json sha256 cccccccccccc vs bbbbbbbbbbbb \(a manifest without"):
         load_mixture(write_yaml(THREE.replace("shards: shakespeare", "shards: othertok")))
+
+
+def test_a_key_given_twice_is_refused_naming_file_line_and_key(write_yaml):
+    path = write_yaml(THREE.replace("weight: 0.3,", "weight: 0.3, weight: 5,"))
+    with pytest.raises(UserError) as e:
+        load_mixture(path)
+    assert str(e.value) == f"{path}: line 4: invalid YAML (duplicate key 'weight', first given on line 4)"
+    path = write_yaml(THREE + "seed: 6\n")
+    with pytest.raises(UserError) as e:
+        load_mixture(path)
+    assert str(e.value) == f"{path}: line 6: invalid YAML (duplicate key 'seed', first given on line 1)"
+
+
+def test_an_error_quotes_at_most_200_characters_of_a_value_or_key(write_yaml):
+    huge = "x" * 100_000
+    path = write_yaml(THREE.replace("0.3", huge))
+    with pytest.raises(UserError) as e:
+        load_mixture(path)
+    assert str(e.value) == f"{path}: sources[1].weight: expected a number, got '{'x' * 199}…(100002 chars)"
+    path = write_yaml(THREE.replace("seed: 5", f"seed: 5\n? {huge}\n: 1"))
+    with pytest.raises(UserError) as e:
+        load_mixture(path)
+    assert str(e.value).startswith(f"{path}: {'x' * 200}…(100000 chars): unknown key (allowed: ")

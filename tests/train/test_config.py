@@ -108,3 +108,29 @@ def test_unreadable_or_non_mapping_yaml(tmp_path: Path) -> None:
         load_config(write(tmp_path, "run_dir: [unclosed"))
     with pytest.raises(UserError, match="must be a mapping"):
         load_config(write(tmp_path, "- a\n- b\n"))
+
+
+def test_a_key_given_twice_is_refused_naming_file_line_and_key(tmp_path: Path) -> None:
+    text = GOOD.replace("max_steps: 100", "max_steps: 100\noptim: {lr: 1.0}")
+    first, again = [n for n, line in enumerate(text.splitlines(), 1) if line.startswith("optim:")]
+    path = write(tmp_path, text)
+    with pytest.raises(UserError) as e:
+        load_config(path)
+    assert str(e.value) == f"{path}: line {again}: invalid YAML (duplicate key 'optim', first given on line {first})"
+    optim = next(line for line in GOOD.splitlines() if line.startswith("optim:"))
+    merged = GOOD.replace(optim, "optim: {<<: {lr: 3e-4, clip: 1.0}, clip: 0.5}")  # a merged key may be set again
+    assert yaml.safe_load(merged)["optim"]["clip"] == load_config(write(tmp_path, merged)).optim.clip == 0.5
+    with pytest.raises(UserError, match=r"^--set optim=\{lr: 1, lr: 2\}: duplicate key 'lr'"):
+        load_config(write(tmp_path, GOOD), ["optim={lr: 1, lr: 2}"])
+
+
+def test_an_error_quotes_at_most_200_characters_of_a_value_or_key(tmp_path: Path) -> None:
+    huge = "x" * 100_000
+    path = write(tmp_path, GOOD.replace("seed: 7", f"seed: {huge}"))
+    with pytest.raises(UserError) as e:
+        load_config(path)
+    assert str(e.value) == f"{path}: seed: expected int, got '{'x' * 199}…(100002 chars)"
+    path = write(tmp_path, GOOD.replace("seed: 7", f"seed: 7\n? {huge}\n: 1"))
+    with pytest.raises(UserError) as e:
+        load_config(path)
+    assert str(e.value).startswith(f"{path}: {'x' * 200}…(100000 chars): unknown key (known: ")

@@ -26,23 +26,22 @@ def cmd_generate(args: argparse.Namespace) -> int:
         )
     tok = loaded.tokenizer
     prompt = tok.tokenizer.encode(args.prompt).ids
+    try:  # the prompt's length and the options, checked before anything is printed
+        tokens = stream(loaded.model, prompt, args.max_new_tokens, args.temperature, args.top_p, args.seed, tok.eos_id)
+    except ValueError as e:
+        raise UserError(f"{args.model}: {e}") from None
     print(f"ptk generate: {describe(loaded)}; prompt {len(prompt)} tokens", file=sys.stderr)
     new: list[int] = []
     shown = ""
     start = time.perf_counter()
     sys.stdout.write(args.prompt)
-    try:
-        for token in stream(
-            loaded.model, prompt, args.max_new_tokens, args.temperature, args.top_p, args.seed, tok.eos_id
-        ):
-            new.append(token)
-            text = tok.tokenizer.decode(new)
-            if not text.endswith("\ufffd"):  # a multi-byte character not yet complete waits for its next token
-                sys.stdout.write(text[len(shown) :])
-                sys.stdout.flush()
-                shown = text
-    except ValueError as e:
-        raise UserError(f"{args.model}: {e}") from None
+    for token in tokens:
+        new.append(token)
+        text = tok.tokenizer.decode(new)
+        if not text.endswith("\ufffd"):  # a multi-byte character not yet complete waits for its next token
+            sys.stdout.write(text[len(shown) :])
+            sys.stdout.flush()
+            shown = text
     sys.stdout.write(tok.tokenizer.decode(new)[len(shown) :] + "\n")
     seconds = time.perf_counter() - start
     why = "end of text" if new and new[-1] == tok.eos_id else f"--max-new-tokens {args.max_new_tokens}"

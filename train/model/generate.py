@@ -50,7 +50,6 @@ def pick_token(logits: torch.Tensor, temperature: float, top_p: float, generator
     return int(torch.multinomial(probs.cpu(), 1, generator=generator))
 
 
-@torch.no_grad()
 def stream(
     model: Transformer,
     prompt: list[int],
@@ -60,7 +59,8 @@ def stream(
     seed: int = 0,
     eos_id: int | None = None,
 ) -> Iterator[int]:
-    """Yield new tokens one at a time (see the module docstring)."""
+    """The new tokens one at a time (see the module docstring). The arguments are checked here, at
+    the call (ValueError), not at the first token: a caller can refuse them before printing anything."""
     if not prompt:
         raise ValueError("the prompt must hold at least one token")
     if temperature < 0 or not 0 < top_p <= 1:
@@ -72,6 +72,21 @@ def stream(
             f"prompt ({len(prompt)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the model's "
             f"context of {cfg.max_seq_len} positions"
         )
+    return _tokens(model, prompt, max_new_tokens, temperature, top_p, seed, eos_id)
+
+
+@torch.no_grad()
+def _tokens(
+    model: Transformer,
+    prompt: list[int],
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+    seed: int,
+    eos_id: int | None,
+) -> Iterator[int]:
+    cfg = model.cfg
+    capacity = len(prompt) + max_new_tokens
     model.eval()
     weight = model.tok_embeddings.weight
     cache = [KVCache(1, cfg.kv_heads, capacity, cfg.head_dim, weight.dtype, weight.device) for _ in range(cfg.n_layers)]

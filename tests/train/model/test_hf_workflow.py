@@ -156,6 +156,19 @@ def test_ptk_generate_prints_the_continuation(hf_model_with_tokenizer, capsys) -
     assert runs[0] == runs[1]
 
 
+def test_ptk_generate_refuses_a_prompt_past_the_context_before_printing_anything(hf_model_with_tokenizer, capsys):
+    directory, _, _ = hf_model_with_tokenizer("llama")
+    context = load_model(directory).model.cfg.max_seq_len
+    capsys.readouterr()
+    assert main(["generate", str(directory), "--prompt", "KING HENRY: " * context, "--max-new-tokens", "10"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    (line,) = err.strip().splitlines()
+    assert (
+        line.startswith(f"ptk: error: {directory}: prompt (") and f"the model's context of {context} positions" in line
+    )
+
+
 def test_mismatched_tokenizer_and_disagreeing_model_section_are_one_line(
     kit, hf_model_with_tokenizer, tmp_path: Path, capsys
 ) -> None:
