@@ -28,7 +28,7 @@ from pretrainkit.mixtures.holdout import HeldoutSplit, split_heldout
 from pretrainkit.mixtures.schedule import quotas_from_weights
 from pretrainkit.shards import ShardSet
 from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
-from pretrainkit.shards.verify import verify_shards
+from pretrainkit.shards.verify import check_shards_whole
 
 # The version of the loader state (`TrainLoader.state_dict()`): 2 since the windowed shuffle of
 # `pretrainkit.mixtures.stream`, under which a saved stream position means other documents than under 1.
@@ -207,10 +207,7 @@ def load_mixture(
         except UserError as e:
             raise UserError(f"{key}: {e}") from None
         if verify:
-            problems = verify_shards(ss.path, ss.manifest, progress=progress)
-            if problems:
-                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-                raise UserError(f"{key}: shard set fails verification: {problems[0]}{more}")
+            check_shards_whole(ss.path, ss.manifest, key, progress=progress)
         split = split_heldout(ss, cfg.holdout)
         if not sc.eval_only and split.train.num_docs == 0:
             raise UserError(f"{key}: shard set {sc.shards} holds no documents to train on")

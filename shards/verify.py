@@ -2,12 +2,14 @@
 and no shard file the manifest does not list (a stray from another run is not part of the set).
 
     problems = verify_shards("shards/")   # [] when whole; one line per missing/truncated/altered/unlisted file
+    check_shards_whole("shards/", manifest, where="--shards shards/")  # or a UserError naming the first problem
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
 from pretrainkit.shards.formats import SHARD_NAME_RE
 from pretrainkit.shards.manifest import load_manifest
@@ -40,3 +42,12 @@ def verify_shards(directory: str | Path, manifest: dict | None = None, progress:
         if SHARD_NAME_RE.match(p.name) and p.name not in listed
     ]
     return problems
+
+
+def check_shards_whole(directory: str | Path, manifest: dict, where: str, progress: bool = False) -> None:
+    """What a reader runs before it reads a shard set: a UserError `WHERE: shard set fails verification:
+    PROBLEM (and N more)` unless `verify_shards` finds nothing."""
+    problems = verify_shards(directory, manifest, progress=progress)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UserError(f"{where}: shard set fails verification: {problems[0]}{more}")

@@ -121,6 +121,7 @@ class SpikeConfig:
     loss_rise: float = 0.1  # and the loss must exceed the window mean by this fraction of it
     grad_factor: float = 10.0  # grad norm above this multiple of the window median; 0: off
     max_rollbacks: int = 3  # more spikes than this under `rollback` stop the run
+    max_consecutive_skips: int = 5  # this many dropped updates in a row stop the run (it has diverged)
     skip_batches: int = 1  # rollback skips this many global batches, ending with the spike's
 
 
@@ -306,6 +307,7 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
         "eval.batches",
         "spikes.window",
         "spikes.skip_batches",
+        "spikes.max_consecutive_skips",
         "parallel.tp",
         "parallel.pp",
         "parallel.dp_replicate",

@@ -8,6 +8,7 @@
 
 Text bytes (for bits per byte) are the UTF-8 bytes of each document's text: counted while reading
 for text inputs, and by decoding the tokens with the tokenizer for shard sets (None without one).
+Shard sets are verified against their manifests (sha256 of every shard) before a document is read.
 Shards must come from the model's tokenizer when it is known (same manifest sha256) and never hold
 an id outside the model's vocabulary.
 """
@@ -24,6 +25,7 @@ from pretrainkit.dataprep.readers import Document, discover_inputs, plan_read_ta
 from pretrainkit.dataprep.tokenize.tokenizer import LoadedTokenizer
 from pretrainkit.errors import UserError
 from pretrainkit.shards import ShardSet
+from pretrainkit.shards.verify import check_shards_whole
 
 
 @dataclass
@@ -81,6 +83,8 @@ def shard_sets(
     names = _unique([Path(d).resolve().name for d in dirs], dirs)
     for name, d in zip(names, dirs):
         ss = ShardSet.open(d)
+        # As the training loader does (load_mixture): a flipped bit would be scored, or fail mid-read.
+        check_shards_whole(ss.path, ss.manifest, f"--shards {d}")
         check_shards(ss, d, vocab_size, model_sha or (tokenizer.sha256 if tokenizer else None))
         out.append(_shard_set(name, ss, np.arange(ss.num_docs), tokenizer))
     return out

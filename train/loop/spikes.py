@@ -10,8 +10,8 @@
 
 The decision follows `spikes.action`: a step that is no spike, or a spike under `none` whose loss and
 grad norm are finite, continues (its update is applied); a spike under `skip`, or a non-finite one under
-`none`, skips (its update is dropped); a spike under `rollback` rolls back to the newest checkpoint
-before it (which the loop looks up, and without one skips instead).
+`none`, skips (its update is dropped; the decision's `note` says why); a spike under `rollback` rolls
+back to the newest checkpoint before it (which the loop looks up, and without one skips instead).
 
 A step is a spike when (defaults in `SpikeConfig`):
 - its loss or grad norm is not finite (always, whatever the window holds), or, once the window holds
@@ -54,6 +54,7 @@ class Action(enum.Enum):
 class Decision:
     action: Action
     spike: Spike | None = None  # None: not a spike (then the action is CONTINUE)
+    note: str | None = None  # why the action is not the one `spikes.action` names
 
     @property
     def apply(self) -> bool:
@@ -97,7 +98,8 @@ class SpikeDetector:
             return Decision(Action.CONTINUE)
         action = Action(self.cfg.action)
         if action is Action.CONTINUE and not (math.isfinite(loss) and math.isfinite(grad_norm)):
-            action = Action.SKIP  # a non-finite update would destroy the weights
+            # A non-finite update would destroy the weights.
+            return Decision(Action.SKIP, spike, "spikes.action is none, but the update is not finite: dropped")
         return Decision(action, spike)
 
     def accept(self, loss: float, grad_norm: float) -> None:

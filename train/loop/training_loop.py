@@ -20,6 +20,9 @@ window statistics, `reason` and `action`:
   `skip_batches` global batches up to the spike's to the skip set, then trains on; the same data
   order follows deterministically. With no checkpoint yet it skips instead. More than
   `max_rollbacks` rollbacks stop the run with an error.
+An event's `action` is what was done (a `note` says why when that is not `spikes.action`). After
+`max_consecutive_skips` dropped updates in a row the run has diverged and stops with an error; a
+checkpoint falling due on a dropped update waits for the next applied one, so none holds that model.
 """
 
 from __future__ import annotations
@@ -98,6 +101,7 @@ class TrainingLoop:
         self.skip: set[int] = set()
         self.rollbacks = 0
         self.spikes = 0
+        self.dropped: list[tuple[int, float, float]] = []  # (step, loss, grad norm) of the dropped updates in a row
         self.batches = iter(loader)
         self.metrics: JsonlLog | None = None
         self.events: JsonlLog | None = None
@@ -196,7 +200,9 @@ class TrainingLoop:
                 return b, (self.transform(b, micro) if self.transform else micro)
 
     def _on_spike(self, decision: Decision, batch: int, loss: float, grad_norm: float) -> bool:
-        """Log the spike; roll back if so decided. True when the loop state was rolled back."""
+        """Log the spike and act on it; True when the loop state was rolled back. The run stops (its step
+        logged as `stop`) after spikes.max_rollbacks rollbacks or spikes.max_consecutive_skips dropped updates
+        in a row: a run whose every update is dropped has diverged, and would otherwise "finish" untrained."""
         self.spikes += 1
         step, spike = self.trainer.step, decision.spike
         row = {
@@ -210,35 +216,61 @@ class TrainingLoop:
             "reason": spike.reason,
             "action": decision.action.value,
         }
-        target = None
+        if decision.note:
+            row["note"] = decision.note
         if decision.action is Action.ROLLBACK:
-            self.rollbacks += 1
-            if self.rollbacks > self.cfg.spikes.max_rollbacks:
-                self._write_event({**row, "action": "stop"})
-                raise UserError(
-                    f"{self.run_dir}: loss spike at step {step} ({spike.reason}) after "
-                    f"{self.cfg.spikes.max_rollbacks} rollbacks (spikes.max_rollbacks); stopping, see {EVENTS_FILE}"
-                )
             target = self.ckpts.choose(before=step)
             if target is None:
-                row["action"] = Action.SKIP.value
-                row["note"] = "no checkpoint to roll back to yet"
-        if target is not None:
-            skipped = list(range(max(0, batch - self.cfg.spikes.skip_batches + 1), batch + 1))
-            row.update(rollback_to=target.step, skipped_batches=skipped)
-            self._write_event(row)
-            self._restore(target)
-            self.skip |= set(skipped)
-            self._open_logs(keep_events=True)
-            return True
+                row.update(action=Action.SKIP.value, note="no checkpoint to roll back to yet")
+            elif self.rollbacks >= self.cfg.spikes.max_rollbacks:
+                self._stop(
+                    row,
+                    f"after {self.rollbacks} rollbacks (spikes.max_rollbacks): stopping",
+                    f"{self.run_dir}: loss spike at step {step} ({spike.reason}) after {self.rollbacks} rollbacks "
+                    f"(spikes.max_rollbacks); stopping, see {EVENTS_FILE}",
+                )
+            else:
+                self.rollbacks += 1
+                skipped = list(range(max(0, batch - self.cfg.spikes.skip_batches + 1), batch + 1))
+                row.update(rollback_to=target.step, skipped_batches=skipped)
+                self._write_event(row)
+                self._restore(target)
+                self.skip |= set(skipped)
+                self.dropped.clear()
+                self._open_logs(keep_events=True)
+                return True
+        if row["action"] == Action.SKIP.value:
+            self.dropped.append((step, loss, grad_norm))
+            if len(self.dropped) >= self.cfg.spikes.max_consecutive_skips:
+                self._stop(
+                    row,
+                    f"{len(self.dropped)} updates in a row dropped (spikes.max_consecutive_skips): stopping",
+                    self._diverged(),
+                )
         self._write_event(row)
         return False
+
+    def _diverged(self) -> str:
+        """The one line that stops a run whose last spikes.max_consecutive_skips updates were all dropped."""
+        (first, first_loss, first_grad), (last, last_loss, last_grad) = self.dropped[0], self.dropped[-1]
+        o = self.cfg.optim
+        return (
+            f"{self.run_dir}: steps {first}-{last}: {len(self.dropped)} updates in a row dropped "
+            f"(spikes.max_consecutive_skips {self.cfg.spikes.max_consecutive_skips}): loss {first_loss:.4g}, "
+            f"grad norm {first_grad:.4g} at step {first}, loss {last_loss:.4g}, grad norm {last_grad:.4g} at step "
+            f"{last}; the run has diverged and stops with no checkpoint after step {first - 1}. Lower optim.lr "
+            f"{o.lr:g} or raise optim.warmup_steps {o.warmup_steps}; see {EVENTS_FILE}"
+        )
+
+    def _stop(self, row: dict, note: str, message: str) -> None:
+        self._write_event({**row, "action": "stop", "note": note})
+        raise UserError(message)
 
     def _write_event(self, row: dict) -> None:
         if self.events is not None:
             self.events.write(row)
         if self.env.is_main:
-            progress_write(f"ptk train: spike at step {row['step']}: {row['reason']}; action {row['action']}")
+            progress_write(f"ptk train: spike at step {row['step']}: {row['reason']}; {event_outcome(row)}")
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self) -> RunSummary:
@@ -260,7 +292,7 @@ class TrainingLoop:
         peak = device_peak_flops(self.env.device, cfg.precision)
         flops_per_token = trainer.model_cfg.flops_per_token(cfg.data.seq_len)
         first_step, first_loss, recent, val = trainer.step + 1, math.nan, deque(maxlen=SUMMARY_STEPS), {}
-        trained_tokens = 0
+        trained_tokens, checkpoint_due = 0, False
         bar = progress_bar(total=cfg.max_steps, initial=trainer.step, unit="step", disable=not self.env.is_main)
         start = time.perf_counter()
         while trainer.step < cfg.max_steps:
@@ -271,9 +303,12 @@ class TrainingLoop:
             result = trainer.update(grads, apply=decision.apply)
             seconds = time.perf_counter() - t0
             trained_tokens += result.tokens
+            if result.applied:
+                self.dropped.clear()
             if decision.spike is not None and self._on_spike(decision, batch, result.loss, result.grad_norm):
                 bar.reset(total=cfg.max_steps)
                 bar.update(trainer.step)
+                checkpoint_due = False
                 continue
             loss = result.loss
             first_loss = loss if math.isnan(first_loss) else first_loss
@@ -310,8 +345,12 @@ class TrainingLoop:
                     )
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{row['tokens_per_s']:,.0f}")
             bar.update(1)
-            if (cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last:
+            checkpoint_due |= bool(cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last
+            # A dropped update may begin a divergence (max_consecutive_skips): a checkpoint due then waits for
+            # the next applied one, so that none holds the model of a run that stops for having diverged.
+            if checkpoint_due and (result.applied or last):
                 self.ckpts.save()
+                checkpoint_due = False
         self.ckpts.wait()  # the last checkpoint is complete (named step-*) before the run reports its end
         bar.close()
         seconds = time.perf_counter() - start
@@ -328,6 +367,20 @@ class TrainingLoop:
             self.spikes,
             self.rollbacks,
         )
+
+
+def event_outcome(row: dict) -> str:
+    """What a spike's event did, as its progress line says it: `action skip (update dropped)`."""
+    action = row["action"]
+    if "note" in row:
+        what = row["note"]
+    elif action == Action.ROLLBACK.value:
+        what = f"back to step {row['rollback_to']}, skipping batches {row['skipped_batches']}"
+    else:
+        what = {Action.CONTINUE.value: "update applied", Action.SKIP.value: "update dropped", "stop": "stopping"}[
+            action
+        ]
+    return f"action {action} ({what})"
 
 
 SCHEDULE_KEYS = (

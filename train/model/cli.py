@@ -9,16 +9,28 @@ The prompt and continuation go to stdout as the tokens come; a summary line goes
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 
 from pretrainkit.errors import UserError
 
 
+def check_options(args: argparse.Namespace) -> None:
+    """The sampling options, checked before a model is loaded: inf would sample uniformly, nan fail in torch."""
+    if args.max_new_tokens < 1:
+        raise UserError(f"--max-new-tokens {args.max_new_tokens}: must be >= 1")
+    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+        raise UserError(f"--temperature {args.temperature:g}: must be a finite number >= 0 (0: greedy)")
+    if not 0 < args.top_p <= 1:  # nan fails the comparison too
+        raise UserError(f"--top-p {args.top_p:g}: must lie in (0, 1]")
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from pretrainkit.train.checkpoint.load_model import describe, load_model
     from pretrainkit.train.model.generate import stream
 
+    check_options(args)
     loaded = load_model(args.model, tokenizer=args.tokenizer, device=args.device)
     if loaded.tokenizer is None:
         raise UserError(

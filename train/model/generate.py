@@ -12,6 +12,7 @@ Generation stops after `max_new_tokens` or at `eos_id` (which is returned last).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import torch
@@ -63,7 +64,7 @@ def stream(
     the call (ValueError), not at the first token: a caller can refuse them before printing anything."""
     if not prompt:
         raise ValueError("the prompt must hold at least one token")
-    if temperature < 0 or not 0 < top_p <= 1:
+    if not (math.isfinite(temperature) and temperature >= 0 and 0 < top_p <= 1):  # nan fails every comparison
         raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], got {temperature} and {top_p}")
     cfg = model.cfg
     capacity = len(prompt) + max_new_tokens

@@ -236,6 +236,7 @@ def _memory_lines(
 def run_plan(args: argparse.Namespace) -> int:
     law = load_law(args.law)
     params, tokens, shape, chosen, checkpointing, cfg = args.params, args.tokens, None, None, False, None
+    labels: dict[str, str] = {}
     micro_batch, seq_len, dtype, state_bytes = args.micro_batch, args.seq_len, args.activation_dtype, args.state_bytes
     if args.config:
         if args.params:
@@ -252,9 +253,11 @@ def run_plan(args: argparse.Namespace) -> int:
         # The project's trainer keeps fp32 weights and Adam moments, bf16 autocast or not.
         state_bytes = state_bytes or "fp32"
         chosen, checkpointing = PARALLEL_STRATEGY[cfg.parallel.data], cfg.activation_checkpointing
+        labels["params"] = f"{args.config}: the model's N = {params:.3g}"
         if tokens is None and args.flops is None:
             tokens = float(cfg.max_steps * cfg.batch.global_size * cfg.data.seq_len)
-    budget = resolve_budget(law, args.flops, params, tokens)
+            labels["tokens"] = f"{args.config}: max_steps x batch.global_size x data.seq_len = {tokens:.3g}"
+    budget = resolve_budget(law, args.flops, params, tokens, labels)
 
     def origin(name: str) -> str:
         if name == "tokens" and args.config and args.tokens is None and args.flops is None:

@@ -148,16 +148,47 @@ class Budget:
         return self.law.loss(*self.optimal)
 
 
-def resolve_budget(law: LossLaw, flops: float | None, params: float | None, tokens: float | None) -> Budget:
-    """Fill in the third of (flops, params, tokens) from two via C = 6ND; from one, use the law's optimum."""
+# What `ptk plan` sizes: at least one parameter and one token, and at most ~1000x beyond the largest
+# runs published (N ~ 1e12, D ~ 1e15, C ~ 1e26). Further out the numbers only describe float overflow.
+LIMITS = {
+    "flops": ("C", "FLOPs", FLOPS_PER_PARAM_TOKEN, 1e34),
+    "params": ("N", "parameters", 1.0, 1e15),
+    "tokens": ("D", "tokens", 1.0, 1e18),
+}
+
+
+def _limits_text(name: str) -> str:
+    _, unit, lo, hi = LIMITS[name]
+    return f"ptk plan sizes runs of {lo:g} to {hi:g} {unit}"
+
+
+def _in_limits(name: str, value: float) -> bool:
+    _, _, lo, hi = LIMITS[name]
+    return math.isfinite(value) and lo <= value <= hi
+
+
+def resolve_budget(
+    law: LossLaw,
+    flops: float | None,
+    params: float | None,
+    tokens: float | None,
+    labels: dict[str, str] | None = None,
+) -> Budget:
+    """Fill in the third of (flops, params, tokens) from two via C = 6ND; from one, use the law's optimum.
+    `labels` names where a given quantity came from in messages (default `--params 7.5e+09`)."""
     given = tuple(name for name, v in (("flops", flops), ("params", params), ("tokens", tokens)) if v is not None)
-    for name, v in (("flops", flops), ("params", params), ("tokens", tokens)):
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise UserError(f"--{name} must be a positive number, got {v!r}")
+    values = {"flops": flops, "params": params, "tokens": tokens}
+    label = {name: f"--{name} {values[name]:g}" for name in given} | (labels or {})
+    for name in given:
+        if not (math.isfinite(values[name]) and values[name] > 0):
+            raise UserError(f"--{name} must be a positive number, got {values[name]!r}")
     if len(given) == 3:
         raise UserError("give at most two of --flops, --params/--config, --tokens (the third follows from C = 6ND)")
     if not given:
         raise UserError("give --flops, --params (or --config), or --tokens (any one or two of them)")
+    for name in given:
+        if not _in_limits(name, values[name]):
+            raise UserError(f"{label[name]}: out of range; {_limits_text(name)}")
     k = FLOPS_PER_PARAM_TOKEN
     if given == ("flops",):
         params, tokens = law.optimal_split(flops)
@@ -173,6 +204,12 @@ def resolve_budget(law: LossLaw, flops: float | None, params: float | None, toke
         tokens = flops / (k * params)
     if flops is None:
         flops = k * params * tokens
+    for name, value in (("flops", flops), ("params", params), ("tokens", tokens)):
+        if name not in given and not _in_limits(name, value):
+            symbol, unit = LIMITS[name][:2]
+            raise UserError(
+                f"{' and '.join(label[g] for g in given)} give {symbol} = {value:.3g} {unit}; {_limits_text(name)}"
+            )
     return Budget(flops=flops, params=params, tokens=tokens, given=given, law=law)
 
 

@@ -82,8 +82,14 @@ class RunLog:
 def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
     rows = []
     try:
-        with open(path, encoding="utf-8") as f:
-            for line_no, line in enumerate(f, 1):
+        with open(path, "rb") as f:  # bytes: a line that is not UTF-8 is named like any other bad line
+            for line_no, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise UserError(
+                        f"{path}: line {line_no}: not UTF-8 text (byte {e.start + 1} is 0x{raw[e.start]:02x})"
+                    ) from None
                 if not line.strip():
                     continue
                 try:

@@ -176,3 +176,22 @@ def test_the_table_and_one_line_errors(trained, capsys, tmp_path) -> None:
     train_tokenizer(trained["plays"][:50], vocab_size=300).save(str(other))
     assert main(["eval", run, "--shards", str(root / "shards" / "wiki"), "--tokenizer", str(other)]) == 2
     assert "not the tokenizer" in capsys.readouterr().err
+
+
+def test_a_shard_with_one_flipped_bit_is_one_line_naming_the_file(trained, capsys, tmp_path) -> None:
+    import shutil
+
+    from pretrainkit.shards.formats import SHARD_NAME_RE
+
+    root = trained["root"]
+    shards = tmp_path / "wiki"
+    shutil.copytree(root / "shards" / "wiki", shards)
+    shard = sorted(p for p in shards.iterdir() if SHARD_NAME_RE.match(p.name))[0]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    shard.write_bytes(bytes(data))
+    assert main(["eval", str(root / "run"), "--shards", str(shards), "--seq-len", "32"]) == 2
+    out, err = capsys.readouterr()
+    problem = f"{shard}: altered: sha256 differs from the manifest"
+    assert err == f"ptk: error: --shards {shards}: shard set fails verification: {problem}\n"
+    assert out == ""

@@ -11,6 +11,7 @@ import pytest
 import torch
 import yaml
 
+from pretrainkit.cli import main
 from pretrainkit.errors import UserError
 from pretrainkit.train.config import SpikeConfig, load_config
 from pretrainkit.train.loop.run import run_training
@@ -67,18 +68,21 @@ def test_detector_decides_what_the_loop_does(action: str) -> None:
     assert "loss" in spike.spike.reason and spike.action is Action(action) and spike.apply == (action == "none")
     broken = d.decide(float("nan"), 1.0)
     assert broken.action is (Action.SKIP if action == "none" else Action(action)) and not broken.apply
+    assert spike.note is None and (broken.note is not None) == (action == "none")  # says why it is not `none`
+    assert action != "none" or "not finite" in broken.note
     assert list(d.losses) == [3.0, 3.1, 2.9]  # a spike never enters the window
 
 
 @pytest.fixture(scope="module")
 def runs(byte_mixture: Path, tmp_path_factory) -> dict:
-    """A clean run (detection on, nothing to find), and the same with batch 24 garbage: skip, rollback."""
+    """A clean run (detection on, nothing to find), and the same with batch 24 garbage: skip, none, rollback."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # see the one_thread fixture
     out = {}
     for name, action, transform in (
         ("clean", "skip", None),
         ("skip", "skip", garbage_from(SPIKE_BATCH)),
+        ("none", "none", garbage_from(SPIKE_BATCH)),
         ("rollback", "rollback", garbage_from(SPIKE_BATCH)),
     ):
         out[name] = train(byte_mixture, tmp_path_factory.mktemp(name), action, transform)
@@ -99,6 +103,13 @@ class TestInducedSpike:
         assert spike["loss"] > spike["window_mean"] + 6 * spike["window_std"] and "loss" in spike["reason"]
         assert [r["step"] for r in rows if r.get("skipped")] == [SPIKE_BATCH + 1]
         assert mean_loss(rows[-6:]) == pytest.approx(mean_loss(runs["clean"][0][-6:]), abs=0.05)
+
+    def test_none_logs_the_finite_spike_and_applies_its_update(self, runs: dict) -> None:
+        rows, evs = runs["none"]
+        assert [(e["step"], e["batch"], e["action"]) for e in evs] == [(SPIKE_BATCH + 1, SPIKE_BATCH, "none")]
+        assert "note" not in evs[0] and not any(r.get("skipped") for r in rows)
+        assert [r["loss"] for r in rows[: SPIKE_BATCH + 1]] == [r["loss"] for r in runs["skip"][0][: SPIKE_BATCH + 1]]
+        assert rows[SPIKE_BATCH + 1]["loss"] != runs["skip"][0][SPIKE_BATCH + 1]["loss"]  # the garbage update applied
 
     def test_rollback_reloads_skips_the_batch_and_ends_close_to_the_clean_run(self, runs: dict) -> None:
         rows, evs = runs["rollback"]
@@ -137,3 +148,39 @@ def train(mixture: Path, directory: Path, action: str, transform, **spikes) -> t
 
 def mean_loss(rows: list[dict]) -> float:
     return math.fsum(r["loss"] for r in rows) / len(rows)
+
+
+@pytest.mark.parametrize("action", ["skip", "none", "rollback"])
+def test_a_diverged_run_stops_after_max_consecutive_skips_without_a_checkpoint_of_it(
+    kit, tmp_path: Path, capsys, action: str
+) -> None:
+    """lr 1e6: the first update (finite, clipped) breaks the weights and every later gradient is NaN.
+    Whatever spikes.action says, the run stops once 5 updates in a row are dropped, in one line, and
+    checkpoints/ holds nothing of the broken model (the first is due at step 4, while updates are dropped)."""
+    config = kit.config(tmp_path, optim={"lr": 1e6}, max_steps=20, spikes={"action": action})
+    assert main(["train", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (error,) = [line for line in err.splitlines() if line.startswith("ptk: error:")]
+    assert error == err.splitlines()[-1]
+    assert error.startswith(f"ptk: error: {tmp_path / 'run'}: steps 2-6: 5 updates in a row dropped")
+    assert "(spikes.max_consecutive_skips 5)" in error and "grad norm nan" in error and "optim.lr 1e+06" in error
+    assert "rollbacks" not in error  # none happened: there was no checkpoint to roll back to
+    assert not list((tmp_path / "run" / "checkpoints").glob("step-*"))
+    assert [r["step"] for r in kit.rows(tmp_path / "run")] == [1, 2, 3, 4, 5]  # step 6 stopped the run
+    evs = events(tmp_path / "run")
+    assert [e["step"] for e in evs] == [2, 3, 4, 5, 6] and [e["action"] for e in evs] == ["skip"] * 4 + ["stop"]
+    notes = {"skip": None, "none": "not finite", "rollback": "no checkpoint to roll back to yet"}
+    if notes[action]:
+        assert all(notes[action] in e["note"] for e in evs[:-1])
+        assert sum(notes[action] in line for line in err.splitlines()) == 4  # the progress lines say it too
+
+
+def test_max_consecutive_skips_is_configurable(kit, tmp_path: Path) -> None:
+    config = kit.config(
+        tmp_path, optim={"lr": 1e6}, max_steps=20, spikes={"action": "skip", "max_consecutive_skips": 3}
+    )
+    with pytest.raises(UserError, match=r": steps 2-4: 3 updates in a row dropped \(spikes.max_consecutive_skips 3\)"):
+        run_training(load_config(config), str(config))
+    with pytest.raises(UserError, match=r"spikes.max_consecutive_skips: must be >= 1, got 0"):
+        load_config(kit.config(tmp_path / "zero", spikes={"max_consecutive_skips": 0}))

@@ -253,3 +253,19 @@ def test_ptk_plan_splits_memory_over_tp_and_pp(tmp_path, capsys):
     assert "--devices 6 is not a multiple of tp x pp = 2 x 2" in capsys.readouterr().err
     assert main(["plan", "--params", "1B", "--tokens", "20B", "--tp", "2"]) == 2
     assert "--tp and --pp need --config" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--params", "1e300"], "--params 1e+300"),
+        (["--tokens", "1e300"], "--tokens 1e+300"),
+        (["--flops", "1e300"], "--flops 1e+300"),
+        (["--params", "1e-300"], "--params 1e-300"),
+        (["--flops", "1e30", "--params", "1"], "--flops 1e+30 and --params 1 give D = 1.67e+29 tokens"),
+    ],
+)
+def test_ptk_plan_refuses_absurd_quantities_in_one_line(args, named, capsys):
+    assert main(["plan", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"ptk: error: {named}") and "ptk plan sizes" in err

@@ -42,3 +42,15 @@ def test_report_of_a_run_without_training_steps_is_an_error(tmp_path: Path, caps
     good = write_run(tmp_path / "good", 5)
     assert main(["report", str(good), "--compare", str(empty)]) == 2
     assert "empty/metrics.jsonl: no training steps logged" in capsys.readouterr().err
+
+
+def test_a_metrics_line_that_is_not_utf8_is_one_line_naming_file_and_line(tmp_path: Path, capsys) -> None:
+    run = write_run(tmp_path / "run", 5)
+    lines = (run / "metrics.jsonl").read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2].replace(b'"loss"', b'"lo\xffss"')  # one flipped byte in a key
+    (run / "metrics.jsonl").write_bytes(b"".join(lines))
+    assert main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ptk: error: {run / 'metrics.jsonl'}: line 3: not UTF-8 text") and err.count("\n") == 1
+    byte = lines[2].index(b"\xff") + 1
+    assert f"(byte {byte} is 0xff)" in err and not (run / "report.png").exists()

@@ -59,12 +59,13 @@ def test_tensorboard_events_hold_the_metrics_rows_and_follow_a_resume(kit, tmp_p
 
 
 def test_a_spike_is_text_in_tensorboard(kit, tmp_path: Path) -> None:
-    # A loss above ln(257) by 10% after the loss fell is a spike under these thresholds; lr 3 makes one.
+    # A loss above ln(257) by 10% after the loss fell is a spike under these thresholds; lr 3 makes one,
+    # then diverges (every later update dropped): max_consecutive_skips lets the run log them to the end.
     config = kit.config(
         tmp_path,
         max_steps=12,
         optim={"lr": 3.0, "min_lr": 0.3, "warmup_steps": 1},
-        spikes={"action": "skip", "min_history": 2, "loss_sigmas": 1, "loss_rise": 0.01},
+        spikes={"action": "skip", "min_history": 2, "loss_sigmas": 1, "loss_rise": 0.01, "max_consecutive_skips": 12},
         eval={"every": 0},
         logging={"tensorboard": True},
     )
