@@ -27,14 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.results import peak_rss_mb, write_result  # noqa: E402
-from fixtures.corpora import (
-    license_documents,
-    pep_documents,
-    reuters_documents,
-    shared_data_dir,
-    wikitext_documents,
-    write_jsonl,
-)  # noqa: E402
+from fixtures.corpora import shared_data_dir, text_corpora, write_jsonl  # noqa: E402
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup  # noqa: E402
 from pretrainkit.dataprep.executors.local import LocalRunner  # noqa: E402
 from pretrainkit.dataprep.executors.ray import RayRunner  # noqa: E402
@@ -83,13 +76,7 @@ def main() -> None:
     if shared_data_dir() is None:
         sys.exit("bench/dedup.py needs ../shared/data")
     with tempfile.TemporaryDirectory() as tmp:
-        docs = (
-            reuters_documents()
-            + wikitext_documents("valid")
-            + wikitext_documents("test")
-            + pep_documents()
-            + license_documents()
-        )
+        docs = text_corpora()
         docs = docs + [perturbed(doc, copy) for copy in range(1, args.copies) for doc in docs]
         corpus = write_jsonl(docs, Path(tmp) / "corpus.jsonl")
         mb = corpus.stat().st_size / 1e6

@@ -35,14 +35,7 @@ import numpy as np  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 from bench.results import write_result  # noqa: E402
-from fixtures.corpora import (  # noqa: E402
-    license_documents,
-    pep_documents,
-    reuters_documents,
-    shared_data_dir,
-    wikitext_documents,
-    write_jsonl,
-)  # noqa: E402
+from fixtures.corpora import shared_data_dir, text_corpora, write_jsonl  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus  # noqa: E402
 from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer  # noqa: E402
 from pretrainkit.shards import ShardSet  # noqa: E402
@@ -70,13 +63,7 @@ def main() -> None:
     args = ap.parse_args()
     if shared_data_dir() is None:
         sys.exit("bench/tokenize.py: ../shared/data is absent; nothing to measure")
-    docs = (
-        reuters_documents()
-        + wikitext_documents("valid")
-        + wikitext_documents("test")
-        + pep_documents()
-        + license_documents()
-    )
+    docs = text_corpora()
     texts = [t for _, t in docs]
     mb = sum(len(t.encode()) for t in texts) / 1e6
     work = Path(tempfile.mkdtemp(prefix="ptk-bench-tokenize-"))

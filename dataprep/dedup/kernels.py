@@ -16,19 +16,11 @@ from __future__ import annotations
 
 import importlib
 import os
+import pkgutil
 from collections.abc import Mapping
 from pathlib import Path
 
 CACHE_ENV = "NUMBA_CACHE_DIR"
-KERNEL_MODULES = (
-    "digests",
-    "grouping",
-    "index",
-    "minhash",
-    "pieces",
-    "rows",
-    "similarity",
-)  # those that compile kernels
 
 
 def cache_dir(package_dir: Path, environ: Mapping[str, str]) -> str | None:
@@ -51,8 +43,9 @@ def kernels_cached() -> bool:
     the module's source): a few small reads. Only a first run (or one after an upgrade) has none."""
     from numba.core.dispatcher import Dispatcher
 
-    for name in KERNEL_MODULES:
-        module = importlib.import_module(f"{__package__}.{name}")
+    package = importlib.import_module(__package__)
+    for info in pkgutil.iter_modules(package.__path__):  # every module, so a new kernel's is never left out
+        module = importlib.import_module(f"{__package__}.{info.name}")
         for kernel in vars(module).values():
             # numba's own cache index (`_load_index`: empty where missing or stale); its layout is numba's
             if isinstance(kernel, Dispatcher) and kernel._cache._cache_file._load_index():
