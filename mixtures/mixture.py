@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pretrainkit.errors import UserError
+from pretrainkit.errors import UserError, quoted
 from pretrainkit.mixtures.config import REPLAY_MODES, MixtureConfig, ReplayConfig, SourceConfig, read_mixture_config
 from pretrainkit.mixtures.holdout import HeldoutSplit, split_heldout
 from pretrainkit.mixtures.schedule import quotas_from_weights
@@ -132,13 +132,15 @@ class Mixture:
         for s in self.sources:
             if s.name == name:
                 return s
-        raise UserError(f"{self.path}: no source named {name!r} (sources: {', '.join(s.name for s in self.sources)})")
+        raise UserError(
+            f"{self.path}: no source named {quoted(name)} (sources: {', '.join(s.name for s in self.sources)})"
+        )
 
     def with_stream_start(self, name: str, start: StreamStart) -> Mixture:
         """This mixture with source `name` starting at `start` (replay, or a rebased resume)."""
         target = self.source(name)
         if target.eval_only:
-            raise UserError(f"{self.path}: source {name!r} is validation-only; its stream is never trained on")
+            raise UserError(f"{self.path}: source {quoted(name)} is validation-only; its stream is never trained on")
         sources = [dataclasses.replace(s, start=start) if s is target else s for s in self.sources]
         return dataclasses.replace(self, sources=sources)
 
@@ -148,18 +150,20 @@ class Mixture:
         first sequence the base run read from it."""
         if mode not in REPLAY_MODES:
             raise UserError(
-                f"{self.path}: source {name!r}: replay mode must be one of {', '.join(REPLAY_MODES)}, got {mode!r}"
+                f"{self.path}: source {quoted(name)}: replay mode must be one of {', '.join(REPLAY_MODES)}, "
+                f"got {quoted(mode)}"
             )
         source = self.source(name)
         if base_state.get("version") != STATE_VERSION:
             raise UserError(
-                f"{self.path}: source {name!r}: the base run's loader state is version {base_state.get('version')}, "
+                f"{self.path}: source {quoted(name)}: the base run's loader state is version "
+                f"{quoted(base_state.get('version'))}, "
                 f"this pretrainkit replays version {STATE_VERSION} (its data order differs)"
             )
         entry = matching_state_entry(base_state, source)
         if entry is None:
             raise UserError(
-                f"{self.path}: source {name!r}: the base run's loader state has no source with shard set "
+                f"{self.path}: source {quoted(name)}: the base run's loader state has no source with shard set "
                 f"{source.shard_set.path} (fingerprint {source.shard_set.fingerprint[:12]})"
             )
         token = entry["next_token"] if mode == "continue" else entry["start_token"]

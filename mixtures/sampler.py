@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pretrainkit.errors import UserError
+from pretrainkit.errors import UserError, quoted
 from pretrainkit.mixtures.mixture import Mixture, Source
 from pretrainkit.mixtures.schedule import InterleaveSchedule
 from pretrainkit.mixtures.stream import SourceStream
@@ -74,7 +74,8 @@ class MixtureSampler:
             if limit is not None and k >= limit:
                 s, stream = self.sources[i], self.streams[i]
                 raise UserError(
-                    f"{self.mix.path}: source {s.name!r} ({s.shard_set.path}) would exceed max_epochs={s.max_epochs:g} "
+                    f"{self.mix.path}: source {quoted(s.name)} ({s.shard_set.path}) would exceed "
+                    f"max_epochs={s.max_epochs:g} "
                     f"at global batch {k}: its {stream.epoch_tokens} training tokens are used up; lower the token "
                     f"budget, raise max_epochs or lower its weight"
                 )
@@ -121,7 +122,7 @@ class MixtureSampler:
         count = min(stream.epoch_tokens // stream.row_tokens, batch_size * max_batches)
         if count == 0:
             raise UserError(
-                f"{self.mix.path}: source {source_name!r}: "
+                f"{self.mix.path}: source {quoted(source_name)}: "
                 f"its held-out split ({source.split.heldout.num_docs} documents, "
                 f"{stream.epoch_tokens} tokens) is shorter than one sequence of {stream.row_tokens} tokens"
             )

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pretrainkit.errors import quoted
 from pretrainkit.shards.reader import ShardSet
 
 BAR_WIDTH = 40
@@ -49,7 +50,7 @@ def inspect_lines(
     for i in picks:
         tokens = ss.document(int(i))
         shown = repr(decode(tokens.tolist())[:chars]) if decode else " ".join(map(str, tokens[:24].tolist()))
-        lines.append(f"  [{i}] id {ss.document_id(int(i))!r}, {len(tokens)} tokens: {shown}")
+        lines.append(f"  [{i}] id {quoted(ss.document_id(int(i)))}, {len(tokens)} tokens: {shown}")
     return lines
 
 

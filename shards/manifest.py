@@ -23,7 +23,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pretrainkit.errors import UserError
+from pretrainkit.errors import UserError, quoted
 from pretrainkit.files import write_text_atomic
 from pretrainkit.shards.formats import FORMAT_VERSION, FORMATS, MANIFEST_NAME, READ_VERSIONS
 
@@ -133,12 +133,12 @@ def _check(m: object, path: Path) -> None:
         if not isinstance(m.get(key), kind):
             fail(f"key '{key}' missing or not a {kind.__name__}")
     if m["format"] not in FORMATS:
-        fail(f"key 'format' is {m['format']!r}, expected one of {', '.join(FORMATS)}")
+        fail(f"key 'format' is {quoted(m['format'])}, expected one of {', '.join(FORMATS)}")
     if m["version"] not in READ_VERSIONS[m["format"]]:
         readable = " or ".join(map(str, READ_VERSIONS[m["format"]]))
         fail(f"key 'version' is {m['version']}, this pretrainkit reads {m['format']} version {readable}")
     if m["dtype"] not in ("uint16", "uint32"):
-        fail(f"key 'dtype' is {m['dtype']!r}, expected uint16 or uint32")
+        fail(f"key 'dtype' is {quoted(m['dtype'])}, expected uint16 or uint32")
     for key, kind in (("sha256", str), ("vocab_size", int), ("eos_id", int)):
         if not isinstance(m["tokenizer"].get(key), kind):
             fail(f"key 'tokenizer.{key}' missing or not a {kind.__name__}")

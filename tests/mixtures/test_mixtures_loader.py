@@ -247,3 +247,6 @@ def test_validation_batches_come_from_the_heldout_split_only(sampler):
     assert len(eval_only) == 1 and eval_only[0][0].shape == (2, SEQ)
     with pytest.raises(UserError, match="no source named 'nope'"):
         sampler.validation_batches("nope", 2, 1)
+    with pytest.raises(UserError, match=r"no source named 'nnn.*…\(100002 chars\) \(sources: ") as e:
+        sampler.validation_batches("n" * 100_000, 2, 1)  # a name from a command line or a saved state
+    assert len(str(e.value)) < 500

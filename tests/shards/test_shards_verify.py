@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -60,6 +62,14 @@ def test_open_refuses_missing_or_invalid_manifest(shard_dir):
     )
     with pytest.raises(UserError, match="manifest.json: key 'format'"):
         ShardSet.open(shard_dir)
+    manifest.write_text(
+        json.dumps(
+            {"format": "x" * 10**6, "version": 1, "dtype": "uint16", "tokenizer": {}, "shards": [], "totals": {}}
+        )
+    )
+    with pytest.raises(UserError, match=r"key 'format' is 'xxx.*…\(1000002 chars\), expected one of") as e:
+        ShardSet.open(shard_dir)
+    assert len(str(e.value)) < 400
     manifest.unlink()
     with pytest.raises(UserError, match="manifest.json: missing"):
         ShardSet.open(shard_dir)

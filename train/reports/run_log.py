@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from pretrainkit.errors import UserError
+from pretrainkit.errors import UserError, quoted, shortened
 from pretrainkit.mixtures.config import read_mixture_config
 
 METRICS_FILE = "metrics.jsonl"
@@ -108,14 +108,14 @@ def _number(value: object, path: Path, line_no: int, key: str) -> float:
     if value is None:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UserError(f"{path}: line {line_no}: {key} must be a number, got {value!r}")
+        raise UserError(f"{path}: line {line_no}: {key} must be a number, got {quoted(value)}")
     return float(value)
 
 
 def _step(row: dict, path: Path, line_no: int) -> int:
     step = row.get("step")
     if isinstance(step, bool) or not isinstance(step, int):
-        raise UserError(f"{path}: line {line_no}: step must be an integer, got {step!r}")
+        raise UserError(f"{path}: line {line_no}: step must be an integer, got {quoted(step)}")
     return step
 
 
@@ -133,7 +133,9 @@ def read_run(run_dir: str | Path) -> RunLog:
             losses = row["val_loss"]
             if not isinstance(losses, dict):
                 raise UserError(f"{metrics}: line {line_no}: val_loss must map source names to losses")
-            val_rows[step] = {str(k): _number(v, metrics, line_no, f"val_loss.{k}") for k, v in losses.items()}
+            val_rows[step] = {
+                str(k): _number(v, metrics, line_no, f"val_loss.{shortened(str(k))}") for k, v in losses.items()
+            }
         elif "loss" in row:
             train_rows[step] = {k: _number(row.get(k), metrics, line_no, k) for k in TRAIN_KEYS}
     run = RunLog(path=run_dir)
@@ -170,7 +172,7 @@ def _read_lineage(run: RunLog, run_dir: Path) -> None:
         if mixture is None:
             return
         sources = read_mixture_config(mixture).sources
-    except (UserError, OSError, yaml.YAMLError, AttributeError) as e:
+    except (UserError, OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError) as e:
         run.notes.append(f"replayed sources not marked: the run's mixture is unreadable ({e})")
         return  # a moved or edited mixture costs the marks, not the report
     for source in sources:

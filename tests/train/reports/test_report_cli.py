@@ -54,3 +54,21 @@ def test_a_metrics_line_that_is_not_utf8_is_one_line_naming_file_and_line(tmp_pa
     assert err.startswith(f"ptk: error: {run / 'metrics.jsonl'}: line 3: not UTF-8 text") and err.count("\n") == 1
     byte = lines[2].index(b"\xff") + 1
     assert f"(byte {byte} is 0xff)" in err and not (run / "report.png").exists()
+
+
+def test_a_config_that_is_not_utf8_costs_the_replay_marks_not_the_report(tmp_path: Path, capsys) -> None:
+    run = write_run(tmp_path / "run", 5)
+    (run / "config.yaml").write_bytes(b"data:\n  mixture: mix\xff.yaml\n")
+    assert main(["report", str(run)]) == 0
+    assert (run / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "replayed sources not marked: the run's mixture is unreadable" in capsys.readouterr().out
+
+
+def test_a_huge_bad_value_in_metrics_is_quoted_cut(tmp_path: Path, capsys) -> None:
+    run = write_run(tmp_path / "run", 3)
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": "9" * 100_000, "loss": 1.0}) + "\n")
+    assert main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ptk: error: {run / 'metrics.jsonl'}: line 4: step must be an integer, got '999")
+    assert err.endswith("…(100002 chars)\n") and len(err) < 400
