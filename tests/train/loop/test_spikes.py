@@ -184,3 +184,20 @@ def test_max_consecutive_skips_is_configurable(kit, tmp_path: Path) -> None:
         run_training(load_config(config), str(config))
     with pytest.raises(UserError, match=r"spikes.max_consecutive_skips: must be >= 1, got 0"):
         load_config(kit.config(tmp_path / "zero", spikes={"max_consecutive_skips": 0}))
+
+
+@pytest.mark.distributed
+def test_a_diverged_run_under_two_processes_stops_in_one_line(kit, tmp_path: Path) -> None:
+    """Both processes drop the same updates (the grad norm is all-reduced) and stop at the same step:
+    one error line from the launcher, no torchrun report, no checkpoint of the broken model."""
+    config = kit.config(
+        tmp_path, optim={"lr": 1e6}, max_steps=20, spikes={"action": "skip", "max_consecutive_skips": 3}
+    )
+    proc = kit.ptk(config, nproc=2)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "ChildFailedError" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ptk: error:")]
+    assert len(errors) == 1 and errors[0] == proc.stderr.strip().splitlines()[-1]
+    assert errors[0].startswith(f"ptk: error: {tmp_path / 'run'}: steps 2-4: 3 updates in a row dropped")
+    assert not list((tmp_path / "run" / "checkpoints").glob("step-*"))
+    assert [r["step"] for r in kit.rows(tmp_path / "run")] == [1, 2, 3]
