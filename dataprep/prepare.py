@@ -49,6 +49,7 @@ def run_prepare(
     if runner is None:
         with LocalRunner(workers) as local:
             return run_prepare(inputs, out_dir, tokenizer_path, dedup, tokenize, runner=local)
+    dedup.validate()  # before the output folder is made
     load_tokenizer(tokenizer_path, tokenize.eos_token)  # fail before the long dedup, not after it
     output_directory(out_dir)
     raw_inputs = input_hashes(discover_inputs(inputs), runner)

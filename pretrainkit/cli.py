@@ -12,6 +12,7 @@ import os
 import sys
 
 from pretrainkit import __version__
+from pretrainkit.arguments import CommandParser
 from pretrainkit.dataprep import cli as dataprep_cli
 from pretrainkit.dataprep.dedup import cli as dedup_cli
 from pretrainkit.dataprep.tokenize import cli as tokenize_cli
@@ -43,7 +44,7 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ptk", description="pretrainkit: data pipeline and pretraining toolkit")
+    parser = CommandParser(prog="ptk", description="pretrainkit: data pipeline and pretraining toolkit")
     parser.add_argument("--version", action="version", version=f"pretrainkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMAND_MODULES:

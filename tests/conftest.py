@@ -1,5 +1,5 @@
 """Session-wide test settings: the loader-index cache lives in the session's temporary folder; copies
-of a tokenizer.json that keep or change its vocabulary."""
+of a tokenizer.json that keep or change its vocabulary; in-process training on one thread."""
 
 from __future__ import annotations
 
@@ -48,3 +48,15 @@ def tokenizer_variant():
         return out
 
     return write
+
+
+@pytest.fixture
+def one_thread():
+    """In-process training on one thread, as torchrun's processes run: on this shared 2-core machine
+    two OpenMP threads run ~30x slower whenever another process competes for a core."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -133,16 +133,6 @@ class TrainKit:
 
 
 @pytest.fixture
-def one_thread():
-    """In-process training on one thread, as torchrun's processes run: on this shared 2-core machine
-    two OpenMP threads run ~30x slower whenever another process competes for a core."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture
 def kit(byte_mixture: Path, one_thread) -> TrainKit:
     return TrainKit(byte_mixture)
 

@@ -183,8 +183,8 @@ class Checkpoints:
                 continue
             try:
                 return verify(path)
-            except UserError as e:
-                print(f"ptk train: skipping corrupt checkpoint {path.name}: {e}", file=sys.stderr)
+            except UserError as e:  # said by whichever command reads it (export, eval, generate, replay)
+                print(f"ptk: note: skipping corrupt checkpoint {path.name}: {e}", file=sys.stderr)
         return None
 
     def choose(self, before: int | None = None, refuse_all_corrupt: bool = False) -> Checkpoint | None:

@@ -62,7 +62,7 @@ def run_eval(args: argparse.Namespace) -> int:
     device = select_device(args.device, 0)
     loaded = load_model(args.model, args.tokenizer, device=str(device))
     cfg = loaded.config
-    seq_len = args.seq_len or cfg.max_seq_len
+    seq_len = cfg.max_seq_len if args.seq_len is None else args.seq_len
     if not 1 <= seq_len <= cfg.max_seq_len:
         raise UserError(f"--seq-len must lie in [1, {cfg.max_seq_len}] (the model's max_seq_len), got {seq_len}")
     tok, model_sha = loaded.tokenizer, recorded_tokenizer(loaded)

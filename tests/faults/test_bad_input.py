@@ -1,0 +1,65 @@
+"""Every command given a bad value, and every input kind it reads damaged every way DAMAGES knows: one
+line naming the damaged file and a non-zero exit, nothing written, the input left as it was; or, for
+a broken record inside a corpus, the run succeeds and accounts for the record as rejected."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fixtures.fault_commands import COMMANDS, DAMAGES, Command, damaged_workspace, error_line, output_of
+from pretrainkit.cli import main
+
+
+def run_in_process(argv: list[str], capsys) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse
+        code = int(e.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def tree(path: Path) -> dict[str, bytes]:
+    if path.is_file():
+        return {path.name: path.read_bytes()}
+    return {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c.bad_value], ids=str)
+def test_a_bad_value_is_one_line_and_writes_nothing(command: Command, workspace, tmp_path: Path, capsys, one_thread):
+    out = output_of(command, tmp_path)
+    code, _, err = run_in_process(command.argv(workspace, out) + list(command.bad_value), capsys)
+    assert code == 2, err
+    option = command.bad_value[-1].split("=")[0] if command.bad_value[0] == "--set" else command.bad_value[0]
+    assert option.lstrip("-").replace("-", "_") in error_line(err).replace("-", "_")
+    assert not out.exists()
+
+
+CASES = [(c, kind, d) for c in COMMANDS for kind in c.reads for d in DAMAGES[kind]]
+
+
+@pytest.mark.parametrize(("command", "kind", "damage"), CASES, ids=[f"{c}-{kind}-{d.name}" for c, kind, d in CASES])
+def test_a_damaged_input_is_one_line_naming_it_or_accounted_for(
+    command: Command, kind: str, damage, workspace, tmp_path: Path, capsys, one_thread
+):
+    ws, named = damaged_workspace(workspace, kind, damage, tmp_path / "inputs")
+    before = tree(tmp_path / "inputs")
+    out = output_of(command, tmp_path / "output")
+    code, stdout, err = run_in_process(command.argv(ws, out), capsys)
+    assert tree(tmp_path / "inputs") == before  # nothing read is changed
+    if not damage.accounted:
+        assert code != 0, (stdout, err)
+        line = error_line(err)
+        assert str(named) in line or str(named.parent) in line, (str(named), line)
+        assert not out.exists() or command.name in ("train", "init") and not any(out.rglob("*.tmp-*"))
+        return
+    assert code == 0, err
+    if command.name == "tokenizer-train":
+        assert "(1 rejected records skipped)" in stdout + err or "rejected records skipped" in stdout + err
+        return
+    rejected = out / ("dedup" if command.name == "prepare" else "") / "rejected.jsonl"
+    rows = [json.loads(line) for line in rejected.read_text().splitlines()]
+    assert any(r["source"] == named.name for r in rows), rows
