@@ -191,9 +191,10 @@ def _mark(folder: Path, kind: Kind) -> bool:
 
 
 def probe_lock(folder: str | os.PathLike) -> None:
-    """Raise `InUse` if another process holds `folder` (an existing folder); take and release the lock otherwise."""
+    """Raise `InUse` if another process holds `folder`; take and release the lock otherwise (a missing
+    folder is held by no one)."""
     folder = Path(folder)
-    if os.path.realpath(folder) not in _HELD:
+    if folder.is_dir() and os.path.realpath(folder) not in _HELD:
         _unlock(folder, _lock(folder))
 
 
