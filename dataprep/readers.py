@@ -7,7 +7,8 @@
 
 Formats: `.jsonl`, `.jsonl.gz`, `.jsonl.zst`, `.parquet` (one record per row) and `.txt` (one
 document per file), in any letter case, and directories of these (searched recursively, in sorted
-order, hidden files and directories skipped, every other file named in one note on stderr). A
+order, hidden files and directories skipped, every other file named in one note on stderr but an
+output folder's marker and lock, `pretrainkit.output_folders`, which are no one's data). A
 directory that is a finished `ptk dedup` output contributes only its kept records
 (`part-*.jsonl.zst`), never its duplicates, rejections or index. Nothing is held in memory beyond
 one record (one row group for Parquet). A UTF-8 byte-order mark at the start of a file is skipped.
