@@ -125,6 +125,7 @@ def test_a_rerun_into_its_own_output_gives_the_same_bytes(tmp_path, corpus):
 def test_dedup_reads_a_marked_dedup_output_as_its_kept_records(tmp_path, corpus, capsys):
     out, again = tmp_path / "d", tmp_path / "again"
     assert dedup(corpus, out) == 0
+    assert (out / MARKER_NAME).is_file()
     capsys.readouterr()
     assert dedup({"input": str(out)}, again) == 0
     assert MARKER_NAME not in capsys.readouterr().err  # neither read nor named as ignored
