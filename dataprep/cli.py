@@ -12,6 +12,7 @@ from pretrainkit.dataprep.cli_options import add_executor_options, add_inputs_an
 from pretrainkit.dataprep.dedup.cli import add_dedup_options, dedup_options_from_args, format_summary
 from pretrainkit.dataprep.prepare import owned_directories, run_prepare
 from pretrainkit.dataprep.tokenize.cli import add_tokenize_options, print_tokenize_summary, tokenize_options
+from pretrainkit.output_folders import PREPARE
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_prepare_command(args: argparse.Namespace) -> int:
     out = Path(args.output)
-    with runner_from_args(args, owned_directories(out)) as runner:
+    with runner_from_args(args, PREPARE, owned_directories(out)) as runner:
         stats, manifest = run_prepare(
             args.inputs, out, args.tokenizer, dedup_options_from_args(args), tokenize_options(args), runner=runner
         )

@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pretrainkit.dataprep.executors import EXECUTORS, JobRunner, open_runner
+from pretrainkit.dataprep.readers import refuse_inputs_inside
 from pretrainkit.files import writing_into
+from pretrainkit.output_folders import Kind, output_folder
 from pretrainkit.quantities import count
 
 
@@ -55,9 +57,17 @@ def add_executor_options(p: argparse.ArgumentParser) -> None:
 
 
 @contextlib.contextmanager
-def runner_from_args(args: argparse.Namespace, owned: tuple[list[Path], list[Path]] = ([], [])) -> Iterator[JobRunner]:
-    """The runner the options ask for, entered. A failed run's temporaries in the `owned` (directories,
-    trees) under OUT are swept after the runner's workers have stopped, so that none is left behind
-    by a worker still writing."""
-    with writing_into(args.output, *owned), open_runner(args.executor, args.workers, args.ray_address) as runner:
+def runner_from_args(
+    args: argparse.Namespace, kind: Kind, owned: tuple[list[Path], list[Path]] = ([], [])
+) -> Iterator[JobRunner]:
+    """The runner the options ask for, entered, with OUT held as `kind`'s output folder
+    (`pretrainkit.output_folders`) first: a run refused there has touched nothing, not even another
+    run's temporaries. A failed run's temporaries in the `owned` (directories, trees) under OUT are
+    swept after the runner's workers have stopped, so that none is left behind by a worker still writing."""
+    refuse_inputs_inside(args.inputs, args.output)  # said as such, before OUT is found to hold the inputs' files
+    with (
+        output_folder(args.output, kind),
+        writing_into(args.output, *owned),
+        open_runner(args.executor, args.workers, args.ray_address) as runner,
+    ):
         yield runner

@@ -22,7 +22,7 @@ from pretrainkit.dataprep.readers import DEDUP_KEPT_GLOB, discover_inputs
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, input_hashes, tokenize_corpus
 from pretrainkit.dataprep.tokenize.corpus import owned_directories as shards_owned
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
-from pretrainkit.files import output_directory
+from pretrainkit.output_folders import DEDUP, PREPARE, TOKENIZE, check_folder, output_folder
 
 
 def _stage_dirs(out_dir: Path) -> tuple[Path, Path]:
@@ -50,8 +50,22 @@ def run_prepare(
         with LocalRunner(workers) as local:
             return run_prepare(inputs, out_dir, tokenizer_path, dedup, tokenize, runner=local)
     dedup.validate()  # before the output folder is made
+    dedup_dir, shard_dir = _stage_dirs(out_dir)
+    with output_folder(out_dir, PREPARE):
+        for folder, kind in ((dedup_dir, DEDUP), (shard_dir, TOKENIZE)):
+            check_folder(folder, kind)  # before the long dedup, not after it
+        return _prepare(inputs, out_dir, tokenizer_path, dedup, tokenize, runner)
+
+
+def _prepare(
+    inputs: list[str],
+    out_dir: Path,
+    tokenizer_path: str,
+    dedup: DedupOptions,
+    tokenize: TokenizeOptions,
+    runner: JobRunner,
+) -> tuple[dict, dict]:
     load_tokenizer(tokenizer_path, tokenize.eos_token)  # fail before the long dedup, not after it
-    output_directory(out_dir)
     raw_inputs = input_hashes(discover_inputs(inputs), runner)
     dedup_dir, shard_dir = _stage_dirs(out_dir)
     stats = run_dedup(inputs, dedup_dir, dedup, runner=runner)

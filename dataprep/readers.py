@@ -7,7 +7,8 @@
 
 Formats: `.jsonl`, `.jsonl.gz`, `.jsonl.zst`, `.parquet` (one record per row) and `.txt` (one
 document per file), in any letter case, and directories of these (searched recursively, in sorted
-order, hidden files and directories skipped, every other file named in one note on stderr). A
+order, hidden files and directories skipped, every other file named in one note on stderr but an
+output folder's marker and lock, `pretrainkit.output_folders`, which are no one's data). A
 directory that is a finished `ptk dedup` output contributes only its kept records
 (`part-*.jsonl.zst`), never its duplicates, rejections or index. Nothing is held in memory beyond
 one record (one row group for Parquet). A UTF-8 byte-order mark at the start of a file is skipped.
@@ -32,7 +33,7 @@ import re
 import sys
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -42,6 +43,7 @@ import orjson
 import zstandard
 
 from pretrainkit.errors import UserError, shortened
+from pretrainkit.output_folders import own_name
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet", ".txt")
 SPLIT_BYTES = 16 << 20  # uncompressed .jsonl files larger than this are read as several tasks
@@ -171,7 +173,8 @@ def _scan_directory(d: Path, given: str) -> list[Path]:
     """The input files under `d` (hidden ones skipped; a dedup output inside gives its kept parts
     only), with one note on stderr naming what was left out."""
     # A link to nothing is listed too: among the ignored files, or refused as an input (never dropped unsaid).
-    every = sorted(f for f in d.rglob("*") if f.is_file() or _broken_link(f))
+    # The output folders' own marker and lock are no one's data: neither read nor named.
+    every = sorted(f for f in d.rglob("*") if (f.is_file() or _broken_link(f)) and not own_name(f.name))
     dedup_outputs = {f.parent for f in every if f.name == DEDUP_STATS_NAME and any(f.parent.glob(DEDUP_KEPT_GLOB))}
     for f in every:
         if f.parent.name == DEDUP_WORK_NAME and f.parent.parent not in dedup_outputs:
@@ -215,12 +218,14 @@ def _grouped_names(rels: list[str], most: int = 6) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def refuse_inputs_inside(files: list[InputFile], out_dir: Path) -> None:
-    """An output directory must not hold inputs: a rerun would read the run's own outputs as input."""
-    out = out_dir.resolve()
-    for f in files:
-        if out in Path(f.path).resolve().parents:
-            raise UserError(f"{f.path}: input lies inside the output directory {out_dir}; choose another -o")
+def refuse_inputs_inside(paths: Sequence[str], out_dir: Path) -> None:
+    """An output directory must not hold inputs (files found, or paths given): a rerun would read the
+    run's own outputs as input."""
+    out = Path(out_dir).resolve()
+    for path in paths:
+        resolved = Path(path).resolve()
+        if resolved == out or out in resolved.parents:
+            raise UserError(f"{path}: input lies inside the output directory {out_dir}; choose another -o")
 
 
 def plan_read_tasks(files: list[InputFile], split_bytes: int = SPLIT_BYTES, runner=None) -> list[ReadTask]:

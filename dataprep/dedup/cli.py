@@ -13,6 +13,7 @@ from pretrainkit.dataprep.cli_options import (
 )
 from pretrainkit.dataprep.dedup.budget import DedupBudget
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, owned_directories, run_dedup
+from pretrainkit.output_folders import DEDUP
 from pretrainkit.quantities import quantity
 
 
@@ -72,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    with runner_from_args(args, owned_directories(args.output)) as runner:
+    with runner_from_args(args, DEDUP, owned_directories(args.output)) as runner:
         budget = DedupBudget.for_limit(int(args.memory_limit), runner.workers) if args.memory_limit else None
         stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), runner, budget)
     print(format_summary(stats, args.output))

@@ -87,6 +87,7 @@ from pretrainkit.dataprep.readers import (
 from pretrainkit.dataprep.workdir import open_work_dir, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_text_atomic, writing_into
+from pretrainkit.output_folders import DEDUP, output_folder
 
 WORK_FORMAT = 7  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 
@@ -122,7 +123,8 @@ def run_dedup(
         print("dedup: compiling kernels (first run only)", file=sys.stderr, flush=True)
     budget = budget or DedupBudget.for_limit(default_memory_limit(), runner.workers)
     out_dir = Path(out_dir)
-    with writing_into(out_dir, *owned_directories(out_dir)):
+    refuse_inputs_inside(inputs, out_dir)
+    with output_folder(out_dir, DEDUP), writing_into(out_dir, *owned_directories(out_dir)):
         return _dedup(inputs, out_dir, options, runner, budget)
 
 
@@ -134,7 +136,7 @@ def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
 def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobRunner, budget: DedupBudget) -> dict:
     started = time.monotonic()
     files = discover_inputs(inputs)
-    refuse_inputs_inside(files, out_dir)
+    refuse_inputs_inside([f.path for f in files], out_dir)
     output_directory(out_dir)
     runner.check_paths([f.path for f in files] + ([options.against] if options.against else []), out_dir)
     old = _open_against(options)

@@ -24,6 +24,7 @@ from pretrainkit.dataprep.readers import (
 from pretrainkit.dataprep.tokenize.corpus import REJECTED_NAME, TokenizeOptions, owned_directories, tokenize_corpus
 from pretrainkit.dataprep.tokenize.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
 from pretrainkit.files import output_file, write_text_atomic, writing_into
+from pretrainkit.output_folders import TOKENIZE
 from pretrainkit.progress import progress_bar
 from pretrainkit.quantities import count
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
@@ -128,7 +129,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_tokenize(args: argparse.Namespace) -> int:
     out = Path(args.output)
-    with runner_from_args(args, owned_directories(out)) as runner:
+    with runner_from_args(args, TOKENIZE, owned_directories(out)) as runner:
         manifest = tokenize_corpus(args.inputs, out, args.tokenizer, tokenize_options(args), runner=runner)
     print_tokenize_summary(manifest, out)
     return 0

@@ -69,6 +69,7 @@ from pretrainkit.files import (
     write_text_atomic,
     writing_into,
 )
+from pretrainkit.output_folders import TOKENIZE, output_folder
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS, FORMATS, token_dtype
 from pretrainkit.shards.manifest import ShardEntry, build_manifest, write_manifest
 from pretrainkit.shards.writer import ShardPlan, prepare_output_dir, remove_stale_shards, write_shard, write_shards
@@ -114,8 +115,9 @@ def tokenize_corpus(
     on `runner` (an entered runner), else on `workers` local processes. `provenance` is merged into
     the manifest's; with an "inputs" entry, the inputs are not hashed again."""
     out_dir = Path(out_dir)
+    refuse_inputs_inside(inputs, out_dir)
     # outside the local runner: its workers stop before temporaries are swept
-    with writing_into(out_dir, *owned_directories(out_dir)):
+    with output_folder(out_dir, TOKENIZE), writing_into(out_dir, *owned_directories(out_dir)):
         if runner is not None:
             return _tokenize(inputs, out_dir, tokenizer_path, options, provenance, runner)
         with LocalRunner(workers) as local:
@@ -137,7 +139,7 @@ def _tokenize(
 ) -> dict:
     tok = load_tokenizer(tokenizer_path, options.eos_token)
     files = discover_inputs(inputs)
-    refuse_inputs_inside(files, out_dir)
+    refuse_inputs_inside([f.path for f in files], out_dir)
     output_directory(out_dir)
     runner.check_paths([f.path for f in files] + [str(tok.path)], out_dir)
     dtype = token_dtype(tok.vocab_size)

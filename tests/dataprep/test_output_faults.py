@@ -38,7 +38,8 @@ def ptk(*args: str) -> str:
     return " ".join([sys.executable, "-m", "pretrainkit.cli", *args])
 
 
-USER_FILES = ("notes/draft.tmp-v2.txt", "notes/x.tmp-123", "draft.tmp-v2.txt")  # look like temporaries, are not ours
+# Look like temporaries, are not ours; planted beside the output (a folder holding them is no output to write into).
+USER_FILES = ("notes/draft.tmp-v2.txt", "notes/x.tmp-123", "draft.tmp-v2.txt")
 
 
 def plant_user_files(where: Path) -> str:
@@ -79,16 +80,16 @@ def test_a_full_disk_in_dedup_is_one_line_leaves_no_temporaries_and_a_rerun_resu
     r = in_namespace(
         f"""
 mount -t tmpfs -o size={need_kb // 3}k tmpfs {mnt}
-{plant_user_files(mnt / "out")}
+{plant_user_files(mnt)}
 {ptk("dedup", str(corpus), "-o", str(mnt / "out"), "--workers", "2")} 2> {tmp_path}/full.err
 echo "full rc $?"
 {find_temporaries(mnt)}
-{list_user_files(mnt / "out", "failed")}
+{list_user_files(mnt, "failed")}
 ls {mnt}/out/.work | head -3 | sed 's/^/work: /'
 mount -o remount,size={need_kb * 4}k {mnt}
 {ptk("dedup", str(corpus), "-o", str(mnt / "out"), "--workers", "2")} > /dev/null 2> {tmp_path}/rerun.err
 echo "rerun rc $?"
-{list_user_files(mnt / "out", "rerun")}
+{list_user_files(mnt, "rerun")}
 cp -r {mnt}/out {tmp_path}/resumed
 """,
         tmp_path,
@@ -119,11 +120,11 @@ def test_a_full_disk_in_tokenize_is_one_line_and_leaves_no_temporaries(tmp_path,
     r = in_namespace(
         f"""
 mount -t tmpfs -o size=64k tmpfs {mnt}
-{plant_user_files(mnt / "s")}
+{plant_user_files(mnt)}
 {tokenize_cmd} 2> {tmp_path}/err
 echo "rc $?"
 {find_temporaries(mnt)}
-{list_user_files(mnt / "s", "failed")}
+{list_user_files(mnt, "failed")}
 """,
         tmp_path,
     )

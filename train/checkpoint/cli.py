@@ -8,24 +8,32 @@ Face directory that transformers' AutoModelForCausalLM and AutoTokenizer load.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 from pretrainkit.errors import UserError, os_error
-from pretrainkit.files import output_directory, output_file
+from pretrainkit.files import output_file
+from pretrainkit.output_folders import EXPORT, output_folder, prefixed
 from pretrainkit.quantities import count
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     import torch
 
-    from pretrainkit.train.checkpoint.export import export_hf, export_model
-
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     target = Path(args.output)
-    try:  # native: FILE.safetensors, or a directory for model.safetensors + pretrainkit_model.json; hf: a directory
-        output_file(target) if args.format == "native" and target.suffix == ".safetensors" else output_directory(target)
-    except UserError as e:
-        raise UserError(f"-o {e}") from None
+    with contextlib.ExitStack() as held:
+        with prefixed("-o"):  # native: FILE.safetensors, or a directory for model.safetensors + pretrainkit_model.json
+            if args.format == "native" and target.suffix == ".safetensors":
+                output_file(target)
+            else:  # held for the export: another command's output is refused, and so is a second export into it
+                held.enter_context(output_folder(target, EXPORT))
+        return _export(args, target, dtype)
+
+
+def _export(args: argparse.Namespace, target: Path, dtype) -> int:
+    from pretrainkit.train.checkpoint.export import export_hf, export_model
+
     if args.format == "native":
         if args.tokenizer is not None:
             raise UserError("--tokenizer is for --format hf (a native export records the tokenizer's sha256 only)")

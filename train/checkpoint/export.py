@@ -16,7 +16,7 @@ scratch), the weights in HF names and row order as `model.safetensors`, or as
 `model-0000k-of-0000n.safetensors` with `model.safetensors.index.json` above `max_shard_bytes`,
 `generation_config.json`, and the tokenizer files (`hf_tokenizer.py`: `tokenizer.json` as it is, and a
 `tokenizer_config.json` that makes AutoTokenizer use it unchanged for every family). The directory is
-written under a temporary name and renamed.
+written under a temporary name and renamed (keeping `ptk export`'s marker and lock: `output_folders.publish`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from safetensors.torch import load_file, safe_open, save
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_bytes_atomic, write_text_atomic
+from pretrainkit.output_folders import publish
 from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, verify
 from pretrainkit.train.checkpoint.hf_tokenizer import write_hf_tokenizer
 from pretrainkit.train.loop.loop_state import LoopState
@@ -152,8 +153,7 @@ def export_hf(
     generation = {"bos_token_id": bos, "eos_token_id": tok.eos_id, "do_sample": False}
     write_text_atomic(tmp / "generation_config.json", json.dumps(generation, indent=2, sort_keys=True) + "\n")
     write_hf_tokenizer(tok, tmp, cfg.max_seq_len)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    publish(tmp, out)
     return [out / name for name in names]
 
 

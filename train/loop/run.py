@@ -2,8 +2,9 @@
 
     run_training(load_config("run.yaml"), where="run.yaml", resume=True)
 
-Sets up the process group, the mixture loader for this rank and the Trainer, writes the resolved
-config to `RUN_DIR/config.yaml`, resumes from the newest valid checkpoint (unless `resume=False`)
+Sets up the process group, takes the run directory (rank 0 holds its lock for the run, so a second
+run on it is refused: `train/loop/run_dir.py`), the mixture loader for this rank and the Trainer,
+writes the resolved config to `RUN_DIR/config.yaml`, resumes from the newest valid checkpoint (unless `resume=False`)
 or, in a fresh run, loads `init_from`'s weights (`train/checkpoint/init_from.py`), runs `TrainingLoop` to
 `max_steps` and prints the summary on rank 0. Every process ends with a barrier and then
 `end_process_groups()` (destroyed in one process; left to the process's end under a launcher).
@@ -11,6 +12,7 @@ or, in a fresh run, loads `init_from`'s weights (`train/checkpoint/init_from.py`
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -24,20 +26,33 @@ from pretrainkit.mixtures import Mixture, MixtureSampler, TrainLoader, load_mixt
 from pretrainkit.train.checkpoint.checkpoints import loader_state_of
 from pretrainkit.train.checkpoint.init_from import initialize_from
 from pretrainkit.train.config import TrainConfig, to_dict
-from pretrainkit.train.loop.run_dir import check_run_dir
+from pretrainkit.train.loop.run_dir import holding_run_dir
 from pretrainkit.train.loop.trainer import Trainer
 from pretrainkit.train.loop.training_loop import BatchTransform, TrainingLoop, format_summary
 from pretrainkit.train.model.resolve import model_config
-from pretrainkit.train.parallel.agree import AgreedError
-from pretrainkit.train.parallel.distributed import end_process_groups, init_distributed, shutdown
+from pretrainkit.train.parallel.agree import AgreedError, together
+from pretrainkit.train.parallel.distributed import DistEnv, end_process_groups, init_distributed, shutdown
 
 CONFIG_FILE = "config.yaml"
 
 
 def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: BatchTransform | None = None) -> int:
     env = init_distributed(cfg.device)
+    with contextlib.ExitStack() as run_dir:  # rank 0's hold on the run directory, until the run ends
+        return _run(cfg, where, resume, transform, env, run_dir)
+
+
+def _run(
+    cfg: TrainConfig,
+    where: str,
+    resume: bool,
+    transform: BatchTransform | None,
+    env: DistEnv,
+    run_dir: contextlib.ExitStack,
+) -> int:
     try:
-        check_run_dir(cfg.run_dir, where)
+        # before anything is written there; a refusal (in use, another command's output) stops every process
+        together(lambda: run_dir.enter_context(holding_run_dir(cfg.run_dir, where, env.is_main)), Path(cfg.run_dir))
         mix = load_verified_mixture(cfg, env.is_main).with_replays(loader_state_of)
         sampler = MixtureSampler(mix, seq_len=cfg.data.seq_len, global_batch_size=cfg.batch.global_size)
         limit = sampler.limit_batch()

@@ -1,18 +1,22 @@
-"""The run directory, before and after a run: checked writable before any work, and read back for how far
-a stopped run got. Imports no torch, so `ptk train` answers from its launcher process at once.
+"""The run directory, before and after a run: checked writable before any work, held by one run at a
+time, and read back for how far a stopped run got. Imports no torch, so `ptk train` answers from its
+launcher process at once.
 
-    check_run_dir(cfg.run_dir, "run.yaml")     # UserError: a file, read-only, not creatable
+    check_run_dir(cfg.run_dir, "run.yaml")     # UserError: a file, read-only, not creatable, in use, not a run's
+    with holding_run_dir(cfg.run_dir, "run.yaml", main=True):   # the run's lock on it (rank 0)
     print(interrupted_message(cfg.run_dir))    # after Ctrl-C: the steps a resume will redo
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
-from pretrainkit.errors import UserError
 from pretrainkit.files import output_directory
+from pretrainkit.output_folders import TRAIN, check_folder, output_folder, prefixed, probe_lock
 from pretrainkit.train.checkpoint.names import checkpoint_dirs, step_of
 
 CHECKPOINTS_DIR = "checkpoints"
@@ -21,11 +25,25 @@ TAIL_BYTES = 1 << 16  # the last rows of metrics.jsonl are enough to find its la
 
 
 def check_run_dir(run_dir: str | os.PathLike, where: str) -> None:
-    """Create `run_dir` and check it writable, or raise UserError naming the config key and the path."""
-    try:
+    """Create `run_dir` and check it writable, no other command's output and no other run's now, or
+    raise UserError naming the config key and the path (`RUN_DIR is in use by pid N (host H)` as it is)."""
+    with prefixed(f"{where}: run_dir:"):
+        check_folder(run_dir, TRAIN)
         output_directory(run_dir)
-    except UserError as e:
-        raise UserError(f"{where}: run_dir: {e}") from None
+    probe_lock(run_dir)
+
+
+@contextlib.contextmanager
+def holding_run_dir(run_dir: str | os.PathLike, where: str, main: bool) -> Iterator[None]:
+    """The run directory for the whole run: the main process holds it (`pretrainkit.output_folders`:
+    checked, locked, marked), every other one checks it writable."""
+    with contextlib.ExitStack() as held:
+        with prefixed(f"{where}: run_dir:"):
+            if main:
+                held.enter_context(output_folder(run_dir, TRAIN))
+            else:
+                output_directory(run_dir)
+        yield
 
 
 def last_logged_step(run_dir: str | os.PathLike) -> int | None:

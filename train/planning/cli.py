@@ -30,6 +30,7 @@ import numpy as np
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
+from pretrainkit.output_folders import TRAIN, check_folder
 from pretrainkit.quantities import quantity
 from pretrainkit.train.planning.init_files import (
     MIXTURE_FILE,
@@ -411,6 +412,7 @@ def run_init(args: argparse.Namespace) -> int:
             raise UserError(f"{run / name}: exists; ptk init never overwrites (pick another RUN_NAME or remove it)")
     if run.exists() and not run.is_dir():
         raise UserError(f"{run}: exists and is not a directory")
+    check_folder(run, TRAIN, "ptk init")  # RUN_NAME is the run directory (`run_dir: .`)
     law = load_law(args.law)
     text = mixture_from_shards(args.shards, run) if args.shards else mixture_from_yaml(args.mixture, run)
     write_text_atomic(run / MIXTURE_FILE, text)

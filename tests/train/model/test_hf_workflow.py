@@ -17,6 +17,7 @@ from fixtures.corpora import DATA, need_data
 from pretrainkit.cli import main
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.mixtures import MixtureSampler, load_mixture
+from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
 from pretrainkit.train.checkpoint.load_model import load_model
 from pretrainkit.train.model.generate import generate
 from pretrainkit.train.model.llama import FAMILIES
@@ -112,6 +113,26 @@ def test_hf_directory_exports_back_unchanged(hf_model_with_tokenizer, family: st
     x = torch.randint(0, 300, (2, 40), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         assert_logits_close(exported(x).logits, reference(x).logits)
+
+
+def test_export_writes_only_into_an_empty_folder_or_its_own_output(hf_model_with_tokenizer, tmp_path, capsys):
+    directory, _, _ = hf_model_with_tokenizer("llama")
+    capsys.readouterr()  # transformers' saving progress
+    mine, shards, out = tmp_path / "mine", tmp_path / "shards", tmp_path / "out"
+    for folder, name in ((mine, "notes.txt"), (shards, "manifest.json")):
+        folder.mkdir()
+        (folder / name).write_text("keep me")
+    for folder, held in ((mine, "files of no ptk output (notes.txt)"), (shards, "a ptk tokenize output")):
+        assert main(["export", str(directory), "--format", "hf", "-o", str(folder)]) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [
+            f"ptk: error: -o {folder}: holds {held}; ptk export writes only into an empty folder or a ptk export output"
+        ]
+        assert [p.read_text() for p in folder.iterdir()] == ["keep me"]
+    for _ in range(2):  # a rerun replaces its own output
+        assert main(["export", str(directory), "--format", "hf", "-o", str(out)]) == 0
+        assert {"config.json", "model.safetensors", MARKER_NAME} <= {p.name for p in out.iterdir()}
+        assert not (out / LOCK_NAME).exists()
+    load_in_transformers(out)
 
 
 def test_native_export_config_is_not_an_hf_config(kit, tmp_path: Path) -> None:

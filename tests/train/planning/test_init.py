@@ -90,6 +90,22 @@ def test_init_from_a_mixture_rewrites_its_paths(kit, tmp_path: Path) -> None:
     assert not Path(yaml.safe_load((run / "mixture.yaml").read_text())["sources"][0]["shards"]).is_absolute()
 
 
+def test_init_refuses_a_folder_holding_another_commands_output(kit, tmp_path: Path, capsys) -> None:
+    shard_set = kit.mixture.parent / "wiki"  # a shard set: no run directory
+    before = sorted(p.name for p in shard_set.iterdir())
+    assert main(["init", str(shard_set), "--mixture", str(kit.mixture), "--no-measure"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"ptk: error: {shard_set}: holds a ptk tokenize output; ptk init writes only into a folder holding no "
+        "other command's output (a new one, one of your files, or a ptk train run)"
+    ]
+    assert sorted(p.name for p in shard_set.iterdir()) == before
+    mine = tmp_path / "mine"  # a folder of the user's own files is fine: the run directory beside its configs
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    assert main(["init", str(mine), "--mixture", str(kit.mixture), "--no-measure"]) == 0
+    assert (mine / "train.yaml").is_file() and (mine / "notes.txt").read_text() == "keep me"
+
+
 def test_sizes_follow_the_data_and_the_budget() -> None:
     small, big = Corpus(1_000_000, 300, 4096), Corpus(10_000_000_000, 3000, 4096)
     limited = plan_first_run(small, CPU, minutes=30, law=LAW)
