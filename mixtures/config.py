@@ -30,11 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pretrainkit.errors import UserError, quoted, shortened
 from pretrainkit.quantities import config_number
-from pretrainkit.user_yaml import load_user_yaml, yaml_error_line
+from pretrainkit.user_yaml import read_user_yaml
 
 REPLAY_MODES = ("continue", "seen")
 
@@ -126,17 +124,7 @@ class _Checker:
 def read_mixture_config(path: str | Path) -> MixtureConfig:
     """Read and validate a mixture YAML; shard directories must exist (their content is checked later)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: mixture file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: cannot read mixture file ({e})") from None
-    try:
-        doc = load_user_yaml(text)
-    except yaml.YAMLError as e:
-        raise UserError(f"{path}: {yaml_error_line(e)}") from None
-    return parse_mixture_config(doc, path)
+    return parse_mixture_config(read_user_yaml(path, "mixture file"), path)
 
 
 def parse_mixture_config(doc: Any, path: Path) -> MixtureConfig:

@@ -1,6 +1,7 @@
 """The YAML files users write (mixtures, train configs), read strictly and their errors told in one line.
 
-    doc = load_user_yaml(path.read_text())      # SafeLoader types; `{weight: 1, weight: 5}` raises
+    doc = read_user_yaml(path, "mixture file")  # UserError in one line: missing, not UTF-8, bad YAML
+    doc = load_user_yaml(text)                  # SafeLoader types; `{weight: 1, weight: 5}` raises
     raise UserError(f"{path}: {yaml_error_line(e)}")   # "line 4: invalid YAML (duplicate key 'weight', ...)"
 
 PyYAML keeps the last of a key given twice in one mapping without a word, so a mixture line edited
@@ -10,10 +11,13 @@ may still be set again: that is what merges are for.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.constructor import ConstructorError
+
+from pretrainkit.errors import UserError
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -55,3 +59,23 @@ def yaml_error_line(e: yaml.YAMLError) -> str:
     where = f"line {mark.line + 1}: " if mark is not None else ""
     problem = getattr(e, "problem", None) or str(e).splitlines()[0]
     return f"{where}invalid YAML ({problem})"
+
+
+def read_user_yaml(path: Path, what: str) -> Any:
+    """The document in file `path` (a `what`: "config", "mixture file"), or a UserError in one line
+    naming the file: missing, unreadable, not UTF-8 (the line and byte), or not valid YAML."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{path}: {what} not found") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read {what}: {e.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise UserError(f"{path}: line {line}: not UTF-8 text (byte 0x{data[e.start]:02x})") from None
+    try:
+        return load_user_yaml(text)
+    except yaml.YAMLError as e:
+        raise UserError(f"{path}: {yaml_error_line(e)}") from None

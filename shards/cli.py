@@ -10,7 +10,7 @@ from pretrainkit.files import sha256_file
 from pretrainkit.shards.inspect import inspect_lines
 from pretrainkit.shards.manifest import MANIFEST_NAME, fingerprint, load_manifest
 from pretrainkit.shards.reader import ShardSet
-from pretrainkit.shards.verify import verify_shards
+from pretrainkit.shards.verify import check_shards_whole, verify_shards
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     inspect.add_argument("--samples", type=int, default=3, help="documents to show (default 3)")
     inspect.add_argument("--chars", type=int, default=200, help="characters shown per document (default 200)")
+    inspect.add_argument("--no-verify", action="store_true", help="skip the sha256 check of every shard")
     inspect.set_defaults(func=run_inspect)
 
 
@@ -61,6 +62,8 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_inspect(args: argparse.Namespace) -> int:
     ss = ShardSet.open(args.shards)
+    if not args.no_verify:  # a histogram and samples of altered tokens would describe no real data
+        check_shards_whole(ss.path, ss.manifest, str(ss.path), progress=True)
     decode = None
     if args.tokenizer:
         from tokenizers import Tokenizer

@@ -22,7 +22,7 @@ import yaml
 
 from pretrainkit.errors import UserError, quoted, shortened
 from pretrainkit.quantities import config_number
-from pretrainkit.user_yaml import DuplicateKeyError, load_user_yaml, yaml_error_line
+from pretrainkit.user_yaml import DuplicateKeyError, load_user_yaml, read_user_yaml
 
 SCHEDULES = ("cosine", "wsd")
 DATA_PARALLEL_MODES = ("ddp", "zero1", "zero2", "fsdp", "hsdp")
@@ -163,12 +163,7 @@ class TrainConfig:
 
 def load_config(path: str | os.PathLike, overrides: list[str] = ()) -> TrainConfig:
     path = Path(path)
-    try:
-        raw = load_user_yaml(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise UserError(f"{path}: cannot read config: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise UserError(f"{path}: {yaml_error_line(e)}") from None
+    raw = read_user_yaml(path, "config")
     if not isinstance(raw, dict):
         raise UserError(f"{path}: the config must be a mapping of keys to values")
     _resolve_paths(raw, path.parent)

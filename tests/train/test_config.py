@@ -102,7 +102,7 @@ def test_unset_model_keys_take_model_config_defaults(tmp_path: Path) -> None:
 
 
 def test_unreadable_or_non_mapping_yaml(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="cannot read config"):
+    with pytest.raises(UserError, match="absent.yaml: config not found"):
         load_config(tmp_path / "absent.yaml")
     with pytest.raises(UserError, match="invalid YAML"):
         load_config(write(tmp_path, "run_dir: [unclosed"))

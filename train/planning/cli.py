@@ -416,17 +416,19 @@ def run_init(args: argparse.Namespace) -> int:
     law = load_law(args.law)
     text = mixture_from_shards(args.shards, run) if args.shards else mixture_from_yaml(args.mixture, run)
     write_text_atomic(run / MIXTURE_FILE, text)
-    mix = load_mixture(run / MIXTURE_FILE, verify=False)
-    lengths = np.concatenate([s.shard_set.doc_lengths() for s in mix.train_sources])
-    corpus = Corpus(sum(s.train_tokens for s in mix.train_sources), int(np.median(lengths)), mix.tokenizer.vocab_size)
-    machine, probe = this_machine(), None
-    plan = plan_first_run(corpus, machine, args.minutes, law)
-    if not args.no_measure:
-        try:
+    try:
+        mix = load_mixture(run / MIXTURE_FILE)  # verified: a plan for altered shards would fail in ptk train
+        lengths = np.concatenate([s.shard_set.doc_lengths() for s in mix.train_sources])
+        corpus = Corpus(
+            sum(s.train_tokens for s in mix.train_sources), int(np.median(lengths)), mix.tokenizer.vocab_size
+        )
+        machine, probe = this_machine(), None
+        plan = plan_first_run(corpus, machine, args.minutes, law)
+        if not args.no_measure:
             plan, machine, probe = measured_plan(run, plan, machine, corpus, args.minutes, law)
-        except BaseException:  # no half-written RUN_NAME: the same command can run again
-            (run / MIXTURE_FILE).unlink(missing_ok=True)
-            raise
+    except BaseException:  # no half-written RUN_NAME: the same command can run again
+        (run / MIXTURE_FILE).unlink(missing_ok=True)
+        raise
     write_text_atomic(run / TRAIN_FILE, train_yaml(run, plan, machine, corpus, args.minutes, law.name, probe))
     load_config(run / TRAIN_FILE)  # what ptk train will read: a bug here is ours, not the user's
     sources = f"{len(mix.sources)} source{'s' if len(mix.sources) > 1 else ''}"

@@ -187,20 +187,32 @@ def test_init_times_a_few_real_steps_and_sizes_the_run_from_them(kit, tmp_path: 
     assert probe.seconds(cfg["max_steps"]) == pytest.approx(30, rel=0.03)
 
 
-def test_a_failed_probe_is_one_line_and_leaves_nothing_behind(kit, tmp_path: Path, capsys) -> None:
+def test_a_failed_probe_is_one_line_and_leaves_nothing_behind(kit, tmp_path: Path, capsys, monkeypatch) -> None:
+    # The probe's `ptk train` fails (here: the interpreter it starts is one that fails as a killed or
+    # out-of-memory training process would, after its own error line).
+    failing = tmp_path / "failing-python"
+    failing.write_text("#!/bin/sh\necho 'ptk: error: the probe process ran out of memory' >&2\nexit 2\n")
+    failing.chmod(0o755)
+    monkeypatch.setattr("sys.executable", str(failing))
+    run = tmp_path / "run"
+    assert main(["init", str(run), "--shards", str(kit.mixture.parent / "wiki"), "--minutes", "0.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the probe run (a few steps of it, to time this machine) failed:" in err[0]
+    assert "ptk: error: the probe process ran out of memory" in err[0] and "--no-measure" in err[0]
+    assert list(run.iterdir()) == []  # the same command can run again
+
+
+def test_init_refuses_an_altered_shard_before_writing_anything(kit, tmp_path: Path, capsys) -> None:
     import shutil
 
-    # A shard altered in place (same size): ptk init reads only the manifest and lengths, the probe's
-    # `ptk train` hashes every shard and stops.
     shards = tmp_path / "wiki"
     shutil.copytree(kit.mixture.parent / "wiki", shards)
     shard = sorted(shards.glob("shard-*"))[0]
     data = bytearray(shard.read_bytes())
-    data[len(data) // 2] ^= 0xFF
+    data[len(data) // 2] ^= 0xFF  # same size: only its sha256 tells
     shard.write_bytes(bytes(data))
     run = tmp_path / "run"
-    assert main(["init", str(run), "--shards", str(shards), "--minutes", "0.5"]) == 2
+    assert main(["init", str(run), "--shards", str(shards), "--no-measure"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "the probe run (a few steps of it, to time this machine) failed:" in err[0]
-    assert shard.name in err[0] and "--no-measure" in err[0]
-    assert list(run.iterdir()) == []  # the same command can run again once the shard is fixed
+    assert len(err) == 1 and f"{shard.name}: altered: sha256 differs from the manifest" in err[0], err
+    assert not run.exists() or list(run.iterdir()) == []
