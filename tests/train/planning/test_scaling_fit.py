@@ -131,7 +131,7 @@ def test_ptk_scaling_fit_errors_name_the_problem(tmp_path, capsys):
     assert main(["scaling", "fit", str(run), "--vocab-size", "512"]) == 2
     assert "needs at least 5 runs, got 1" in capsys.readouterr().err
     assert main(["scaling", "fit", str(tmp_path / "missing")]) == 2
-    assert "missing/config.yaml: cannot read" in capsys.readouterr().err
+    assert "missing/config.yaml: config not found" in capsys.readouterr().err
     bad = tmp_path / "points.jsonl"
     bad.write_text('{"params": 1e6, "tokens": 1e8, "loss": 3.0}\n{"params": "many"}\n')
     assert main(["scaling", "fit", "--points", str(bad)]) == 2
