@@ -6,13 +6,12 @@ tmpfs mounted in a private mount namespace (`unshare -rm`, no root needed)."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from fixtures.namespaces import in_namespace
 from pretrainkit.cli import main
 from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.files import TMP_MARK
@@ -24,14 +23,6 @@ def snapshot(out: Path) -> dict[str, bytes]:
     """The files under `out` but those a user left there (USER_FILES)."""
     files = (p for p in sorted(out.rglob("*")) if p.is_file())
     return {name: p.read_bytes() for p in files if (name := p.relative_to(out).as_posix()) not in USER_FILES}
-
-
-def in_namespace(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """Run a shell script in a private user+mount namespace (so it may mount a tmpfs)."""
-    assert shutil.which("unshare"), "these tests need util-linux's unshare"
-    path = tmp_path / "script.sh"
-    path.write_text("set -u\n" + script)
-    return subprocess.run(["unshare", "-rm", "sh", str(path)], capture_output=True, text=True, cwd=ROOT)
 
 
 def ptk(*args: str) -> str:

@@ -132,27 +132,31 @@ def export_hf(
     tmp = out.with_name(f".tmp-{out.name}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    tensors = {k: v.to(dtype) for k, v in to_hf_state_dict(loaded.model.state_dict(), cfg).items()}
-    shards = _split(tensors, max_shard_bytes)
-    names = (
-        [WEIGHTS_FILE]
-        if len(shards) == 1
-        else [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
-    )
-    for name, shard in zip(names, shards):
-        write_bytes_atomic(tmp / name, save(shard, metadata={"format": "pt"}))
-    if len(shards) > 1:
-        index = {
-            "metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
-            "weight_map": {k: name for name, shard in zip(names, shards) for k in sorted(shard)},
-        }
-        write_text_atomic(tmp / INDEX_FILE, json.dumps(index, indent=2, sort_keys=True) + "\n")
-    bos = None if tok.bos_token is None else tok.tokenizer.token_to_id(tok.bos_token)
-    config = hf_config(cfg, bos_id=bos, eos_id=tok.eos_id, dtype=DTYPE_NAMES[dtype])
-    write_text_atomic(tmp / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
-    generation = {"bos_token_id": bos, "eos_token_id": tok.eos_id, "do_sample": False}
-    write_text_atomic(tmp / "generation_config.json", json.dumps(generation, indent=2, sort_keys=True) + "\n")
-    write_hf_tokenizer(tok, tmp, cfg.max_seq_len)
+    try:
+        tensors = {k: v.to(dtype) for k, v in to_hf_state_dict(loaded.model.state_dict(), cfg).items()}
+        shards = _split(tensors, max_shard_bytes)
+        names = (
+            [WEIGHTS_FILE]
+            if len(shards) == 1
+            else [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+        )
+        for name, shard in zip(names, shards):
+            write_bytes_atomic(tmp / name, save(shard, metadata={"format": "pt"}))
+        if len(shards) > 1:
+            index = {
+                "metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
+                "weight_map": {k: name for name, shard in zip(names, shards) for k in sorted(shard)},
+            }
+            write_text_atomic(tmp / INDEX_FILE, json.dumps(index, indent=2, sort_keys=True) + "\n")
+        bos = None if tok.bos_token is None else tok.tokenizer.token_to_id(tok.bos_token)
+        config = hf_config(cfg, bos_id=bos, eos_id=tok.eos_id, dtype=DTYPE_NAMES[dtype])
+        write_text_atomic(tmp / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
+        generation = {"bos_token_id": bos, "eos_token_id": tok.eos_id, "do_sample": False}
+        write_text_atomic(tmp / "generation_config.json", json.dumps(generation, indent=2, sort_keys=True) + "\n")
+        write_hf_tokenizer(tok, tmp, cfg.max_seq_len)
+    except BaseException:  # a full disk, say: the half-built folder goes, the previous export stays
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     publish(tmp, out)
     return [out / name for name in names]
 

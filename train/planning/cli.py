@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from pretrainkit.errors import UserError
-from pretrainkit.files import write_text_atomic
+from pretrainkit.files import write_text_atomic, writing_into
 from pretrainkit.output_folders import TRAIN, check_folder
 from pretrainkit.quantities import quantity
 from pretrainkit.train.planning.init_files import (
@@ -398,6 +398,11 @@ def run_scaling_fit(args: argparse.Namespace) -> int:
 
 
 def run_init(args: argparse.Namespace) -> int:
+    with writing_into(args.run_name):  # a full disk or read-only folder is one line naming the file
+        return _run_init(args)
+
+
+def _run_init(args: argparse.Namespace) -> int:
     from pretrainkit.mixtures import load_mixture
     from pretrainkit.train.config import load_config
     from pretrainkit.train.planning.first_run import Corpus, plan_first_run, this_machine
@@ -426,10 +431,10 @@ def run_init(args: argparse.Namespace) -> int:
         plan = plan_first_run(corpus, machine, args.minutes, law)
         if not args.no_measure:
             plan, machine, probe = measured_plan(run, plan, machine, corpus, args.minutes, law)
+        write_text_atomic(run / TRAIN_FILE, train_yaml(run, plan, machine, corpus, args.minutes, law.name, probe))
     except BaseException:  # no half-written RUN_NAME: the same command can run again
         (run / MIXTURE_FILE).unlink(missing_ok=True)
         raise
-    write_text_atomic(run / TRAIN_FILE, train_yaml(run, plan, machine, corpus, args.minutes, law.name, probe))
     load_config(run / TRAIN_FILE)  # what ptk train will read: a bug here is ours, not the user's
     sources = f"{len(mix.sources)} source{'s' if len(mix.sources) > 1 else ''}"
     print(

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from pretrainkit.errors import UserError
-from pretrainkit.files import write_text_atomic
+from pretrainkit.files import output_file, write_text_atomic, writing_into
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -25,10 +25,12 @@ def run_report(args: argparse.Namespace) -> int:
     for run in runs:
         if not run.steps:  # six blank panels are no report
             raise UserError(f"{run.path / METRICS_FILE}: no training steps logged; nothing to report")
-    panels = draw_report(runs, output, axis=args.x)
-    text = "".join(summary_text(r) for r in runs)
+    output_file(output)
     summary = output.with_suffix(".txt")
-    write_text_atomic(summary, text)
+    with writing_into(output.parent):  # a full disk is one line naming the file
+        panels = draw_report(runs, output, axis=args.x)
+        text = "".join(summary_text(r) for r in runs)
+        write_text_atomic(summary, text)
     print(text, end="")
     print(f"wrote {output} ({len(panels)} panels: {', '.join(panels)}) and {summary}")
     return 0
