@@ -1,0 +1,106 @@
+"""Every long-running command killed (kill -9) at random moments, then run again: the rerun gives what an
+undisturbed run gives. And every command that holds its output folder, started while another run
+holds it: refused at once in one line naming the holder, the folder untouched.
+
+The moments are drawn from PTK_FAULT_SEED (default 0), printed in a failure: another seed attacks
+other moments (`PTK_FAULT_SEED=7 pytest tests/faults`).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fixtures.fault_commands import (
+    COMMANDS,
+    ROOT,
+    Command,
+    contents,
+    error_line,
+    output_of,
+    ptk_command,
+    ptk_env,
+    run_ptk,
+)
+
+SEED = os.environ.get("PTK_FAULT_SEED", "0")
+KILLS = 2  # moments per command
+
+
+def start(argv: list[str]) -> subprocess.Popen:
+    """`ptk ARGV` in a session of its own, so that a signal to its group reaches its workers too."""
+    return subprocess.Popen(
+        ptk_command(argv),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=ptk_env(),
+        start_new_session=True,
+    )
+
+
+def reference_run(command: Command, workspace, where: Path) -> tuple[Path, float]:
+    out = output_of(command, where)
+    began = time.monotonic()
+    done = run_ptk(command.argv(workspace, out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, time.monotonic() - began
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c.resumable], ids=str)
+def test_kill_9_at_random_moments_then_a_rerun_gives_the_same(command: Command, workspace, tmp_path: Path) -> None:
+    reference, seconds = reference_run(command, workspace, tmp_path / "reference")
+    rng = random.Random(f"{SEED}-{command}")
+    out = output_of(command, tmp_path / "killed")
+    for attempt in range(KILLS):
+        moment = rng.uniform(0.05, 1.0) * seconds
+        victim = start(command.argv(workspace, out))
+        time.sleep(moment)
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.communicate()
+        where = f"PTK_FAULT_SEED={SEED}: kill {attempt + 1} at {moment:.2f} s of {seconds:.2f} s"
+        rerun = run_ptk(command.argv(workspace, out))
+        assert rerun.returncode == 0, (where, rerun.stderr[-3000:])
+        assert contents(command, out) == contents(command, reference), where
+
+
+HOLDING = [c for c in COMMANDS if c.folder_kind]
+HOLDER = """
+import sys, time
+from pretrainkit import output_folders
+with output_folders.output_folder(sys.argv[1], getattr(output_folders, sys.argv[2])):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("command", HOLDING, ids=str)
+def test_a_second_run_on_a_held_folder_is_refused_at_once(command: Command, workspace, tmp_path: Path) -> None:
+    out = output_of(command, tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(out), command.folder_kind],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=ptk_env(),
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        before = sorted(p.name for p in out.iterdir())
+        second = run_ptk(command.argv(workspace, out))
+        assert second.returncode == 2
+        line = error_line(second.stderr)
+        assert f"{out} is in use by pid {holder.pid} (host " in line, line
+        assert sorted(p.name for p in out.iterdir()) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    assert run_ptk(command.argv(workspace, out)).returncode == 0  # the lock went with its holder
