@@ -6,7 +6,8 @@
 
 With more than one worker, the processes are forked once, when the runner is entered (before
 any job has started thread pools or grown the parent), and serve every stage. They die with the
-runner's process, even when it is killed with SIGKILL. With one worker, jobs run in this
+runner's process, even when it is killed with SIGKILL; SIGTERM ends a worker at once and quietly
+(the runner's process stops the command, `pretrainkit/sigterm.py`). With one worker, jobs run in this
 process; with more, every job runs on a worker, a stage of one job too, so that this process
 never holds (nor, through its allocator, keeps) a job's working memory.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from pretrainkit.dataprep.executors import J, R, largest_first, limit_threads, stage_progress
 from pretrainkit.processes import die_with_parent
+from pretrainkit.sigterm import sigterm_default
 
 
 def _call(payload: tuple[Callable, int, object]) -> tuple[int, object]:
@@ -31,6 +33,7 @@ def _call(payload: tuple[Callable, int, object]) -> tuple[int, object]:
 
 def _start_worker(parent: int) -> None:
     die_with_parent(parent)
+    sigterm_default()  # the pool's end (and a scheduler's SIGTERM to the group) ends a worker quietly
     limit_threads(1)
 
 
