@@ -4,6 +4,7 @@ like Ctrl-C, not a crash.
     with handling_sigterm():        # `ptk` and each training process: SIGTERM raises Terminated
         with deferred_sigterm():    # the training loop: SIGTERM only asks to stop, read between steps
             ... if sigterm_received(): save a checkpoint and stop
+    reclaim_sigterm()               # after ray.init, which installs a handler of its own
     sigterm_default()               # a pool worker: SIGTERM ends it at once, quietly
 
 `Terminated` is a KeyboardInterrupt, so every clean-up a Ctrl-C runs (pools terminated, the checkpoint
@@ -29,6 +30,7 @@ class Terminated(KeyboardInterrupt):
 
 
 class _State:
+    handling = False  # inside handling_sigterm()
     received = False  # a SIGTERM arrived since handling_sigterm() began
     deferring = 0  # inside deferred_sigterm(): a SIGTERM waits to be read with sigterm_received()
 
@@ -49,10 +51,19 @@ def handling_sigterm() -> Iterator[None]:
         return
     _State.received, _State.deferring = False, 0
     before = signal.signal(signal.SIGTERM, _on_sigterm)
+    _State.handling = True
     try:
         yield
     finally:
+        _State.handling = False
         signal.signal(signal.SIGTERM, before)
+
+
+def reclaim_sigterm() -> None:
+    """SIGTERM back to this module's handler, inside handling_sigterm(), after a library replaced it:
+    ray.init installs one that exits with status 15, silently, saying nothing of a resume."""
+    if _State.handling and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 @contextmanager
