@@ -3,13 +3,15 @@ stops after the same step, that step is checkpointed, one line says so, exit sta
 command then resumes bitwise where the run stopped, redoing no step.
 
 Under `--nproc 2` the signal goes where each scheduler sends it: to ptk alone (Kubernetes' PID 1), to
-every process of the job (Slurm), or to torchrun."""
+every process of the job (Slurm), or to torchrun; and to every process of a plain `torchrun -m
+pretrainkit.train` (a cluster's own launch)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -57,9 +59,15 @@ def signal_targets(kit, config: Path, ptk: int, where: str) -> list[int]:
     return [pid for pid in every if b"pretrainkit.train.torchrun" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
 
-def stop_with_sigterm(kit, config: Path, nproc: int, where: str) -> subprocess.CompletedProcess:
+def plain_torchrun(config: Path) -> list[str]:
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    return [*launcher, "-m", "pretrainkit.train", str(config)]
+
+
+def stop_with_sigterm(kit, config: Path, command: list[str], where: str) -> subprocess.CompletedProcess:
+    """Run `command`, and SIGTERM `where` once it has logged a few steps."""
     metrics = config.parent / "run" / "metrics.jsonl"
-    victim = kit.start(kit.ptk_command(config, nproc=nproc), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victim = kit.start(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         while (not metrics.exists() or len(metrics.read_text().splitlines()) < 3) and victim.poll() is None:
             time.sleep(0.01)
@@ -86,18 +94,40 @@ def test_sigterm_checkpoints_the_step_in_flight_and_the_same_command_resumes_bit
 ) -> None:
     config = kit.config(tmp_path, **RUN)
     run_dir = tmp_path / "run"
-    stopped = stop_with_sigterm(kit, config, nproc, where)
+    stopped = stop_with_sigterm(kit, config, kit.ptk_command(config, nproc=nproc), where)
     assert stopped.returncode == 143, stopped.stderr[-3000:]
     assert not any(noise in stopped.stderr for noise in NOISE), stopped.stderr[-3000:]
     steps = [r["step"] for r in kit.rows(run_dir)]
     last = steps[-1]
     assert 3 <= last < RUN["max_steps"], "the run finished before the SIGTERM reached it"
     assert [p.name for p in (run_dir / "checkpoints").iterdir()] == [f"step-{last:07d}"]
-    assert stopped.stderr.strip().splitlines()[-1] == (
-        f"ptk train: stopped by SIGTERM at step {last}; no step is lost: the same command resumes the run"
-    )
+    assert stopped.stderr.strip().splitlines()[-1] == stop_line(last)
+    check_resume(kit, tmp_path, config, references, nproc, last, kit.ptk(config, nproc=nproc))
 
-    resumed = kit.ptk(config, nproc=nproc)
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_sigterm_under_a_plain_torchrun_stops_every_process_after_the_same_checkpointed_step(
+    kit, tmp_path: Path, references
+) -> None:
+    """torchrun's own SIGTERM handling (its warnings and traceback are its own) sends the workers SIGTERM too."""
+    config = kit.config(tmp_path, **RUN)
+    stopped = stop_with_sigterm(kit, config, plain_torchrun(config), "every process")
+    last = kit.rows(tmp_path / "run")[-1]["step"]
+    assert 3 <= last < RUN["max_steps"], "the run finished before the SIGTERM reached it"
+    assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == [f"step-{last:07d}"]
+    assert [line for line in stopped.stderr.splitlines() if line.startswith("ptk")] == [stop_line(last)]  # rank 0's
+    resumed = subprocess.run(plain_torchrun(config), capture_output=True, text=True, cwd=kit.root)
+    check_resume(kit, tmp_path, config, references, 2, last, resumed)
+
+
+def stop_line(step: int) -> str:
+    return f"ptk train: stopped by SIGTERM at step {step}; no step is lost: the same command resumes the run"
+
+
+def check_resume(kit, tmp_path: Path, config: Path, references, nproc: int, last: int, resumed) -> None:
+    """The run resumed after step `last` and ended bitwise the uninterrupted one: no step redone."""
+    run_dir = config.parent / "run"
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"ptk train: resuming from {run_dir}/checkpoints/step-{last:07d} (step {last})" in resumed.stderr
     assert f"steps {last + 1}-{RUN['max_steps']} of" in resumed.stderr  # its first step is the one after the stop
