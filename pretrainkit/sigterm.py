@@ -5,7 +5,6 @@ like Ctrl-C, not a crash.
         with deferred_sigterm():    # the training loop: SIGTERM only asks to stop, read between steps
             ... if sigterm_received(): save a checkpoint and stop
     reclaim_sigterm()               # after ray.init, which installs a handler of its own
-    sigterm_default()               # a pool worker: SIGTERM ends it at once, quietly
 
 `Terminated` is a KeyboardInterrupt, so every clean-up a Ctrl-C runs (pools terminated, the checkpoint
 being finalized completed) runs for it too; the command then says so in one line and exits with
@@ -78,10 +77,3 @@ def deferred_sigterm() -> Iterator[None]:
 
 def sigterm_received() -> bool:
     return _State.received
-
-
-def sigterm_default() -> None:
-    """SIGTERM's default action (end the process, quietly) in a forked worker, which inherited its
-    parent's handler: the parent stops its workers with SIGTERM, and a worker SIGTERM reaches with
-    the rest of its process group must not print a Terminated traceback of its own."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
