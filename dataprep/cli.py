@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_tokenize_options(prepare)
     add_dedup_options(prepare)
     add_executor_options(prepare)
-    prepare.set_defaults(func=run_prepare_command)
+    prepare.set_defaults(func=run_prepare_command, resumes=True)
 
 
 def run_prepare_command(args: argparse.Namespace) -> int:

@@ -2,6 +2,8 @@
 
 Every handler is `func(args) -> int` (the exit status). A `UserError` anywhere below becomes one
 line on stderr and exit status 2, never a traceback; a progress bar still on screen ends its line first.
+SIGTERM stops a command as Ctrl-C does (`pretrainkit/sigterm.py`), with one line and status 143; a
+command whose parser sets `resumes=True` (dedup, tokenize, prepare) says that the same command resumes.
 A closed stdout (`| head`) ends the command quietly with status 141.
 """
 
@@ -20,6 +22,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.mixtures import cli as mixtures_cli
 from pretrainkit.progress import end_bars
 from pretrainkit.shards import cli as shards_cli
+from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, handling_sigterm
 from pretrainkit.train import cli as train_cli
 from pretrainkit.train.checkpoint import cli as checkpoint_cli
 from pretrainkit.train.evaluation import cli as evaluation_cli
@@ -56,11 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with handling_sigterm():
+            return int(args.func(args) or 0)
     except UserError as e:
         end_bars()
         print(f"ptk: error: {e}", file=sys.stderr)
         return 2
+    except Terminated:
+        end_bars()
+        resumes = "; the same command resumes" if getattr(args, "resumes", False) else ""
+        print(f"ptk {args.command}: stopped by SIGTERM{resumes}", file=sys.stderr)
+        return SIGTERM_STATUS
     except KeyboardInterrupt:
         end_bars()
         print("ptk: interrupted", file=sys.stderr)

@@ -6,7 +6,9 @@ The config is validated here, before any process starts, so a bad key fails in o
 `--nproc N > 1` this runs
 `python -m pretrainkit.train.torchrun --standalone --nproc_per_node N -m pretrainkit.train ...`
 (torchrun, with its failure reports cut to one line); on a cluster users run `torchrun ... -m pretrainkit.train
-CONFIG.yaml` themselves. Ctrl-C stops every process and says how many steps a resume will redo.
+CONFIG.yaml` themselves. Ctrl-C stops every process and says how many steps a resume will redo
+(exit status 130). SIGTERM, passed on to every process, stops them all after the same step and its
+checkpoint (`train/loop/training_loop.py`), says so in one line and exits with status 143.
 """
 
 from __future__ import annotations
@@ -14,13 +16,20 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import signal
 import subprocess
 import sys
 
 from pretrainkit.errors import UserError
 from pretrainkit.progress import end_bars
+from pretrainkit.sigterm import SIGTERM_STATUS, Terminated
 from pretrainkit.train.config import TrainConfig, load_config
 from pretrainkit.train.loop.run_dir import check_run_dir, interrupted_message
+
+STOPPED_BY_SIGTERM = "stopped by SIGTERM"
+# What ptk sends torchrun on Ctrl-C: torchrun passes it on to the workers, which it ends at once (SIGTERM
+# would have them finish the step and checkpoint first, train/torchrun.py).
+STOP_NOW = signal.SIGHUP
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
@@ -76,8 +85,9 @@ def precheck(cfg: TrainConfig, where: str, nproc: int) -> None:
 
 def launch(args: argparse.Namespace) -> int:
     """torchrun in a session of its own, so that Ctrl-C reaches ptk alone: ptk then stops torchrun with
-    SIGTERM (it stops its workers) and says how far the run got, instead of every process printing
-    its KeyboardInterrupt traceback and torchrun its warnings."""
+    STOP_NOW (it stops its workers) and says how far the run got, instead of every process printing
+    its KeyboardInterrupt traceback and torchrun its warnings. A SIGTERM to ptk goes on to torchrun,
+    and from it to the workers; ptk waits for them to checkpoint and end."""
     from pretrainkit.processes import die_with_parent
 
     # torchrun dies with ptk, and its workers with it (train/__main__.py asks the same).
@@ -89,8 +99,11 @@ def launch(args: argparse.Namespace) -> int:
     )
     try:
         return proc.wait()
+    except Terminated:
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait()  # SIGTERM_STATUS, or how the run ended if it ended first
     except KeyboardInterrupt:
-        proc.terminate()
+        proc.send_signal(STOP_NOW)
         proc.wait()
         raise
 
@@ -103,16 +116,23 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.nproc == 1:
             from pretrainkit.train.loop.run import run_training  # torch and the data stack load only when training
 
-            return run_training(cfg, where=args.config, resume=not args.no_resume)
-        precheck(cfg, args.config, args.nproc)
-        # The launcher has printed the one line a failure needs (train/torchrun.py).
-        return launch(args)
+            status = run_training(cfg, where=args.config, resume=not args.no_resume)
+        else:
+            precheck(cfg, args.config, args.nproc)
+            # The launcher has printed the one line a failure needs (train/torchrun.py).
+            status = launch(args)
+    except Terminated:
+        status = SIGTERM_STATUS
     except KeyboardInterrupt:
         end_bars()
         if sys.stderr.isatty():
             print(file=sys.stderr)  # off the line of the ^C and of a worker's progress bar
         print(interrupted_message(cfg.run_dir), file=sys.stderr)
         return 130
+    if status == SIGTERM_STATUS:  # every process stopped after the same checkpointed step
+        end_bars()
+        print(interrupted_message(cfg.run_dir, STOPPED_BY_SIGTERM), file=sys.stderr)
+    return status
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="memory for the whole run, main process and workers (e.g. 2G; default: a quarter of this machine's); "
         "sets how the work is cut, never the output",
     )
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, resumes=True)
 
 
 def _run(args: argparse.Namespace) -> int:

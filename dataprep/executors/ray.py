@@ -30,6 +30,7 @@ from typing import Any
 from pretrainkit.dataprep.executors import J, R, largest_first, limit_threads, stage_progress
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
+from pretrainkit.sigterm import reclaim_sigterm
 
 RAY_MISSING = "--executor ray needs Ray, which is not installed: pip install 'pretrainkit[ray]'"
 TASK_RETRIES = 3
@@ -106,6 +107,8 @@ class RayRunner:
                 )
             except ConnectionError as e:
                 raise UserError(f"--ray-address {self.address}: no Ray cluster there ({e})") from None
+            finally:
+                reclaim_sigterm()  # a SIGTERM stops the command as it does locally (pending tasks cancelled)
             self._owns_connection = True
         self._ray = ray
         cpus = int(ray.cluster_resources().get("CPU", 0))

@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_tokenize_options(tokenize)
     add_field_options(tokenize)
     add_executor_options(tokenize)
-    tokenize.set_defaults(func=run_tokenize)
+    tokenize.set_defaults(func=run_tokenize, resumes=True)
 
 
 def add_tokenize_options(p: argparse.ArgumentParser) -> None:

@@ -88,6 +88,13 @@ class TrainKit:
 
     hang_seconds = HANG_SECONDS
 
+    @staticmethod
+    def start(command: list[str], **popen) -> subprocess.Popen:
+        """`command` started in a session of its own, as a terminal or a scheduler starts it (so that a
+        signal to its group reaches it alone), on one thread as under torchrun."""
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        return subprocess.Popen(command, start_new_session=True, cwd=ROOT, env=env, **popen)
+
     def ptk(
         self, config: Path, *args: str, nproc: int = 1, timeout: float = HANG_SECONDS
     ) -> subprocess.CompletedProcess:

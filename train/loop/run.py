@@ -6,8 +6,9 @@ Sets up the process group, takes the run directory (rank 0 holds its lock for th
 run on it is refused: `train/loop/run_dir.py`), the mixture loader for this rank and the Trainer,
 writes the resolved config to `RUN_DIR/config.yaml`, resumes from the newest valid checkpoint (unless `resume=False`)
 or, in a fresh run, loads `init_from`'s weights (`train/checkpoint/init_from.py`), runs `TrainingLoop` to
-`max_steps` and prints the summary on rank 0. Every process ends with a barrier and then
-`end_process_groups()` (destroyed in one process; left to the process's end under a launcher).
+`max_steps` and prints the summary on rank 0 (or raises Terminated, after a SIGTERM stopped the loop).
+Every process ends with a barrier and then `end_process_groups()` (destroyed in one process; left to
+the process's end under a launcher).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import yaml
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import write_text_atomic
 from pretrainkit.mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
+from pretrainkit.sigterm import Terminated
 from pretrainkit.train.checkpoint.checkpoints import loader_state_of
 from pretrainkit.train.checkpoint.init_from import initialize_from
 from pretrainkit.train.config import TrainConfig, to_dict
@@ -84,6 +86,8 @@ def _run(
             raise os_error(e) from None
         raise
     shutdown()
+    if summary is not None and summary.stopped:  # by SIGTERM, every process after the same checkpointed step
+        raise Terminated
     if env.is_main:
         done = f"ptk train: {cfg.run_dir} already reached max_steps={cfg.max_steps}; nothing to do"
         print(done if summary is None else format_summary(cfg, summary), file=sys.stderr)

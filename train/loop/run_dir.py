@@ -4,7 +4,7 @@ launcher process at once.
 
     check_run_dir(cfg.run_dir, "run.yaml")     # UserError: a file, read-only, not creatable, in use, not a run's
     with holding_run_dir(cfg.run_dir, "run.yaml", main=True):   # the run's lock on it (rank 0)
-    print(interrupted_message(cfg.run_dir))    # after Ctrl-C: the steps a resume will redo
+    print(interrupted_message(cfg.run_dir))    # after Ctrl-C or SIGTERM: the steps a resume will redo
 """
 
 from __future__ import annotations
@@ -62,17 +62,18 @@ def last_logged_step(run_dir: str | os.PathLike) -> int | None:
     return None
 
 
-def interrupted_message(run_dir: str | os.PathLike) -> str:
-    """One line for a stopped run: where it stood and how many steps the same command will redo."""
+def interrupted_message(run_dir: str | os.PathLike, how: str = "interrupted") -> str:
+    """One line for a stopped run (`how`: interrupted, or stopped by SIGTERM): where it stood and how many
+    steps the same command will redo."""
     last = last_logged_step(run_dir)
     ckpts = checkpoint_dirs(Path(run_dir) / CHECKPOINTS_DIR)
     saved = step_of(ckpts[0]) if ckpts else 0
     if last is None or last <= saved:
         where = "before its first step" if last is None and not saved else f"at step {saved}"
-        return f"ptk train: interrupted {where}; no step is lost: the same command resumes the run"
+        return f"ptk train: {how} {where}; no step is lost: the same command resumes the run"
     redo = last - saved
     since = f"since the last checkpoint ({ckpts[0].name})" if ckpts else "(no checkpoint yet)"
     return (
-        f"ptk train: interrupted at step {last}; {redo} step{'s' if redo != 1 else ''} {since} will be "
+        f"ptk train: {how} at step {last}; {redo} step{'s' if redo != 1 else ''} {since} will be "
         f"redone when the same command resumes the run"
     )

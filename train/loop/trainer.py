@@ -9,7 +9,8 @@
     trainer.states, trainer.record               # those as the Statefuls handed to Checkpoints (DCP; meta.json)
 
 One step: the learning rate for update `step + 1`; forward/backward on each micro-batch (gradient
-sync on the last one only, see `parallelize`); clipping to the global grad norm; AdamW. The loss is the
+sync on the last one only, see `parallelize`); the loss summed over processes, and with it whether any
+was asked to stop (SIGTERM, `Gradients.stop`); clipping to the global grad norm; AdamW. The loss is the
 sum of token cross-entropies divided by the number of target tokens in the whole global batch (all
 processes, all micro-batches), so accumulation and world size do not change it. Initial weights
 depend only on `seed`, so every process (and every world size) starts from the same model.
@@ -33,6 +34,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from pretrainkit.sigterm import sigterm_received
 from pretrainkit.train.checkpoint.states import ModelState, OptimizerState
 from pretrainkit.train.config import TrainConfig
 from pretrainkit.train.loop.optim import Schedule, build_optimizer, lr_at, set_lr
@@ -56,6 +58,9 @@ class Gradients:
     grad_norm: float  # global L2 norm before clipping
     lr: float
     tokens: int  # target tokens in the global batch
+    # Some process had a SIGTERM before this step's loss was summed (the flag rides on that sum): every
+    # process reads the same, so all of them stop after the same step.
+    stop: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,11 +174,11 @@ class Trainer:
                     ce = self._loss_sum(inputs, targets)
                     (ce * scale).backward()
                 loss_sum += ce.detach()
-        (global_loss,) = self._all_reduce([loss_sum.item() if counts else 0.0])
+        global_loss, stops = self._all_reduce([loss_sum.item() if counts else 0.0, float(sigterm_received())])
         loss = global_loss / max(total_tokens, 1.0)
         pp_group = self.mesh.pp_group if self.pipeline is not None else None
         grad_norm = clip_grad_norm(self.model, self.cfg.optim.clip, pp_group).item()
-        return Gradients(loss, grad_norm, lr, int(total_tokens))
+        return Gradients(loss, grad_norm, lr, int(total_tokens), stops > 0)
 
     def update(self, grads: Gradients, apply: bool = True) -> StepResult:
         """The step's second half: AdamW's update, unless `apply` is False (a spike's update dropped); the

@@ -23,6 +23,11 @@ window statistics, `reason` and `action`:
 An event's `action` is what was done (a `note` says why when that is not `spikes.action`). After
 `max_consecutive_skips` dropped updates in a row the run has diverged and stops with an error; a
 checkpoint falling due on a dropped update waits for the next applied one, so none holds that model.
+
+SIGTERM (`pretrainkit/sigterm.py`): every process learns with the step's loss sum whether any of them
+had one (`Gradients.stop`), so all stop after that same step, which is checkpointed like the last one
+(but, as above, not on a dropped update: the streak of dropped updates is not in a checkpoint); `run`
+returns with `stopped` set once the checkpoint is complete.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import torch.distributed as dist
 from pretrainkit.errors import UserError
 from pretrainkit.mixtures import Mixture, TrainLoader
 from pretrainkit.progress import progress_bar, progress_write
+from pretrainkit.sigterm import deferred_sigterm
 from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, check_model
 from pretrainkit.train.config import TrainConfig, to_dict
 from pretrainkit.train.loop.loop_state import LOOP_KEY, LoopState
@@ -71,6 +77,7 @@ class RunSummary:
     val_tokens: dict[str, int]
     spikes: int
     rollbacks: int
+    stopped: bool = False  # by SIGTERM, after a checkpoint of its last step (unless that step's update was dropped)
 
 
 class TrainingLoop:
@@ -275,7 +282,8 @@ class TrainingLoop:
     # -- the loop ----------------------------------------------------------------------------------
     def run(self) -> RunSummary:
         try:
-            return self._train()
+            with deferred_sigterm():  # a SIGTERM stops the loop after the step in flight (`Gradients.stop`)
+                return self._train()
         except BaseException:  # an error or Ctrl-C: the checkpoint being finalized is completed (or reported) first
             problem = self.ckpts.wait_alone()
             if problem and self.env.is_main:
@@ -292,7 +300,7 @@ class TrainingLoop:
         peak = device_peak_flops(self.env.device, cfg.precision)
         flops_per_token = trainer.model_cfg.flops_per_token(cfg.data.seq_len)
         first_step, first_loss, recent, val = trainer.step + 1, math.nan, deque(maxlen=SUMMARY_STEPS), {}
-        trained_tokens, checkpoint_due = 0, False
+        trained_tokens, checkpoint_due, stopped = 0, False, False
         bar = progress_bar(total=cfg.max_steps, initial=trainer.step, unit="step", disable=not self.env.is_main)
         start = time.perf_counter()
         while trainer.step < cfg.max_steps:
@@ -345,12 +353,15 @@ class TrainingLoop:
                     )
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{row['tokens_per_s']:,.0f}")
             bar.update(1)
-            checkpoint_due |= bool(cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last
+            stopped = grads.stop
+            checkpoint_due |= bool(cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last or stopped
             # A dropped update may begin a divergence (max_consecutive_skips): a checkpoint due then waits for
             # the next applied one, so that none holds the model of a run that stops for having diverged.
             if checkpoint_due and (result.applied or last):
                 self.ckpts.save()
                 checkpoint_due = False
+            if stopped:
+                break
         self.ckpts.wait()  # the last checkpoint is complete (named step-*) before the run reports its end
         bar.close()
         seconds = time.perf_counter() - start
@@ -366,6 +377,7 @@ class TrainingLoop:
             self.val_tokens,
             self.spikes,
             self.rollbacks,
+            stopped,
         )
 
 

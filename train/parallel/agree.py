@@ -74,8 +74,9 @@ def together(work: Callable[[], Any], where: Path, main_only: bool = False, grou
     try:
         outcome = (None, work() if rank() == 0 or not main_only else None)
     except (Exception, CheckpointException) as e:  # noqa: BLE001 - reported as one line, on every process
-        if any(isinstance(err, KeyboardInterrupt) for err in _chain(e)):
-            raise KeyboardInterrupt from e  # Ctrl-C inside DCP's save or load is an interrupt, not a failure
+        interrupt = next((err for err in _chain(e) if isinstance(err, KeyboardInterrupt)), None)
+        if interrupt is not None:  # Ctrl-C (or SIGTERM) inside DCP's save or load is an interrupt, not a failure
+            raise type(interrupt)() from e
         outcome = (failure_message(e, where), None)
     outcomes = [outcome]
     if world() > 1:

@@ -195,3 +195,22 @@ def test_without_ray_installed_the_error_says_what_to_install(tmp_path, monkeypa
     assert main(["dedup", str(corpus), "-o", str(tmp_path / "out"), "--executor", "ray"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "ptk: error: --executor ray needs Ray, which is not installed: pip install 'pretrainkit[ray]'"
+
+
+def test_sigterm_to_the_driver_is_one_line_and_the_same_command_resumes(tmp_path, ray_address, corpus):
+    """ray.init installs a SIGTERM handler that exits with status 15 and says nothing: ptk's is put back."""
+    with LocalRunner(1) as runner:
+        run_dedup([str(corpus)], tmp_path / "local", DedupOptions(), runner)
+    out = tmp_path / "ray"
+    command = _cli("dedup", str(corpus), "-o", str(out), "--executor", "ray", "--ray-address", ray_address)
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((out / ".work" / "parts").glob("part-*.json")) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-3000:]
+    assert err.splitlines() == ["ptk dedup: stopped by SIGTERM; the same command resumes"]
+    rerun = subprocess.run(command, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert snapshot(out) == snapshot(tmp_path / "local")

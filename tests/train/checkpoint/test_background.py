@@ -212,14 +212,7 @@ def test_kill_9_while_a_checkpoint_is_hashed_resumes_from_the_previous_one_as_if
     run, metrics = tmp_path / "killed" / "run", tmp_path / "killed" / "run" / "metrics.jsonl"
     log = tmp_path / "killed" / "stderr.txt"
     with log.open("w") as err:
-        victim = subprocess.Popen(
-            held_run(config, "hold", 8, "any", nproc),
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            start_new_session=True,
-            cwd=kit.root,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},
-        )
+        victim = kit.start(held_run(config, "hold", 8, "any", nproc), stdout=subprocess.DEVNULL, stderr=err)
     try:
         deadline = time.monotonic() + kit.hang_seconds
         held = [tmp_path / "killed" / f"held-rank{r}" for r in range(nproc)]

@@ -32,15 +32,7 @@ def test_ctrl_c_is_one_line_exit_130_with_the_steps_to_redo(kit, tmp_path: Path,
     config = kit.config(tmp_path, **RUN)
     metrics = tmp_path / "run" / "metrics.jsonl"
     # A session of its own, so that SIGINT to its group is what a terminal's Ctrl-C sends ptk.
-    victim = subprocess.Popen(
-        kit.ptk_command(config, nproc=nproc),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        cwd=kit.root,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    victim = kit.start(kit.ptk_command(config, nproc=nproc), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         while rows_logged(metrics) < 6 and victim.poll() is None:  # past the step-4 checkpoint
             time.sleep(0.05)
