@@ -10,39 +10,33 @@ A closed stdout (`| head`) ends the command quietly with status 141.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import signal
 import sys
+from typing import NoReturn
 
 from pretrainkit import __version__
 from pretrainkit.arguments import CommandParser
-from pretrainkit.dataprep import cli as dataprep_cli
-from pretrainkit.dataprep.dedup import cli as dedup_cli
-from pretrainkit.dataprep.tokenize import cli as tokenize_cli
 from pretrainkit.errors import UserError
-from pretrainkit.mixtures import cli as mixtures_cli
 from pretrainkit.progress import end_bars
-from pretrainkit.shards import cli as shards_cli
 from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, handling_sigterm
-from pretrainkit.train import cli as train_cli
-from pretrainkit.train.checkpoint import cli as checkpoint_cli
-from pretrainkit.train.evaluation import cli as evaluation_cli
-from pretrainkit.train.model import cli as model_cli
-from pretrainkit.train.planning import cli as planning_cli
-from pretrainkit.train.reports import cli as reports_cli
 
-# Each folder's cli.py registers the commands it owns (`register(subparsers)`), in the order `ptk --help` lists them.
+# Each folder's cli.py registers the commands it owns (`register(subparsers)`), in the order `ptk --help`
+# lists them. Imported once the SIGTERM handler is in place: the imports take most of a second, and a
+# SIGTERM then must still end the command in its one line.
 COMMAND_MODULES = (
-    dedup_cli,
-    tokenize_cli,
-    dataprep_cli,
-    shards_cli,
-    mixtures_cli,
-    planning_cli,
-    train_cli,
-    reports_cli,
-    checkpoint_cli,
-    evaluation_cli,
-    model_cli,
+    "pretrainkit.dataprep.dedup.cli",
+    "pretrainkit.dataprep.tokenize.cli",
+    "pretrainkit.dataprep.cli",
+    "pretrainkit.shards.cli",
+    "pretrainkit.mixtures.cli",
+    "pretrainkit.train.planning.cli",
+    "pretrainkit.train.cli",
+    "pretrainkit.train.reports.cli",
+    "pretrainkit.train.checkpoint.cli",
+    "pretrainkit.train.evaluation.cli",
+    "pretrainkit.train.model.cli",
 )
 
 
@@ -50,16 +44,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="ptk", description="pretrainkit: data pipeline and pretraining toolkit")
     parser.add_argument("--version", action="version", version=f"pretrainkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMAND_MODULES:
-        module.register(sub)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = argparse.Namespace(command=None)
     try:
         with handling_sigterm():
+            args = build_parser().parse_args(argv)
             return int(args.func(args) or 0)
     except UserError as e:
         end_bars()
@@ -67,8 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Terminated:
         end_bars()
-        resumes = "; the same command resumes" if getattr(args, "resumes", False) else ""
-        print(f"ptk {args.command}: stopped by SIGTERM{resumes}", file=sys.stderr)
+        if args.command is None:  # while the commands were being loaded: nothing was begun
+            print("ptk: stopped by SIGTERM before the command began; the same command starts it", file=sys.stderr)
+        else:
+            resumes = "; the same command resumes" if getattr(args, "resumes", False) else ""
+            print(f"ptk {args.command}: stopped by SIGTERM{resumes}", file=sys.stderr)
         return SIGTERM_STATUS
     except KeyboardInterrupt:
         end_bars()
@@ -84,5 +81,13 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
+def console() -> NoReturn:
+    """The `ptk` program: `main`, then an exit that a late SIGTERM does not turn into a silent death by
+    signal (the command has done its work and said so; only the interpreter's teardown is left)."""
+    status = main()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -1,6 +1,7 @@
-"""Every long-running command killed (kill -9) at random moments, then run again: the rerun gives what an
-undisturbed run gives. And every command that holds its output folder, started while another run
-holds it: refused at once in one line naming the holder, the folder untouched.
+"""Every long-running command killed (kill -9) or stopped by SIGTERM at random moments, then run again:
+the rerun gives what an undisturbed run gives; a SIGTERM is answered by one line and exit status 143.
+And every command that holds its output folder, started while another run holds it: refused at once
+in one line naming the holder, the folder untouched.
 
 The moments are drawn from PTK_FAULT_SEED (default 0), printed in a failure: another seed attacks
 other moments (`PTK_FAULT_SEED=7 pytest tests/faults`).
@@ -67,6 +68,31 @@ def test_kill_9_at_random_moments_then_a_rerun_gives_the_same(command: Command, 
         os.killpg(victim.pid, signal.SIGKILL)
         victim.communicate()
         where = f"PTK_FAULT_SEED={SEED}: kill {attempt + 1} at {moment:.2f} s of {seconds:.2f} s"
+        rerun = run_ptk(command.argv(workspace, out))
+        assert rerun.returncode == 0, (where, rerun.stderr[-3000:])
+        assert contents(command, out) == contents(command, reference), where
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c.resumable], ids=str)
+def test_sigterm_at_random_moments_is_one_line_143_and_a_rerun_gives_the_same(
+    command: Command, workspace, tmp_path: Path
+) -> None:
+    """Sent to the command alone (what Kubernetes does) and to its whole process group (Slurm)."""
+    reference, seconds = reference_run(command, workspace, tmp_path / "reference")
+    rng = random.Random(f"{SEED}-{command}-term")
+    out = output_of(command, tmp_path / "stopped")
+    for send in (os.kill, os.killpg):
+        moment = rng.uniform(0.05, 1.0) * seconds
+        victim = start(command.argv(workspace, out))
+        time.sleep(moment)
+        send(victim.pid, signal.SIGTERM)
+        _, err = victim.communicate(timeout=600)
+        where = f"PTK_FAULT_SEED={SEED}: SIGTERM ({send.__name__}) at {moment:.2f} s of {seconds:.2f} s"
+        assert "Traceback" not in err, (where, err[-3000:])
+        if victim.returncode != 0:  # else it had finished before the signal came
+            assert victim.returncode == 143, (where, err[-3000:])
+            last = err.strip().splitlines()[-1]
+            assert "stopped by SIGTERM" in last, (where, last)
         rerun = run_ptk(command.argv(workspace, out))
         assert rerun.returncode == 0, (where, rerun.stderr[-3000:])
         assert contents(command, out) == contents(command, reference), where

@@ -64,7 +64,7 @@ def fail(args):
 def register(sub):
     sub.add_parser("fail").set_defaults(func=fail)
 
-cli.COMMAND_MODULES += (sys.modules[__name__],)
+cli.COMMAND_MODULES += (__name__,)
 sys.exit(cli.main(["fail"]))
 """
 
