@@ -7,7 +7,7 @@
 With more than one worker, the processes are forked once, when the runner is entered (before
 any job has started thread pools or grown the parent), and serve every stage. They die with the
 runner's process, even when it is killed with SIGKILL; SIGTERM ends a worker quietly (the runner's
-process stops the command, `pretrainkit/sigterm.py`) and never while it holds a lock of the pool's.
+process stops the command, `pretrainkit/sigterm.py`), never while it holds a lock of the pool's queues.
 With one worker, jobs run in this process; with more, every job runs on a worker, a stage of one
 job too, so that this process never holds (nor, through its allocator, keeps) a job's working memory.
 """
@@ -17,9 +17,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import multiprocessing.connection
 import multiprocessing.pool
+import multiprocessing.queues
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
@@ -29,26 +32,36 @@ from pretrainkit.processes import die_with_parent
 from pretrainkit.sigterm import SIGTERM_STATUS
 
 
-class _Worker:
-    stopping = False  # a SIGTERM came while this worker was reading or writing the pool's pipes
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    """End the worker at once and quietly (the pool's end sends SIGTERM, so may a scheduler to the whole
-    process group), except while it reads or writes the pool's pipes: it holds the pool's lock on them
-    then, and a worker gone with it leaves the pool's end waiting for ever. It ends at its next job
-    instead, or on the end-of-work sentinel the pool's end sends it."""
+def _held_pool_locks(frame: FrameType | None) -> list:
+    """The locks of the pool's queues this worker holds at `frame` (reading a task, writing a result)."""
+    held = []
     while frame is not None:
-        if frame.f_code.co_filename == mp.connection.__file__:
-            _Worker.stopping = True
-            return
+        queue = frame.f_locals.get("self") if frame.f_code.co_filename == mp.queues.__file__ else None
+        if isinstance(queue, mp.queues.SimpleQueue):
+            # `_semlock._count()`: how often this process holds the lock (the worker has one thread using it)
+            held += [lock for lock in (queue._rlock, queue._wlock) if lock is not None and lock._semlock._count()]
         frame = frame.f_back
+    return held
+
+
+def _exit_once_released(locks: list) -> None:
+    while any(lock._semlock._count() for lock in locks):
+        time.sleep(0.01)
     os._exit(SIGTERM_STATUS)
 
 
-def _call(payload: tuple[Callable, int, object]) -> tuple[int, object]:
-    if _Worker.stopping:
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """End the worker quietly (the pool's end sends SIGTERM, so may a scheduler to the whole process
+    group), at once unless it holds a lock of the pool's queues: a worker gone with one leaves the pool's
+    end waiting for ever on it. Then it ends the moment it lets go (a watcher thread sees that; the
+    worker itself may be blocked reading the next task)."""
+    held = _held_pool_locks(frame)
+    if not held:
         os._exit(SIGTERM_STATUS)
+    threading.Thread(target=_exit_once_released, args=(held,), daemon=True).start()
+
+
+def _call(payload: tuple[Callable, int, object]) -> tuple[int, object]:
     fn, index, job = payload
     return index, fn(job)
 

@@ -100,3 +100,30 @@ def test_sigterm_stops_the_workers_in_one_line_and_the_same_command_resumes(
     rerun = subprocess.run(command(name, inputs, out), capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr
     assert snapshot(out) == expected
+
+
+def test_sigterm_to_the_group_while_a_worker_waits_for_work_never_hangs(inputs, tmp_path: Path) -> None:
+    """One input file: each stage has one job, so the other worker sits in the pool's queue, holding its
+    lock, when the group's SIGTERM comes (a worker gone with that lock left the pool's end waiting for
+    ever; the moment that happens is a matter of luck, see test_worker_sigterm.py for it made certain).
+    At several moments of the run: each ends (143, or 0 if it had finished)."""
+    single = tmp_path / "single.jsonl"
+    single.write_bytes((inputs["corpus"] / "part0.jsonl").read_bytes())
+    for i, moment in enumerate((0.6, 0.9, 1.2, 1.5)):
+        out = tmp_path / f"out{i}"
+        victim = subprocess.Popen(
+            [sys.executable, "-m", "pretrainkit.cli", "dedup", str(single), "-o", str(out), "--workers", "2"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        time.sleep(moment)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(victim.pid, signal.SIGTERM)
+        try:
+            _, err = victim.communicate(timeout=HANG_SECONDS)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(victim.pid, signal.SIGKILL)
+        assert victim.returncode in (0, 143) and "Traceback" not in err, (moment, victim.returncode, err[-2000:])
