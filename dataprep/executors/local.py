@@ -29,7 +29,7 @@ from types import FrameType
 
 from pretrainkit.dataprep.executors import J, R, largest_first, limit_threads, stage_progress
 from pretrainkit.processes import die_with_parent
-from pretrainkit.sigterm import SIGTERM_STATUS
+from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, deferred_sigterm, sigterm_received
 
 
 def _held_pool_locks(frame: FrameType | None) -> list:
@@ -80,7 +80,11 @@ class LocalRunner:
     def __enter__(self) -> LocalRunner:
         if self.workers > 1:
             ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-            self._pool = ctx.Pool(self.workers, initializer=_start_worker, initargs=(os.getpid(),))
+            with deferred_sigterm():  # a SIGTERM inside Pool() would leave a pool no one ends
+                self._pool = ctx.Pool(self.workers, initializer=_start_worker, initargs=(os.getpid(),))
+            if sigterm_received():
+                self.__exit__(Terminated, None, None)
+                raise Terminated
         return self
 
     def __exit__(self, *exc) -> None:
