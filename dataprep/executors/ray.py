@@ -155,8 +155,9 @@ class RayRunner:
                 while pending:
                     collect_one()
             except BaseException:
+                # Not force=True: a worker killed as its reply arrives crashed the driver inside Ray.
                 for ref in pending:
-                    ray.cancel(ref, force=True)
+                    ray.cancel(ref)
                 raise
         return results
 
