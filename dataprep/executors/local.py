@@ -38,8 +38,10 @@ def _held_pool_locks(frame: FrameType | None) -> list:
     while frame is not None:
         queue = frame.f_locals.get("self") if frame.f_code.co_filename == mp.queues.__file__ else None
         if isinstance(queue, mp.queues.SimpleQueue):
-            # `_semlock._count()`: how often this process holds the lock (the worker has one thread using it)
-            held += [lock for lock in (queue._rlock, queue._wlock) if lock is not None and lock._semlock._count()]
+            lock = {"get": queue._rlock, "put": queue._wlock}.get(frame.f_code.co_name)
+            # `_is_mine()`: held by this thread (a lock's count alone is copied by fork from the parent)
+            if lock is not None and lock._semlock._is_mine():
+                held.append(lock)
         frame = frame.f_back
     return held
 
