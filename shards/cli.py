@@ -61,6 +61,10 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
+    if args.samples < 0:
+        raise UserError(f"--samples must be >= 0, got {args.samples}")
+    if args.chars < 1:
+        raise UserError(f"--chars must be >= 1, got {args.chars}")
     ss = ShardSet.open(args.shards)
     if not args.no_verify:  # a histogram and samples of altered tokens would describe no real data
         check_shards_whole(ss.path, ss.manifest, str(ss.path), progress=True)

@@ -15,7 +15,6 @@ job too, so that this process never holds (nor, through its allocator, keeps) a 
 from __future__ import annotations
 
 import multiprocessing as mp
-import multiprocessing.connection
 import multiprocessing.pool
 import multiprocessing.queues
 import os
