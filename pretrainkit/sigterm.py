@@ -75,5 +75,12 @@ def deferred_sigterm() -> Iterator[None]:
         _State.deferring -= 1
 
 
+def sigterm_seen_elsewhere() -> Terminated:
+    """The stop for a SIGTERM that ended a child (one sent to the process group may reach a child first):
+    this process stops as if it had come here, so that its own copy, arriving later, only asks again."""
+    _State.received = True
+    return Terminated()
+
+
 def sigterm_received() -> bool:
     return _State.received

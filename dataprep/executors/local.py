@@ -5,94 +5,153 @@
         ...  # later stages reuse the same processes
 
 With more than one worker, the processes are forked once, when the runner is entered (before
-any job has started thread pools or grown the parent), and serve every stage. They die with the
-runner's process, even when it is killed with SIGKILL; SIGTERM ends a worker quietly (the runner's
-process stops the command, `pretrainkit/sigterm.py`), never while it holds a lock of the pool's queues.
-With one worker, jobs run in this process; with more, every job runs on a worker, a stage of one
-job too, so that this process never holds (nor, through its allocator, keeps) a job's working memory.
+any job has started thread pools or grown the parent), and serve every stage. With one worker,
+jobs run in this process; with more, every job runs on a worker, a stage of one job too, so that
+this process never holds (nor, through its allocator, keeps) a job's working memory.
+
+Each worker talks to this process over a pipe of its own: no lock is shared between processes, so a
+worker may die at any moment (SIGTERM to the process group, as Slurm sends it; SIGKILL; the OOM killer)
+without leaving anyone waiting (multiprocessing.Pool's shared queues hung when a worker died holding
+their lock). Workers die with this process, even when it is killed with SIGKILL; on SIGTERM and
+Ctrl-C they end quietly and this process stops the command (`pretrainkit/sigterm.py`).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
-import multiprocessing.pool
-import multiprocessing.queues
+import multiprocessing.connection
 import os
 import signal
 import sys
-import threading
-import time
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
 from pretrainkit.dataprep.executors import J, R, largest_first, limit_threads, stage_progress
+from pretrainkit.errors import UserError
 from pretrainkit.processes import die_with_parent
-from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, deferred_sigterm, sigterm_received
+from pretrainkit.sigterm import sigterm_received, sigterm_seen_elsewhere
+
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
-def _held_pool_locks(frame: FrameType | None) -> list:
-    """The locks of the pool's queues this worker holds at `frame` (reading a task, writing a result)."""
-    held = []
-    while frame is not None:
-        queue = frame.f_locals.get("self") if frame.f_code.co_filename == mp.queues.__file__ else None
-        if isinstance(queue, mp.queues.SimpleQueue):
-            lock = {"get": queue._rlock, "put": queue._wlock}.get(frame.f_code.co_name)
-            # `_is_mine()`: held by this thread (a lock's count alone is copied by fork from the parent)
-            if lock is not None and lock._semlock._is_mine():
-                held.append(lock)
-        frame = frame.f_back
-    return held
+class WorkerTraceback(Exception):
+    """Where a job's unexpected exception was raised, in the worker (set as that exception's cause)."""
 
 
-def _exit_once_released(locks: list) -> None:
-    while any(lock._semlock._count() for lock in locks):
-        time.sleep(0.01)
-    os._exit(SIGTERM_STATUS)
+@dataclass
+class _Worker:
+    process: mp.process.BaseProcess
+    conn: mp.connection.Connection
 
 
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    """End the worker quietly (the pool's end sends SIGTERM, so may a scheduler to the whole process
-    group), at once unless it holds a lock of the pool's queues: a worker gone with one leaves the pool's
-    end waiting for ever on it. Then it ends the moment it lets go (a watcher thread sees that; the
-    worker itself may be blocked reading the next task)."""
-    held = _held_pool_locks(frame)
-    if not held:
-        os._exit(SIGTERM_STATUS)
-    threading.Thread(target=_exit_once_released, args=(held,), daemon=True).start()
+def _failure(exc: BaseException) -> tuple[bool, object]:
+    """A job's exception as the worker sends it: itself, with the worker's traceback if it is a bug."""
+    text = "".join(traceback.format_exception(exc))
+    try:
+        mp.reduction.ForkingPickler.dumps(exc)
+    except Exception:
+        exc = RuntimeError(f"{type(exc).__name__}: {exc}")  # a job's exception that cannot travel
+    return False, (exc, text)
 
 
-def _call(payload: tuple[Callable, int, object]) -> tuple[int, object]:
-    fn, index, job = payload
-    return index, fn(job)
-
-
-def _start_worker(parent: int) -> None:
+def _serve(conn: mp.connection.Connection, parent: int, inherited: list[mp.connection.Connection]) -> None:
+    """A worker: (fn, index, job) in, (index, ok, result or failure) out, until the pipe closes."""
     die_with_parent(parent)
-    signal.signal(signal.SIGTERM, _on_sigterm)  # in place of the parent's, which a fork inherits
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # in place of the parent's, which a fork inherits
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the parent stops the run
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    for other in inherited:  # the other workers' pipes, copied by fork
+        other.close()
     limit_threads(1)
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        fn, index, job = task
+        try:
+            reply = (index, True, fn(job))
+        except BaseException as exc:
+            reply = (index, *_failure(exc))
+        conn.send(reply)
+
+
+@contextmanager
+def _stop_signals_blocked() -> Iterator[None]:
+    """No SIGTERM or Ctrl-C between a fork and the moment the worker has its own handlers: one that
+    came there would run the parent's handler in the worker. The signal waits and comes after."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _ended(worker: _Worker) -> Exception:
+    """The error for a worker whose pipe closed while it had a job: a stop if SIGTERM ended it (sent to
+    the process group, it may reach a worker before this process), else a one-line error."""
+    worker.process.join(5)
+    code = worker.process.exitcode
+    if sigterm_received() or code == -signal.SIGTERM:
+        return sigterm_seen_elsewhere()
+    how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+    hint = " (out of memory?)" if code == -signal.SIGKILL else ""
+    return UserError(f"a worker process (pid {worker.process.pid}) ended in the middle of a job, {how}{hint}")
 
 
 class LocalRunner:
     def __init__(self, workers: int):
         self.workers = max(1, workers)
-        self._pool: multiprocessing.pool.Pool | None = None
+        self._workers: list[_Worker] = []
 
     def __enter__(self) -> LocalRunner:
         if self.workers > 1:
             ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-            with deferred_sigterm():  # a SIGTERM inside Pool() would leave a pool no one ends
-                self._pool = ctx.Pool(self.workers, initializer=_start_worker, initargs=(os.getpid(),))
-            if sigterm_received():
-                self.__exit__(Terminated, None, None)
-                raise Terminated
+            try:
+                for _ in range(self.workers):
+                    self._workers.append(self._start(ctx))
+            except BaseException:
+                self._kill()
+                raise
         return self
 
+    def _start(self, ctx: mp.context.BaseContext) -> _Worker:
+        ours, theirs = ctx.Pipe()
+        inherited = [w.conn for w in self._workers]
+        process = ctx.Process(target=_serve, args=(theirs, os.getpid(), inherited), daemon=True)
+        with _stop_signals_blocked():
+            process.start()
+        theirs.close()  # so that the worker's end closing, when it dies, reads as EOF here
+        return _Worker(process, ours)
+
     def __exit__(self, *exc) -> None:
-        if self._pool is not None:
-            self._pool.terminate() if exc[0] else self._pool.close()
-            self._pool.join()
-            self._pool = None
+        if exc[0] is not None:
+            self._kill()
+            return
+        for worker in self._workers:
+            try:
+                worker.conn.send(None)
+            except OSError:  # it has ended already
+                pass
+        for worker in self._workers:
+            worker.process.join()
+            worker.conn.close()
+        self._workers = []
+
+    def _kill(self) -> None:
+        """Workers stopped at once, whatever they do: a job's files are resumed from their markers."""
+        for worker in self._workers:
+            if worker.process.is_alive():
+                worker.process.kill()
+        for worker in self._workers:
+            worker.process.join()
+            worker.conn.close()
+        self._workers = []
 
     def run(
         self,
@@ -105,14 +164,37 @@ class LocalRunner:
         weights = list(weights) if weights is not None else [1.0] * len(jobs)
         results: list = [None] * len(jobs)
         with stage_progress(desc, weights, unit) as bar:
-            if self._pool is None:
+            if not self._workers:
                 for i, job in enumerate(jobs):
                     results[i] = fn(job)
                     bar.update(weights[i])
                 return results
-            for i, result in self._pool.imap_unordered(_call, [(fn, i, jobs[i]) for i in largest_first(weights)]):
-                results[i] = result
-                bar.update(weights[i])
+            waiting = iter(largest_first(weights))
+            busy: dict[mp.connection.Connection, _Worker] = {}
+
+            def hand_out(worker: _Worker) -> None:
+                index = next(waiting, None)
+                if index is not None:
+                    worker.conn.send((fn, index, jobs[index]))
+                    busy[worker.conn] = worker
+
+            for worker in self._workers:
+                hand_out(worker)
+            while busy:
+                for conn in mp.connection.wait(list(busy)):
+                    worker = busy.pop(conn)
+                    try:
+                        index, ok, value = conn.recv()
+                    except (EOFError, OSError):
+                        raise _ended(worker) from None
+                    if not ok:
+                        exc, text = value
+                        if not isinstance(exc, UserError):
+                            raise exc from WorkerTraceback(text)
+                        raise exc
+                    results[index] = value
+                    bar.update(weights[index])
+                    hand_out(worker)
         return results
 
     def check_paths(self, inputs: Sequence[str], out_dir: Path) -> None:
