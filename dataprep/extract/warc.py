@@ -191,10 +191,10 @@ def _record(stream: _Stream, line: bytes, offset: int) -> WarcRecord | Unreadabl
         raise _Framing(f"no valid Content-Length (got {length[:40]!r})")
     block = stream.read(int(length))
     if len(block) < int(length):
-        return _cut(stream, offset, f"inside its block ({len(block)} of its {length} bytes)")
+        return _cut(stream, offset, f"inside its block: {len(block)} of its {length} bytes")
     return WarcRecord(offset, headers, block)
 
 
 def _cut(stream: _Stream, offset: int, where: str) -> Unreadable:
     why = stream.error or "the file ends"
-    return Unreadable(offset, f"record cut short {where}: {why}{REST_LOST}")
+    return Unreadable(offset, f"record cut short ({where}): {why}{REST_LOST}")
