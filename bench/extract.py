@@ -21,6 +21,10 @@ Quality, per library and page set:
 Speed: pages per second, parsing included, one process. Prints the ratio (resiliparse over
 trafilatura) and writes bench/results/extract.json.
 
+Also the WARC reader: every page above as a response record of one WARC.gz (warcio writes it, a gzip
+member per record), read whole (each record's block in memory) by `ptk extract`'s reader
+(`pretrainkit.dataprep.extract.warc`) against fastwarc and warcio, in MB/s of the file.
+
 trafilatura runs as FineWeb ran it (datatrove's extractor: favor_precision, no comments,
 deduplicate); resiliparse as `ptk extract` runs it (`pretrainkit.dataprep.extract.html`).
 """
@@ -31,16 +35,21 @@ import argparse
 import glob
 import re
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import lxml.html
 import trafilatura
+from fastwarc.warc import ArchiveIterator as FastwarcIterator
+from warcio.archiveiterator import ArchiveIterator as WarcioIterator
 
 from bench.results import write_result
+from fixtures.warc import response, write_warc
 from pretrainkit.dataprep.extract.charset import decode_html
 from pretrainkit.dataprep.extract.html import main_text
+from pretrainkit.dataprep.extract.warc import WarcRecord, read_warc
 
 BLOCKS = ("p", "h1", "h2", "h3", "h4", "h5", "h6", "li", "dt", "dd", "td", "th", "pre")
 LEAVES = ("a", "button", "li", "span", "p", "h1", "h2", "h3", "h4", "h5", "h6", "kbd", "label", "div")
@@ -181,15 +190,50 @@ def measure(pages: list[Page], extract) -> dict:
     }
 
 
+def ours(path: str) -> int:
+    return sum(len(r.block) for r in read_warc(path) if isinstance(r, WarcRecord))
+
+
+def fastwarc(path: str) -> int:
+    with open(path, "rb") as fh:
+        return sum(len(r.reader.read()) for r in FastwarcIterator(fh, parse_http=False))
+
+
+def warcio(path: str) -> int:
+    with open(path, "rb") as fh:
+        return sum(len(r.raw_stream.read()) for r in WarcioIterator(fh, no_record_parse=True))
+
+
+def measure_readers(pages: list[Page], repeat: int = 3) -> dict:
+    """MB/s of a WARC.gz of `pages`, best of `repeat` runs of each reader, in turn."""
+    with tempfile.TemporaryDirectory(prefix="ptk-bench-extract-") as tmp:
+        path = Path(tmp) / "pages.warc.gz"
+        write_warc(path, [response(f"https://docs/{i}", p.html.encode()) for i, p in enumerate(pages)])
+        mb = path.stat().st_size / 1e6
+        best = {}
+        blocks = set()
+        for _ in range(repeat):
+            for name, read in (("ours", ours), ("fastwarc", fastwarc), ("warcio", warcio)):
+                began = time.perf_counter()
+                blocks.add(read(str(path)))
+                best[name] = min(best.get(name, float("inf")), time.perf_counter() - began)
+        assert len(blocks) == 1, f"the readers disagree on the blocks' bytes: {blocks}"
+    return {"file_mb": round(mb, 2), "records": len(pages) + 1} | {
+        f"{name}_mb_per_s": round(mb / seconds, 1) for name, seconds in best.items()
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-set", type=int, default=120, help="pages per page set (default %(default)s)")
     args = ap.parse_args()
     result: dict = {"sets": {}}
+    every: list[Page] = []
     for pages in PAGE_SETS:
         chosen = sample(pages, args.per_set)
         if not chosen:
             sys.exit(f"bench/extract.py: no {pages.name} pages at {pages.pattern}")
+        every += chosen
         result["sets"][pages.name] = {name: measure(chosen, fn) for name, fn in EXTRACTORS.items()}
     print(
         f"{'set':<8} {'library':<12} {'pages':>5} {'pages/s':>8} {'kept':>6} {'code':>6} {'leaked':>7} {'w/chrome':>8}"
@@ -206,6 +250,12 @@ def main() -> None:
     print(
         f"all {pages} pages: resiliparse {pages / seconds['resiliparse']:.1f} pages/s, trafilatura "
         f"{pages / seconds['trafilatura']:.1f} pages/s: resiliparse {result['speed_ratio']:.1f}x faster"
+    )
+    result["warc_reader"] = r = measure_readers(every)
+    print(
+        f"WARC.gz of {r['records']} records, {r['file_mb']} MB: ptk extract's reader {r['ours_mb_per_s']} MB/s, "
+        f"fastwarc {r['fastwarc_mb_per_s']} MB/s, warcio {r['warcio_mb_per_s']} MB/s: "
+        f"{r['ours_mb_per_s'] / r['fastwarc_mb_per_s']:.2f}x fastwarc"
     )
     write_result("extract", result)
 
