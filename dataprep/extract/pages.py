@@ -66,12 +66,14 @@ def page_of(record: WarcRecord) -> Page | Skipped | Broken:
     mime, charset = _content_type(http.get("content-type", ""))
     if not mime:
         mime = headers.get("warc-identified-payload-type", "").lower()
-    if mime not in HTML_TYPES and (mime or not _LOOKS_HTML.match(payload, 0, SNIFF_BYTES)):
+    if mime and mime not in HTML_TYPES:
         return Skipped("not HTML")
     try:
         html = _decoded(payload, http)
     except (ValueError, zlib.error) as e:
         return Broken(f"payload cannot be decoded: {e}")
+    if not mime and not _LOOKS_HTML.match(html, 0, SNIFF_BYTES):
+        return Skipped("not HTML")
     record_id = headers.get("warc-record-id") or f"offset {record.offset}"
     return Page(record_id, headers.get("warc-target-uri"), headers.get("warc-date"), html, charset)
 

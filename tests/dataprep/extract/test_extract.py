@@ -210,3 +210,45 @@ def test_any_number_of_workers_gives_the_same_bytes(crawl, tmp_path):
     two = extract([inputs / "docs", *sorted(inputs.glob("*.warc.gz"))], tmp_path / "two", workers=2)
     assert one == two and snapshot(tmp_path / "one") == snapshot(tmp_path / "two")
     assert len(list((tmp_path / "one").glob("part-*.jsonl.zst"))) == 4  # a job per WARC, one for the small HTML files
+
+
+def test_payloads_stored_as_sent_are_decoded_and_a_broken_one_is_rejected(book, tmp_path):
+    url, html = book[1]
+    chunked = b"".join(
+        b"%x\r\n%s\r\n" % (len(html[i : i + 5000]), html[i : i + 5000]) for i in range(0, len(html), 5000)
+    )
+    path = tmp_path / "as-sent.warc.gz"
+    placed = write_warc(
+        path,
+        [
+            Record(
+                "response",
+                url,
+                gzip.compress(html),
+                "200 OK",
+                (("Content-Type", "text/html"), ("Content-Encoding", "gzip")),
+            ),
+            Record("response", url + "?c", chunked + b"0\r\n\r\n", "200 OK", (("Transfer-Encoding", "chunked"),)),
+            Record(
+                "response",
+                url + "?bad",
+                b"not gzip",
+                "200 OK",
+                (("Content-Type", "text/html"), ("Content-Encoding", "gzip")),
+            ),
+            Record("revisit", url, b""),
+        ],
+    )
+    stats = extract([path], tmp_path / "out")
+    texts = [r["text"] for r in records(tmp_path / "out")]
+    plain = extract_plain(html)
+    assert texts == [plain, plain]  # the chunked page has no Content-Type: its payload begins like HTML
+    [row] = rejected(tmp_path / "out")
+    assert (row["id"], row["offset"]) == placed[3] and row["reason"].startswith("payload cannot be decoded: ")
+    assert stats["skipped"] == {"revisit record": 1, "warcinfo record": 1}
+
+
+def extract_plain(html: bytes) -> str:
+    from pretrainkit.dataprep.extract.html import main_text
+
+    return main_text(html.decode("utf-8"))

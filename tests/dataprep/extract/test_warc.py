@@ -1,5 +1,6 @@
-"""The WARC reader on files warcio wrote, cut at every byte: the records before the cut, whole, and
-one row at the offset of the record the cut falls in; never a record dropped without a word."""
+"""The WARC reader on files warcio wrote, cut at every byte (every third of an uncompressed file): the
+records before the cut, whole, and one row at the offset of the record the cut falls in; never a record
+dropped without a word."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def test_a_cut_at_any_byte_keeps_the_records_before_it_and_says_where_it_is(smal
     assert [r.offset for r in full] == offsets and all(isinstance(r, WarcRecord) for r in full)
     assert [r.headers["warc-record-id"] for r in full] == [record_id for record_id, _ in placed]
     cut_file = tmp_path / "cut.warc"
-    for cut in range(1, len(data)):
+    for cut in range(1, len(data), 1 if compress else 3):
         cut_file.write_bytes(data[:cut])
         items = list(read_warc(str(cut_file)))
         kept = [i for i in items if isinstance(i, WarcRecord)]
