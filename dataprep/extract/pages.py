@@ -7,9 +7,10 @@ A page is a `response` record holding an HTTP response (`Content-Type: applicati
 without one, the WARC's identified payload type does, or the payload starts like HTML. Every other
 record is `Skipped` for its kind (`request record`, `metadata record`, `warcinfo record`,
 `revisit record`, ...), its status class (`redirect (3xx)`, `client error (4xx)`, `server error
-(5xx)`, `informational (1xx)`) or its type (`not HTML`). A response whose HTTP part cannot be read,
-or whose payload cannot be decoded (chunked framing, gzip or deflate content encoding, which some
-crawlers store as sent; Common Crawl stores payloads decoded) is `Broken`: a rejected row.
+(5xx)`, `informational (1xx)`), its type (`not HTML`) or its size (`block over 64 MiB`). A
+response whose HTTP part cannot be read, or whose payload cannot be decoded (chunked framing, gzip
+or deflate content encoding, which some crawlers store as sent; Common Crawl stores payloads
+decoded) is `Broken`: a rejected row.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from pretrainkit.dataprep.extract.warc import WarcRecord
+from pretrainkit.dataprep.extract.warc import MAX_BLOCK_BYTES, WarcRecord
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 STATUS_CLASSES = {1: "informational (1xx)", 3: "redirect (3xx)", 4: "client error (4xx)", 5: "server error (5xx)"}
@@ -53,6 +54,8 @@ def page_of(record: WarcRecord) -> Page | Skipped | Broken:
         return Skipped(f"{kind} record")
     if not headers.get("content-type", "").lower().startswith("application/http"):
         return Skipped("not an HTTP response")
+    if record.block is None:
+        return Skipped(f"block over {MAX_BLOCK_BYTES >> 20} MiB")
     head, sep, payload = record.block.partition(b"\r\n\r\n")
     if not sep:
         head, sep, payload = record.block.partition(b"\n\n")

@@ -7,7 +7,8 @@ what cannot be read is said, never skipped in silence.
 Compression is told by the file's first bytes (gzip's magic), not its name. A gzipped WARC is read
 as one stream across its gzip members; a record's offset is that of the member its first byte is in
 (Common Crawl writes one member per record, so it is the record's own offset, the one its index
-gives). Nothing is held beyond one record's block.
+gives). Nothing is held beyond one record's block, and no block longer than `MAX_BLOCK_BYTES`
+(Common Crawl cuts its payloads at 1 MiB; another crawl may hold videos).
 
 Why not fastwarc or warcio: a WARC.gz cut at each byte inside a record, they raised an error for 20
 (fastwarc 2.0.1) and 232 (warcio 1.8.1) of 1,191 cuts, and for the others ended the file without a
@@ -32,13 +33,14 @@ GZIP_MAGIC = b"\x1f\x8b"
 READ_BYTES = 1 << 16  # compressed bytes read at a time
 MAX_HEADER_LINE = 1 << 16  # a longer WARC header line is no header
 REST_LOST = "; the rest of the file cannot be read"
+MAX_BLOCK_BYTES = 64 << 20  # a longer block (a video, an archive: no web page) is passed over, not held
 
 
 @dataclass
 class WarcRecord:
     offset: int
     headers: dict[str, str]  # names lower-cased; a repeated name keeps its first value
-    block: bytes
+    block: bytes | None  # None: longer than MAX_BLOCK_BYTES, passed over unread
 
 
 @dataclass
@@ -117,6 +119,13 @@ class _Stream:
                 return self.read(len(self.buf)) or None
         return self.read(end + 1)
 
+    def discard(self, n: int) -> int:
+        """Pass over the next `n` bytes, a buffer at a time; returns how many there were."""
+        left = n
+        while left and (self.buf or self._fill()):
+            left -= len(self.read(min(left, len(self.buf))))
+        return n - left
+
     def read(self, n: int) -> bytes:
         """The next `n` bytes, fewer at the end of the stream."""
         while len(self.buf) < n and self._fill():
@@ -189,9 +198,11 @@ def _record(stream: _Stream, line: bytes, offset: int) -> WarcRecord | Unreadabl
     length = headers.get("content-length", "")
     if not length.isdigit():
         raise _Framing(f"no valid Content-Length (got {length[:40]!r})")
-    block = stream.read(int(length))
-    if len(block) < int(length):
-        return _cut(stream, offset, f"inside its block: {len(block)} of its {length} bytes")
+    size = int(length)
+    block = stream.read(size) if size <= MAX_BLOCK_BYTES else None
+    got = len(block) if block is not None else stream.discard(size)
+    if got < size:
+        return _cut(stream, offset, f"inside its block: {got} of its {length} bytes")
     return WarcRecord(offset, headers, block)
 
 

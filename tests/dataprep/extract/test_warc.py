@@ -69,3 +69,14 @@ def test_in_an_uncompressed_file_the_rest_after_a_broken_record_is_said_to_be_lo
 def test_an_empty_file_is_one_row(tmp_path: Path):
     (tmp_path / "empty.warc.gz").write_bytes(b"")
     assert list(read_warc(str(tmp_path / "empty.warc.gz"))) == [Unreadable(0, "empty file: no WARC records")]
+
+
+def test_a_block_too_long_to_hold_is_passed_over_and_the_next_record_read(small_pages, tmp_path, monkeypatch):
+    from pretrainkit.dataprep.extract import warc
+
+    path = tmp_path / "crawl.warc.gz"
+    placed = write_warc(path, [response(url, html) for url, html in small_pages])
+    monkeypatch.setattr(warc, "MAX_BLOCK_BYTES", len(small_pages[0][1]))  # the HTTP headers make each longer
+    items = list(read_warc(str(path)))
+    assert [(i.offset, i.block) for i in items[1:]] == [(offset, None) for _, offset in placed[1:]]
+    assert items[0].block == b"software: pretrainkit tests\r\n"
