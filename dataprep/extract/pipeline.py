@@ -2,9 +2,11 @@
 
     stats = run_extract(["crawl/", "page.html"], Path("out"), runner)   # runner: `dataprep.executors`
 
-Jobs: one per WARC file, and one per run of consecutive HTML files of about `HTML_JOB_BYTES`; the
-list depends only on the inputs. Job N writes `OUT/part-NNNNN.jsonl.zst` (its pages' records, in
-input order: `id`, `url`, `date`, `text`), `OUT/.work/part-NNNNN.rejected` (its rejected rows),
+Jobs: one per WARC file (per `WARC_JOB_BYTES` of a larger `.warc.gz`: a part of it, as
+`pretrainkit.dataprep.extract.warc.read_warc` reads one), and one per run of consecutive HTML files
+of about `HTML_JOB_BYTES`; the list depends only on the inputs. Job N writes
+`OUT/part-NNNNN.jsonl.zst` (its pages' records, in input order: `id`, `url`, `date`, `text`),
+`OUT/.work/part-NNNNN.rejected` (its rejected rows),
 then `OUT/.work/part-NNNNN.json` (its counts), which marks it finished: a rerun after a kill keeps
 the finished jobs (while the inputs are unchanged) and redoes the rest. Then `OUT/rejected.jsonl`
 (the jobs' rows in job order) and, last, `OUT/stats.json`. So the output is byte-identical for any
@@ -53,6 +55,7 @@ WARC_SUFFIXES = (".warc", ".warc.gz")
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 INPUT_SUFFIXES = WARC_SUFFIXES + HTML_SUFFIXES
 HTML_JOB_BYTES = 4 << 20  # HTML files per job, by size
+WARC_JOB_BYTES = 256 << 20  # a larger .warc.gz is read by several jobs (Common Crawl's files: ~1 GB)
 REJECTED_NAME = "rejected.jsonl"
 STATS_NAME = "stats.json"
 WORK_NAME = ".work"
@@ -68,10 +71,12 @@ class ExtractJob:
     files: tuple[InputFile, ...]  # one WARC file, or consecutive HTML files
     out_dir: str
     work_dir: str
+    start: int = 0  # the part of a WARC file this job reads: its records whose gzip member starts
+    end: int | None = None  # in [start, end); None: to the end of the file
 
     @property
     def nbytes(self) -> int:
-        return sum(f.size for f in self.files)
+        return (self.end if self.end is not None else sum(f.size for f in self.files)) - self.start
 
 
 def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
@@ -96,7 +101,7 @@ def run_extract(inputs: list[str], out_dir: Path, runner: JobRunner) -> dict:
         work,
         {
             "inputs": [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files],
-            "jobs": [[f.path for f in job.files] for job in jobs],
+            "jobs": [([f.path for f in job.files], job.start, job.end) for job in jobs],
             "extractor": EXTRACTOR,
             "version": __version__,
         },
@@ -114,15 +119,20 @@ def run_extract(inputs: list[str], out_dir: Path, runner: JobRunner) -> dict:
 
 
 def plan_jobs(files: list[InputFile], out_dir: Path, work: Path) -> list[ExtractJob]:
-    groups: list[list[InputFile]] = []
+    groups: list[tuple[list[InputFile], int, int | None]] = []  # (files, start, end)
     for f in files:
         warc = input_format(f.path, WARC_SUFFIXES) is not None
-        fits = groups and not warc and _is_html_group(groups[-1]) and sum(g.size for g in groups[-1]) < HTML_JOB_BYTES
-        if fits:
-            groups[-1].append(f)
+        last = groups[-1][0] if groups else None
+        if last and not warc and _is_html_group(last) and sum(g.size for g in last) < HTML_JOB_BYTES:
+            last.append(f)
+        elif input_format(f.path, (".warc.gz",)) and f.size > WARC_JOB_BYTES:
+            cuts = range(0, f.size, WARC_JOB_BYTES)
+            groups += [
+                ([f], start, start + WARC_JOB_BYTES if start + WARC_JOB_BYTES < f.size else None) for start in cuts
+            ]
         else:
-            groups.append([f])
-    return [ExtractJob(i, tuple(g), str(out_dir), str(work)) for i, g in enumerate(groups)]
+            groups.append(([f], 0, None))
+    return [ExtractJob(i, tuple(g), str(out_dir), str(work), start, end) for i, (g, start, end) in enumerate(groups)]
 
 
 def _is_html_group(group: list[InputFile]) -> bool:
@@ -166,7 +176,7 @@ def extract_part(job: ExtractJob) -> dict:
     with atomic_write(part) as raw, atomic_write(f"{base}.rejected", "wb", durable=False) as rejected:
         with zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).stream_writer(raw, closefd=False) as out:
             for f in job.files:
-                for row in _file_rows(f, counts):
+                for row in _file_rows(f, counts, job.start, job.end):
                     if "text" in row:
                         out.write(orjson.dumps(row) + b"\n")
                     else:
@@ -176,8 +186,9 @@ def extract_part(job: ExtractJob) -> dict:
     return meta
 
 
-def _file_rows(f: InputFile, counts: _Counts):
-    """The records (with `text`) and rejected rows of one input file, in order; skips only counted."""
+def _file_rows(f: InputFile, counts: _Counts, start: int, end: int | None):
+    """The records (with `text`) and rejected rows of one input file (of its part from `start` to `end`,
+    a WARC), in order; skips only counted."""
     if input_format(f.path, HTML_SUFFIXES) is not None:
         with open(f.path, "rb") as fh:
             html = fh.read()
@@ -186,7 +197,7 @@ def _file_rows(f: InputFile, counts: _Counts):
             return
         yield _page_row(Page(f.rel, None, None, html, None), {"id": f.rel, "source": f.rel}, counts)
         return
-    for item in read_warc(f.path):
+    for item in read_warc(f.path, start, end):
         where = {"source": f.rel, "offset": item.offset}
         if isinstance(item, Unreadable):
             yield _rejected(counts, where, item.reason)

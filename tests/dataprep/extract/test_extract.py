@@ -252,3 +252,25 @@ def extract_plain(html: bytes) -> str:
     from pretrainkit.dataprep.extract.html import main_text
 
     return main_text(html.decode("utf-8"))
+
+
+def test_a_big_warc_gz_read_by_several_jobs_gives_what_one_job_gives(crawl, book, tmp_path, monkeypatch):
+    from pretrainkit.dataprep.extract import pipeline
+
+    whole, placed = crawl
+    data = bytearray(whole.read_bytes())
+    corrupt_offset = placed[6][1]  # the third page's response
+    data[corrupt_offset + 200] ^= 0xFF
+    damaged = tmp_path / "damaged.warc.gz"
+    damaged.write_bytes(bytes(data))
+    one = extract([whole, damaged], tmp_path / "one")
+    monkeypatch.setattr(pipeline, "WARC_JOB_BYTES", 30_000)  # the crawl is ~4 jobs
+    many = extract([whole, damaged], tmp_path / "many", workers=2)
+    assert len(list((tmp_path / "many").glob("part-*"))) > 2 * len(list((tmp_path / "one").glob("part-*"))) == 4
+    assert records(tmp_path / "many") == records(tmp_path / "one") and many == one
+    assert rejected(tmp_path / "many") == rejected(tmp_path / "one")
+    [row] = rejected(tmp_path / "one")
+    assert row["source"].endswith("/damaged.warc.gz") and row["offset"] == corrupt_offset
+    assert "corrupt gzip data" in row["reason"]
+    assert row["reason"].endswith("; reading goes on at the next gzip member that starts a record, if any")
+    assert one["kept"] == 2 * len(book) - 1  # the corrupt member's page alone is lost
