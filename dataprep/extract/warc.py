@@ -201,6 +201,8 @@ def member_at_or_after(fh: BinaryIO, start: int, end: int | None) -> int | None:
 
 def _records(stream: _Stream, end: int | None, empty_file: bool) -> Iterator[WarcRecord | Unreadable]:
     """The records of one stretch of the file read as one stream, up to the first whose member starts at `end`."""
+    if not stream.gzip:  # named .warc.gz but not compressed: no later part finds a member, so this part is all
+        end = None
     rest = (
         REST_LOST if end is None else f"; the file cannot be read from here to the first record at or after byte {end}"
     )

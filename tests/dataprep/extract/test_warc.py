@@ -80,3 +80,13 @@ def test_a_block_too_long_to_hold_is_passed_over_and_the_next_record_read(small_
     items = list(read_warc(str(path)))
     assert [(i.offset, i.block) for i in items[1:]] == [(offset, None) for _, offset in placed[1:]]
     assert items[0].block == b"software: pretrainkit tests\r\n"
+
+
+def test_an_uncompressed_file_named_warc_gz_is_read_whole_by_its_first_part(small_pages, tmp_path):
+    path = tmp_path / "plain.warc.gz"
+    placed = write_warc(path, [response(url, html) for url, html in small_pages], compress=False)
+    size = path.stat().st_size
+    parts = [
+        list(read_warc(str(path), start, start + 500 if start + 500 < size else None)) for start in range(0, size, 500)
+    ]
+    assert [r.offset for r in parts[0]] == [offset for _, offset in placed] and not any(parts[1:])
