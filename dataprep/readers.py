@@ -123,15 +123,16 @@ def nothing_usable(inputs: list[str], reasons: Counter, listed_in: str | os.Path
     return UserError(f"{where}: all {total:,} records were rejected, most often {top}{others}{listed}")
 
 
-def input_format(name: str) -> str | None:
+def input_format(name: str, suffixes: Sequence[str] = SUFFIXES) -> str | None:
     """The input suffix `name` ends with, in any letter case (None: not an input file)."""
     lower = name.lower()
-    return next((s for s in SUFFIXES if lower.endswith(s)), None)
+    return next((s for s in suffixes if lower.endswith(s)), None)
 
 
-def discover_inputs(paths: list[str]) -> list[InputFile]:
-    """Expand files and directories into supported input files, in a stable order, each named
-    relative to the common directory of the inputs (see the module docstring)."""
+def discover_inputs(paths: list[str], suffixes: Sequence[str] = SUFFIXES) -> list[InputFile]:
+    """Expand files and directories into supported input files (those ending in one of `suffixes`:
+    `ptk extract` reads WARC and HTML), in a stable order, each named relative to the common
+    directory of the inputs (see the module docstring)."""
     if not paths:
         raise UserError("no input given")
     chosen: list[Path] = []
@@ -139,11 +140,11 @@ def discover_inputs(paths: list[str]) -> list[InputFile]:
     for given in paths:
         p = Path(given)
         if p.is_dir():
-            chosen += _scan_directory(p, given)
+            chosen += _scan_directory(p, given, suffixes)
             anchors.append(os.path.abspath(p))
         elif p.is_file():
-            if input_format(p.name) is None:
-                raise UserError(f"{given}: unsupported input format (expected {', '.join(SUFFIXES)})")
+            if input_format(p.name, suffixes) is None:
+                raise UserError(f"{given}: unsupported input format (expected {', '.join(suffixes)})")
             chosen.append(p)
             anchors.append(os.path.dirname(os.path.abspath(p)))
         else:
@@ -169,7 +170,7 @@ def _broken_link(p: Path) -> bool:
     return p.is_symlink() and not p.exists()
 
 
-def _scan_directory(d: Path, given: str) -> list[Path]:
+def _scan_directory(d: Path, given: str, suffixes: Sequence[str]) -> list[Path]:
     """The input files under `d` (hidden ones skipped; a dedup output inside gives its kept parts
     only), with one note on stderr naming what was left out."""
     # A link to nothing is listed too: among the ignored files, or refused as an input (never dropped unsaid).
@@ -187,7 +188,9 @@ def _scan_directory(d: Path, given: str) -> list[Path]:
         inside = [o for o in dedup_outputs if o in f.parents]
         if inside:
             return f.parent in inside and f.match(DEDUP_KEPT_GLOB)
-        return input_format(f.name) is not None and not any(part.startswith(".") for part in f.relative_to(d).parts)
+        return input_format(f.name, suffixes) is not None and not any(
+            part.startswith(".") for part in f.relative_to(d).parts
+        )
 
     files = [f for f in every if taken(f)]
     ignored = [f.relative_to(d).as_posix() for f in every if not taken(f)]
@@ -200,11 +203,11 @@ def _scan_directory(d: Path, given: str) -> list[Path]:
         )
         print(
             f"ptk: note: {given}: ignored {len(ignored)} file{'s' if len(ignored) != 1 else ''} (hidden, or not "
-            f"{'/'.join(SUFFIXES)}{kept_only}): {shown}",
+            f"{'/'.join(suffixes)}{kept_only}): {shown}",
             file=sys.stderr,
         )
     if not files:
-        raise UserError(f"{given}: directory holds no input files ({', '.join(SUFFIXES)})")
+        raise UserError(f"{given}: directory holds no input files ({', '.join(suffixes)})")
     return files
 
 

@@ -26,6 +26,7 @@ from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, handling_sigterm
 # lists them. Imported once the SIGTERM handler is in place: the imports take most of a second, and a
 # SIGTERM then must still end the command in its one line.
 COMMAND_MODULES = (
+    "pretrainkit.dataprep.extract.cli",
     "pretrainkit.dataprep.dedup.cli",
     "pretrainkit.dataprep.tokenize.cli",
     "pretrainkit.dataprep.cli",

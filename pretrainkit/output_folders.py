@@ -81,6 +81,8 @@ EXPORT = Kind(
     lambda f: _has(f, "pretrainkit_model.json") or (_has(f, "config.json") and _has(f, "tokenizer_config.json")),
 )
 TRAIN = Kind("ptk train", lambda f: _has(f, "metrics.jsonl") or _has(f, "checkpoints", directory=True), True)
+# Every extract output has its marker (the command came after markers): no old output to recognise.
+EXTRACT = Kind("ptk extract", lambda f: False)
 KINDS = (DEDUP, TOKENIZE, PREPARE, EXPORT, TRAIN)  # the order old outputs are recognised in
 
 

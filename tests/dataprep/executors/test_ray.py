@@ -214,3 +214,16 @@ def test_sigterm_to_the_driver_is_one_line_and_the_same_command_resumes(tmp_path
     rerun = subprocess.run(command, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr
     assert snapshot(out) == snapshot(tmp_path / "local")
+
+
+def test_extract_on_ray_is_byte_identical_to_local(tmp_path, ray_address):
+    from fixtures.warc import write_crawl
+    from pretrainkit.dataprep.extract.pipeline import run_extract
+    from pretrainkit.output_folders import EXTRACT, output_folder
+
+    crawl = write_crawl(tmp_path / "crawl")
+    for name, runner in (("local", LocalRunner(2)), ("ray", RayRunner(2))):
+        with output_folder(tmp_path / name, EXTRACT), runner:
+            run_extract([str(crawl)], tmp_path / name, runner)
+    assert len(list((tmp_path / "ray").glob("part-*.jsonl.zst"))) == 3
+    assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")

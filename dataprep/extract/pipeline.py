@@ -1,0 +1,267 @@
+"""`ptk extract`'s run: WARC and HTML inputs to JSONL parts of page texts, in jobs that resume after a kill.
+
+    stats = run_extract(["crawl/", "page.html"], Path("out"), runner)   # runner: `dataprep.executors`
+
+Jobs: one per WARC file (per `WARC_JOB_BYTES` of a larger `.warc.gz`: a part of it, as
+`pretrainkit.dataprep.extract.warc.read_warc` reads one), and one per run of consecutive HTML files
+of about `HTML_JOB_BYTES`; the list depends only on the inputs. Job N writes
+`OUT/part-NNNNN.jsonl.zst` (its pages' records, in input order: `id`, `url`, `date`, `text`),
+`OUT/.work/part-NNNNN.rejected` (its rejected rows),
+then `OUT/.work/part-NNNNN.json` (its counts), which marks it finished: a rerun after a kill keeps
+the finished jobs (while the inputs are unchanged) and redoes the rest. Then `OUT/rejected.jsonl`
+(the jobs' rows in job order) and, last, `OUT/stats.json`. So the output is byte-identical for any
+executor and worker count, and a finished OUT reads as input to `ptk dedup` and `ptk tokenize` as
+a dedup output does: its parts only.
+
+Accounting: every WARC record, every HTML file and every unreadable stretch of a file is one of
+`kept`, `skipped` (by reason: not a page) or `rejected` (by reason, a row of rejected.jsonl each:
+`id` where known, `source`, `offset` in a WARC, `reason`); stats.json's `records` is their sum.
+Invalid bytes in a page's encoding are replaced and counted (`invalid_byte_pages`,
+`invalid_byte_sequences`), never a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import zstandard
+from resiliparse.parse.html import HTMLParserException
+
+from pretrainkit import __version__
+from pretrainkit.dataprep.executors import JobRunner
+from pretrainkit.dataprep.extract.charset import decode_html
+from pretrainkit.dataprep.extract.html import main_text
+from pretrainkit.dataprep.extract.pages import Broken, Page, Skipped, page_of
+from pretrainkit.dataprep.extract.warc import Unreadable, read_warc
+from pretrainkit.dataprep.readers import DEDUP_KEPT_GLOB, InputFile, discover_inputs, input_format, refuse_inputs_inside
+from pretrainkit.dataprep.workdir import open_work_dir, remove_work_dir
+from pretrainkit.errors import UserError
+from pretrainkit.files import (
+    atomic_write,
+    output_directory,
+    remove_temporaries,
+    write_concatenation_atomic,
+    write_text_atomic,
+)
+
+WARC_SUFFIXES = (".warc", ".warc.gz")
+HTML_SUFFIXES = (".html", ".htm", ".xhtml")
+INPUT_SUFFIXES = WARC_SUFFIXES + HTML_SUFFIXES
+HTML_JOB_BYTES = 4 << 20  # HTML files per job, by size
+WARC_JOB_BYTES = 256 << 20  # a larger .warc.gz is read by several jobs (Common Crawl's files: ~1 GB)
+REJECTED_NAME = "rejected.jsonl"
+STATS_NAME = "stats.json"
+WORK_NAME = ".work"
+COMPRESSION_LEVEL = 3  # as dedup's kept parts
+EXTRACTOR = (
+    f"resiliparse {importlib.metadata.version('resiliparse')}"  # in the plan and stats: another version, other texts
+)
+
+
+@dataclass(frozen=True)
+class ExtractJob:
+    index: int
+    files: tuple[InputFile, ...]  # one WARC file, or consecutive HTML files
+    out_dir: str
+    work_dir: str
+    start: int = 0  # the part of a WARC file this job reads: its records whose gzip member starts
+    end: int | None = None  # in [start, end); None: to the end of the file
+
+    @property
+    def nbytes(self) -> int:
+        return (self.end if self.end is not None else sum(f.size for f in self.files)) - self.start
+
+
+def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
+    """Where only an extract run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
+    return [out_dir], [out_dir / WORK_NAME]
+
+
+def part_name(index: int) -> str:
+    return f"part-{index:05d}"
+
+
+def run_extract(inputs: list[str], out_dir: Path, runner: JobRunner) -> dict:
+    """Write `out_dir` (parts, rejected.jsonl, then stats.json) and return the stats. The caller holds
+    `out_dir` as an EXTRACT output folder (`pretrainkit.output_folders`)."""
+    files = discover_inputs(inputs, INPUT_SUFFIXES)
+    refuse_inputs_inside([f.path for f in files], out_dir)
+    output_directory(out_dir)
+    runner.check_paths([f.path for f in files], out_dir)
+    work = out_dir / WORK_NAME
+    jobs = plan_jobs(files, out_dir, work)
+    open_work_dir(
+        work,
+        {
+            "inputs": [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files],
+            "jobs": [([f.path for f in job.files], job.start, job.end) for job in jobs],
+            "extractor": EXTRACTOR,
+            "version": __version__,
+        },
+        on_reset=lambda: _remove_outputs(out_dir),
+    )
+    counts = runner.run(extract_part, jobs, "extract", weights=[j.nbytes for j in jobs], unit="B")
+    write_concatenation_atomic([work / f"{part_name(j.index)}.rejected" for j in jobs], out_dir / REJECTED_NAME)
+    stats = _stats(files, counts)
+    if not stats["kept"]:
+        raise UserError(f"{_named(inputs)}: no page with text in the inputs ({_outcomes(stats, out_dir)})")
+    remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
+    write_text_atomic(out_dir / STATS_NAME, json.dumps(stats, indent=2) + "\n")
+    remove_work_dir(work)
+    return stats
+
+
+def plan_jobs(files: list[InputFile], out_dir: Path, work: Path) -> list[ExtractJob]:
+    groups: list[tuple[list[InputFile], int, int | None]] = []  # (files, start, end)
+    for f in files:
+        warc = input_format(f.path, WARC_SUFFIXES) is not None
+        last = groups[-1][0] if groups else None
+        if last and not warc and _is_html_group(last) and sum(g.size for g in last) < HTML_JOB_BYTES:
+            last.append(f)
+        elif input_format(f.path, (".warc.gz",)) and f.size > WARC_JOB_BYTES:
+            cuts = range(0, f.size, WARC_JOB_BYTES)
+            groups += [
+                ([f], start, start + WARC_JOB_BYTES if start + WARC_JOB_BYTES < f.size else None) for start in cuts
+            ]
+        else:
+            groups.append(([f], 0, None))
+    return [ExtractJob(i, tuple(g), str(out_dir), str(work), start, end) for i, (g, start, end) in enumerate(groups)]
+
+
+def _is_html_group(group: list[InputFile]) -> bool:
+    return input_format(group[0].path, HTML_SUFFIXES) is not None
+
+
+def _remove_outputs(out_dir: Path) -> None:
+    """An earlier run's outputs, before a run of another plan writes its own."""
+    for stale in [*out_dir.glob(DEDUP_KEPT_GLOB), out_dir / REJECTED_NAME, out_dir / STATS_NAME]:
+        stale.unlink(missing_ok=True)
+
+
+class _Counts:
+    """One job's tally; `as_json` is its done-marker's content."""
+
+    def __init__(self) -> None:
+        self.kept = 0
+        self.skipped: Counter = Counter()
+        self.rejected: Counter = Counter()
+        self.invalid_byte_pages = 0
+        self.invalid_byte_sequences = 0
+
+    def as_json(self) -> dict:
+        return {
+            "kept": self.kept,
+            "skipped": dict(sorted(self.skipped.items())),
+            "rejected": dict(sorted(self.rejected.items())),
+            "invalid_byte_pages": self.invalid_byte_pages,
+            "invalid_byte_sequences": self.invalid_byte_sequences,
+        }
+
+
+def extract_part(job: ExtractJob) -> dict:
+    """Extract one job's pages into its part and rejected rows; returns its counts."""
+    base = Path(job.work_dir) / part_name(job.index)
+    done = Path(f"{base}.json")
+    if done.exists():  # finished by an earlier, interrupted run
+        return json.loads(done.read_text())
+    counts = _Counts()
+    part = Path(job.out_dir) / f"{part_name(job.index)}.jsonl.zst"
+    with atomic_write(part) as raw, atomic_write(f"{base}.rejected", "wb", durable=False) as rejected:
+        with zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).stream_writer(raw, closefd=False) as out:
+            for f in job.files:
+                for row in _file_rows(f, counts, job.start, job.end):
+                    if "text" in row:
+                        out.write(orjson.dumps(row) + b"\n")
+                    else:
+                        rejected.write(orjson.dumps(row) + b"\n")
+    meta = counts.as_json()
+    write_text_atomic(done, json.dumps(meta))
+    return meta
+
+
+def _file_rows(f: InputFile, counts: _Counts, start: int, end: int | None):
+    """The records (with `text`) and rejected rows of one input file (of its part from `start` to `end`,
+    a WARC), in order; skips only counted."""
+    if input_format(f.path, HTML_SUFFIXES) is not None:
+        with open(f.path, "rb") as fh:
+            html = fh.read()
+        if not html.strip():
+            yield _rejected(counts, {"id": f.rel, "source": f.rel}, "empty file")
+            return
+        yield _page_row(Page(f.rel, None, None, html, None), {"id": f.rel, "source": f.rel}, counts)
+        return
+    for item in read_warc(f.path, start, end):
+        where = {"source": f.rel, "offset": item.offset}
+        if isinstance(item, Unreadable):
+            yield _rejected(counts, where, item.reason)
+            continue
+        found = page_of(item)
+        if isinstance(found, Skipped):
+            counts.skipped[found.reason] += 1
+        elif isinstance(found, Broken):
+            yield _rejected(counts, {"id": item.headers.get("warc-record-id"), **where}, found.reason)
+        else:
+            yield _page_row(found, {"id": found.id, **where}, counts)
+
+
+def _page_row(page: Page, where: dict, counts: _Counts) -> dict:
+    html, invalid = decode_html(page.html, page.charset)
+    if invalid:
+        counts.invalid_byte_pages += 1
+        counts.invalid_byte_sequences += invalid
+    try:
+        text = main_text(html)
+    except HTMLParserException as e:
+        return _rejected(counts, where, f"HTML cannot be parsed: {e}")
+    if not text:
+        return _rejected(counts, where, "no extractable text")
+    counts.kept += 1
+    return {"id": page.id, "url": page.url, "date": page.date, "text": text}
+
+
+def _rejected(counts: _Counts, where: dict, reason: str) -> dict:
+    counts.rejected[_reason_kind(reason)] += 1
+    return {**where, "reason": reason}
+
+
+def _reason_kind(reason: str) -> str:
+    """A reason without its particulars (byte counts, what a line began with), for counting."""
+    return re.split(r" \(|: |; ", reason, maxsplit=1)[0]
+
+
+def _stats(files: list[InputFile], counts: list[dict]) -> dict:
+    skipped = sum((Counter(c["skipped"]) for c in counts), Counter())
+    rejected = sum((Counter(c["rejected"]) for c in counts), Counter())
+    kept = sum(c["kept"] for c in counts)
+    return {
+        "pretrainkit_version": __version__,
+        "extractor": EXTRACTOR,
+        "input_files": len(files),
+        "input_bytes": sum(f.size for f in files),
+        "records": kept + sum(skipped.values()) + sum(rejected.values()),
+        "kept": kept,
+        "skipped": dict(sorted(skipped.items())),
+        "rejected": dict(sorted(rejected.items())),
+        "invalid_byte_pages": sum(c["invalid_byte_pages"] for c in counts),
+        "invalid_byte_sequences": sum(c["invalid_byte_sequences"] for c in counts),
+    }
+
+
+def _outcomes(stats: dict, out_dir: Path) -> str:
+    skipped, rejected = sum(stats["skipped"].values()), sum(stats["rejected"].values())
+    top = ", ".join(f"{reason}: {n}" for reason, n in Counter(stats["skipped"]).most_common(3))
+    return (
+        f"{stats['records']} records: {skipped} skipped{f' ({top})' if top else ''}, "
+        f"{rejected} rejected (see {out_dir / REJECTED_NAME})"
+    )
+
+
+def _named(inputs: list[str]) -> str:
+    return inputs[0] if len(inputs) == 1 else f"{inputs[0]} and {len(inputs) - 1} more inputs"
