@@ -27,6 +27,7 @@ from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, handling_sigterm
 # SIGTERM then must still end the command in its one line.
 COMMAND_MODULES = (
     "pretrainkit.dataprep.dedup.cli",
+    "pretrainkit.dataprep.decontaminate.cli",
     "pretrainkit.dataprep.tokenize.cli",
     "pretrainkit.dataprep.cli",
     "pretrainkit.shards.cli",

@@ -81,6 +81,7 @@ EXPORT = Kind(
     lambda f: _has(f, "pretrainkit_model.json") or (_has(f, "config.json") and _has(f, "tokenizer_config.json")),
 )
 TRAIN = Kind("ptk train", lambda f: _has(f, "metrics.jsonl") or _has(f, "checkpoints", directory=True), True)
+DECONTAMINATE = Kind("ptk decontaminate", lambda f: False)  # never written without a marker: none to recognise
 KINDS = (DEDUP, TOKENIZE, PREPARE, EXPORT, TRAIN)  # the order old outputs are recognised in
 
 
