@@ -87,15 +87,11 @@ def format_summary(stats: dict, out_dir: Path) -> str:
         (verb, f"{stats['contaminated_docs']:,}"),
         ("rejected", f"{stats['rejected']:,}"),
     ]
-    for path, counts in stats["eval_files"].items():
-        short = counts["items_shorter_than_ngram"]
-        rows.append(
-            (
-                f"eval {path}",
-                f"{counts['items']:,} items ({short:,} shorter than {stats['options']['ngram']} words), "
-                f"{counts['ngrams']:,} n-grams, {counts['contaminated_docs']:,} docs",
-            )
-        )
     rows.append(("input", f"{mb:,.1f} MB in {secs:.1f} s ({mb / secs:.1f} MB/s)"))
     width = max(len(k) for k, _ in rows)
-    return "\n".join([f"decontaminate -> {out_dir}"] + [f"  {k:<{width}}  {v}" for k, v in rows])
+    evals = [
+        f"  eval {path}: {c['items']:,} items ({c['items_shorter_than_ngram']:,} shorter than "
+        f"{stats['options']['ngram']} words, never matched), {c['ngrams']:,} n-grams, {c['contaminated_docs']:,} docs"
+        for path, c in stats["eval_files"].items()
+    ]
+    return "\n".join([f"decontaminate -> {out_dir}"] + [f"  {k:<{width}}  {v}" for k, v in rows] + evals)

@@ -41,7 +41,14 @@ from pretrainkit.dataprep.readers import (
 )
 from pretrainkit.dataprep.workdir import open_work_dir, remove_work_dir
 from pretrainkit.errors import UserError
-from pretrainkit.files import output_directory, remove_temporaries, write_concatenation_atomic, write_text_atomic
+from pretrainkit.files import (
+    output_directory,
+    remove_temporaries,
+    write_concatenation_atomic,
+    write_text_atomic,
+    writing_into,
+)
+from pretrainkit.output_folders import DECONTAMINATE, output_folder
 
 WORK_FORMAT = 1  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 KEPT_GLOB = "part-*.jsonl.zst"
@@ -77,10 +84,18 @@ def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
 
 
 def run_decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptions, runner: JobRunner) -> dict:
-    """Decontaminate `inputs` into `out_dir` (held as its output folder by the caller, `cli`);
-    returns the stats written to `stats.json`, plus `seconds` and `input_bytes` for the summary."""
-    started = time.monotonic()
+    """Decontaminate `inputs` into `out_dir` (held as its output folder, `pretrainkit.output_folders`);
+    returns the stats written to `stats.json`, plus `seconds` and `input_bytes` for the summary. The
+    jobs run on `runner` (an entered `pretrainkit.dataprep.executors` runner)."""
     options.validate()
+    out_dir = Path(out_dir)
+    refuse_inputs_inside(inputs, out_dir)
+    with output_folder(out_dir, DECONTAMINATE), writing_into(out_dir, *owned_directories(out_dir)):
+        return _decontaminate(inputs, out_dir, options, runner)
+
+
+def _decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptions, runner: JobRunner) -> dict:
+    started = time.monotonic()
     files = discover_inputs(inputs)
     refuse_inputs_inside([f.path for f in files] + list(options.eval_files), out_dir)
     tables = build_index(

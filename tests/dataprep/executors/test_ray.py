@@ -4,6 +4,7 @@ byte-identical outputs, a killed Ray worker retried, a killed driver resumed, th
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -214,3 +215,17 @@ def test_sigterm_to_the_driver_is_one_line_and_the_same_command_resumes(tmp_path
     rerun = subprocess.run(command, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr
     assert snapshot(out) == snapshot(tmp_path / "local")
+
+
+def test_decontaminate_byte_identical_to_local(tmp_path, ray_address, corpus, reuters_docs):
+    from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions, run_decontaminate
+
+    evals = tmp_path / "evals.jsonl"
+    evals.write_text("".join(json.dumps({"id": i, "text": t[:300]}) + "\n" for i, t in reuters_docs[:3000:100]))
+    options = DecontaminateOptions(eval_files=(str(evals),))
+    with LocalRunner(2) as runner:
+        local = run_decontaminate([str(corpus)], tmp_path / "local", options, runner)
+    with RayRunner(2) as runner:
+        run_decontaminate([str(corpus)], tmp_path / "ray", options, runner)
+    assert local["contaminated_docs"] > 0
+    assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")
