@@ -85,21 +85,25 @@ def check_task(job: CheckJob) -> dict:
         chars = 0
 
         def flush() -> None:
-            first, words = first_hits([d.text for d in batch], job.ngram, index.hashes)
+            first, words = first_hits([d.text for d in batch], job.ngram, index.hashes, index.filter)
+            kept_records: list[bytes] = []
             counts["shorter_than_ngram"] += int(np.count_nonzero(words < job.ngram))
             for doc, at in zip(batch, first.tolist()):
                 match = _confirmed(index, doc.text, at, job.ngram) if at >= 0 else None
                 if match is None:
                     counts["kept"] += 1
                     counts["hash_collisions"] += at >= 0
-                    if kept is not None:
-                        kept.write(doc.record + b"\n")
+                    kept_records.append(doc.record)
                     continue
                 counts["contaminated"] += 1
                 by_eval_file[match.eval_file] += 1
                 row = {"id": doc.id, "source": doc.source, "line": doc.line, "eval_id": match.eval_id}
                 row |= {"eval_file": match.eval_file, "ngram": " ".join(match.ngram)}
                 rows.write(json.dumps(row, ensure_ascii=False) + "\n")
+            if kept is not None and kept_records:
+                kept.write(
+                    b"\n".join(kept_records) + b"\n"
+                )  # one write per batch: the compressor's cost is per call too
             batch.clear()
 
         for item in read_task(job.task, job.text_field, job.id_field, records=not job.report_only):

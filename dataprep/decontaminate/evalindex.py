@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from pretrainkit.dataprep.decontaminate.evalsets import read_eval_file
-from pretrainkit.dataprep.decontaminate.ngrams import gram_hashes, normalized_words
+from pretrainkit.dataprep.decontaminate.ngrams import gram_hashes, hash_filter, normalized_words
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, write_text_atomic
 
@@ -119,6 +119,7 @@ class Match:
 class EvalIndex:
     def __init__(self, directory: Path):
         self.hashes = _mapped(directory / "hashes.u64", "<u8")
+        self.filter = hash_filter(self.hashes)
         self.refs = _mapped(directory / "refs.u32", "<u4").reshape(-1, 2)
         self.words = _mapped(directory / "words.bin", np.uint8)
         self.offsets = np.fromfile(directory / "words.i64", "<i8")
