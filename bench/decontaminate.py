@@ -6,14 +6,17 @@ a plain-Python set of n-grams doing the same check, in the same run.
 Corpus: documents of two real sentences (Reuters-21578, Wikitext-2, PEPs from ../shared/data, as
 `bench/dedup_memory.py` makes them), one in a thousand with a passage of an evaluation item
 appended, lower-cased and unpunctuated; written once into `--cache-dir` (default ../bench-cache).
-Evaluation set: `--eval-items` paragraphs of Wikitext-2's test split (JSONL, 13-grams).
+Evaluation set: the articles of Wikitext-2's test split of 30 words or more (62 articles, 205,563
+13-grams; `--eval-items` takes fewer), as JSONL.
 `ptk decontaminate` runs as a child process; the resident memory of its process tree (main and
 workers) is sampled every 20 ms (`bench.results.peak_tree_rss_kb`), at each corpus size, so that a
 peak flat in the corpus size shows. Baseline: `baseline_check`, run in a child process of its own
 over the same files: the same normalization in Python (`str.translate` deleting the categories P
 and S after NFKC and case folding), the evaluation n-grams as a Python set of word tuples, the
 corpus streamed line by line, one process (what a script would do). The benchmark checks both
-find the same documents, and prints MB/s, peak memory and the ratio. Writes
+find the same documents, and prints MB/s, MB per CPU-second, peak memory and the ratios, for
+`ptk decontaminate` removing (kept records compressed into parts) and with `--report-only` (the
+baseline's work: only the check). Writes
 bench/results/decontaminate.json.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -86,24 +90,33 @@ def baseline_check(corpus: str, evals: str, ngram: int) -> None:
     print(found)
 
 
-def timed(cmd: list[str]) -> tuple[float, int, str]:
-    """Seconds, peak RSS of the process tree (KB) and stdout of a child process."""
+def timed(cmd: list[str]) -> dict:
+    """Seconds, CPU seconds (user + system, of the whole process tree, waited for), peak RSS of the
+    process tree (MB) and stdout of a child process. On a machine shared with other work the CPU
+    seconds are the steadier measure: they do not count the time other processes had the cores."""
     os.sync()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     peak = peak_tree_rss_kb(proc)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = proc.stdout.read()
     if proc.returncode:
         sys.exit(f"{cmd[:5]} failed with status {proc.returncode}")
-    return seconds, peak, out
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return {"seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2), "peak_rss_mb": round(peak / 1024), "out": out}
+
+
+def figures(run: dict, mb: float) -> dict:
+    return dict(run, mb_per_s=round(mb / run["seconds"], 1), mb_per_cpu_s=round(mb / run["cpu_seconds"], 1))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, nargs="+", default=[1_000_000, 4_000_000])
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--eval-items", type=int, default=2000)
+    ap.add_argument("--eval-items", type=int, default=1000, help="at most this many Wikitext-2 test articles")
     ap.add_argument(
         "--cache-dir",
         default=str(Path(__file__).resolve().parents[2] / "bench-cache"),
@@ -127,45 +140,57 @@ def main() -> None:
             write_corpus(corpus.with_suffix(".tmp"), n, passages)
             corpus.with_suffix(".tmp").rename(corpus)
         mb = corpus.stat().st_size / 1e6
-        with tempfile.TemporaryDirectory(dir=cache) as tmp:
-            cmd = [sys.executable, "-m", "pretrainkit.cli", "decontaminate", str(corpus), "--eval", str(evals)]
-            seconds, peak, summary = timed(cmd + ["-o", f"{tmp}/out", "--workers", str(args.workers)])
-            stats = json.loads(Path(f"{tmp}/out/stats.json").read_text())
-        base_seconds, base_peak, found = timed(
-            [sys.executable, "-m", "bench.decontaminate", "--baseline", str(corpus), str(evals)]
-        )
+        cmd = [sys.executable, "-m", "pretrainkit.cli", "decontaminate", str(corpus), "--eval", str(evals)]
+        cmd += ["--workers", str(args.workers)]
+        measured = {}
+        for mode, extra in (("remove", []), ("report_only", ["--report-only"])):
+            with tempfile.TemporaryDirectory(dir=cache) as tmp:
+                measured[mode] = figures(timed(cmd + ["-o", f"{tmp}/out", *extra]), mb)
+                measured[mode]["stats"] = json.loads(Path(f"{tmp}/out/stats.json").read_text())
+        base = figures(timed([sys.executable, "-m", "bench.decontaminate", "--baseline", str(corpus), str(evals)]), mb)
+        found = int(base.pop("out"))
+        stats = measured["remove"].pop("stats")
+        print(measured["remove"].pop("out"))
         run = {
             "docs": n,
             "input_mb": round(mb, 1),
-            "eval_items": args.eval_items,
+            "eval_items": stats["eval_files"][str(evals)]["items"],
             "eval_ngrams": stats["eval_files"][str(evals)]["ngrams"],
             "workers": args.workers,
-            "seconds": round(seconds, 2),
-            "mb_per_s": round(mb / seconds, 1),
-            "peak_rss_mb_process_tree": round(peak / 1024),
             "contaminated_docs": stats["contaminated_docs"],
-            "baseline": {
-                "name": "plain-Python set of 13-gram word tuples, one process",
-                "seconds": round(base_seconds, 2),
-                "mb_per_s": round(mb / base_seconds, 1),
-                "peak_rss_mb": round(base_peak / 1024),
-                "contaminated_docs": int(found),
+            "ptk_decontaminate": measured["remove"],
+            "ptk_decontaminate_report_only": {
+                k: v for k, v in measured["report_only"].items() if k not in ("out", "stats")
             },
-            "speedup_over_baseline": round(base_seconds / seconds, 2),
+            "baseline": dict(
+                base, name="plain-Python set of 13-gram word tuples, one process", contaminated_docs=found
+            ),
         }
-        print(summary)
+        for mode in ("ptk_decontaminate", "ptk_decontaminate_report_only"):
+            m = run[mode]
+            m["speedup_over_baseline"] = round(base["seconds"] / m["seconds"], 2)
+            m["cpu_efficiency_over_baseline"] = round(base["cpu_seconds"] / m["cpu_seconds"], 2)
+            print(
+                f"{n:,} docs ({mb:.0f} MB), {mode} --workers {args.workers}: {m['mb_per_s']} MB/s "
+                f"({m['mb_per_cpu_s']} MB per CPU-second), peak RSS {m['peak_rss_mb']} MB; "
+                f"{m['speedup_over_baseline']}x the baseline's MB/s, {m['cpu_efficiency_over_baseline']}x its MB per "
+                "CPU-second"
+            )
         print(
-            f"{n:,} docs ({mb:.0f} MB): ptk decontaminate --workers {args.workers} {run['mb_per_s']} MB/s, "
-            f"peak RSS {run['peak_rss_mb_process_tree']} MB; baseline (Python set) {run['baseline']['mb_per_s']} MB/s, "
-            f"peak RSS {run['baseline']['peak_rss_mb']} MB; {run['speedup_over_baseline']}x the baseline's "
-            f"throughput; contaminated docs {run['contaminated_docs']:,} (baseline {int(found):,})"
+            f"{n:,} docs: baseline (Python set, one process) {base['mb_per_s']} MB/s ({base['mb_per_cpu_s']} MB per "
+            f"CPU-second), peak RSS {base['peak_rss_mb']} MB; contaminated docs: ptk {run['contaminated_docs']:,}, "
+            f"baseline {found:,}"
         )
-        if run["contaminated_docs"] != int(found):
+        if run["contaminated_docs"] != found or measured["report_only"]["stats"]["contaminated_docs"] != found:
             sys.exit("ptk decontaminate and the baseline disagree on the contaminated documents")
         runs.append(run)
     for a, b in zip(runs, runs[1:]):
-        growth = (b["peak_rss_mb_process_tree"] - a["peak_rss_mb_process_tree"]) * 2**20 / (b["docs"] - a["docs"])
-        print(f"{a['docs']:,} -> {b['docs']:,} docs: the peak grows {growth:.1f} bytes per extra document")
+        a_peak, b_peak = a["ptk_decontaminate"]["peak_rss_mb"], b["ptk_decontaminate"]["peak_rss_mb"]
+        growth = (b_peak - a_peak) * 2**20 / (b["docs"] - a["docs"])
+        print(
+            f"{a['docs']:,} -> {b['docs']:,} docs: the peak of ptk decontaminate goes {a_peak} -> {b_peak} MB "
+            f"({growth:.1f} bytes per extra document)"
+        )
     write_result("decontaminate", {"runs": runs})
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import zstandard
 
-from pretrainkit.dataprep.decontaminate.evalindex import EvalIndex
+from pretrainkit.dataprep.decontaminate.evalindex import EvalIndex, Match
 from pretrainkit.dataprep.decontaminate.ngrams import first_hits, gram_hashes, normalized_words
 from pretrainkit.dataprep.dedup.index import part_name
 from pretrainkit.dataprep.dedup.kept import COMPRESSION_LEVEL
@@ -127,7 +127,7 @@ def check_task(job: CheckJob) -> dict:
     return result
 
 
-def _confirmed(index: EvalIndex, text: str, first: int, ngram: int):
+def _confirmed(index: EvalIndex, text: str, first: int, ngram: int) -> Match | None:
     """The first of the document's hits, from word position `first` on, that its words confirm."""
     hashes = gram_hashes(text, ngram)
     at = np.searchsorted(index.hashes, hashes[first:])
