@@ -5,6 +5,7 @@ the same bytes for any --workers."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -188,6 +189,10 @@ def test_a_hash_hit_is_confirmed_on_the_words(setup):
     assert np.all(np.diff(index.hashes.astype(np.uint64)) >= 0)
 
 
+def half(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
 @pytest.mark.parametrize(
     ("make", "extra", "expected"),
     [
@@ -199,12 +204,19 @@ def test_a_hash_hit_is_confirmed_on_the_words(setup):
             "bad.jsonl:2: no field 'text' (fields: 'id', 'question')",
         ),
         (b'{"id": 1, "text": "fine"}\n', ["--ngram", "0"], "--ngram must be at least 1, got 0"),
+        (
+            half(gzip.compress(b"".join(b'{"id": %d, "text": "fine"}\n' % i for i in range(500)))),
+            [],
+            "eval.jsonl.gz: truncated or corrupt compressed stream",
+        ),
+        (b'{"id": 1, "text": "caf\xe9"}\n', [], "bad.jsonl:1: invalid UTF-8 at byte 22"),
+        (b'{"id": [1], "text": "fine words"}\n', [], "bad.jsonl:1: id field 'id' is a list, not a string or integer"),
     ],
-    ids=["missing", "empty", "no-field", "ngram-0"],
+    ids=["missing", "empty", "no-field", "ngram-0", "truncated-gzip", "not-utf8", "bad-id"],
 )
 def test_bad_evaluation_input_is_one_line(setup, tmp_path, capsys, make, extra, expected):
     root, _, _ = setup
-    name = {None: "missing.jsonl", b"": "empty.jsonl"}.get(make, "bad.jsonl")
+    name = {None: "missing.jsonl", b"": "empty.jsonl"}.get(make, "eval.jsonl.gz" if "gz" in expected else "bad.jsonl")
     path = tmp_path / name
     if make is not None:
         path.write_bytes(make)
@@ -213,3 +225,14 @@ def test_bad_evaluation_input_is_one_line(setup, tmp_path, capsys, make, extra, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected in err[0], err
     assert not out.exists()
+
+
+def test_its_folder_is_its_own(setup, tmp_path, capsys):
+    root, evals, _ = setup
+    out = tmp_path / "out"
+    assert run(str(root / "corpus"), "--eval", str(evals), "-o", str(out)) == 0
+    capsys.readouterr()
+    assert main(["dedup", str(root / "corpus"), "-o", str(out)]) == 2
+    assert "holds a ptk decontaminate output" in capsys.readouterr().err
+    assert main(["dedup", str(out), "-o", str(tmp_path / "dedup")]) == 0  # its kept records are a corpus
+    assert json.loads((tmp_path / "dedup" / "stats.json").read_text())["input_docs"] == 598
