@@ -33,6 +33,7 @@ from pretrainkit.dataprep.decontaminate.evalsets import read_eval_file
 from pretrainkit.dataprep.decontaminate.ngrams import gram_hashes, hash_filter, normalized_words
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, write_text_atomic
+from pretrainkit.progress import progress_bar
 
 INDEX_MARKER = "index.json"
 
@@ -80,33 +81,41 @@ def build_index(eval_files: list[str], options: EvalOptions) -> EvalTables:
     words: list[bytes] = []
     items: list[tuple[str, str]] = []
     per_file: dict[str, dict] = {}
-    for path in eval_files:
-        counts = {"items": 0, "items_shorter_than_ngram": 0, "ngrams": 0}
-        for item in read_eval_file(path, options.fields, options.id_field):
-            counts["items"] += 1
-            grams = gram_hashes(item.text, options.ngram)
-            if not len(grams):
-                counts["items_shorter_than_ngram"] += 1
-                continue
-            at = len(items)
-            items.append((item.eval_id, path))
-            words.append(b" ".join(normalized_words(item.text)))
-            hashes.append(grams)
-            refs.append(np.stack([np.full(len(grams), at, np.uint32), np.arange(len(grams), dtype=np.uint32)], 1))
-            counts["ngrams"] += len(grams)
-        if not counts["items"]:
-            raise UserError(f"{path}: no evaluation items in the file")
-        if not counts["ngrams"]:
-            raise UserError(
-                f"{path}: all {counts['items']:,} evaluation items have fewer than --ngram {options.ngram} words; "
-                "nothing to test against (a smaller --ngram?)"
-            )
-        per_file[path] = counts
+    with progress_bar(desc="eval sets", unit="item") as bar:
+        for path in eval_files:
+            per_file[path] = _read_into(path, options, (hashes, refs, words, items))
+            bar.update(per_file[path]["items"])
     table = np.concatenate(hashes)
     order = np.argsort(table, kind="stable")
     offsets = np.zeros(len(words) + 1, np.int64)
     np.cumsum([len(w) for w in words], out=offsets[1:])
     return EvalTables(table[order], np.concatenate(refs)[order], b"".join(words), offsets, items, per_file)
+
+
+def _read_into(path: str, options: EvalOptions, tables: tuple[list, list, list, list]) -> dict:
+    """One evaluation file's items appended to the lists of `build_index`; returns its counts."""
+    hashes, refs, words, items = tables
+    counts = {"items": 0, "items_shorter_than_ngram": 0, "ngrams": 0}
+    for item in read_eval_file(path, options.fields, options.id_field):
+        counts["items"] += 1
+        grams = gram_hashes(item.text, options.ngram)
+        if not len(grams):
+            counts["items_shorter_than_ngram"] += 1
+            continue
+        at = len(items)
+        items.append((item.eval_id, path))
+        words.append(b" ".join(normalized_words(item.text)))
+        hashes.append(grams)
+        refs.append(np.stack([np.full(len(grams), at, np.uint32), np.arange(len(grams), dtype=np.uint32)], 1))
+        counts["ngrams"] += len(grams)
+    if not counts["items"]:
+        raise UserError(f"{path}: no evaluation items in the file")
+    if not counts["ngrams"]:
+        raise UserError(
+            f"{path}: all {counts['items']:,} evaluation items have fewer than --ngram {options.ngram} words; "
+            "nothing to test against (a smaller --ngram?)"
+        )
+    return counts
 
 
 @dataclass(frozen=True)
