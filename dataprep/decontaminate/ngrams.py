@@ -170,28 +170,61 @@ def _first_hits(
     shift: np.uint64,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per text buf[offsets[d]:offsets[d + 1]]: the position of its first n-gram whose hash is in
-    `table` (sorted; `bit_array` its `hash_filter`), or -1; and its number of words."""
+    `table` (sorted; `bit_array` its `hash_filter`), or -1; and its number of words (where it has
+    a hit, those up to its end). One pass over the bytes: the normalization of `_clean_into`, the
+    word hashes of `_word_hashes_into` and the n-gram hashes of `_grams_into`, computed as the
+    words end, with the last n word hashes in a ring, so no text needs memory of its size."""
     docs = len(offsets) - 1
+    ngram = len(mult)
     first = np.full(docs, -1, np.int64)
     counts = np.zeros(docs, np.int64)
-    longest = 0
+    ring = np.empty(ngram, _U64)
     for d in range(docs):
-        longest = max(longest, offsets[d + 1] - offsets[d])
-    clean = np.empty(longest + 1, np.uint8)
-    words = np.empty(longest // 2 + 2, _U64)
-    grams = np.empty(longest // 2 + 2, _U64)
-    for d in range(docs):
-        n = _clean_into(buf, offsets[d], offsets[d + 1], classes, clean)
-        counts[d] = _word_hashes_into(clean, n, words)
-        found = _grams_into(words, counts[d], mult, grams)
-        for i in range(found):
-            slot = grams[i] >> shift
-            if not (bit_array[slot >> _U64(3)] >> (slot & _U64(7))) & 1:
-                continue
-            at = np.searchsorted(table, grams[i])
-            if at < len(table) and table[at] == grams[i]:
-                first[d] = i
-                break
+        words = 0
+        h = _FNV_OFFSET
+        in_word = False
+        i, hi = offsets[d], offsets[d + 1]
+        while i <= hi and first[d] < 0:
+            if i == hi:
+                ends, size = in_word, 1  # the text's last word ends with it
+            else:
+                b = buf[i]
+                if b < 0x80:
+                    cp, size = np.int64(b), 1
+                elif b < 0xE0:
+                    cp, size = np.int64(b & 0x1F), 2
+                elif b < 0xF0:
+                    cp, size = np.int64(b & 0x0F), 3
+                else:
+                    cp, size = np.int64(b & 0x07), 4
+                for k in range(1, size):
+                    if i + k < hi:
+                        cp = (cp << 6) | np.int64(buf[i + k] & 0x3F)
+                cls = classes[cp] if cp < len(classes) else 0
+                ends = cls == 1 and in_word
+                if cls == 0:
+                    for k in range(size):
+                        if i + k < hi:
+                            c = buf[i + k]
+                            h = (h ^ _U64(c + 32 if 65 <= c <= 90 else c)) * _FNV_PRIME
+                    in_word = True
+            if ends:
+                ring[words % ngram] = _mix64(h)
+                words += 1
+                h = _FNV_OFFSET
+                in_word = False
+                if words >= ngram:
+                    g = _U64(0)
+                    for k in range(ngram):
+                        g += ring[(words - ngram + k) % ngram] * mult[k]
+                    g = _mix64(g)
+                    slot = g >> shift
+                    if (bit_array[slot >> _U64(3)] >> (slot & _U64(7))) & 1:
+                        at = np.searchsorted(table, g)
+                        if at < len(table) and table[at] == g:
+                            first[d] = words - ngram
+            i += size
+        counts[d] = words
     return first, counts
 
 

@@ -19,7 +19,7 @@ import zstandard
 from fixtures.corpora import DATA, need_data, wikitext_documents, write_jsonl
 from pretrainkit.cli import main
 from pretrainkit.dataprep.decontaminate.evalindex import EvalIndex, EvalOptions, build_index
-from pretrainkit.dataprep.decontaminate.ngrams import gram_hashes, normalized_words
+from pretrainkit.dataprep.decontaminate.ngrams import first_hits, gram_hashes, hash_filter, normalized_words
 
 
 def stripped(text: str) -> str:
@@ -236,3 +236,20 @@ def test_its_folder_is_its_own(setup, tmp_path, capsys):
     assert "holds a ptk decontaminate output" in capsys.readouterr().err
     assert main(["dedup", str(out), "-o", str(tmp_path / "dedup")]) == 0  # its kept records are a corpus
     assert json.loads((tmp_path / "dedup" / "stats.json").read_text())["input_docs"] == 598
+
+
+def test_the_one_pass_lookup_agrees_with_the_hashes_of_the_words(reuters_docs, passages):
+    """`first_hits` (one pass over a batch's bytes) finds, in every text, the first n-gram that
+    `gram_hashes` (normalized words, then their n-grams) puts in the table: on real texts of
+    several scripts and punctuation."""
+    texts = [t for _, t in reuters_docs[:400]] + passages + ["ﬁne Ｆull — ÉTÉ, naïve; Straße " * 5, "", "   "]
+    for ngram in (1, 5, 13):
+        table = np.unique(np.concatenate([gram_hashes(t, ngram)[5::7] for t in texts[::3]] + [np.zeros(0, np.uint64)]))
+        first, words = first_hits(texts, ngram, table, hash_filter(table))
+        assert np.count_nonzero(first > 0) > 100
+        for text, at, count in zip(texts, first.tolist(), words.tolist()):
+            hashes = gram_hashes(text, ngram)
+            hits = np.flatnonzero(np.isin(hashes, table))
+            assert at == (int(hits[0]) if len(hits) else -1)
+            if at < 0:
+                assert count == len(normalized_words(text))
