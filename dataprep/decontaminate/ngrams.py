@@ -63,6 +63,25 @@ def case_folded(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _class_at(buf: np.ndarray, i: int, hi: int, classes: np.ndarray) -> tuple[int, int]:
+    """The class of the code point whose UTF-8 sequence starts at buf[i], and the sequence's length
+    (a sequence cut by `hi` is decoded from what is there)."""
+    b = buf[i]
+    if b < 0x80:
+        cp, size = np.int64(b), 1
+    elif b < 0xE0:
+        cp, size = np.int64(b & 0x1F), 2
+    elif b < 0xF0:
+        cp, size = np.int64(b & 0x0F), 3
+    else:
+        cp, size = np.int64(b & 0x07), 4
+    for k in range(1, size):
+        if i + k < hi:
+            cp = (cp << 6) | np.int64(buf[i + k] & 0x3F)
+    return (classes[cp] if cp < len(classes) else _WORD), size
+
+
 @numba.njit(cache=True, nogil=True)
 def _clean_into(buf: np.ndarray, lo: int, hi: int, classes: np.ndarray, out: np.ndarray) -> int:
     """The words of the UTF-8 bytes buf[lo:hi] into `out` (room for hi - lo bytes), each followed
@@ -71,19 +90,7 @@ def _clean_into(buf: np.ndarray, lo: int, hi: int, classes: np.ndarray, out: np.
     i = lo
     in_word = False
     while i < hi:
-        b = buf[i]
-        if b < 0x80:
-            cp, size = np.int64(b), 1
-        elif b < 0xE0:
-            cp, size = np.int64(b & 0x1F), 2
-        elif b < 0xF0:
-            cp, size = np.int64(b & 0x0F), 3
-        else:
-            cp, size = np.int64(b & 0x07), 4
-        for k in range(1, size):
-            if i + k < hi:
-                cp = (cp << 6) | np.int64(buf[i + k] & 0x3F)
-        cls = classes[cp] if cp < len(classes) else 0
+        cls, size = _class_at(buf, i, hi, classes)
         if cls == 1:
             if in_word:
                 out[n] = 32
@@ -188,19 +195,7 @@ def _first_hits(
             if i == hi:
                 ends, size = in_word, 1  # the text's last word ends with it
             else:
-                b = buf[i]
-                if b < 0x80:
-                    cp, size = np.int64(b), 1
-                elif b < 0xE0:
-                    cp, size = np.int64(b & 0x1F), 2
-                elif b < 0xF0:
-                    cp, size = np.int64(b & 0x0F), 3
-                else:
-                    cp, size = np.int64(b & 0x07), 4
-                for k in range(1, size):
-                    if i + k < hi:
-                        cp = (cp << 6) | np.int64(buf[i + k] & 0x3F)
-                cls = classes[cp] if cp < len(classes) else 0
+                cls, size = _class_at(buf, i, hi, classes)
                 ends = cls == 1 and in_word
                 if cls == 0:
                     for k in range(size):
