@@ -39,6 +39,8 @@ class EvalItem:
 
 def check_eval_file(path: str) -> None:
     """A UserError unless `path` is a readable file of an evaluation set format."""
+    if Path(path).is_dir():
+        raise UserError(f"{path}: a directory; --eval takes evaluation set files")
     if input_format(Path(path).name) is None:
         raise UserError(f"{path}: unsupported evaluation set format (expected {', '.join(SUFFIXES)})")
     if not Path(path).is_file():
