@@ -534,3 +534,15 @@ def _read_parquet(f: InputFile, text_field: str, id_field: str, records: bool) -
         for obj in batch.to_pylist():
             row += 1
             yield _document_from_object(obj, None, f.rel, row, text_field, id_field, records)
+
+
+def file_lines(path: str) -> Iterator[bytes]:
+    """Every line of a whole `.jsonl`, `.jsonl.gz` or `.jsonl.zst` file, without its line end and
+    the first without a BOM (for small files read whole, such as evaluation sets); a broken
+    compressed stream is a UserError naming the file, after the good lines."""
+    f = InputFile(path, path, os.path.getsize(path))
+    try:
+        for number, (raw, _) in enumerate(_jsonl_lines(ReadTask(f)), 1):
+            yield raw[len(BOM) :] if number == 1 and raw.startswith(BOM) else raw
+    except _Truncated as e:
+        raise UserError(f"{path}: truncated or corrupt compressed stream ({e})") from None

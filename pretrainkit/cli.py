@@ -28,6 +28,7 @@ from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, handling_sigterm
 COMMAND_MODULES = (
     "pretrainkit.dataprep.extract.cli",
     "pretrainkit.dataprep.dedup.cli",
+    "pretrainkit.dataprep.decontaminate.cli",
     "pretrainkit.dataprep.tokenize.cli",
     "pretrainkit.dataprep.cli",
     "pretrainkit.shards.cli",

@@ -4,6 +4,7 @@ byte-identical outputs, a killed Ray worker retried, a killed driver resumed, th
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -226,4 +227,18 @@ def test_extract_on_ray_is_byte_identical_to_local(tmp_path, ray_address):
         with output_folder(tmp_path / name, EXTRACT), runner:
             run_extract([str(crawl)], tmp_path / name, runner)
     assert len(list((tmp_path / "ray").glob("part-*.jsonl.zst"))) == 3
+    assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")
+
+
+def test_decontaminate_byte_identical_to_local(tmp_path, ray_address, corpus, reuters_docs):
+    from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions, run_decontaminate
+
+    evals = tmp_path / "evals.jsonl"
+    evals.write_text("".join(json.dumps({"id": i, "text": t[:300]}) + "\n" for i, t in reuters_docs[:3000:100]))
+    options = DecontaminateOptions(eval_files=(str(evals),))
+    with LocalRunner(2) as runner:
+        local = run_decontaminate([str(corpus)], tmp_path / "local", options, runner)
+    with RayRunner(2) as runner:
+        run_decontaminate([str(corpus)], tmp_path / "ray", options, runner)
+    assert local["contaminated_docs"] > 0
     assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")

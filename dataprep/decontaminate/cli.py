@@ -1,0 +1,97 @@
+"""`ptk decontaminate INPUT... --eval FILE... -o OUT`: remove documents sharing a word n-gram with evaluation sets."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pretrainkit.dataprep.cli_options import (
+    add_executor_options,
+    add_field_options,
+    add_inputs_and_output,
+    runner_from_args,
+)
+from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions, owned_directories, run_decontaminate
+from pretrainkit.output_folders import DECONTAMINATE
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    d = DecontaminateOptions()
+    p = sub.add_parser(
+        "decontaminate",
+        help="remove documents that share a word n-gram with evaluation sets",
+        description="Remove (or with --report-only, list) the documents that share a word n-gram with an "
+        "evaluation set, after normalization (NFKC, case folding, punctuation and symbols deleted, words split "
+        "on whitespace: lower-cased, unpunctuated copies are found). Writes OUT/*.jsonl.zst (kept records, "
+        "unchanged), OUT/contaminated.jsonl (a row per removed document: its first shared n-gram and the "
+        "evaluation item it came from), OUT/rejected.jsonl and OUT/stats.json. Evaluation items with fewer "
+        "words than --ngram are counted and cannot match.",
+    )
+    add_inputs_and_output(p, "output directory")
+    p.add_argument(
+        "--eval",
+        dest="eval_files",
+        nargs="+",
+        action="extend",
+        required=True,
+        metavar="FILE",
+        help="evaluation sets: .jsonl, .jsonl.gz, .jsonl.zst, .parquet (a record per item) or .txt (an item per "
+        "non-blank line)",
+    )
+    p.add_argument(
+        "--eval-field",
+        dest="eval_fields",
+        action="append",
+        metavar="F",
+        help="field of an evaluation record holding its text: a string or a list of strings; a dotted name "
+        "reaches into an object (choices.text); give it again for more fields, joined in that order "
+        "(default: text)",
+    )
+    p.add_argument(
+        "--eval-id-field",
+        default=d.eval_id_field,
+        metavar="F",
+        help="field naming an evaluation item in the rows (default %(default)s; else FILE:LINE)",
+    )
+    p.add_argument("--ngram", type=int, default=d.ngram, help="words per n-gram (default %(default)s, as GPT-3)")
+    p.add_argument("--report-only", action="store_true", help="list the contaminated documents, write no kept records")
+    add_field_options(p)
+    add_executor_options(p)
+    p.set_defaults(func=_run, resumes=True)
+
+
+def _run(args: argparse.Namespace) -> int:
+    options = DecontaminateOptions(
+        eval_files=tuple(args.eval_files),
+        eval_fields=tuple(args.eval_fields or DecontaminateOptions.eval_fields),
+        eval_id_field=args.eval_id_field,
+        ngram=args.ngram,
+        text_field=args.text_field,
+        id_field=args.id_field,
+        report_only=args.report_only,
+    )
+    options.validate()  # before OUT is touched
+    with runner_from_args(args, DECONTAMINATE, owned_directories(args.output)) as runner:
+        stats = run_decontaminate(args.inputs, args.output, options, runner)
+    print(format_summary(stats, args.output))
+    return 0
+
+
+def format_summary(stats: dict, out_dir: Path) -> str:
+    mb = stats["input_bytes"] / 1e6
+    secs = max(stats["seconds"], 1e-9)
+    verb = "found contaminated" if stats["options"]["report_only"] else "contaminated (removed)"
+    rows = [
+        ("input docs", f"{stats['input_docs']:,}"),
+        ("kept", f"{stats['kept_docs']:,}"),
+        (verb, f"{stats['contaminated_docs']:,}"),
+        ("rejected", f"{stats['rejected']:,}"),
+    ]
+    rows.append(("input", f"{mb:,.1f} MB in {secs:.1f} s ({mb / secs:.1f} MB/s)"))
+    width = max(len(k) for k, _ in rows)
+    evals = [
+        f"  eval {path}: {c['items']:,} items ({c['items_shorter_than_ngram']:,} shorter than "
+        f"{stats['options']['ngram']} words, never matched), {c['ngrams']:,} n-grams, {c['contaminated_docs']:,} docs"
+        for path, c in stats["eval_files"].items()
+    ]
+    return "\n".join([f"decontaminate -> {out_dir}"] + [f"  {k:<{width}}  {v}" for k, v in rows] + evals)
