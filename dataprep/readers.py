@@ -197,7 +197,7 @@ def _scan_directory(d: Path, given: str, suffixes: Sequence[str]) -> list[Path]:
     if ignored:
         shown = _grouped_names(ignored)
         kept_only = (
-            f"; of the dedup output{'s' if len(dedup_outputs) > 1 else ''} in it, only the kept records"
+            f"; of the ptk output{'s' if len(dedup_outputs) > 1 else ''} in it, only the kept records"
             if dedup_outputs
             else ""
         )
