@@ -35,7 +35,7 @@ from pretrainkit.dataprep.filter.rules import Doc, Removal, below
 CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]")
 TERMINAL_MARKS = (".", "?", "!", '"', "'")
 POLICY_PHRASES = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
-_SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s+\S)")  # an end mark with more text after it on the line
+_SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=[^\S\n]+\S)")  # an end mark with more of its line after it
 
 
 @dataclass(frozen=True)
@@ -59,31 +59,40 @@ class C4:
 
     def check(self, doc: Doc) -> Removal | None:
         s = self.s
+        # the phrases looked for in each line are looked for in the page first: most pages have none
+        lower_page = doc.text.lower()
+        lorem = s.lorem_ipsum and "lorem ipsum" in lower_page
+        javascript = s.drop_javascript_lines and "javascript" in lower_page
+        curly = s.curly_bracket and "{" in doc.text
+        policy = s.drop_policy_lines and any(p in lower_page for p in POLICY_PHRASES)
+        longest = s.max_word_length
         kept: list[str] = []
-        sentences = 0
         for line in doc.text.splitlines():
             line = line.strip()
-            if s.max_word_length is not None and len(line) > s.max_word_length:
-                if any(len(w) > s.max_word_length for w in line.split()):
-                    continue
+            if longest is not None and len(line) > longest and any(len(w) > longest for w in line.split()):
+                continue
             if s.remove_citations and "[" in line:
                 line = CITATION.sub("", line)
             if s.require_terminal_punctuation and (not line.endswith(TERMINAL_MARKS) or line.endswith("...")):
                 continue
-            if s.min_words_per_line is not None and len(line.split()) < s.min_words_per_line:
+            if s.min_words_per_line is not None and len(line.split(None, s.min_words_per_line)) < s.min_words_per_line:
                 continue
-            lower = line.lower()
-            if s.lorem_ipsum and "lorem ipsum" in lower:
-                return Removal(f"{self.name}.lorem_ipsum", "lorem ipsum", True)
-            if s.drop_javascript_lines and "javascript" in lower:
-                continue
-            if s.curly_bracket and "{" in line:
-                return Removal(f"{self.name}.curly_bracket", "{", True)
-            if s.drop_policy_lines and any(p in lower for p in POLICY_PHRASES):
-                continue
-            sentences += len(_SENTENCE_END.findall(line)) + 1
+            if lorem or javascript or curly or policy:
+                lower = line.lower()
+                if lorem and "lorem ipsum" in lower:
+                    return Removal(f"{self.name}.lorem_ipsum", "lorem ipsum", True)
+                if javascript and "javascript" in lower:
+                    continue
+                if curly and "{" in line:
+                    return Removal(f"{self.name}.curly_bracket", "{", True)
+                if policy and any(p in lower for p in POLICY_PHRASES):
+                    continue
             kept.append(line)
-        if removal := below(self.name, "min_sentences", sentences, s.min_sentences):
-            return removal
-        doc.text = "\n".join(kept).strip()
+        text = "\n".join(kept)
+        if s.min_sentences is not None:
+            # a line's sentences: its end marks followed by more of the line, and one more
+            sentences = len(kept) + len(_SENTENCE_END.findall(text))
+            if removal := below(self.name, "min_sentences", sentences, s.min_sentences):
+                return removal
+        doc.text = text.strip()
         return None

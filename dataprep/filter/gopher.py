@@ -5,24 +5,20 @@ Analysis & Insights from Training Gopher", arXiv:2112.11446, Appendix A, Massive
     GopherQuality(GopherQualitySettings()).check(Doc(text))      # None, or the rule that failed
     GopherRepetition(GopherRepetitionSettings()).check(Doc(text))
 
-Words are `pretrainkit.dataprep.filter.text.words`. Where the paper leaves a detail open, the
+Words are `pretrainkit.dataprep.filter.kernels.scan_words`. Where the paper leaves a detail open, the
 choice is datatrove's (`pipeline/filters/gopher_*_filter.py`, which FineWeb used), named at each
 rule; where this module differs from datatrove, the comment says so and why.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from pretrainkit.dataprep.dedup import kernels  # noqa: F401  (sets numba's cache directory before numba loads)
+from pretrainkit.dataprep.filter.kernels import ngram_repeats, scan_words, word_hash
 from pretrainkit.dataprep.filter.rules import Doc, Removal, above, below, ratio
-from pretrainkit.dataprep.filter.text import duplicates, lines, paragraphs, words
-
-# isort: split
-import numba  # noqa: E402  (after the cache directory is chosen)
+from pretrainkit.dataprep.filter.text import duplicates, lines, paragraphs
 
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")  # Appendix A, quality filtering
 
@@ -46,7 +42,6 @@ class GopherQualitySettings:
     bullets: list[str] = field(default_factory=lambda: ["•", "-"])  # datatrove's bullet marks
 
 
-_ALPHA = re.compile(r"[^\W\d_]")  # a letter: a word character that is no digit or underscore
 _ELLIPSES = ("...", "…")
 
 
@@ -56,17 +51,18 @@ class GopherQuality:
     def __init__(self, settings: GopherQualitySettings):
         self.s = settings
         self.bullets = tuple(settings.bullets)
-        stops = "|".join(re.escape(w) for w in sorted(set(settings.stop_words), key=len, reverse=True))
-        self.stop_word = re.compile(rf"(?<!\w)(?:{stops})(?!\w)") if stops else None
+        # stop words as scan_words hashes them in lower case: any letter case counts (datatrove's
+        # set intersection of tokens misses "The")
+        self.stop_hashes = np.array(sorted({word_hash(w.lower())[1] for w in settings.stop_words}), np.uint64)
 
     def check(self, doc: Doc) -> Removal | None:
         s, text, name = self.s, doc.text, self.name
-        ws = words(text)
-        n = len(ws)
+        ws = scan_words(text)
+        n = ws.count
         removal = below(name, "min_words", n, s.min_words) or above(name, "max_words", n, s.max_words)
         if removal:
             return removal
-        mean = ratio(sum(map(len, ws)), n)
+        mean = ratio(int(ws.lengths.sum()), n)
         removal = below(name, "min_mean_word_length", mean, s.min_mean_word_length) or above(
             name, "max_mean_word_length", mean, s.max_mean_word_length
         )
@@ -89,12 +85,11 @@ class GopherQuality:
             if removal := above(name, "max_ellipsis_lines_ratio", ratio(trailing, len(ls)), s.max_ellipsis_lines_ratio):
                 return removal
         if s.min_alpha_words_ratio is not None:
-            alpha = sum(1 for w in ws if _ALPHA.search(w))
+            alpha = int(np.count_nonzero(ws.alpha))
             if removal := below(name, "min_alpha_words_ratio", ratio(alpha, n), s.min_alpha_words_ratio):
                 return removal
         if s.min_stop_words is not None:
-            # distinct stop words, in any letter case (datatrove's set intersection misses "The")
-            found = set(self.stop_word.findall(text.lower())) if self.stop_word else set()
+            found = np.unique(ws.lower_hashes[np.isin(ws.lower_hashes, self.stop_hashes)])
             return below(name, "min_stop_words", len(found), s.min_stop_words)
         return None
 
@@ -111,9 +106,6 @@ class GopherRepetitionSettings:
     max_dup_ngram_char_fraction: dict[int, float] = field(
         default_factory=lambda: {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10}
     )
-
-
-_MIX = np.uint64(0x100000001B3)  # FNV's 64-bit prime: n-gram hashes from word hashes
 
 
 class GopherRepetition:
@@ -138,62 +130,24 @@ class GopherRepetition:
             )
             if removal:
                 return removal
-        ws = words(text)
-        if len(ws) < 2:
-            return None
-        # Words as 64-bit hashes: equal words hash equal in any process; two distinct words of one
-        # document share a hash with odds of about 2^-64, the only way a decision here could differ.
-        word_hashes = np.fromiter(map(hash, ws), np.int64, len(ws)).view(np.uint64)
-        lengths = np.fromiter(map(len, ws), np.int64, len(ws))
-        ends = np.concatenate(([0], np.cumsum(lengths)))
-        grams = word_hashes
-        for n in range(2, max([*s.max_top_ngram_char_fraction, *s.max_dup_ngram_char_fraction, 1]) + 1):
-            if n > len(ws):
-                break
-            grams = grams[:-1] * _MIX ^ word_hashes[n - 1 :]
-            chars = ends[n:] - ends[:-n]  # each n-gram's characters, without the spaces between its words
-            if (most := s.max_top_ngram_char_fraction.get(n)) is not None:
-                # the most common n-gram, joined by spaces as datatrove counts it; only a repeated
-                # one (datatrove also counts an n-gram seen once, which says nothing of repetition)
-                top = _top_repeated(grams, chars + (n - 1))
-                if removal := above(name, f"max_top_ngram_char_fraction.{n}", ratio(top, size), most):
-                    return removal
-            if (most := s.max_dup_ngram_char_fraction.get(n)) is not None:
-                repeated = _repeated_chars(grams, chars, n)
-                if removal := above(name, f"max_dup_ngram_char_fraction.{n}", ratio(repeated, size), most):
-                    return removal
+        ws = scan_words(text)
+        # Words and n-grams as 64-bit hashes: two distinct ones of a document share one with odds of
+        # about 2^-64, the only way a decision here could differ from comparing the strings.
+        top, repeated = ngram_repeats(ws, max([*s.max_top_ngram_char_fraction, *s.max_dup_ngram_char_fraction, 1]))
+        for n in range(2, len(top)):
+            # the most common n-gram; only a repeated one (datatrove also counts an n-gram seen
+            # once, which says nothing of repetition)
+            if removal := above(
+                name, f"max_top_ngram_char_fraction.{n}", ratio(int(top[n]), size), s.max_top_ngram_char_fraction.get(n)
+            ):
+                return removal
+            # datatrove's reading of "the fraction of characters contained within all duplicate
+            # n-grams": a repeated run's words are counted once, not n times
+            if removal := above(
+                name,
+                f"max_dup_ngram_char_fraction.{n}",
+                ratio(int(repeated[n]), size),
+                s.max_dup_ngram_char_fraction.get(n),
+            ):
+                return removal
         return None
-
-
-def _top_repeated(grams: np.ndarray, chars: np.ndarray) -> int:
-    """Characters of all occurrences of the most common n-gram seen twice or more (of the first
-    to occur among equally common ones); 0 where none repeats."""
-    _, first, counts = np.unique(grams, return_index=True, return_counts=True)
-    most = counts.max()
-    if most < 2:
-        return 0
-    at = first[counts == most].min()
-    return int(chars[at] * most)
-
-
-def _repeated_chars(grams: np.ndarray, chars: np.ndarray, n: int) -> int:
-    """Characters of the n-grams equal to an earlier one, taken left to right without overlap: a
-    repeat's words are counted once and the scan goes on after it (datatrove's reading of "the
-    fraction of characters contained within all duplicate n-grams", which avoids counting a
-    repeated run's words n times)."""
-    _, group = np.unique(grams, return_inverse=True)
-    return int(_greedy_repeats(group.astype(np.int64), chars, n))
-
-
-@numba.njit(cache=True)
-def _greedy_repeats(group: np.ndarray, chars: np.ndarray, n: int) -> int:
-    seen = np.zeros(len(group), np.bool_)
-    total, i = 0, 0
-    while i < len(group):
-        if seen[group[i]]:
-            total += chars[i]
-            i += n
-        else:
-            seen[group[i]] = True
-            i += 1
-    return total

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pretrainkit.dataprep.filter.kernels import scan_words
 from pretrainkit.dataprep.filter.rules import Doc, Removal, below
-from pretrainkit.dataprep.filter.text import words
 
 
 @dataclass(frozen=True)
@@ -27,5 +27,5 @@ class MinLength:
     def check(self, doc: Doc) -> Removal | None:
         removal = below(self.name, "min_chars", len(doc.text.strip()), self.s.min_chars)
         if removal is None and self.s.min_words is not None:
-            removal = below(self.name, "min_words", len(words(doc.text)), self.s.min_words)
+            removal = below(self.name, "min_words", scan_words(doc.text).count, self.s.min_words)
         return removal

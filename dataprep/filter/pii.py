@@ -29,6 +29,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from pretrainkit.dataprep.filter.kernels import candidate_windows
 from pretrainkit.dataprep.filter.rules import Doc, Removal
 
 EMAIL_PLACEHOLDER = "email@example.com"
@@ -67,13 +68,11 @@ class PII:
     def check(self, doc: Doc) -> Removal | None:
         counts = {"email": 0, "ip": 0}
         text = doc.text
-        if self.s.emails and "@" in text:
-            text = _EMAIL.sub(lambda m: self._email(m, counts), text)
+        if self.s.emails:
+            text = _substitute(_EMAIL, text, candidate_windows(text, "email"), lambda m: self._email(m, counts))
         if self.s.ips:
-            if "." in text:
-                text = _IPV4.sub(lambda m: self._ipv4(m, counts), text)
-            if "::" in text or text.count(":") >= 2:
-                text = _IPV6.sub(lambda m: self._ipv6(m, counts), text)
+            text = _substitute(_IPV4, text, candidate_windows(text, "ipv4"), lambda m: self._ipv4(m, counts))
+            text = _substitute(_IPV6, text, candidate_windows(text, "ipv6"), lambda m: self._ipv6(m, counts))
         doc.text = text
         doc.fields["pii"] = counts
         return None
@@ -103,3 +102,18 @@ def _is_global(address: str) -> bool:
         return ipaddress.ip_address(address).is_global
     except ValueError:
         return False
+
+
+def _substitute(pattern: re.Pattern, text: str, windows: list[tuple[int, int]], replace) -> str:
+    """`pattern.sub(replace, text)` where every match lies in one of `windows` (their lookbehinds
+    see the text before a window; one character after it is in reach of their lookaheads)."""
+    if not windows:
+        return text
+    pieces, at = [], 0
+    for start, end in windows:
+        for m in pattern.finditer(text, start, min(len(text), end + 1)):
+            if m.end() > end:  # a match cannot end past its window: the character after it is context
+                continue
+            pieces += [text[at : m.start()], replace(m)]
+            at = m.end()
+    return "".join(pieces) + text[at:] if pieces else text
