@@ -12,11 +12,12 @@ rule; where this module differs from datatrove, the comment says so and why.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from pretrainkit.dataprep.filter.kernels import ngram_repeats, scan_words, word_hash
+from pretrainkit.dataprep.filter.kernels import ngram_repeats, word_hash
 from pretrainkit.dataprep.filter.rules import Doc, Removal, above, below, ratio
 from pretrainkit.dataprep.filter.text import duplicates, lines, paragraphs
 
@@ -42,7 +43,7 @@ class GopherQualitySettings:
     bullets: list[str] = field(default_factory=lambda: ["•", "-"])  # datatrove's bullet marks
 
 
-_ELLIPSES = ("...", "…")
+_ELLIPSIS_LINE_END = re.compile(r"(?:\.\.\.|…)[^\S\n]*$", re.M)
 
 
 class GopherQuality:
@@ -50,14 +51,16 @@ class GopherQuality:
 
     def __init__(self, settings: GopherQualitySettings):
         self.s = settings
-        self.bullets = tuple(settings.bullets)
+        # a line whose first character but blanks is a bullet; one that ends in an ellipsis but blanks
+        marks = "|".join(re.escape(b) for b in settings.bullets)
+        self.bulleted = re.compile(rf"^[^\S\n]*(?:{marks})", re.M) if marks else None
         # stop words as scan_words hashes them in lower case: any letter case counts (datatrove's
         # set intersection of tokens misses "The")
         self.stop_hashes = np.array(sorted({word_hash(w.lower())[1] for w in settings.stop_words}), np.uint64)
 
     def check(self, doc: Doc) -> Removal | None:
         s, text, name = self.s, doc.text, self.name
-        ws = scan_words(text)
+        ws = doc.words()
         n = ws.count
         removal = below(name, "min_words", n, s.min_words) or above(name, "max_words", n, s.max_words)
         if removal:
@@ -75,14 +78,14 @@ class GopherQuality:
         removal = above(name, "max_symbol_word_ratio", max(hashes, ellipses), s.max_symbol_word_ratio)
         if removal:
             return removal
-        ls = text.splitlines()
+        lines = len(text.splitlines())
         if s.max_bullet_lines_ratio is not None:
-            bulleted = sum(1 for line in ls if line.lstrip().startswith(self.bullets))
-            if removal := above(name, "max_bullet_lines_ratio", ratio(bulleted, len(ls)), s.max_bullet_lines_ratio):
+            bulleted = len(self.bulleted.findall(text)) if self.bulleted else 0
+            if removal := above(name, "max_bullet_lines_ratio", ratio(bulleted, lines), s.max_bullet_lines_ratio):
                 return removal
         if s.max_ellipsis_lines_ratio is not None:
-            trailing = sum(1 for line in ls if line.rstrip().endswith(_ELLIPSES))
-            if removal := above(name, "max_ellipsis_lines_ratio", ratio(trailing, len(ls)), s.max_ellipsis_lines_ratio):
+            trailing = len(_ELLIPSIS_LINE_END.findall(text))
+            if removal := above(name, "max_ellipsis_lines_ratio", ratio(trailing, lines), s.max_ellipsis_lines_ratio):
                 return removal
         if s.min_alpha_words_ratio is not None:
             alpha = int(np.count_nonzero(ws.alpha))
@@ -130,7 +133,7 @@ class GopherRepetition:
             )
             if removal:
                 return removal
-        ws = scan_words(text)
+        ws = doc.words()
         # Words and n-grams as 64-bit hashes: two distinct ones of a document share one with odds of
         # about 2^-64, the only way a decision here could differ from comparing the strings.
         top, repeated = ngram_repeats(ws, max([*s.max_top_ngram_char_fraction, *s.max_dup_ngram_char_fraction, 1]))

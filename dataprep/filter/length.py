@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pretrainkit.dataprep.filter.kernels import scan_words
 from pretrainkit.dataprep.filter.rules import Doc, Removal, below
 
 
@@ -27,5 +26,5 @@ class MinLength:
     def check(self, doc: Doc) -> Removal | None:
         removal = below(self.name, "min_chars", len(doc.text.strip()), self.s.min_chars)
         if removal is None and self.s.min_words is not None:
-            removal = below(self.name, "min_words", scan_words(doc.text).count, self.s.min_words)
+            removal = below(self.name, "min_words", doc.words().count, self.s.min_words)
         return removal

@@ -64,15 +64,21 @@ class PII:
 
     def __init__(self, settings: PIISettings):
         self.s = settings
+        self.passes = [("email", _EMAIL, self._email)] * settings.emails + [
+            ("ipv4", _IPV4, self._ipv4),
+            ("ipv6", _IPV6, self._ipv6),
+        ] * settings.ips
+        self.kinds = tuple(kind for kind, _, _ in self.passes)
 
     def check(self, doc: Doc) -> Removal | None:
         counts = {"email": 0, "ip": 0}
         text = doc.text
-        if self.s.emails:
-            text = _substitute(_EMAIL, text, candidate_windows(text, "email"), lambda m: self._email(m, counts))
-        if self.s.ips:
-            text = _substitute(_IPV4, text, candidate_windows(text, "ipv4"), lambda m: self._ipv4(m, counts))
-            text = _substitute(_IPV6, text, candidate_windows(text, "ipv6"), lambda m: self._ipv6(m, counts))
+        windows = candidate_windows(text, self.kinds)
+        for kind, pattern, replace in self.passes:  # emails first: a bracketed address in one goes with it
+            redacted = _substitute(pattern, text, windows[kind], lambda m, replace=replace: replace(m, counts))
+            if redacted is not text:  # the offsets after a replacement moved
+                text = redacted
+                windows = candidate_windows(text, self.kinds)
         doc.text = text
         doc.fields["pii"] = counts
         return None

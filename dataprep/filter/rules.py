@@ -14,11 +14,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pretrainkit.dataprep.filter.kernels import Words, scan_words
+
 
 @dataclass
 class Doc:
     text: str
     fields: dict = field(default_factory=dict)  # added to the kept record (lang, lang_score, pii)
+    _words: tuple = (None, None)  # (the text they are of, its Words)
+
+    def words(self) -> Words:
+        """The text's words (`kernels.scan_words`), found once for the steps that read the same text."""
+        of, found = self._words
+        if of is not self.text:
+            found = scan_words(self.text)
+            self._words = (self.text, found)
+        return found
 
 
 @dataclass(frozen=True)
