@@ -248,7 +248,7 @@ def test_filter_on_ray_is_byte_identical_to_local(tmp_path, ray_address, corpus)
     from pretrainkit.dataprep.filter.pipeline import FilterOptions, run_filter
     from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters
 
-    options = FilterOptions(tuple(s for s in read_filters(DEFAULT_FILTERS) if s.name != "language"))
+    options = FilterOptions(tuple(read_filters(DEFAULT_FILTERS)))  # language ID too
     with LocalRunner(2) as runner:
         local = run_filter([str(corpus)], tmp_path / "local", options, runner)
     with RayRunner(2) as runner:
