@@ -69,10 +69,16 @@ def format_summary(stats: dict, out_dir: Path) -> str:
         ("kept", f"{stats['kept_docs']:,}"),
         ("removed", f"{stats['removed_docs']:,} (see {out_dir / REMOVED_NAME})"),
     ]
-    rows += [(f"  {step}", f"{v['docs']:,}") for step, v in stats["removed_by_step"].items()]
-    rows += [
-        ("rejected", f"{stats['rejected']:,}"),
-        ("input", f"{mb:,.1f} MB in {secs:.1f} s ({mb / secs:.1f} MB/s)"),
-    ]
+    order = [name for step in stats["filters"] for name in step]  # the steps in the order they ran
+    by_step = stats["removed_by_step"]
+    rows += [(f"  {step}", f"{by_step[step]['docs']:,}") for step in order if step in by_step]
+    rows.append(("rejected", f"{stats['rejected']:,}"))
+    if stats["languages"]:
+        top = sorted(stats["languages"].items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{lang} {n:,}" for lang, n in top[:5]) + (f", {len(top) - 5} more" if len(top) > 5 else "")
+        rows.append(("kept languages", shown))
+    if stats["pii"]:
+        rows.append(("PII redacted", ", ".join(f"{kind} {n:,}" for kind, n in stats["pii"].items())))
+    rows.append(("input", f"{mb:,.1f} MB in {secs:.1f} s ({mb / secs:.1f} MB/s)"))
     width = max(len(k) for k, _ in rows)
     return "\n".join([f"filter -> {out_dir}"] + [f"  {k:<{width}}  {v}" for k, v in rows])
