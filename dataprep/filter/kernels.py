@@ -70,7 +70,13 @@ class Words:
 
 def scan_words(text: str) -> Words:
     classes, lower = tables()
-    return Words(*_scan(code_points(text), classes, lower, JOINERS))
+    cps = code_points(text)
+    word = classes[cps] & np.uint8(WORD)
+    # runs of word characters: at least as many as words (joiners merge runs), so the arrays are
+    # sized to the text's words rather than to its characters (a 48 MB document has ~8M of them)
+    runs = int(np.count_nonzero(word[1:] > word[:-1])) + int(word[:1].sum()) if len(cps) else 0
+    del word
+    return Words(*_scan(cps, classes, lower, JOINERS, runs))
 
 
 def word_hash(word: str) -> tuple[int, int]:
@@ -82,12 +88,12 @@ def word_hash(word: str) -> tuple[int, int]:
 
 
 @numba.njit(cache=True)
-def _scan(cps, classes, lower, joiners):
+def _scan(cps, classes, lower, joiners, runs):
     n = len(cps)
-    lengths = np.empty(n // 2 + 1, np.int64)
-    alpha = np.empty(n // 2 + 1, np.bool_)
-    hashes = np.empty(n // 2 + 1, np.uint64)
-    lower_hashes = np.empty(n // 2 + 1, np.uint64)
+    lengths = np.empty(runs, np.int64)
+    alpha = np.empty(runs, np.bool_)
+    hashes = np.empty(runs, np.uint64)
+    lower_hashes = np.empty(runs, np.uint64)
     count = 0
     i = 0
     while i < n:
@@ -118,14 +124,12 @@ def _scan(cps, classes, lower, joiners):
             h = (h ^ np.uint64(c)) * _FNV_PRIME
             lh = (lh ^ np.uint64(c)) * _FNV_PRIME
             i += 1
-        if count == len(lengths):  # cannot happen (a word and its end take two code points), kept for safety
-            break
         lengths[count] = i - start
         alpha[count] = has_alpha
         hashes[count] = h
         lower_hashes[count] = lh
         count += 1
-    return lengths[:count].copy(), alpha[:count].copy(), hashes[:count].copy(), lower_hashes[:count].copy()
+    return lengths[:count], alpha[:count], hashes[:count], lower_hashes[:count]
 
 
 def candidate_windows(text: str, kinds: tuple[str, ...]) -> dict[str, list[tuple[int, int]]]:
@@ -248,11 +252,11 @@ def _ngram_repeats(hashes, lengths, most_n):
     while size < 2 * words:
         size *= 2
     keys = np.zeros(size, np.uint64)
-    used = np.zeros(size, np.int64)  # the n whose table holds the slot: no clearing between the n
-    seen = np.zeros(size, np.int64)  # the n whose scan has met the slot's n-gram
-    counts = np.zeros(size, np.int64)
-    first = np.zeros(size, np.int64)
-    slot_of = np.zeros(words, np.int64)
+    used = np.zeros(size, np.int32)  # the n whose table holds the slot: no clearing between the n
+    seen = np.zeros(size, np.int32)  # the n whose scan has met the slot's n-gram
+    counts = np.zeros(size, np.int32)
+    first = np.zeros(size, np.int32)
+    slot_of = np.zeros(words, np.int32)
     grams = hashes.copy()
     ends = np.zeros(words + 1, np.int64)
     for i in range(words):

@@ -305,3 +305,20 @@ def test_min_length_in_characters_and_words():
     step = MinLength(MinLengthSettings(min_chars=None, min_words=3))
     assert verdict(step, "one two three") is None
     assert verdict(step, "one two, !") == ("min_length.min_words", 2)
+
+
+def test_the_compiled_word_scan_finds_what_its_regular_expression_does(reuters_docs, license_docs):
+    import re
+
+    from pretrainkit.dataprep.filter.kernels import scan_words
+
+    pattern = re.compile(r"\w+(?:['’.\-]\w+)*")
+    texts = [t for _, t in reuters_docs[:300] + license_docs[:50]] + ["naïve café Ünïcode – ½ ² x_y İstanbul ΣΊΣΥΦΟΣ"]
+    for text in texts:
+        found = pattern.findall(text)
+        w = scan_words(text)
+        assert list(w.lengths) == [len(x) for x in found]
+        assert list(w.alpha) == [any(c.isalpha() for c in x) for x in found]
+        lower = {}  # equal lower-case words hash equal, and unequal ones apart
+        for word, h in zip(found, w.lower_hashes.tolist()):
+            assert lower.setdefault(h, word.lower()) == word.lower()
