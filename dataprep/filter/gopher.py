@@ -56,7 +56,7 @@ class GopherQuality:
         self.bulleted = re.compile(rf"^[^\S\n]*(?:{marks})", re.M) if marks else None
         # stop words as scan_words hashes them in lower case: any letter case counts (datatrove's
         # set intersection of tokens misses "The")
-        self.stop_hashes = np.array(sorted({word_hash(w.lower())[1] for w in settings.stop_words}), np.uint64)
+        self.stop_hashes = frozenset(word_hash(w.lower())[1] for w in settings.stop_words)
 
     def check(self, doc: Doc) -> Removal | None:
         s, text, name = self.s, doc.text, self.name
@@ -92,7 +92,7 @@ class GopherQuality:
             if removal := below(name, "min_alpha_words_ratio", ratio(alpha, n), s.min_alpha_words_ratio):
                 return removal
         if s.min_stop_words is not None:
-            found = np.unique(ws.lower_hashes[np.isin(ws.lower_hashes, self.stop_hashes)])
+            found = self.stop_hashes.intersection(ws.lower_hashes.tolist())  # a set of 8: faster than np.isin
             return below(name, "min_stop_words", len(found), s.min_stop_words)
         return None
 
