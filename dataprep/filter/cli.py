@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--languages",
         type=_languages,
         metavar="CODES",
-        help="keep only documents in these languages, ISO 639-1 codes, e.g. en,de (default: all)",
+        help="keep only documents in these languages: ISO 639-1 codes (the model's three-letter code for a "
+        "language without one), e.g. en,de (default: all)",
     )
     add_field_options(p)
     add_executor_options(p)
@@ -46,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _languages(value: str) -> list[str]:
     codes = [c.strip() for c in value.split(",") if c.strip()]
-    bad = [c for c in codes if not (len(c) == 2 and c.isalpha() and c.islower()) and c != "und"]
+    # ISO 639-1, or the model's three-letter code for a language without one (ceb), or und
+    bad = [c for c in codes if not (len(c) in (2, 3) and c.isascii() and c.isalpha() and c.islower())]
     if not codes or bad:
         raise argparse.ArgumentTypeError(f"expected ISO 639-1 codes separated by commas (e.g. en,de), got {value!r}")
     return sorted(set(codes))
