@@ -208,7 +208,6 @@ def filter_part(job: FilterJob) -> dict:
     counts = Counter()
     removed: dict[str, list[int]] = {}
     reasons, languages, pii = Counter(), Counter(), Counter()
-    clock = time.perf_counter
     with contextlib.ExitStack() as stack:
         # The rows are not fsynced: a rerun rewrites any job whose done file (written last) is missing.
         removed_rows = stack.enter_context(atomic_write(job.path("removed"), durable=False))
@@ -225,15 +224,7 @@ def filter_part(job: FilterJob) -> dict:
             counts["docs"] += 1
             counts["text_bytes"] += size
             doc = Doc(item.text)
-            removal = None
-            for step in steps:
-                began = clock()
-                removal = step.check(doc)
-                seconds[step.name] += clock() - began
-                if removal is None and (not doc.text or doc.text.isspace()):
-                    removal = Removal(f"{step.name}.no_text_left", 0, 1)
-                if removal is not None:
-                    break
+            removal = _run_steps(steps, doc, seconds)
             if removal is not None:
                 removed_rows.write(removed_row(item, removal, doc))
                 entry = removed.setdefault(removal.filter, [0, 0])
@@ -252,11 +243,26 @@ def filter_part(job: FilterJob) -> dict:
         "removed": removed,
         "rejected_reasons": dict(reasons),
         "languages": dict(languages),
-        "pii": {k: v for k, v in pii.items()},
+        "pii": dict(pii),
         "seconds": seconds,
     }
     write_text_atomic(done, json.dumps(result))
     return result
+
+
+def _run_steps(steps: list, doc: Doc, seconds: dict[str, float]) -> Removal | None:
+    """The steps on `doc`, in order, until one removes it (that removal) or all keep it (None);
+    each step's time is added to `seconds`."""
+    clock = time.perf_counter
+    for step in steps:
+        began = clock()
+        removal = step.check(doc)
+        seconds[step.name] += clock() - began
+        if removal is None and (not doc.text or doc.text.isspace()):
+            removal = Removal(f"{step.name}.no_text_left", 0, 1)
+        if removal is not None:
+            return removal
+    return None
 
 
 def _remove_parts(out_dir: Path, first: int) -> None:
