@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "pretrainkit.dataprep.extract.cli",
     "pretrainkit.dataprep.dedup.cli",
     "pretrainkit.dataprep.decontaminate.cli",
+    "pretrainkit.dataprep.filter.cli",
     "pretrainkit.dataprep.tokenize.cli",
     "pretrainkit.dataprep.cli",
     "pretrainkit.shards.cli",

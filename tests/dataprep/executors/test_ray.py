@@ -242,3 +242,16 @@ def test_decontaminate_byte_identical_to_local(tmp_path, ray_address, corpus, re
         run_decontaminate([str(corpus)], tmp_path / "ray", options, runner)
     assert local["contaminated_docs"] > 0
     assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")
+
+
+def test_filter_on_ray_is_byte_identical_to_local(tmp_path, ray_address, corpus):
+    from pretrainkit.dataprep.filter.pipeline import FilterOptions, run_filter
+    from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters
+
+    options = FilterOptions(tuple(read_filters(DEFAULT_FILTERS)))  # language ID too
+    with LocalRunner(2) as runner:
+        local = run_filter([str(corpus)], tmp_path / "local", options, runner)
+    with RayRunner(2) as runner:
+        run_filter([str(corpus)], tmp_path / "ray", options, runner)
+    assert local["removed_docs"] > 0 and local["kept_docs"] > 0
+    assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")

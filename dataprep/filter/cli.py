@@ -1,0 +1,86 @@
+"""`ptk filter INPUT... -o OUT`: language ID, heuristic quality filters and PII redaction from the command line."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pretrainkit.dataprep.cli_options import (
+    add_executor_options,
+    add_field_options,
+    add_inputs_and_output,
+    runner_from_args,
+)
+from pretrainkit.dataprep.filter.pipeline import REMOVED_NAME, FilterOptions, owned_directories, run_filter
+from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, with_languages
+from pretrainkit.output_folders import FILTER
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "filter",
+        help="language ID, Gopher/C4/FineWeb quality filters and PII redaction",
+        description="Run the steps of a filters file over corpora (default: FineWeb's filters as FineWeb ran them: "
+        f"{DEFAULT_FILTERS.name}, shown in docs/filter.md). Writes OUT/part-*.jsonl.zst (kept records, in input "
+        "order, with `lang`, `lang_score` and `pii` added and the text as the steps left it), OUT/removed.jsonl "
+        "(per removed document: the filter that removed it, its value and threshold), OUT/rejected.jsonl "
+        "(unreadable records) and OUT/stats.json (counts per filter).",
+    )
+    add_inputs_and_output(p, "output directory")
+    p.add_argument(
+        "--filters",
+        type=Path,
+        metavar="FILE",
+        help="YAML filters file choosing the steps, their order and thresholds (default: FineWeb's)",
+    )
+    p.add_argument(
+        "--languages",
+        type=_languages,
+        metavar="CODES",
+        help="keep only documents in these languages: ISO 639-1 codes (the model's three-letter code for a "
+        "language without one), e.g. en,de (default: all)",
+    )
+    add_field_options(p)
+    add_executor_options(p)
+    p.set_defaults(func=_run, resumes=True)
+
+
+def _languages(value: str) -> list[str]:
+    codes = [c.strip() for c in value.split(",") if c.strip()]
+    # ISO 639-1, or the model's three-letter code for a language without one (ceb), or und
+    bad = [c for c in codes if not (len(c) in (2, 3) and c.isascii() and c.isalpha() and c.islower())]
+    if not codes or bad:
+        raise argparse.ArgumentTypeError(f"expected ISO 639-1 codes separated by commas (e.g. en,de), got {value!r}")
+    return sorted(set(codes))
+
+
+def _run(args: argparse.Namespace) -> int:
+    steps = with_languages(read_filters(args.filters or DEFAULT_FILTERS), args.languages)
+    options = FilterOptions(tuple(steps), args.text_field, args.id_field)
+    with runner_from_args(args, FILTER, owned_directories(args.output)) as runner:
+        stats = run_filter(args.inputs, args.output, options, runner)
+    print(format_summary(stats, args.output))
+    return 0
+
+
+def format_summary(stats: dict, out_dir: Path) -> str:
+    mb = stats["input_bytes"] / 1e6
+    secs = max(stats["seconds"], 1e-9)
+    rows = [
+        ("input docs", f"{stats['input_docs']:,}"),
+        ("kept", f"{stats['kept_docs']:,}"),
+        ("removed", f"{stats['removed_docs']:,} (see {out_dir / REMOVED_NAME})"),
+    ]
+    order = [name for step in stats["filters"] for name in step]  # the steps in the order they ran
+    by_step = stats["removed_by_step"]
+    rows += [(f"  {step}", f"{by_step[step]['docs']:,}") for step in order if step in by_step]
+    rows.append(("rejected", f"{stats['rejected']:,}"))
+    if stats["languages"]:
+        top = sorted(stats["languages"].items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{lang} {n:,}" for lang, n in top[:5]) + (f", {len(top) - 5} more" if len(top) > 5 else "")
+        rows.append(("kept languages", shown))
+    if stats["pii"]:
+        rows.append(("PII redacted", ", ".join(f"{kind} {n:,}" for kind, n in stats["pii"].items())))
+    rows.append(("input", f"{mb:,.1f} MB in {secs:.1f} s ({mb / secs:.1f} MB/s)"))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join([f"filter -> {out_dir}"] + [f"  {k:<{width}}  {v}" for k, v in rows])

@@ -1,0 +1,156 @@
+"""Gopher's quality and repetition filters (Rae et al. 2021, "Scaling Language Models: Methods,
+Analysis & Insights from Training Gopher", arXiv:2112.11446, Appendix A, MassiveText's
+"Quality filtering" and "Repetition removal", the thresholds of its Table A1), as FineWeb ran them.
+
+    GopherQuality(GopherQualitySettings()).check(Doc(text))      # None, or the rule that failed
+    GopherRepetition(GopherRepetitionSettings()).check(Doc(text))
+
+Words are `pretrainkit.dataprep.filter.kernels.scan_words`. Where the paper leaves a detail open, the
+choice is datatrove's (`pipeline/filters/gopher_*_filter.py`, which FineWeb used), named at each
+rule; where this module differs from datatrove, the comment says so and why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pretrainkit.dataprep.filter.kernels import ngram_repeats, word_hash
+from pretrainkit.dataprep.filter.rules import Doc, Removal, above, below, ratio
+from pretrainkit.dataprep.filter.text import duplicates, lines, paragraphs
+
+GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")  # Appendix A, quality filtering
+
+
+@dataclass(frozen=True)
+class GopherQualitySettings:
+    """Appendix A, "Quality filtering": every threshold as the paper gives it."""
+
+    min_words: int | None = 50  # "does not contain between 50 and 100,000 words"
+    max_words: int | None = 100_000
+    min_mean_word_length: float | None = 3.0  # "mean word length is outside the range of 3 to 10 characters"
+    max_mean_word_length: float | None = 10.0
+    max_symbol_word_ratio: float | None = (
+        0.1  # "symbol-to-word ratio greater than 0.1 for either the hash symbol or the ellipsis"
+    )
+    max_bullet_lines_ratio: float | None = 0.9  # "more than 90% of lines starting with a bullet point"
+    max_ellipsis_lines_ratio: float | None = 0.3  # "or more than 30% ending with an ellipsis"
+    min_alpha_words_ratio: float | None = 0.8  # "80% of words in a document contain at least one alphabetic character"
+    min_stop_words: int | None = 2  # "at least two of the following English words"
+    stop_words: list[str] = field(default_factory=lambda: list(GOPHER_STOP_WORDS))
+    bullets: list[str] = field(default_factory=lambda: ["•", "-"])  # datatrove's bullet marks
+
+
+_ELLIPSIS_LINE_END = re.compile(r"(?:\.\.\.|…)[^\S\n]*$", re.M)
+
+
+class GopherQuality:
+    name = "gopher_quality"
+
+    def __init__(self, settings: GopherQualitySettings):
+        self.s = settings
+        # a line whose first character but blanks is a bullet; one that ends in an ellipsis but blanks
+        marks = "|".join(re.escape(b) for b in settings.bullets)
+        self.bulleted = re.compile(rf"^[^\S\n]*(?:{marks})", re.M) if marks else None
+        # stop words as scan_words hashes them in lower case: any letter case counts (datatrove's
+        # set intersection of tokens misses "The")
+        self.stop_hashes = frozenset(word_hash(w.lower())[1] for w in settings.stop_words)
+
+    def check(self, doc: Doc) -> Removal | None:
+        s, text, name = self.s, doc.text, self.name
+        ws = doc.words()
+        n = ws.count
+        removal = below(name, "min_words", n, s.min_words) or above(name, "max_words", n, s.max_words)
+        if removal:
+            return removal
+        mean = ratio(int(ws.lengths.sum()), n)
+        removal = below(name, "min_mean_word_length", mean, s.min_mean_word_length) or above(
+            name, "max_mean_word_length", mean, s.max_mean_word_length
+        )
+        if removal:
+            return removal
+        # the ratio of each symbol to the words, the hash and the ellipsis each on its own (datatrove
+        # divides by all its tokens, punctuation included; the paper's ratio is to words)
+        hashes = ratio(text.count("#"), n)
+        ellipses = ratio(text.count("...") + text.count("…"), n)
+        removal = above(name, "max_symbol_word_ratio", max(hashes, ellipses), s.max_symbol_word_ratio)
+        if removal:
+            return removal
+        lines = len(text.splitlines())
+        if s.max_bullet_lines_ratio is not None:
+            bulleted = len(self.bulleted.findall(text)) if self.bulleted else 0
+            if removal := above(name, "max_bullet_lines_ratio", ratio(bulleted, lines), s.max_bullet_lines_ratio):
+                return removal
+        if s.max_ellipsis_lines_ratio is not None:
+            trailing = len(_ELLIPSIS_LINE_END.findall(text))
+            if removal := above(name, "max_ellipsis_lines_ratio", ratio(trailing, lines), s.max_ellipsis_lines_ratio):
+                return removal
+        if s.min_alpha_words_ratio is not None:
+            alpha = int(np.count_nonzero(ws.alpha))
+            if removal := below(name, "min_alpha_words_ratio", ratio(alpha, n), s.min_alpha_words_ratio):
+                return removal
+        if s.min_stop_words is not None:
+            found = self.stop_hashes.intersection(ws.lower_hashes.tolist())  # a set of 8: faster than np.isin
+            return below(name, "min_stop_words", len(found), s.min_stop_words)
+        return None
+
+
+@dataclass(frozen=True)
+class GopherRepetitionSettings:
+    """Table A1 of the paper: every threshold, the n of each n-gram rule a key of its mapping."""
+
+    max_dup_line_fraction: float | None = 0.30
+    max_dup_paragraph_fraction: float | None = 0.30
+    max_dup_line_char_fraction: float | None = 0.20
+    max_dup_paragraph_char_fraction: float | None = 0.20
+    max_top_ngram_char_fraction: dict[int, float] = field(default_factory=lambda: {2: 0.20, 3: 0.18, 4: 0.16})
+    max_dup_ngram_char_fraction: dict[int, float] = field(
+        default_factory=lambda: {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10}
+    )
+
+
+class GopherRepetition:
+    """Duplicate lines and paragraphs (their count and their characters, to the text's), the most
+    common n-gram's characters (n = 2, 3, 4) and the characters of all repeated n-grams (n = 5..10)."""
+
+    name = "gopher_repetition"
+
+    def __init__(self, settings: GopherRepetitionSettings):
+        self.s = settings
+
+    def check(self, doc: Doc) -> Removal | None:
+        s, text, name = self.s, doc.text, self.name
+        size = len(text)
+        for unit, pieces in (("paragraph", paragraphs(text)), ("line", lines(text))):
+            count, chars = duplicates(pieces)
+            removal = above(
+                name, f"max_dup_{unit}_fraction", ratio(count, len(pieces)), getattr(s, f"max_dup_{unit}_fraction")
+            )
+            removal = removal or above(
+                name, f"max_dup_{unit}_char_fraction", ratio(chars, size), getattr(s, f"max_dup_{unit}_char_fraction")
+            )
+            if removal:
+                return removal
+        ws = doc.words()
+        # Words and n-grams as 64-bit hashes: two distinct ones of a document share one with odds of
+        # about 2^-64, the only way a decision here could differ from comparing the strings.
+        top, repeated = ngram_repeats(ws, max([*s.max_top_ngram_char_fraction, *s.max_dup_ngram_char_fraction, 1]))
+        for n in range(2, len(top)):
+            # the most common n-gram; only a repeated one (datatrove also counts an n-gram seen
+            # once, which says nothing of repetition)
+            if removal := above(
+                name, f"max_top_ngram_char_fraction.{n}", ratio(int(top[n]), size), s.max_top_ngram_char_fraction.get(n)
+            ):
+                return removal
+            # datatrove's reading of "the fraction of characters contained within all duplicate
+            # n-grams": a repeated run's words are counted once, not n times
+            if removal := above(
+                name,
+                f"max_dup_ngram_char_fraction.{n}",
+                ratio(int(repeated[n]), size),
+                s.max_dup_ngram_char_fraction.get(n),
+            ):
+                return removal
+        return None

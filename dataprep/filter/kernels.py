@@ -1,0 +1,300 @@
+"""The filters' per-character work, compiled (numba): a text's words in one pass over its code points.
+
+    w = scan_words(text)     # Words: w.count, w.lengths, w.alpha (has a letter), w.hashes, w.lower_hashes
+    word_hash("the")         # the hash scan_words gives that word (lower_hashes: of its lower case)
+    candidate_windows(text, "ipv4")   # where an address could be: the PII patterns run there only
+    ngram_repeats(grams, chars, n)    # Gopher's top and duplicate n-gram characters, in one hash table
+
+Python's regular expressions find words at ~15 MB/s; one compiled pass over the code points
+(`str.encode("utf-32-le")`, a copy at memory speed) does it at several hundred. A word is what
+the regular expression `\\w+(?:['’.\\-]\\w+)*` finds: a run of word characters (`str.isalnum` or "_",
+as `\\w` is), with inner apostrophes, hyphens and periods joining runs (`don't`, `well-known`, `U.S`,
+`3.14`); punctuation and symbols are no words. The published filters say "word" without saying how
+words are found; this is close to what a word tokenizer keeps (datatrove uses spaCy's, then drops its
+punctuation tokens for counts and lengths). The character classes and the
+lower-case mapping are tables over every code point, made once per process from Python's own
+`str` methods (~0.3 s), so the kernels agree with `re` and `str.lower` character by character
+(a character whose lower case is several characters keeps its own code point in `lower_hashes`).
+Word hashes are FNV-1a over code points: the same in every process (Python's `hash` of a str is not).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from pretrainkit.dataprep.dedup import kernels as _cache  # noqa: F401  (numba's cache directory, before numba loads)
+
+# isort: split
+import numba  # noqa: E402
+
+WORD, ALPHA = 1, 2  # character class bits
+JOINERS = np.array([ord(c) for c in "'’.-"], np.uint32)
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+@functools.cache
+def tables() -> tuple[np.ndarray, np.ndarray]:
+    """(class bits per code point, lower-case code point per code point)."""
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    size = len(every)
+    classes = np.fromiter(map(str.isalnum, every), np.uint8, size) * np.uint8(WORD)
+    classes[ord("_")] |= WORD
+    classes |= np.fromiter(map(str.isalpha, every), np.uint8, size) * np.uint8(ALPHA)
+    lowered = list(map(str.lower, every))
+    for i in np.flatnonzero(np.fromiter(map(len, lowered), np.int64, size) != 1).tolist():
+        lowered[i] = every[i]  # "İ".lower() is two characters: such a character stands for itself
+    lower = np.frombuffer("".join(lowered).encode("utf-32-le", "surrogatepass"), np.uint32)
+    return classes, lower
+
+
+def code_points(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+
+
+@dataclass(frozen=True)
+class Words:
+    lengths: np.ndarray  # int64, characters per word
+    alpha: np.ndarray  # bool, the word has a letter
+    hashes: np.ndarray  # uint64
+    lower_hashes: np.ndarray  # uint64, of the word in lower case
+
+    @property
+    def count(self) -> int:
+        return len(self.lengths)
+
+
+def scan_words(text: str) -> Words:
+    classes, lower = tables()
+    cps = code_points(text)
+    word = classes[cps] & np.uint8(WORD)
+    # runs of word characters: at least as many as words (joiners merge runs), so the arrays are
+    # sized to the text's words rather than to its characters (a 48 MB document has ~8M of them)
+    runs = int(np.count_nonzero(word[1:] > word[:-1])) + int(word[:1].sum()) if len(cps) else 0
+    del word
+    return Words(*_scan(cps, classes, lower, JOINERS, runs))
+
+
+def word_hash(word: str) -> tuple[int, int]:
+    """(hash, lower-case hash) of `word` as `scan_words` computes them for a word of the text."""
+    w = scan_words(word)
+    if w.count != 1:
+        raise ValueError(f"{word!r} is not one word")
+    return int(w.hashes[0]), int(w.lower_hashes[0])
+
+
+@numba.njit(cache=True)
+def _scan(cps, classes, lower, joiners, runs):
+    n = len(cps)
+    lengths = np.empty(runs, np.int64)
+    alpha = np.empty(runs, np.bool_)
+    hashes = np.empty(runs, np.uint64)
+    lower_hashes = np.empty(runs, np.uint64)
+    count = 0
+    i = 0
+    while i < n:
+        if not classes[cps[i]] & 1:
+            i += 1
+            continue
+        start = i
+        h = _FNV_OFFSET
+        lh = _FNV_OFFSET
+        has_alpha = False
+        while i < n:
+            c = cps[i]
+            k = classes[c]
+            if k & 1:
+                has_alpha = has_alpha or (k & 2) != 0
+                h = (h ^ np.uint64(c)) * _FNV_PRIME
+                lh = (lh ^ np.uint64(lower[c])) * _FNV_PRIME
+                i += 1
+                continue
+            joined = False
+            if i + 1 < n and classes[cps[i + 1]] & 1:
+                for j in joiners:
+                    if c == j:
+                        joined = True
+                        break
+            if not joined:
+                break
+            h = (h ^ np.uint64(c)) * _FNV_PRIME
+            lh = (lh ^ np.uint64(c)) * _FNV_PRIME
+            i += 1
+        lengths[count] = i - start
+        alpha[count] = has_alpha
+        hashes[count] = h
+        lower_hashes[count] = lh
+        count += 1
+    return lengths[:count], alpha[:count], hashes[:count], lower_hashes[:count]
+
+
+def candidate_windows(text: str, kinds: tuple[str, ...]) -> dict[str, list[tuple[int, int]]]:
+    """Per kind, the stretches of `text` where an address of that kind could be, as (start, end)
+    offsets, in order and disjoint: "email", an "@" with a local part before it and a domain after
+    it; "ipv4", a run of digits and periods holding at least four digits and three periods; "ipv6", a
+    run of hexadecimal digits, colons and periods holding at least two colons. The patterns of
+    `pretrainkit.dataprep.filter.pii` then run on these alone (on a whole text they cost ~70 ms per MB)."""
+    wanted = [k for k in kinds if _MARKS[k] in text]
+    cps = code_points(text) if wanted else None
+    return {k: [(int(a), int(b)) for a, b in _WINDOWS[k](cps)] if k in wanted else [] for k in kinds}
+
+
+_LOCAL_SYMBOLS = np.array([ord(c) for c in "!#$%&'*+/=?^_`{|}~.-"], np.uint32)
+
+
+@numba.njit(cache=True)
+def _is_digit(c) -> bool:
+    return 48 <= c <= 57
+
+
+@numba.njit(cache=True)
+def _is_hex(c) -> bool:
+    return 48 <= c <= 57 or 65 <= c <= 70 or 97 <= c <= 102
+
+
+@numba.njit(cache=True)
+def _is_alnum_ascii(c) -> bool:
+    return 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122
+
+
+@numba.njit(cache=True)
+def _is_local(c) -> bool:
+    # RFC 5322's atom characters and the period (ASCII)
+    if _is_alnum_ascii(c):
+        return True
+    for x in _LOCAL_SYMBOLS:
+        if c == x:
+            return True
+    return False
+
+
+@numba.njit(cache=True)
+def _email_windows(cps):
+    n = len(cps)
+    out = []
+    last_end = 0
+    for i in range(n):
+        if cps[i] != 64:  # "@"
+            continue
+        left = i
+        while left > last_end and _is_local(cps[left - 1]):
+            left -= 1
+        right = i + 1
+        while right < n and (
+            _is_alnum_ascii(cps[right]) or cps[right] == 45 or cps[right] == 46 or cps[right] == 91 or cps[right] == 93
+        ):
+            right += 1  # a domain's letters, digits, "-" and ".", or a bracketed address
+        if left < i and right > i + 1:
+            out.append((left, right))
+            last_end = right
+    return out
+
+
+@numba.njit(cache=True)
+def _ipv4_windows(cps):
+    n = len(cps)
+    out = []
+    i = 0
+    while i < n:
+        if not (_is_digit(cps[i]) or cps[i] == 46):
+            i += 1
+            continue
+        start, digits, dots = i, 0, 0
+        while i < n and (_is_digit(cps[i]) or cps[i] == 46):
+            if cps[i] == 46:
+                dots += 1
+            else:
+                digits += 1
+            i += 1
+        if digits >= 4 and dots >= 3:
+            out.append((start, i))
+    return out
+
+
+@numba.njit(cache=True)
+def _ipv6_windows(cps):
+    n = len(cps)
+    out = []
+    i = 0
+    while i < n:
+        if not (_is_hex(cps[i]) or cps[i] == 58):
+            i += 1
+            continue
+        start, colons = i, 0
+        while i < n and (_is_hex(cps[i]) or cps[i] == 58 or cps[i] == 46):
+            if cps[i] == 58:
+                colons += 1
+            i += 1
+        if colons >= 2:
+            out.append((start, i))
+    return out
+
+
+def ngram_repeats(words: Words, most_n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(top, repeated), each indexed by n for n = 2 .. most_n (0 below): `top[n]`, the characters of
+    all occurrences of the most common n-gram seen twice or more (the first to occur among equally
+    common ones; its words joined by spaces), 0 where none repeats; `repeated[n]`, the characters
+    (without spaces) of the n-grams equal to an earlier one, taken left to right without overlap: a
+    repeat's words are counted once and the scan goes on after it."""
+    return _ngram_repeats(words.hashes, words.lengths, most_n)
+
+
+@numba.njit(cache=True)
+def _ngram_repeats(hashes, lengths, most_n):
+    words = len(hashes)
+    top = np.zeros(most_n + 1, np.int64)
+    repeated = np.zeros(most_n + 1, np.int64)
+    size = 1
+    while size < 2 * words:
+        size *= 2
+    keys = np.zeros(size, np.uint64)
+    used = np.zeros(size, np.int32)  # the n whose table holds the slot: no clearing between the n
+    seen = np.zeros(size, np.int32)  # the n whose scan has met the slot's n-gram
+    counts = np.zeros(size, np.int32)
+    first = np.zeros(size, np.int32)
+    slot_of = np.zeros(words, np.int32)
+    grams = hashes.copy()
+    ends = np.zeros(words + 1, np.int64)
+    for i in range(words):
+        ends[i + 1] = ends[i] + lengths[i]
+    for n in range(2, most_n + 1):
+        count = words - n + 1
+        if count < 1:
+            break
+        best_count, best_first = 1, count
+        for i in range(count):  # the n-gram at i from the (n-1)-gram at i; open addressing, linear probing
+            g = grams[i] * _FNV_PRIME ^ hashes[i + n - 1]
+            grams[i] = g
+            slot = np.int64(g & np.uint64(size - 1))
+            while used[slot] == n and keys[slot] != g:
+                slot = (slot + 1) & (size - 1)
+            if used[slot] != n:
+                used[slot] = n
+                keys[slot] = g
+                first[slot] = i
+                counts[slot] = 0
+            counts[slot] += 1
+            slot_of[i] = slot
+            # the most common so far, the first to occur among equally common ones
+            c = counts[slot]
+            if c > best_count or (c == best_count and c > 1 and first[slot] < best_first):
+                best_count, best_first = c, first[slot]
+        if best_count > 1:
+            top[n] = (ends[best_first + n] - ends[best_first] + n - 1) * best_count
+        i = 0
+        while i < count:
+            if seen[slot_of[i]] == n:
+                repeated[n] += ends[i + n] - ends[i]
+                i += n
+            else:
+                seen[slot_of[i]] = n
+                i += 1
+    return top, repeated
+
+
+_MARKS = {"email": "@", "ipv4": ".", "ipv6": ":"}
+_WINDOWS = {"email": _email_windows, "ipv4": _ipv4_windows, "ipv6": _ipv6_windows}

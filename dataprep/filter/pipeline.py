@@ -1,0 +1,272 @@
+"""`ptk filter`'s run: each read task a job that applies the steps to its documents and writes its
+kept records, its removed rows and its rejected rows; then the rows joined and the stats written.
+
+    with LocalRunner(2) as runner:
+        stats = run_filter(["corpus/"], Path("out"), FilterOptions(read_filters(DEFAULT_FILTERS)), runner)
+
+Outputs (OUT): `part-NNNNN.jsonl.zst` (a read task's kept records, in input order), `removed.jsonl`
+(a row per removed document: id, source, line, the filter that removed it, its value and threshold),
+`rejected.jsonl` (records the readers could not read, with their reasons), and, last, `stats.json`:
+documents and text bytes in, kept, removed (per filter and per step) and rejected, with
+input = kept + removed + rejected checked before it is written.
+
+A document goes through the steps in the filters file's order, each reading the text as the
+steps before it left it (C4 drops lines; PII redacts); the first step to remove it is its reason.
+A step that leaves no text removes the document as `<step>.no_text_left`.
+
+Resume: a job's `OUT/.work/done-NNNNN.json` (its counts), written after its part and its rows,
+marks it finished; a rerun of the same command (same inputs, filters and fields: the work
+directory's plan) keeps finished jobs and redoes the rest, into the same bytes. The jobs' outputs
+depend on their documents only, so any `--workers` and `--executor` give the same bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import zstandard
+
+from pretrainkit import __version__
+from pretrainkit.dataprep.executors import JobRunner
+from pretrainkit.dataprep.filter.records import kept_record, removed_row
+from pretrainkit.dataprep.filter.rules import Doc, Removal
+from pretrainkit.dataprep.filter.steps import StepSpec, build_step
+from pretrainkit.dataprep.readers import (
+    DEDUP_STATS_NAME,
+    Document,
+    ReadTask,
+    discover_inputs,
+    nothing_usable,
+    plan_read_tasks,
+    read_task,
+    reason_kind,
+    refuse_inputs_inside,
+)
+from pretrainkit.dataprep.workdir import open_work_dir, remove_work_dir
+from pretrainkit.errors import UserError
+from pretrainkit.files import (
+    atomic_write,
+    output_directory,
+    remove_temporaries,
+    write_concatenation_atomic,
+    write_text_atomic,
+    writing_into,
+)
+from pretrainkit.output_folders import FILTER, output_folder
+
+WORK_NAME = ".work"
+REMOVED_NAME = "removed.jsonl"
+REJECTED_NAME = "rejected.jsonl"
+COMPRESSION_LEVEL = 3
+
+
+@dataclass(frozen=True)
+class FilterOptions:
+    steps: tuple[StepSpec, ...]
+    text_field: str = "text"
+    id_field: str = "id"
+
+    def __post_init__(self) -> None:
+        if not self.steps:
+            raise UserError("no filter steps to run")
+
+
+@dataclass(frozen=True)
+class FilterJob:
+    index: int
+    task: ReadTask
+    options: FilterOptions
+    out_dir: str
+    work_dir: str
+
+    def path(self, kind: str) -> Path:
+        return Path(self.work_dir) / f"{kind}-{self.index:05d}{'.json' if kind == 'done' else '.jsonl'}"
+
+
+def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
+    """Where only a filter run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
+    return [out_dir], [out_dir / WORK_NAME]
+
+
+def run_filter(inputs: list[str], out_dir: Path, options: FilterOptions, runner: JobRunner) -> dict:
+    """Filter `inputs` into `out_dir` on `runner` (an entered runner); returns the stats written to
+    `stats.json`, with `seconds`, `input_bytes` and `step_seconds` (each step's time, all jobs
+    together, of the jobs this run did) for the summary."""
+    out_dir = Path(out_dir)
+    refuse_inputs_inside(inputs, out_dir)
+    with output_folder(out_dir, FILTER), writing_into(out_dir, *owned_directories(out_dir)):
+        return _filter(inputs, out_dir, options, runner)
+
+
+def _filter(inputs: list[str], out_dir: Path, options: FilterOptions, runner: JobRunner) -> dict:
+    started = time.monotonic()
+    files = discover_inputs(inputs)
+    refuse_inputs_inside([f.path for f in files], out_dir)
+    output_directory(out_dir)
+    runner.check_paths([f.path for f in files], out_dir)
+    tasks = plan_read_tasks(files, runner=runner)
+    work = out_dir / WORK_NAME
+    plan = {
+        "inputs": [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files],
+        "tasks": [(t.file.path, t.start, t.end) for t in tasks],
+        "filters": [s.as_json() for s in options.steps],
+        "fields": [options.text_field, options.id_field],
+        "version": __version__,
+    }
+    open_work_dir(work, plan, on_reset=lambda: _remove_parts(out_dir, 0))
+    remove_temporaries(out_dir)
+    (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the folder is no finished output
+
+    jobs = [FilterJob(i, t, options, str(out_dir), str(work)) for i, t in enumerate(tasks)]
+    parts = runner.run(filter_part, jobs, "filter", weights=[t.nbytes for t in tasks], unit="B")
+    write_concatenation_atomic([j.path("removed") for j in jobs], out_dir / REMOVED_NAME)
+    write_concatenation_atomic([j.path("rejected") for j in jobs], out_dir / REJECTED_NAME)
+    _remove_parts(out_dir, len(jobs))  # an earlier run over more input left these
+    remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
+
+    stats = _stats(parts, options)
+    write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    remove_work_dir(work)
+    if stats["kept_docs"] + stats["removed_docs"] == 0:
+        reasons = sum((Counter(p["rejected_reasons"]) for p in parts), Counter())
+        raise nothing_usable(inputs, reasons, out_dir / REJECTED_NAME)
+    step_seconds: Counter = sum((Counter(p["seconds"]) for p in parts), Counter())
+    return dict(
+        stats,
+        seconds=time.monotonic() - started,
+        input_bytes=sum(t.nbytes for t in tasks),
+        step_seconds=dict(step_seconds),
+    )
+
+
+def _stats(parts: list[dict], options: FilterOptions) -> dict:
+    def total(key: str) -> int:
+        return sum(p[key] for p in parts)
+
+    removed: dict[str, list[int]] = {}
+    for p in parts:
+        for rule, (docs, size) in p["removed"].items():
+            entry = removed.setdefault(rule, [0, 0])
+            entry[0] += docs
+            entry[1] += size
+    by_step: dict[str, dict[str, int]] = {}
+    for rule, (docs, size) in removed.items():
+        entry = by_step.setdefault(rule.split(".")[0], {"docs": 0, "bytes": 0})
+        entry["docs"] += docs
+        entry["bytes"] += size
+    stats = {
+        "input_docs": total("docs") + total("rejected"),
+        "kept_docs": total("kept"),
+        "removed_docs": sum(docs for docs, _ in removed.values()),
+        "rejected": total("rejected"),
+        "input_text_bytes": total("text_bytes"),
+        "kept_text_bytes": total("kept_bytes"),
+        "removed_text_bytes": sum(size for _, size in removed.values()),
+        "output_text_bytes": total("output_bytes"),
+        "removed_by_filter": {rule: {"docs": d, "bytes": b} for rule, (d, b) in sorted(removed.items())},
+        "removed_by_step": dict(sorted(by_step.items())),
+        "rejected_reasons": dict(sorted(sum((Counter(p["rejected_reasons"]) for p in parts), Counter()).items())),
+        "languages": dict(sorted(sum((Counter(p["languages"]) for p in parts), Counter()).items())),
+        "pii": dict(sorted(sum((Counter(p["pii"]) for p in parts), Counter()).items())),
+        "filters": [s.as_json() for s in options.steps],
+        "options": {"text_field": options.text_field, "id_field": options.id_field},
+        "version": __version__,
+    }
+    if (
+        stats["input_docs"] != stats["kept_docs"] + stats["removed_docs"] + stats["rejected"]
+        or stats["input_text_bytes"] != stats["kept_text_bytes"] + stats["removed_text_bytes"]
+    ):
+        raise RuntimeError(f"filter accounting does not add up: {stats}")
+    return stats
+
+
+_BUILT: dict[str, list] = {}  # per process: a worker builds a run's steps (a model) once
+
+
+def _steps(specs: tuple[StepSpec, ...]) -> list:
+    key = json.dumps([s.as_json() for s in specs], sort_keys=True)
+    if key not in _BUILT:
+        _BUILT.clear()
+        _BUILT[key] = [build_step(s) for s in specs]
+    return _BUILT[key]
+
+
+def filter_part(job: FilterJob) -> dict:
+    """Filter one read task: its kept records into `part-NNNNN.jsonl.zst`, its removed and rejected
+    rows into the work directory; returns (and records, last) its counts."""
+    done = job.path("done")
+    if done.exists():  # finished by an earlier, interrupted run
+        return json.loads(done.read_text())
+    steps = _steps(job.options.steps)
+    seconds = {s.name: 0.0 for s in steps}
+    counts = Counter()
+    removed: dict[str, list[int]] = {}
+    reasons, languages, pii = Counter(), Counter(), Counter()
+    with contextlib.ExitStack() as stack:
+        # The rows are not fsynced: a rerun rewrites any job whose done file (written last) is missing.
+        removed_rows = stack.enter_context(atomic_write(job.path("removed"), durable=False))
+        rejected_rows = stack.enter_context(atomic_write(job.path("rejected"), durable=False))
+        raw = stack.enter_context(atomic_write(Path(job.out_dir) / f"part-{job.index:05d}.jsonl.zst"))
+        kept = stack.enter_context(zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).stream_writer(raw, closefd=False))
+        for item in read_task(job.task, job.options.text_field, job.options.id_field):
+            if type(item) is not Document:
+                rejected_rows.write(json.dumps(item.to_json(), ensure_ascii=False).encode("utf-8") + b"\n")
+                counts["rejected"] += 1
+                reasons[reason_kind(item.reason)] += 1
+                continue
+            size = len(item.text.encode("utf-8", "surrogatepass"))
+            counts["docs"] += 1
+            counts["text_bytes"] += size
+            doc = Doc(item.text)
+            removal = _run_steps(steps, doc, seconds)
+            if removal is not None:
+                removed_rows.write(removed_row(item, removal, doc))
+                entry = removed.setdefault(removal.filter, [0, 0])
+                entry[0] += 1
+                entry[1] += size
+                continue
+            kept.write(kept_record(item, doc, job.options.text_field) + b"\n")
+            counts["kept"] += 1
+            counts["kept_bytes"] += size
+            counts["output_bytes"] += len(doc.text.encode("utf-8", "surrogatepass"))
+            if "lang" in doc.fields:
+                languages[doc.fields["lang"]] += 1
+            pii.update(doc.fields.get("pii", {}))
+    result = {
+        **{k: counts[k] for k in ("docs", "rejected", "kept", "text_bytes", "kept_bytes", "output_bytes")},
+        "removed": removed,
+        "rejected_reasons": dict(reasons),
+        "languages": dict(languages),
+        "pii": dict(pii),
+        "seconds": seconds,
+    }
+    write_text_atomic(done, json.dumps(result))
+    return result
+
+
+def _run_steps(steps: list, doc: Doc, seconds: dict[str, float]) -> Removal | None:
+    """The steps on `doc`, in order, until one removes it (that removal) or all keep it (None);
+    each step's time is added to `seconds`."""
+    clock = time.perf_counter
+    for step in steps:
+        began = clock()
+        removal = step.check(doc)
+        seconds[step.name] += clock() - began
+        if removal is None and (not doc.text or doc.text.isspace()):
+            removal = Removal(f"{step.name}.no_text_left", 0, 1)
+        if removal is not None:
+            return removal
+    return None
+
+
+def _remove_parts(out_dir: Path, first: int) -> None:
+    """Kept parts numbered `first` and above (of an earlier run over more input, or of another plan)."""
+    for p in out_dir.glob("part-*.jsonl.zst"):
+        if int(p.name[5:10]) >= first:
+            p.unlink()

@@ -1,0 +1,63 @@
+"""What every filter step shares: the document as the steps see it, and a removal's reason.
+
+    doc = Doc(text)                     # the text the steps read, and the fields they add
+    removal = step.check(doc)           # None: kept (the step may have changed doc.text)
+    removal.filter, removal.value       # "gopher_quality.min_words", 12 (with removal.threshold 50)
+
+A step is a class with a `name` (its key in the filters file, `pretrainkit.dataprep.filter.steps`) and
+`check(doc) -> Removal | None`. Its rules are its settings: a rule whose setting is None (null in the
+file) is off. A rule is named in `removed.jsonl` and `stats.json` as `<step>.<setting>`, the setting
+whose threshold the document failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pretrainkit.dataprep.filter.kernels import Words, scan_words
+
+
+@dataclass
+class Doc:
+    text: str
+    fields: dict = field(default_factory=dict)  # added to the kept record (lang, lang_score, pii)
+    _words: tuple = (None, None)  # (the text they are of, its Words)
+
+    def words(self) -> Words:
+        """The text's words (`kernels.scan_words`), found once for the steps that read the same text."""
+        of, found = self._words
+        if of is not self.text:
+            found = scan_words(self.text)
+            self._words = (self.text, found)
+        return found
+
+
+@dataclass(frozen=True)
+class Removal:
+    filter: str  # "<step>.<rule>"
+    value: object  # what the document measured (rounded), or what it held
+    threshold: object  # the setting it failed
+
+
+def ratio(part: float, whole: float) -> float:
+    """part / whole, 0 for an empty whole (a document with no lines or words has no such fraction)."""
+    return part / whole if whole else 0.0
+
+
+def shown(value: float) -> float:
+    """A measured fraction as a removed row shows it: 4 decimals are enough to see the threshold's side."""
+    return round(value, 4)
+
+
+def below(step: str, rule: str, value: float, least: float | None) -> Removal | None:
+    """A removal when `value` is below the least allowed (`least` None: the rule is off)."""
+    if least is not None and value < least:
+        return Removal(f"{step}.{rule}", shown(value) if isinstance(value, float) else value, least)
+    return None
+
+
+def above(step: str, rule: str, value: float, most: float | None) -> Removal | None:
+    """A removal when `value` is above the most allowed (`most` None: the rule is off)."""
+    if most is not None and value > most:
+        return Removal(f"{step}.{rule}", shown(value) if isinstance(value, float) else value, most)
+    return None

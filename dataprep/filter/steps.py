@@ -1,0 +1,173 @@
+"""The filters file: which steps `ptk filter` runs, in which order, with which thresholds.
+
+    steps = read_filters(Path("filters.yaml"))        # [StepSpec("gopher_repetition", settings), ...]
+    steps = read_filters(DEFAULT_FILTERS)             # FineWeb's filters, as FineWeb ran them
+    runnable = [build_step(spec) for spec in steps]   # in a worker: objects with .name and .check(doc)
+
+The file (YAML) holds one key, `filters`: a list whose every item is a step, a mapping of the
+step's name to its settings (`{}` or nothing for its defaults), or the name alone:
+
+    filters:
+      - gopher_repetition: {}
+      - gopher_quality: {min_words: 50, max_words: 100000}
+      - c4: {require_terminal_punctuation: false}
+      - pii
+
+A setting left out keeps its default (the published threshold); null turns a rule off. Every error
+is one line naming the file and the key: `filters.yaml: filters[2].gopher_quality: unknown key
+'min_word' (known: ...)`, `filters.yaml: filters[1].c4.min_sentences: must be an integer >= 0 or
+null, got 'five'`. A step may appear once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pretrainkit.dataprep.filter.c4 import C4, C4Settings
+from pretrainkit.dataprep.filter.fineweb import FineWebQuality, FineWebSettings
+from pretrainkit.dataprep.filter.gopher import (
+    GopherQuality,
+    GopherQualitySettings,
+    GopherRepetition,
+    GopherRepetitionSettings,
+)
+from pretrainkit.dataprep.filter.language_filter import LanguageSettings, LanguageStep
+from pretrainkit.dataprep.filter.length import MinLength, MinLengthSettings
+from pretrainkit.dataprep.filter.pii import PII, PIISettings
+from pretrainkit.errors import UserError, quoted
+from pretrainkit.user_yaml import read_user_yaml
+
+DEFAULT_FILTERS = Path(__file__).resolve().parent / "examples" / "fineweb.yaml"
+
+# step name -> (its settings, the class that runs it)
+STEPS: dict[str, tuple[type, type]] = {
+    "language": (LanguageSettings, LanguageStep),
+    "gopher_repetition": (GopherRepetitionSettings, GopherRepetition),
+    "gopher_quality": (GopherQualitySettings, GopherQuality),
+    "c4": (C4Settings, C4),
+    "fineweb_quality": (FineWebSettings, FineWebQuality),
+    "min_length": (MinLengthSettings, MinLength),
+    "pii": (PIISettings, PII),
+}
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """A step as the filters file chose it: picklable, so jobs carry it to their workers."""
+
+    name: str
+    settings: Any  # the step's settings dataclass
+
+    def as_json(self) -> dict:
+        return {self.name: dataclasses.asdict(self.settings)}
+
+
+def build_step(spec: StepSpec):
+    return STEPS[spec.name][1](spec.settings)
+
+
+def read_filters(path: Path) -> list[StepSpec]:
+    """The steps of filters file `path`, validated (see the module docstring)."""
+    doc = read_user_yaml(path, "filters file")
+    if not isinstance(doc, dict) or "filters" not in doc:
+        raise UserError(f"{path}: a filters file is a mapping with the key 'filters' (a list of steps)")
+    unknown = sorted(set(doc) - {"filters"}, key=str)
+    if unknown:
+        raise UserError(f"{path}: unknown key {quoted(unknown[0])} (known: filters)")
+    items = doc["filters"]
+    if not isinstance(items, list) or not items:
+        raise UserError(f"{path}: filters: must be a non-empty list of steps, got {quoted(items)}")
+    specs: list[StepSpec] = []
+    first: dict[str, int] = {}
+    for i, item in enumerate(items):
+        where = f"{path}: filters[{i}]"
+        name, given = _step_item(item, where)
+        if name in first:
+            raise UserError(f"{where}: step '{name}' given twice (also filters[{first[name]}])")
+        first[name] = i
+        specs.append(StepSpec(name, _settings(STEPS[name][0], given, f"{where}.{name}")))
+    return specs
+
+
+def _step_item(item: object, where: str) -> tuple[str, dict]:
+    if isinstance(item, str):
+        name, given = item, {}
+    elif isinstance(item, dict) and len(item) == 1:
+        ((name, given),) = item.items()
+        given = {} if given is None else given
+    else:
+        raise UserError(f"{where}: a step is its name, or a mapping of its name to its settings; got {quoted(item)}")
+    if name not in STEPS:
+        raise UserError(f"{where}: unknown step {quoted(name)} (known: {', '.join(STEPS)})")
+    if not isinstance(given, dict):
+        raise UserError(f"{where}.{name}: settings must be a mapping, got {quoted(given)}")
+    return name, given
+
+
+def _settings(cls: type, given: dict, where: str):
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    for key in given:
+        if key not in known:
+            raise UserError(f"{where}: unknown key {quoted(key)} (known: {', '.join(known)})")
+    return cls(**{key: _value(known[key], value, f"{where}.{key}") for key, value in given.items()})
+
+
+def _value(f: dataclasses.Field, value: object, where: str) -> object:
+    """`value` checked against the setting's type (as its annotation names it) and range."""
+    kind, optional = f.type.removesuffix(" | None"), f.type.endswith(" | None")
+    if value is None:
+        if optional:
+            return None
+        raise UserError(f"{where}: must be set (this setting cannot be turned off with null)")
+    unit = "ratio" in f.name or "fraction" in f.name or "score" in f.name  # in [0, 1]
+    nullable = " or null" if optional else ""
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise UserError(f"{where}: must be true or false, got {quoted(value)}")
+        return value
+    if kind == "int":
+        least = 1 if f.name in ("short_line_length",) else 0
+        if not _is_int(value) or value < least:
+            raise UserError(f"{where}: must be an integer >= {least}{nullable}, got {quoted(value)}")
+        return value
+    if kind == "float":
+        return _number(value, unit, f"{where}", nullable)
+    if kind == "str":
+        if not isinstance(value, str) or not value:
+            raise UserError(f"{where}: must be a non-empty string, got {quoted(value)}")
+        return value
+    if kind == "list[str]":
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise UserError(f"{where}: must be a list of non-empty strings{nullable}, got {quoted(value)}")
+        return list(value)
+    if kind == "dict[int, float]":
+        if not isinstance(value, dict) or not all(_is_int(n) and n >= 2 for n in value):
+            raise UserError(f"{where}: must map each n >= 2 to its fraction, e.g. {{2: 0.2}}, got {quoted(value)}")
+        return {n: _number(v, True, f"{where}.{n}", "") for n, v in sorted(value.items())}
+    raise AssertionError(f"setting {f.name} has a type no filters file can give: {f.type}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: object, unit: bool, where: str, nullable: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+        raise UserError(f"{where}: must be a number >= 0{nullable}, got {quoted(value)}")
+    if unit and value > 1:
+        raise UserError(f"{where}: must be a fraction in [0, 1]{nullable}, got {quoted(value)}")
+    return float(value)
+
+
+def with_languages(specs: list[StepSpec], languages: list[str] | None) -> list[StepSpec]:
+    """`--languages`: the language step keeps those (one is put first where the file has none)."""
+    if languages is None:
+        return specs
+    at = next((i for i, s in enumerate(specs) if s.name == "language"), None)
+    if at is None:
+        return [StepSpec("language", LanguageSettings(languages=languages)), *specs]
+    chosen = dataclasses.replace(specs[at].settings, languages=languages)
+    return [*specs[:at], StepSpec("language", chosen), *specs[at + 1 :]]
