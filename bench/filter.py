@@ -11,9 +11,9 @@ the filters datatrove runs here. datatrove: `LocalPipelineExecutor` with 8 tasks
 processes, JsonlReader -> GopherRepetitionFilter -> GopherQualityFilter ->
 C4QualityFilter(filter_no_terminal_punct=False) -> FineWebQualityFilter(char_duplicates_ratio=0.1,
 the paper's threshold; its later fourth rule off) -> PIIFormatter -> JsonlWriter, FineWeb's recipe
-(datatrove examples/fineweb.py) without its LanguageFilter: that one downloads its model
-(lid.176.bin) at run time, which this machine cannot (and pretrainkit never does). datatrove finds
-words and sentences with spaCy's tokenizer (offline, in the spacy package).
+(datatrove: https://github.com/huggingface/datatrove/blob/main/examples/fineweb.py) without its
+LanguageFilter: that one downloads its model (lid.176.bin) at run time, which this machine cannot (and
+pretrainkit never does). datatrove finds words and sentences with spaCy's tokenizer (offline, in the spacy package).
 
 Prints MB/s of each, the ratio, where the time goes (seconds per filter step, all workers together,
 for both), how often the two agree on keeping a document, and writes bench/results/filter.json.

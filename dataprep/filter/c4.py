@@ -1,7 +1,8 @@
 """C4's cleaning rules (Raffel et al. 2020, "Exploring the Limits of Transfer Learning with a Unified
 Text-to-Text Transformer", JMLR 21(140), Section 2.2 "The Colossal Clean Crawled Corpus"), line by
 line then for the page, as the reference code applies them (TensorFlow Datasets,
-`tensorflow_datasets/text/c4_utils.py`, `clean_page`) and datatrove's `C4QualityFilter` repeats:
+https://github.com/tensorflow/datasets/blob/master/tensorflow_datasets/text/c4_utils.py, `clean_page`)
+and datatrove's `C4QualityFilter` repeats:
 
     C4(C4Settings(require_terminal_punctuation=False)).check(doc)   # FineWeb's settings; doc.text loses lines
 
@@ -22,7 +23,8 @@ applied: it is a download, and FineWeb did not apply it either.
 Sentences are counted as runs of text ending in . ! or ? before a space or the line's end (the
 reference code uses NLTK's Punkt, which also knows abbreviations; this count can be higher on lines
 with "e.g." or "Mr."). FineWeb ran this filter with `require_terminal_punctuation` off
-(datatrove `examples/fineweb.py`: `C4QualityFilter(filter_no_terminal_punct=False)`).
+(https://github.com/huggingface/datatrove/blob/main/examples/fineweb.py:
+`C4QualityFilter(filter_no_terminal_punct=False)`).
 """
 
 from __future__ import annotations

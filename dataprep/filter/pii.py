@@ -1,4 +1,5 @@
-"""PII redaction as FineWeb did it (datatrove `pipeline/formatters/pii.py`, `PIIFormatter`): email
+"""PII redaction as FineWeb did it (datatrove's `PIIFormatter`,
+https://github.com/huggingface/datatrove/blob/main/src/datatrove/pipeline/formatters/pii.py): email
 addresses and public IP addresses replaced by placeholders, and their count per document recorded.
 
     PII(PIISettings()).check(doc)    # never removes; doc.text redacted, doc.fields["pii"] = {"email": 2, "ip": 1}
