@@ -12,6 +12,7 @@ from pretrainkit.dataprep.cli_options import (
     runner_from_args,
 )
 from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions, owned_directories, run_decontaminate
+from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.output_folders import DECONTAMINATE
 
 
@@ -78,20 +79,17 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def format_summary(stats: dict, out_dir: Path) -> str:
-    mb = stats["input_bytes"] / 1e6
-    secs = max(stats["seconds"], 1e-9)
     verb = "found contaminated" if stats["options"]["report_only"] else "contaminated (removed)"
     rows = [
         ("input docs", f"{stats['input_docs']:,}"),
         ("kept", f"{stats['kept_docs']:,}"),
         (verb, f"{stats['contaminated_docs']:,}"),
         ("rejected", f"{stats['rejected']:,}"),
+        input_row(stats["input_bytes"], stats["seconds"]),
     ]
-    rows.append(("input", f"{mb:,.1f} MB in {secs:.1f} s ({mb / secs:.1f} MB/s)"))
-    width = max(len(k) for k, _ in rows)
     evals = [
         f"  eval {path}: {c['items']:,} items ({c['items_shorter_than_ngram']:,} shorter than "
         f"{stats['options']['ngram']} words, never matched), {c['ngrams']:,} n-grams, {c['contaminated_docs']:,} docs"
         for path, c in stats["eval_files"].items()
     ]
-    return "\n".join([f"decontaminate -> {out_dir}"] + [f"  {k:<{width}}  {v}" for k, v in rows] + evals)
+    return summary_table("decontaminate", out_dir, rows, evals)

@@ -13,6 +13,7 @@ from pretrainkit.dataprep.cli_options import (
 )
 from pretrainkit.dataprep.dedup.budget import DedupBudget
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, owned_directories, run_dedup
+from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.output_folders import DEDUP
 from pretrainkit.quantities import quantity
 
@@ -81,17 +82,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def format_summary(stats: dict, out_dir: Path) -> str:
-    mb = stats["input_bytes"] / 1e6
-    secs = max(stats["seconds"], 1e-9)
     rows = [
         ("input docs", f"{stats['input_docs']:,}"),
         ("kept", f"{stats['kept_docs']:,}"),
         ("exact duplicates", f"{stats['exact_duplicates']:,}"),
         ("near duplicates", f"{stats['near_duplicates']:,}"),
         ("rejected", f"{stats['rejected']:,}"),
-        ("input", f"{mb:,.1f} MB in {secs:.1f} s ({mb / secs:.1f} MB/s)"),
+        input_row(stats["input_bytes"], stats["seconds"]),
     ]
     if stats["against_docs"]:
         rows.insert(1, ("against (old) docs", f"{stats['against_docs']:,}"))
-    width = max(len(k) for k, _ in rows)
-    return "\n".join([f"dedup -> {out_dir}"] + [f"  {k:<{width}}  {v}" for k, v in rows])
+    return summary_table("dedup", out_dir, rows)

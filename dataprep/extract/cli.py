@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pretrainkit.dataprep.cli_options import add_executor_options, runner_from_args
 from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES, REJECTED_NAME, owned_directories, run_extract
+from pretrainkit.dataprep.summary import summary_table
 from pretrainkit.output_folders import EXTRACT
 
 
@@ -56,5 +57,4 @@ def format_summary(stats: dict, out_dir: Path, seconds: float) -> str:
         ),
         ("input", f"{mb:,.1f} MB in {seconds:.1f} s ({stats['kept'] / seconds:,.0f} pages/s)"),
     ]
-    width = max(len(k) for k, _ in rows)
-    return "\n".join([f"extract -> {out_dir}"] + [f"  {k:<{width}}  {v}" for k, v in rows])
+    return summary_table("extract", out_dir, rows)

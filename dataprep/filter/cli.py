@@ -13,6 +13,7 @@ from pretrainkit.dataprep.cli_options import (
 )
 from pretrainkit.dataprep.filter.pipeline import REMOVED_NAME, FilterOptions, owned_directories, run_filter
 from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, with_languages
+from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.output_folders import FILTER
 
 
@@ -64,8 +65,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def format_summary(stats: dict, out_dir: Path) -> str:
-    mb = stats["input_bytes"] / 1e6
-    secs = max(stats["seconds"], 1e-9)
     rows = [
         ("input docs", f"{stats['input_docs']:,}"),
         ("kept", f"{stats['kept_docs']:,}"),
@@ -81,6 +80,5 @@ def format_summary(stats: dict, out_dir: Path) -> str:
         rows.append(("kept languages", shown))
     if stats["pii"]:
         rows.append(("PII redacted", ", ".join(f"{kind} {n:,}" for kind, n in stats["pii"].items())))
-    rows.append(("input", f"{mb:,.1f} MB in {secs:.1f} s ({mb / secs:.1f} MB/s)"))
-    width = max(len(k) for k, _ in rows)
-    return "\n".join([f"filter -> {out_dir}"] + [f"  {k:<{width}}  {v}" for k, v in rows])
+    rows.append(input_row(stats["input_bytes"], stats["seconds"]))
+    return summary_table("filter", out_dir, rows)
