@@ -14,13 +14,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pretrainkit.files import write_text_atomic
 
+if TYPE_CHECKING:
+    from pretrainkit.dataprep.readers import InputFile
+
 PLAN_MARKER = "plan.sha256"
+
+
+def input_stamps(files: Sequence[InputFile]) -> list[tuple[str, int, int]]:
+    """The plan's record of the input files (path, size, mtime): a changed file is a different plan."""
+    return [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files]
 
 
 def open_work_dir(work: Path, plan: dict, on_reset: Callable[[], None] | None = None) -> bool:

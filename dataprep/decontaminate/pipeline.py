@@ -39,7 +39,7 @@ from pretrainkit.dataprep.readers import (
     reason_kind,
     refuse_inputs_inside,
 )
-from pretrainkit.dataprep.workdir import open_work_dir, remove_work_dir
+from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import (
     output_directory,
@@ -108,7 +108,7 @@ def _decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptio
     work = out_dir / ".work"
     plan = {
         "work_format": WORK_FORMAT,
-        "inputs": [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files],
+        "inputs": input_stamps(files),
         "evals": [(p, os.path.getsize(p), os.stat(p).st_mtime_ns) for p in options.eval_files],
         "tasks": [(t.file.path, t.start, t.end) for t in tasks],
         "options": asdict(options),

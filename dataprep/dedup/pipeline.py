@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 from collections import Counter
@@ -84,7 +83,7 @@ from pretrainkit.dataprep.readers import (
     reason_kind,
     refuse_inputs_inside,
 )
-from pretrainkit.dataprep.workdir import open_work_dir, remove_work_dir
+from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_text_atomic, writing_into
 from pretrainkit.output_folders import DEDUP, output_folder
@@ -255,7 +254,7 @@ def _prepare_work_dir(work: Path, index_dir: Path, files, tasks, options: DedupO
     """Keep an interrupted run's finished jobs only if inputs and options are unchanged."""
     plan = {
         "work_format": WORK_FORMAT,
-        "inputs": [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files],
+        "inputs": input_stamps(files),
         "tasks": [(t.file.path, t.start, t.end) for t in tasks],
         "options": asdict(options),
         "against": (str(old.directory.resolve()), [p.docs for p in old.parts]) if old else None,

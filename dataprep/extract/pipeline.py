@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from pretrainkit.dataprep.extract.html import main_text
 from pretrainkit.dataprep.extract.pages import Broken, Page, Skipped, page_of
 from pretrainkit.dataprep.extract.warc import Unreadable, read_warc
 from pretrainkit.dataprep.readers import DEDUP_KEPT_GLOB, InputFile, discover_inputs, input_format, refuse_inputs_inside
-from pretrainkit.dataprep.workdir import open_work_dir, remove_work_dir
+from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import (
     atomic_write,
@@ -100,7 +99,7 @@ def run_extract(inputs: list[str], out_dir: Path, runner: JobRunner) -> dict:
     open_work_dir(
         work,
         {
-            "inputs": [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files],
+            "inputs": input_stamps(files),
             "jobs": [([f.path for f in job.files], job.start, job.end) for job in jobs],
             "extractor": EXTRACTOR,
             "version": __version__,

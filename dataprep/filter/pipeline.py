@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -48,7 +47,7 @@ from pretrainkit.dataprep.readers import (
     reason_kind,
     refuse_inputs_inside,
 )
-from pretrainkit.dataprep.workdir import open_work_dir, remove_work_dir
+from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import (
     atomic_write,
@@ -113,7 +112,7 @@ def _filter(inputs: list[str], out_dir: Path, options: FilterOptions, runner: Jo
     tasks = plan_read_tasks(files, runner=runner)
     work = out_dir / WORK_NAME
     plan = {
-        "inputs": [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files],
+        "inputs": input_stamps(files),
         "tasks": [(t.file.path, t.start, t.end) for t in tasks],
         "filters": [s.as_json() for s in options.steps],
         "fields": [options.text_field, options.id_field],

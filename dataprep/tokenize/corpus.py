@@ -31,7 +31,6 @@ import contextlib
 import functools
 import itertools
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -58,7 +57,7 @@ from pretrainkit.dataprep.readers import (
     refuse_inputs_inside,
 )
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
-from pretrainkit.dataprep.workdir import open_work_dir, remove_work_dir
+from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import (
     atomic_write,
@@ -149,7 +148,7 @@ def _tokenize(
     open_work_dir(
         work,
         {
-            "inputs": [(f.path, f.size, os.stat(f.path).st_mtime_ns) for f in files],
+            "inputs": input_stamps(files),
             "jobs": [[(t.file.path, t.start, t.end) for t in g] for g in groups],
             "options": asdict(options),
             "tokenizer": tok.sha256,
