@@ -31,7 +31,7 @@ COMMAND_MODULES = (
     "pretrainkit.dataprep.decontaminate.cli",
     "pretrainkit.dataprep.filter.cli",
     "pretrainkit.dataprep.tokenize.cli",
-    "pretrainkit.dataprep.cli",
+    "pretrainkit.dataprep.prepare.cli",
     "pretrainkit.shards.cli",
     "pretrainkit.mixtures.cli",
     "pretrainkit.train.planning.cli",

@@ -4,6 +4,7 @@ and numbers in YAML configs.
     parser.add_argument("--tokens", type=count)     # "1.5B" -> 1500000000
     parser.add_argument("--flops", type=quantity)   # "1e21" -> 1e21
     config_number(yaml.safe_load("lr: 1e-3")["lr"]) # 0.001 (YAML 1.1 read it as the string "1e-3")
+    byte_size(12_345_678)                           # "12.3 MB", for summaries
 
 Suffixes are decimal (K = 1e3, M = 1e6, B or G = 1e9, T = 1e12, P = 1e15), as budgets, model sizes
 and hardware are quoted; case does not matter. Both are argparse types: a bad value is a one-line
@@ -55,3 +56,11 @@ def count(text: str) -> int:
     if value < 1 or value != int(value):
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
     return int(value)
+
+
+def byte_size(n: int) -> str:
+    """`n` bytes as people read them, in decimal units: 312 B, 4.1 kB, 12.3 MB, 1.2 GB."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n} B"

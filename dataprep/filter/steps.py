@@ -88,7 +88,7 @@ def read_filters(path: Path) -> list[StepSpec]:
         if name in first:
             raise UserError(f"{where}: step '{name}' given twice (also filters[{first[name]}])")
         first[name] = i
-        specs.append(StepSpec(name, _settings(STEPS[name][0], given, f"{where}.{name}")))
+        specs.append(StepSpec(name, settings_from(STEPS[name][0], given, f"{where}.{name}")))
     return specs
 
 
@@ -107,7 +107,9 @@ def _step_item(item: object, where: str) -> tuple[str, dict]:
     return name, given
 
 
-def _settings(cls: type, given: dict, where: str):
+def settings_from(cls: type, given: dict, where: str):
+    """`cls` (a settings dataclass) from the mapping a user's file gave, each value checked against its
+    field's type: an unknown key or a bad value is a one-line error naming `where` and the key."""
     known = {f.name: f for f in dataclasses.fields(cls)}
     for key in given:
         if key not in known:

@@ -1,5 +1,5 @@
 """`ptk tokenizer train` and `ptk tokenize`: the command-line side of tokenization (`ptk prepare`, which
-chains dedup and tokenize, is in dataprep/cli.py)."""
+chains stages ending with tokenize, is in dataprep/prepare/cli.py)."""
 
 from __future__ import annotations
 
@@ -64,10 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     tokenize.set_defaults(func=run_tokenize, resumes=True)
 
 
-def add_tokenize_options(p: argparse.ArgumentParser) -> None:
-    """Options of `ptk tokenize` that `ptk prepare` shares (the field names come from the dedup options there)."""
+def add_tokenize_options(p: argparse.ArgumentParser, required: bool = True) -> None:
+    """Options of `ptk tokenize` that `ptk prepare` shares (the field names come from the dedup options
+    there, and its --tokenizer is needed only without a pipeline file)."""
     p.add_argument(
-        "--tokenizer", required=True, help="a Hugging Face tokenizer.json, or a model/tokenizer directory holding one"
+        "--tokenizer",
+        required=required,
+        help="a Hugging Face tokenizer.json, or a model/tokenizer directory holding one",
     )
     p.add_argument(
         "--eos-token", default=None, help="end-of-text token, if the tokenizer's is not <|endoftext|>, </s> or <eos>"
@@ -131,14 +134,14 @@ def run_tokenize(args: argparse.Namespace) -> int:
     out = Path(args.output)
     with runner_from_args(args, TOKENIZE, owned_directories(out)) as runner:
         manifest = tokenize_corpus(args.inputs, out, args.tokenizer, tokenize_options(args), runner=runner)
-    print_tokenize_summary(manifest, out)
+    print(format_tokenize_summary(manifest, out))
     return 0
 
 
-def print_tokenize_summary(manifest: dict, out: Path) -> None:
+def format_tokenize_summary(manifest: dict, out: Path) -> str:
     t, rec = manifest["totals"], manifest["provenance"]["records"]
     per_token = t["bytes"] / t["tokens"] if t["tokens"] else 0.0
-    print(
+    return (
         f"{rec['input']} records: {rec['tokenized']} tokenized, "
         f"{rec['rejected']} rejected (see {out / REJECTED_NAME})\n"
         f"wrote {t['tokens']} tokens in {t['shards']} {manifest['format']} shards, {t['bytes']} bytes "

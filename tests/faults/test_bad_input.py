@@ -66,6 +66,7 @@ def test_a_damaged_input_is_one_line_naming_it_or_accounted_for(
     if command.name == "tokenizer-train":
         assert "(1 rejected records skipped)" in stdout, stdout
         return
-    rejected = out / ("dedup" if command.name == "prepare" else "") / "rejected.jsonl"
+    first_stage = {"prepare": "dedup", "prepare-pipeline": "extract"}.get(command.name, "")
+    rejected = out / first_stage / "rejected.jsonl"
     rows = [json.loads(line) for line in rejected.read_text().splitlines()]
     assert any(r["source"] == named.name for r in rows), rows

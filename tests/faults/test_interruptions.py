@@ -51,17 +51,11 @@ def start(argv: list[str]) -> subprocess.Popen:
     )
 
 
-def reference_run(command: Command, workspace, where: Path) -> tuple[Path, float]:
-    out = output_of(command, where)
-    began = time.monotonic()
-    done = run_ptk(command.argv(workspace, out))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out, time.monotonic() - began
-
-
 @pytest.mark.parametrize("command", [c for c in COMMANDS if c.resumable], ids=str)
-def test_kill_9_at_random_moments_then_a_rerun_gives_the_same(command: Command, workspace, tmp_path: Path) -> None:
-    reference, seconds = reference_run(command, workspace, tmp_path / "reference")
+def test_kill_9_at_random_moments_then_a_rerun_gives_the_same(
+    command: Command, workspace, reference_run, tmp_path: Path
+) -> None:
+    reference, seconds = reference_run(command)
     rng = random.Random(f"{SEED}-{command}")
     out = output_of(command, tmp_path / "killed")
     for attempt in range(KILLS):
@@ -78,10 +72,10 @@ def test_kill_9_at_random_moments_then_a_rerun_gives_the_same(command: Command, 
 
 @pytest.mark.parametrize("command", [c for c in COMMANDS if c.resumable], ids=str)
 def test_sigterm_at_random_moments_is_one_line_143_and_a_rerun_gives_the_same(
-    command: Command, workspace, tmp_path: Path
+    command: Command, workspace, reference_run, tmp_path: Path
 ) -> None:
     """Sent to the command alone (what Kubernetes does) and to its whole process group (Slurm)."""
-    reference, seconds = reference_run(command, workspace, tmp_path / "reference")
+    reference, seconds = reference_run(command)
     rng = random.Random(f"{SEED}-{command}-term")
     out = output_of(command, tmp_path / "stopped")
     for send in (os.kill, os.killpg):

@@ -25,7 +25,8 @@ from pretrainkit.cli import main  # noqa: E402
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup  # noqa: E402
 from pretrainkit.dataprep.executors.local import LocalRunner  # noqa: E402
 from pretrainkit.dataprep.executors.ray import RayRunner  # noqa: E402
-from pretrainkit.dataprep.prepare import run_prepare  # noqa: E402
+from pretrainkit.dataprep.prepare.run import run_prepare  # noqa: E402
+from pretrainkit.dataprep.prepare.stages import Stage, Tokenize  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus  # noqa: E402
 from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer  # noqa: E402
 from pretrainkit.errors import UserError  # noqa: E402
@@ -83,18 +84,17 @@ def tokenizer(tmp_path_factory, reuters_docs) -> str:
 @pytest.mark.slow
 def test_dedup_tokenize_prepare_byte_identical_to_local(tmp_path, ray_address, corpus, tokenizer):
     options = TokenizeOptions(shard_tokens=20_000, batch_tokens=2048)
+    stages = [Stage("dedup", DedupOptions()), Stage("tokenize", Tokenize(tokenizer, options))]
     with LocalRunner(2) as runner:
         run_dedup([str(corpus)], tmp_path / "dedup-local", DedupOptions(), runner)
+        run_prepare([str(corpus)], tmp_path / "prep-local", stages, runner)
     tokenize_corpus([str(corpus)], tmp_path / "tok-local", tokenizer, options, workers=2)
-    run_prepare([str(corpus)], tmp_path / "prep-local", tokenizer, DedupOptions(), options, workers=2)
     assert len(list((tmp_path / "tok-local").glob("shard-*"))) > 4
     for workers in (1, 3):
         with RayRunner(workers) as runner:
             run_dedup([str(corpus)], tmp_path / f"dedup-ray{workers}", DedupOptions(), runner=runner)
             tokenize_corpus([str(corpus)], tmp_path / f"tok-ray{workers}", tokenizer, options, runner=runner)
-            run_prepare(
-                [str(corpus)], tmp_path / f"prep-ray{workers}", tokenizer, DedupOptions(), options, runner=runner
-            )
+            run_prepare([str(corpus)], tmp_path / f"prep-ray{workers}", stages, runner)
         for stage in ("dedup", "tok", "prep"):
             assert snapshot(tmp_path / f"{stage}-ray{workers}") == snapshot(tmp_path / f"{stage}-local"), (
                 stage,

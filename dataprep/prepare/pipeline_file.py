@@ -1,0 +1,178 @@
+"""The pipeline file `ptk prepare --pipeline FILE` reads: its stages, in order, with their settings.
+
+    stages = read_pipeline(Path("pipeline.yaml"), text_field="text", id_field="id")
+
+    stages:
+      - extract                                     # WARC / HTML inputs to page texts
+      - filter: {filters: filters.yaml, languages: [en]}
+      - paragraphs: {min_length: 200}               # ptk dedup --paragraphs
+      - dedup: {threshold: 0.8}
+      - decontaminate: {eval: [evals/mmlu.jsonl], ngram: 13}
+      - tokenize: {tokenizer: tokenizer.json, shard_size: 32M}
+
+Each setting is the option of the same name of the stage's command (`-` written `_`); a stage left
+without settings runs with that command's defaults. Paths in the file are relative to the file's
+folder. Each stage appears at most once; `extract`, where there is one, comes first and `tokenize`
+last. Every mistake is one line naming the file, the stage and the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions
+from pretrainkit.dataprep.dedup.pipeline import DedupOptions
+from pretrainkit.dataprep.filter.pipeline import FilterOptions
+from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, settings_from, with_languages
+from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, Tokenize
+from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions
+from pretrainkit.errors import UserError, quoted
+from pretrainkit.quantities import count
+from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
+from pretrainkit.user_yaml import read_user_yaml
+
+
+@dataclass(frozen=True)
+class ExtractSettings:
+    pass
+
+
+@dataclass(frozen=True)
+class FilterSettings:
+    filters: str | None = None  # a filters file; default FineWeb's
+    languages: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class DedupSettings:
+    threshold: float = DedupOptions.threshold
+    num_perm: int = DedupOptions.num_perm
+    ngram: int = DedupOptions.ngram
+    near: bool = DedupOptions.near
+    against: str | None = None
+
+
+@dataclass(frozen=True)
+class DecontaminateSettings:
+    eval: list[str] | None = None  # required: None is "not given"
+    eval_field: list[str] | None = None
+    eval_id_field: str = DecontaminateOptions.eval_id_field
+    ngram: int = DecontaminateOptions.ngram
+    report_only: bool = False
+
+
+@dataclass(frozen=True)
+class TokenizeSettings:
+    tokenizer: str | None = None  # required
+    eos_token: str | None = None
+    format: str = TokenizeOptions.format
+    shard_size: int = DEFAULT_SHARD_TOKENS
+    batch_size: int = DEFAULT_BATCH_TOKENS
+
+
+SETTINGS = {
+    "extract": ExtractSettings,
+    "filter": FilterSettings,
+    "dedup": DedupSettings,
+    "decontaminate": DecontaminateSettings,
+    "tokenize": TokenizeSettings,
+}
+SIZES = ("shard_size", "batch_size")  # token counts, given as 32M or 16384
+
+
+def read_pipeline(path: Path, text_field: str = "text", id_field: str = "id") -> list[Stage]:
+    """The stages of pipeline file `path`, validated, each reading records' text and id from these fields."""
+    doc = read_user_yaml(path, "pipeline file")
+    if not isinstance(doc, dict) or "stages" not in doc:
+        raise UserError(f"{path}: a pipeline file is a mapping with the key 'stages' (a list of stages)")
+    unknown = sorted(set(doc) - {"stages"}, key=str)
+    if unknown:
+        raise UserError(f"{path}: unknown key {quoted(unknown[0])} (known: stages)")
+    items = doc["stages"]
+    if not isinstance(items, list) or not items:
+        raise UserError(f"{path}: stages: must be a non-empty list of stages, got {quoted(items)}")
+    stages: list[Stage] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        where = f"{path}: stages[{i}]"
+        name, given = _stage_item(item, where)
+        if name in seen:
+            raise UserError(f"{where}: stage '{name}' given twice (also stages[{seen[name]}])")
+        seen[name] = i
+        if name == FIRST and i != 0:
+            raise UserError(f"{where}: '{FIRST}' must be the first stage (it reads WARC and HTML, the others JSONL)")
+        if name == LAST and i != len(items) - 1:
+            raise UserError(f"{where}: '{LAST}' must be the last stage (the others read and write text)")
+        settings = settings_from(SETTINGS[name], _sizes(given, f"{where}.{name}"), f"{where}.{name}")
+        stages.append(_stage(name, settings, path.parent, text_field, id_field, f"{where}.{name}"))
+    if FIRST in seen and (text_field, id_field) != ("text", "id"):
+        raise UserError(f"{path}: --text-field/--id-field: an '{FIRST}' stage writes records with 'text' and 'id'")
+    return stages
+
+
+def _stage_item(item: object, where: str) -> tuple[str, dict]:
+    if isinstance(item, str):
+        name, given = item, {}
+    elif isinstance(item, dict) and len(item) == 1:
+        ((name, given),) = item.items()
+        given = {} if given is None else given
+    else:
+        raise UserError(f"{where}: a stage is its name, or a mapping of its name to its settings; got {quoted(item)}")
+    if name not in SETTINGS:
+        raise UserError(f"{where}: unknown stage {quoted(name)} (known: {', '.join(SETTINGS)})")
+    if not isinstance(given, dict):
+        raise UserError(f"{where}.{name}: settings must be a mapping, got {quoted(given)}")
+    return name, given
+
+
+def _sizes(given: dict, where: str) -> dict:
+    """Token counts written as 32M (as on the command line) made integers."""
+    out = dict(given)
+    for key in SIZES:
+        if isinstance(out.get(key), str):
+            try:
+                out[key] = count(out[key])
+            except argparse.ArgumentTypeError as e:  # the command line's parser of sizes
+                raise UserError(f"{where}.{key}: {e}") from None
+    return out
+
+
+def _relative(base: Path, path: str) -> str:
+    return str(base / path)  # an absolute `path` stays as it is
+
+
+def _stage(name: str, s, base: Path, text_field: str, id_field: str, where: str) -> Stage:
+    fields = {"text_field": text_field, "id_field": id_field}
+    try:
+        if name == "extract":
+            return Stage(name, None)
+        if name == "filter":
+            steps = read_filters(Path(_relative(base, s.filters)) if s.filters else DEFAULT_FILTERS)
+            return Stage(name, FilterOptions(tuple(with_languages(steps, s.languages)), **fields))
+        if name == "dedup":
+            against = _relative(base, s.against) if s.against else None
+            options = DedupOptions(**dict(dataclasses.asdict(s), against=against), **fields)
+            options.validate()
+            return Stage(name, options)
+        if name == "decontaminate":
+            if not s.eval:
+                raise UserError("eval: the evaluation set files are needed (a list of paths)")
+            options = DecontaminateOptions(
+                eval_files=tuple(_relative(base, p) for p in s.eval),
+                eval_fields=tuple(s.eval_field or DecontaminateOptions.eval_fields),
+                eval_id_field=s.eval_id_field,
+                ngram=s.ngram,
+                report_only=s.report_only,
+                **fields,
+            )
+            options.validate()
+            return Stage(name, options)
+        if not s.tokenizer:
+            raise UserError("tokenizer: the tokenizer (a tokenizer.json, or a folder holding one) is needed")
+        options = TokenizeOptions(s.format, s.shard_size, s.batch_size, eos_token=s.eos_token, **fields)
+        return Stage(name, Tokenize(_relative(base, s.tokenizer), options))
+    except UserError as e:
+        raise UserError(f"{where}: {e}") from None

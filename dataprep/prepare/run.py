@@ -1,0 +1,153 @@
+"""`ptk prepare`'s run: the pipeline's stages one after another on one runner, each into its own
+folder under OUT, then the funnel (OUT/stats.json, the table printed, OUT/funnel.png).
+
+    stages = read_pipeline(Path("pipeline.yaml"))
+    with LocalRunner(2) as runner:
+        funnel = run_prepare(["crawl/"], Path("out"), stages, runner)
+
+Each stage is its command's run (`pretrainkit.dataprep.prepare.stages`), crash-safe on its own, over
+the kept records of the stage before. A finished stage is recorded in OUT/.work (its stats and the
+profile of what it kept, `pretrainkit.dataprep.prepare.profile`), so running the same command again
+after a kill goes on from the stage it was in, into the same bytes; a changed pipeline or input
+starts again (each stage's own plan then decides what of its folder it keeps). The documents that
+enter the first text stage (the extracted pages, or the inputs) and those the last text stage
+keeps are profiled with their languages; every stage's output with its size and lengths. The
+shard manifest's provenance names the raw inputs with their hashes and holds every earlier
+stage's stats, so it describes the whole pipeline. OUT/stats.json is written last: a folder
+without it is no finished prepare.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from pretrainkit import __version__
+from pretrainkit.dataprep.executors import JobRunner
+from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES
+from pretrainkit.dataprep.prepare.funnel import funnel_rows
+from pretrainkit.dataprep.prepare.picture import draw_funnel
+from pretrainkit.dataprep.prepare.profile import profile
+from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, run_stage, stage_outputs
+from pretrainkit.dataprep.readers import DEDUP_STATS_NAME, discover_inputs
+from pretrainkit.dataprep.tokenize.corpus import input_hashes
+from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
+from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
+from pretrainkit.errors import UserError
+from pretrainkit.files import output_directory, write_text_atomic, writing_into
+from pretrainkit.output_folders import PREPARE, check_folder, output_folder
+
+WORK_NAME = ".work"
+PICTURE_NAME = "funnel.png"
+
+
+def owned_directories(out_dir: Path, stages: list[Stage]) -> tuple[list[Path], list[Path]]:
+    """Where only a prepare run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
+    dirs, trees = [out_dir], [out_dir / WORK_NAME]
+    for stage in stages:
+        d, t = stage.owned(out_dir / stage.folder)
+        dirs, trees = dirs + d, trees + t
+    return dirs, trees
+
+
+def run_prepare(
+    inputs: list[str],
+    out_dir: Path,
+    stages: list[Stage],
+    runner: JobRunner,
+    text_field: str = "text",
+    id_field: str = "id",
+    report: Callable[[str], None] = lambda summary: None,
+) -> dict:
+    """Run `stages` over `inputs` into `out_dir` on `runner` (entered); returns OUT/stats.json's content.
+    `report` is given each stage's summary as the stage ends (or that an earlier run finished it)."""
+    out_dir = Path(out_dir)
+    with output_folder(out_dir, PREPARE), writing_into(out_dir, *owned_directories(out_dir, stages)):
+        for stage in stages:
+            check_folder(out_dir / stage.folder, stage.kind)  # before the long first stage, not after it
+        if stages[-1].name == LAST:  # fail before the long stages, not after them
+            load_tokenizer(stages[-1].options.tokenizer, stages[-1].options.options.eos_token)
+        return _prepare(inputs, out_dir, stages, runner, text_field, id_field, report)
+
+
+def _prepare(
+    inputs: list[str],
+    out_dir: Path,
+    stages: list[Stage],
+    runner: JobRunner,
+    text_field: str,
+    id_field: str,
+    report: Callable[[str], None],
+) -> dict:
+    raw = discover_inputs(inputs, INPUT_SUFFIXES) if stages[0].name == FIRST else discover_inputs(inputs)
+    output_directory(out_dir)
+    work = out_dir / WORK_NAME
+    plan = {
+        "inputs": input_stamps(raw),
+        "stages": [s.as_json() for s in stages],
+        "fields": [text_field, id_field],
+        "version": __version__,
+    }
+    open_work_dir(work, plan)
+    (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, OUT is no finished output
+
+    def recorded(name: str, make) -> dict:
+        """`make()`, or what an earlier, interrupted run of this plan recorded of it."""
+        path = work / f"{name}.json"
+        if not path.exists():
+            write_text_atomic(path, json.dumps(make(), sort_keys=True))
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    text_stages = [s for s in stages if s.name != LAST]
+    profiles = {}
+    if stages[0].name != FIRST:
+        profiles["input"] = recorded("profile-input", lambda: profile(inputs, text_field, id_field, True, runner))
+    records: list[dict] = []
+    current = list(inputs)
+    for i, stage in enumerate(stages):
+        folder = out_dir / stage.folder
+        provenance = None
+        if stage.name == LAST:
+            hashes = recorded("input-hashes", lambda: input_hashes(raw, runner))
+            provenance = {"inputs": hashes, "pipeline": plan["stages"][:-1]}
+            provenance.update({s.name: r["stats"] for s, r in zip(stages, records)})
+
+        def finish(stage=stage, folder=folder, provenance=provenance, current=current) -> dict:
+            stats, summary = run_stage(stage, current, folder, runner, provenance)
+            report(summary)
+            if stage.name == LAST:
+                return {"stats": stats}
+            languages = stage.name == FIRST or stage is text_stages[-1]
+            kept = stage_outputs(stage, current, folder)
+            return {
+                "stats": stats,
+                "profile": profile(kept, text_field, id_field, languages, runner, f"profile {stage.name}"),
+            }
+
+        name = f"stage-{i:02d}-{stage.name}"
+        if (work / f"{name}.json").exists():
+            report(f"{stage.name} -> {folder}: finished by an earlier run of this pipeline")
+        records.append(recorded(name, finish))
+        current = stage_outputs(stage, current, folder)
+        if i + 1 < len(stages) and not records[-1]["profile"]["docs"]:
+            raise UserError(
+                f"{folder}: the {stage.name} stage kept no documents (its stats.json says why); "
+                f"nothing is left for the {stages[i + 1].name} stage"
+            )
+    if stages[0].name == FIRST:
+        profiles["input"] = records[0]["profile"]
+    if text_stages:
+        profiles["output"] = records[len(text_stages) - 1]["profile"]
+
+    result = {
+        "funnel": funnel_rows(stages, records, profiles.get("input")),
+        "profiles": profiles,
+        "stages": {s.name: s.folder for s in stages},
+        "pipeline": plan["stages"],
+        "version": __version__,
+    }
+    draw_funnel(result, out_dir / PICTURE_NAME)
+    write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(result, indent=2, sort_keys=True) + "\n")
+    remove_work_dir(work)
+    return result

@@ -1,0 +1,93 @@
+"""The pipeline file: its stages in order with their settings; every mistake one line naming file, stage and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pretrainkit.cli import main
+from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters
+from pretrainkit.dataprep.prepare.pipeline_file import read_pipeline
+from pretrainkit.errors import UserError
+
+
+def _file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_stages_in_order_with_their_settings_and_paths_relative_to_the_file(tmp_path):
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "qa.jsonl").write_text('{"id": "q1", "text": "what is the capital of france"}\n')
+    path = _file(
+        tmp_path,
+        """
+stages:
+  - extract
+  - filter: {languages: [en, de]}
+  - dedup: {threshold: 0.7, near: false}
+  - decontaminate: {eval: [evals/qa.jsonl], ngram: 8}
+  - tokenize: {tokenizer: tok.json, shard_size: 2M, format: webdataset}
+""",
+    )
+    stages = read_pipeline(path)
+    assert [s.name for s in stages] == ["extract", "filter", "dedup", "decontaminate", "tokenize"]
+    assert [s.folder for s in stages] == ["extract", "filter", "dedup", "decontaminate", "shards"]
+    steps = stages[1].options.steps
+    assert [s.name for s in steps] == [s.name for s in read_filters(DEFAULT_FILTERS)]  # FineWeb's, by default
+    assert next(s for s in steps if s.name == "language").settings.languages == ["en", "de"]
+    assert (stages[2].options.threshold, stages[2].options.near) == (0.7, False)
+    assert stages[3].options.eval_files == (str(tmp_path / "evals" / "qa.jsonl"),)
+    assert stages[3].options.ngram == 8
+    tokenize = stages[4].options
+    assert tokenize.tokenizer == str(tmp_path / "tok.json")
+    assert (tokenize.options.shard_tokens, tokenize.options.format) == (2_000_000, "webdataset")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("stages: []\n", "stages: must be a non-empty list of stages"),
+        ("stage: [dedup]\n", "a pipeline file is a mapping with the key 'stages'"),
+        ("stages: [dedup]\nworkers: 2\n", "unknown key 'workers' (known: stages)"),
+        ("stages: [dedupe]\n", "stages[0]: unknown stage 'dedupe' (known: extract, filter"),
+        ("stages: [dedup, dedup]\n", "stages[1]: stage 'dedup' given twice (also stages[0])"),
+        ("stages: [dedup, extract]\n", "stages[1]: 'extract' must be the first stage"),
+        ("stages: [{tokenize: {tokenizer: t.json}}, dedup]\n", "stages[0]: 'tokenize' must be the last stage"),
+        ("stages: [{dedup: {treshold: 0.8}}]\n", "stages[0].dedup: unknown key 'treshold' (known: threshold,"),
+        ("stages: [{dedup: {threshold: high}}]\n", "stages[0].dedup.threshold: must be a number >= 0"),
+        ("stages: [{dedup: {threshold: 1.5}}]\n", "stages[0].dedup: --threshold must be in (0, 1], got 1.5"),
+        ("stages: [{dedup: [0.8]}]\n", "stages[0].dedup: settings must be a mapping"),
+        ("stages: [decontaminate]\n", "stages[0].decontaminate: eval: the evaluation set files are needed"),
+        ("stages: [tokenize]\n", "stages[0].tokenize: tokenizer: the tokenizer"),
+        ("stages: [{tokenize: {tokenizer: t.json, shard_size: lots}}]\n", "stages[0].tokenize.shard_size:"),
+        ("stages: [{filter: {filters: nowhere.yaml}}]\n", "stages[0].filter: "),
+        ("stages: [dedup]\nstages: [filter]\n", "duplicate key 'stages'"),
+    ],
+)
+def test_a_mistake_is_one_line_naming_the_file_and_the_key(tmp_path, text, message):
+    path = _file(tmp_path, text)
+    with pytest.raises(UserError) as e:
+        read_pipeline(path)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(str(path)), line
+    assert message in line, line
+
+
+def test_an_extract_pipeline_refuses_other_record_fields(tmp_path):
+    with pytest.raises(UserError, match="an 'extract' stage writes records with 'text' and 'id'"):
+        read_pipeline(_file(tmp_path, "stages: [extract, dedup]\n"), text_field="body")
+
+
+def test_the_command_refuses_stage_options_beside_a_pipeline_file(tmp_path, capsys):
+    path = _file(tmp_path, "stages: [dedup]\n")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": 1, "text": "one two three"}\n')
+    code = main(["prepare", str(corpus), "-o", str(tmp_path / "o"), "--pipeline", str(path), "--threshold", "0.5"])
+    assert code == 2
+    assert "--threshold: with --pipeline, the stages' settings come from the pipeline file" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    assert main(["prepare", str(corpus), "-o", str(tmp_path / "o")]) == 2
+    assert "--tokenizer is needed (or a --pipeline FILE" in capsys.readouterr().err

@@ -1,0 +1,143 @@
+"""`ptk prepare --pipeline`: a crawl through every stage is its commands run one after another, the
+same bytes for any --workers, and its funnel adds up against each stage's own stats."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from fixtures.language_documents import man_page_documents
+from fixtures.warc import write_crawl
+from pretrainkit.cli import main
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _texts(folder: Path) -> list[str]:
+    texts = []
+    for part in sorted(folder.glob("part-*.jsonl.zst")):
+        raw = zstandard.ZstdDecompressor().stream_reader(part.read_bytes())
+        texts += [json.loads(line)["text"] for line in io.TextIOWrapper(raw, encoding="utf-8")]
+    return texts
+
+
+@pytest.fixture(scope="module")
+def crawl_run(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """A crawl, each command run by hand over it (`by_hand/<stage>`), and the pipeline file doing the same."""
+    root = tmp_path_factory.mktemp("crawl-pipeline")
+    crawl = write_crawl(root / "crawl")
+    hand = root / "by_hand"
+    tok = root / "tok.json"
+    assert main(["extract", str(crawl), "-o", str(hand / "extract")]) == 0
+    assert main(["tokenizer", "train", str(hand / "extract"), "-o", str(tok), "--vocab-size", "500"]) == 0
+    assert main(["filter", str(hand / "extract"), "-o", str(hand / "filter"), "--languages", "en"]) == 0
+    assert main(["dedup", str(hand / "filter"), "-o", str(hand / "dedup"), "--threshold", "0.7"]) == 0
+    # an evaluation item copied from one kept page, lower-cased: decontamination must find it
+    words = _texts(hand / "dedup")[0].split()[40:70]
+    evals = root / "evals.jsonl"
+    evals.write_text(json.dumps({"id": "q1", "text": " ".join(words).lower()}) + "\n")
+    assert main(["decontaminate", str(hand / "dedup"), "--eval", str(evals), "-o", str(hand / "decontaminate")]) == 0
+    tokenize = ["tokenize", str(hand / "decontaminate"), "--tokenizer", str(tok), "--shard-size", "4K"]
+    assert main([*tokenize, "-o", str(hand / "shards")]) == 0
+    pipeline = root / "pipeline.yaml"
+    pipeline.write_text(
+        "stages:\n"
+        "  - extract\n"
+        "  - filter: {languages: [en]}\n"
+        "  - dedup: {threshold: 0.7}\n"
+        "  - decontaminate: {eval: [evals.jsonl]}\n"  # relative to the pipeline file
+        "  - tokenize: {tokenizer: tok.json, shard_size: 4K}\n"
+    )
+    return crawl, hand, pipeline
+
+
+@pytest.mark.slow
+def test_a_crawl_pipeline_is_its_commands_one_after_another(crawl_run, tmp_path, capsys):
+    crawl, hand, pipeline = crawl_run
+    out = tmp_path / "prepared"
+    capsys.readouterr()
+    assert main(["prepare", str(crawl), "--pipeline", str(pipeline), "-o", str(out), "--workers", "2"]) == 0
+    printed = capsys.readouterr().out
+    for stage in ("extract", "filter", "dedup", "decontaminate"):
+        assert _tree(out / stage) == _tree(hand / stage), stage
+        assert f"{stage} -> {out / stage}" in printed  # each stage's own summary, as it ends
+    shards, by_hand = _tree(out / "shards"), _tree(hand / "shards")
+    assert {k: v for k, v in shards.items() if k != "manifest.json"} == {
+        k: v for k, v in by_hand.items() if k != "manifest.json"
+    }
+    manifest = json.loads(shards["manifest.json"])
+    assert manifest["shards"] == json.loads(by_hand["manifest.json"])["shards"]
+    provenance = manifest["provenance"]
+    assert [i["path"] for i in provenance["inputs"]] == ["a.warc.gz", "b.warc", "c.html"]  # the raw crawl
+    assert [next(iter(s)) for s in provenance["pipeline"]] == ["extract", "filter", "dedup", "decontaminate"]
+
+    result = json.loads((out / "stats.json").read_text())
+    stats = {
+        s: json.loads((out / s / "stats.json").read_text()) for s in ("extract", "filter", "dedup", "decontaminate")
+    }
+    rows = {r["name"]: r for r in result["funnel"]}
+    assert rows["input"]["docs"] == stats["extract"]["records"]
+    assert rows["extract"]["docs"] == stats["extract"]["kept"] == len(_texts(out / "extract"))
+    assert rows["filter"]["docs"] == stats["filter"]["kept_docs"]
+    steps = [r for r in result["funnel"] if "step" in r]
+    assert [r["step"] for r in steps] == [next(iter(s)) for s in stats["filter"]["filters"]]
+    assert sum(r["removed_docs"] for r in steps) == stats["filter"]["removed_docs"] == rows["filter"]["removed_docs"]
+    assert steps[-1]["docs"] == rows["filter"]["docs"]
+    assert rows["dedup"]["docs"] == stats["dedup"]["kept_docs"]
+    assert rows["decontaminate"]["removed_docs"] == stats["decontaminate"]["contaminated_docs"] == 1
+    assert rows["tokenize"]["docs"] == rows["decontaminate"]["docs"] == manifest["provenance"]["records"]["tokenized"]
+    assert rows["tokenize"]["tokens"] == manifest["totals"]["tokens"]
+    assert rows["filter"]["bytes"] == sum(len(t.encode()) for t in _texts(out / "filter"))
+    before, after = result["profiles"]["input"], result["profiles"]["output"]
+    assert before["docs"] == rows["extract"]["docs"] and after["docs"] == rows["decontaminate"]["docs"]
+    assert sum(before["length_chars"]) == before["docs"] and after["languages"] == {"en": after["docs"]}
+    for line in ("gopher_repetition", "decontaminate", "tokens"):
+        assert line in printed
+    assert (out / "funnel.png").read_bytes().startswith(b"\x89PNG")
+
+    # another worker count, and a rerun over the finished folder: the same bytes, the picture too
+    again = tmp_path / "again"
+    assert main(["prepare", str(crawl), "--pipeline", str(pipeline), "-o", str(again), "--workers", "1"]) == 0
+    assert _tree(again) == _tree(out)
+    assert main(["prepare", str(crawl), "--pipeline", str(pipeline), "-o", str(again), "--workers", "2"]) == 0
+    assert _tree(again) == _tree(out)
+
+
+@pytest.mark.slow
+def test_the_language_mix_before_and_after_a_language_filter(tmp_path):
+    docs = man_page_documents()[::6]  # every language of the machine's man pages
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": d.text}) + "\n" for i, d in enumerate(docs)))
+    (tmp_path / "language.yaml").write_text("filters:\n  - language: {languages: [de, fr]}\n")
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text("stages:\n  - filter: {filters: language.yaml}\n  - dedup\n")
+    out = tmp_path / "out"
+    assert main(["prepare", str(corpus), "--pipeline", str(pipeline), "-o", str(out), "--workers", "2"]) == 0
+    result = json.loads((out / "stats.json").read_text())
+    before, after = result["profiles"]["input"]["languages"], result["profiles"]["output"]["languages"]
+    assert sum(before.values()) == len(docs) and len(before) >= 8
+    kept = json.loads((out / "filter" / "stats.json").read_text())["languages"]
+    assert set(after) == set(kept) == {"de", "fr"}
+    assert sum(after.values()) == result["funnel"][-1]["docs"]  # of what the last stage (dedup) kept
+    assert all(after[lang] <= kept[lang] <= before[lang] for lang in after)
+    assert result["funnel"][0]["docs"] == len(docs)
+
+
+def test_a_stage_that_keeps_nothing_ends_the_run_naming_it(tmp_path, capsys):
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "text": f"Short note number {i}."}) + "\n" for i in range(5)))
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text("stages:\n  - filter\n  - dedup\n")
+    assert main(["prepare", str(corpus), "--pipeline", str(pipeline), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        f"ptk: error: {tmp_path / 'out' / 'filter'}: the filter stage kept no documents (its stats.json says why); "
+        "nothing is left for the dedup stage"
+    )
+    assert not (tmp_path / "out" / "stats.json").exists()
