@@ -1,0 +1,141 @@
+"""Paragraph dedup's write stage: per read task, its documents without their removed paragraphs.
+
+    counts = write_part(WriteJob(index, task, options, out_dir, work_dir, resolve_dir, partitions))
+
+A job reads its task's removed paragraphs from every resolve partition
+(`pretrainkit.dataprep.paragraphs.resolve.task_removals`: 8 bytes each, the task's only), reads the
+task's records again and writes, in input order, each kept record into `part-NNNNN.jsonl.zst`: a
+document that lost no paragraph as its input record, one that did with its text field replaced by
+the lines left (joined by "\\n" as they stood) and every other field as `ptk filter` writes a changed
+record (`pretrainkit.dataprep.filter.records`). A document that lost a paragraph and whose text is
+left shorter than `min_length` characters (stripped: `ptk filter`'s `min_length` step measures it
+so) is removed instead, its row in `removed-NNNNN.jsonl` naming `paragraphs.min_length`, the length
+left and the threshold. `write-NNNNN.json` (the counts), written last, marks the job done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import zstandard
+
+from pretrainkit.dataprep.filter.length import MinLength, MinLengthSettings
+from pretrainkit.dataprep.filter.records import kept_record, removed_row
+from pretrainkit.dataprep.filter.rules import Doc, Removal
+from pretrainkit.dataprep.paragraphs.resolve import task_removals
+from pretrainkit.dataprep.readers import Document, ReadTask, read_task
+from pretrainkit.files import atomic_write, write_text_atomic
+
+COMPRESSION_LEVEL = 3
+WRITE_BYTES = 1 << 20
+MIN_LENGTH_REASON = "paragraphs.min_length"
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+@dataclass(frozen=True)
+class WriteJob:
+    index: int
+    task: ReadTask
+    text_field: str
+    id_field: str
+    min_length: int
+    out_dir: str
+    work_dir: str
+    resolve_dir: str
+    partitions: int
+
+    def path(self, kind: str) -> Path:
+        return Path(self.work_dir) / f"{kind}-{self.index:05d}.{'json' if kind == 'write' else 'jsonl'}"
+
+
+def write_part(job: WriteJob) -> dict:
+    """Write one read task's kept records and removed rows (see the module docstring)."""
+    done = job.path("write")
+    if done.exists():  # finished by an earlier, interrupted run
+        return json.loads(done.read_text())
+    changed, bounds, lines = _by_document(task_removals(job.resolve_dir, job.partitions, job.index))
+    changed.append(-1)  # after the last changed document: no other is
+    at = 0
+    min_length = MinLength(MinLengthSettings(min_chars=job.min_length))
+    counts: Counter = Counter()
+    with contextlib.ExitStack() as stack:
+        removed_rows = stack.enter_context(atomic_write(job.path("removed"), durable=False))
+        raw = stack.enter_context(atomic_write(Path(job.out_dir) / f"part-{job.index:05d}.jsonl.zst"))
+        kept = stack.enter_context(zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).stream_writer(raw, closefd=False))
+        pending: list[
+            bytes
+        ] = []  # records written a batch at a time: a call per record costs more than its compression
+        pending_bytes = 0
+        ordinal = -1
+        for item in read_task(job.task, job.text_field, job.id_field):
+            if type(item) is not Document:
+                continue  # the scan wrote its row
+            ordinal += 1
+            size = len(item.text.encode("utf-8", "surrogatepass"))
+            counts["docs"] += 1
+            counts["text_bytes"] += size
+            doc = Doc(item.text)
+            if ordinal == changed[at]:
+                doc.text = _without(item.text, lines[bounds[at] : bounds[at + 1]], item)
+                counts["paragraphs_removed"] += bounds[at + 1] - bounds[at]
+                counts["docs_changed"] += 1
+                at += 1
+                short = min_length.check(doc)
+                if short is not None:
+                    removal = Removal(MIN_LENGTH_REASON, short.value, short.threshold)
+                    removed_rows.write(removed_row(item, removal, doc))
+                    counts["removed"] += 1
+                    counts["removed_bytes"] += size
+                    continue
+            pending.append(kept_record(item, doc, job.text_field))
+            pending_bytes += len(pending[-1])
+            if pending_bytes >= WRITE_BYTES:
+                kept.write(b"\n".join(pending) + b"\n")
+                pending, pending_bytes = [], 0
+            counts["kept"] += 1
+            counts["kept_input_bytes"] += size
+            counts["output_bytes"] += len(doc.text.encode("utf-8", "surrogatepass"))
+        if pending:
+            kept.write(b"\n".join(pending) + b"\n")
+    if at != len(changed) - 1:
+        raise RuntimeError(f"{job.task.file.path}: removed paragraphs of {len(changed) - 1 - at} documents not read")
+    result = {
+        k: counts[k]
+        for k in (
+            "docs",
+            "kept",
+            "removed",
+            "text_bytes",
+            "kept_input_bytes",
+            "output_bytes",
+            "removed_bytes",
+            "paragraphs_removed",
+            "docs_changed",
+        )
+    }
+    write_text_atomic(done, json.dumps(result))
+    return result
+
+
+def _by_document(removals: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+    """The task's sorted removals as (ordinals of the changed documents, where each one's lines
+    start in `lines`, with the end last, `lines`), as lists: read once per document, a numpy call
+    each would cost more than the rest of its work. Line indices below 257 are Python's shared
+    small ints, so `lines` costs about its 8-byte pointers."""
+    ordinals = removals >> np.uint64(32)
+    starts = np.flatnonzero(np.concatenate((ordinals[:1] == ordinals[:1], ordinals[1:] != ordinals[:-1])))
+    return ordinals[starts].tolist(), [*starts.tolist(), len(removals)], (removals & _LOW32).tolist()
+
+
+def _without(text: str, lines: list[int], document: Document) -> str:
+    """`text` without its lines of these indices (ascending), the rest joined as they stood."""
+    kept = text.split("\n")
+    if lines[-1] >= len(kept):
+        raise RuntimeError(f"{document.source}:{document.line}: no line {lines[-1]} to remove (the input changed?)")
+    gone = set(lines)
+    return "\n".join(line for i, line in enumerate(kept) if i not in gone)
