@@ -67,21 +67,16 @@ def write_part(job: WriteJob) -> dict:
         removed_rows = stack.enter_context(atomic_write(job.path("removed"), durable=False))
         raw = stack.enter_context(atomic_write(Path(job.out_dir) / f"part-{job.index:05d}.jsonl.zst"))
         kept = stack.enter_context(zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).stream_writer(raw, closefd=False))
-        pending: list[
-            bytes
-        ] = []  # records written a batch at a time: a call per record costs more than its compression
+        pending: list[bytes] = []  # written a batch at a time: a call per record costs more than compressing it
         pending_bytes = 0
-        ordinal = -1
-        for item in read_task(job.task, job.text_field, job.id_field):
-            if type(item) is not Document:
-                continue  # the scan wrote its row
-            ordinal += 1
+        documents = (i for i in read_task(job.task, job.text_field, job.id_field) if type(i) is Document)
+        for ordinal, item in enumerate(documents):  # the rejected rows are the scan's
             size = len(item.text.encode("utf-8", "surrogatepass"))
             counts["docs"] += 1
             counts["text_bytes"] += size
-            doc = Doc(item.text)
+            record, left = item.record, size
             if ordinal == changed[at]:
-                doc.text = _without(item.text, lines[bounds[at] : bounds[at + 1]], item)
+                doc = Doc(_without(item.text, lines[bounds[at] : bounds[at + 1]], item))
                 counts["paragraphs_removed"] += bounds[at + 1] - bounds[at]
                 counts["docs_changed"] += 1
                 at += 1
@@ -92,14 +87,15 @@ def write_part(job: WriteJob) -> dict:
                     counts["removed"] += 1
                     counts["removed_bytes"] += size
                     continue
-            pending.append(kept_record(item, doc, job.text_field))
-            pending_bytes += len(pending[-1])
+                record, left = kept_record(item, doc, job.text_field), len(doc.text.encode("utf-8", "surrogatepass"))
+            pending.append(record)
+            pending_bytes += len(record)
             if pending_bytes >= WRITE_BYTES:
                 kept.write(b"\n".join(pending) + b"\n")
                 pending, pending_bytes = [], 0
             counts["kept"] += 1
             counts["kept_input_bytes"] += size
-            counts["output_bytes"] += len(doc.text.encode("utf-8", "surrogatepass"))
+            counts["output_bytes"] += left
         if pending:
             kept.write(b"\n".join(pending) + b"\n")
     if at != len(changed) - 1:
