@@ -78,22 +78,23 @@ def run_paragraphs_command(args: argparse.Namespace) -> int:
 
 def format_summary(stats: dict, out_dir: Path) -> str:
     removed = stats["removed_text_bytes"]
+    removed_bytes = removed["paragraphs"] + removed["documents"]
     share = stats["paragraphs_removed"] / max(1, stats["paragraphs"])
     rows = [
         ("input docs", f"{stats['input_docs']:,}"),
         ("kept", f"{stats['kept_docs']:,}"),
         (
             "removed",
-            f"{stats['removed_docs']:,} left under --min-length {stats['options']['min_length']} "
-            f"(see {out_dir / REMOVED_NAME})",
+            f"{stats['removed_docs']:,} (left shorter than --min-length {stats['options']['min_length']}; "
+            f"see {out_dir / REMOVED_NAME})",
         ),
         ("rejected", f"{stats['rejected']:,}"),
         ("paragraphs removed", f"{stats['paragraphs_removed']:,} of {stats['paragraphs']:,} ({share:.1%})"),
         ("docs changed", f"{stats['docs_changed']:,} lost a paragraph or more"),
         (
             "text removed",
-            f"{(removed['paragraphs'] + removed['documents']) / 1e6:,.1f} MB of "
-            f"{stats['input_text_bytes'] / 1e6:,.1f} MB",
+            f"{removed_bytes:,} of {stats['input_text_bytes']:,} bytes "
+            f"({removed_bytes / max(1, stats['input_text_bytes']):.1%})",
         ),
         input_row(stats["input_bytes"], stats["seconds"]),
     ]
