@@ -11,7 +11,8 @@ surrounding whitespace stripped; blank lines never removed). Which occurrence is
 documents' order, then the lines'; a repeat inside the document of the first occurrence is kept).
 Three stages, each a set of independent jobs whose results are files in `OUT/.work`:
 
-1. scan    (per read task)  an entry (hash, document, line) per paragraph, bucketed by hash.
+1. scan    (per read task)  an entry (hash, document, line) per paragraph, bucketed by hash;
+           the copies a chunk of entries finds in its own later documents are removed there.
 2. resolve (per partition, a range of buckets)  the entries of each hash in corpus order: every
            one of a later document than the first is removed; the removals by read task.
 3. write   (per read task)  the kept records (`part-NNNNN.jsonl.zst`, input order) without their
@@ -28,8 +29,11 @@ one batch of texts and one chunk of entries; a resolve job one partition (24 byt
 few times over while sorting), and the number of partitions grows with the paragraphs so that a
 partition stays within its share (at most `BUCKETS` partitions: ~11 billion paragraphs at the
 largest share); a write job its read task's removals (8 bytes each). The main process holds the
-jobs' counts only. Not bounded by the limit: every copy of one paragraph is in the same
-partition (a line in every document of a 100M-document corpus is 2.4 GB of entries there).
+jobs' counts only. Copies of one paragraph all go to one partition, but the scan finds those in
+later documents of its chunk itself, so a paragraph puts at most one document's entries per scan
+chunk there (a line in every document of 100M short documents: ~1,300 entries, not 100M). Not
+bounded by the limit: a write job holds its read task's removals, and a compressed input file is
+one read task (uncompressed `.jsonl` is cut into 16 MB tasks).
 
 Resume: each job's marker (its counts, or its bounds file) is written after its files; a rerun of
 the same command (same inputs, options and fields: the work directory's plan) keeps finished jobs
@@ -224,7 +228,7 @@ def _stats(scans: list[dict], written: list[dict], resolved_removed: int, option
         or stats["input_text_bytes"]
         != stats["output_text_bytes"] + removed_bytes["paragraphs"] + removed_bytes["documents"]
         or stats["input_text_bytes"] != total(written, "text_bytes")
-        or stats["paragraphs_removed"] != resolved_removed
+        or stats["paragraphs_removed"] != resolved_removed + total(scans, "local_removed")
     ):
         raise RuntimeError(f"paragraph dedup accounting does not add up (resolved {resolved_removed}): {stats}")
     return stats

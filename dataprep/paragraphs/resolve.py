@@ -1,22 +1,15 @@
 """Paragraph dedup's resolve stage: per partition of hashes, which paragraphs are removed.
 
     removed = resolve_partition(ResolveJob(partition, partitions, tasks, work_dir, resolve_dir))
-    lines = task_removals(resolve_dir, partitions, task)   # uint64 ordinal << 32 | line, sorted
+    lines = task_removals(resolve_dir, partitions, task)   # uint64 ordinal << 32 | line
 
 A partition is a contiguous range of the scan's hash buckets (`pretrainkit.dataprep.paragraphs.scan`),
-read from every task's entry file in task order, so the entries of each hash come in corpus order.
-They are sorted by hash (numpy, stably); in each group of equal hashes the first entry's document
-is the paragraph's first occurrence, and every entry of another document is removed. Entries of
-that first document are all kept: a paragraph repeated inside one document (a refrain, a table's
-repeated cell, a heading used twice) is that document's own text, not boilerplate shared across
-documents, and cutting it would change what the document says; `ptk filter`'s repetition rules
-are the place for documents that repeat themselves. A later document that holds the paragraph
-twice loses both.
-
-A job writes `removed-PPPPP.bin` (uint64 `ordinal << 32 | line` per removed paragraph, grouped by
-read task, each task's sorted) and then `removed-PPPPP.bounds` (int64 [tasks + 1]: where each
-task's run starts), which marks it done. It holds its partition's entries a few times over (the
-sort's order and copies): the partition count is chosen for that (`pretrainkit.dataprep.paragraphs.pipeline`).
+read from every task's entry file in task order, so the entries of each hash come in corpus order,
+and the rule (`pretrainkit.dataprep.paragraphs.rule`) says which are removed. A job writes
+`removed-PPPPP.bin` (uint64 `ordinal << 32 | line` per removed paragraph, grouped by read task,
+each task's sorted) and then `removed-PPPPP.bounds` (int64 [tasks + 1]: where each task's run
+starts), which marks it done. It holds its partition's entries a few times over (the sort's order
+and copies): the partition count is chosen for that (`pretrainkit.dataprep.paragraphs.pipeline`).
 """
 
 from __future__ import annotations
@@ -26,10 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrainkit.dataprep.paragraphs.scan import BUCKETS, bucket_runs, read_entries
+from pretrainkit.dataprep.paragraphs.rule import later_copies
+from pretrainkit.dataprep.paragraphs.scan import BUCKETS, bucket_runs, read_entries, removal_keys
 from pretrainkit.files import atomic_write
-
-_LOW32 = np.uint64(0xFFFFFFFF)
 
 
 @dataclass(frozen=True)
@@ -60,38 +52,23 @@ def resolve_partition(job: ResolveJob) -> int:
             if (runs := bucket_runs(job.work_dir, t, first_bucket, end_bucket))
         ]
     )
-    removed = removed_entries(entries)
+    removed = entries[later_copies(entries)]
     del entries
-    docs, lines = removed[:, 0], removed[:, 1]
-    order = np.lexsort((lines, docs))
-    docs, lines = docs[order], lines[order]
-    tasks = (docs >> np.uint64(32)).astype(np.int64)
+    removed = removed[np.lexsort((removed[:, 2], removed[:, 1]))]  # by document, then line
+    tasks = (removed[:, 1] >> np.uint64(32)).astype(np.int64)
     with atomic_write(_path(job.resolve_dir, job.partition, "bin"), durable=False) as f:
-        f.write((((docs & _LOW32) << np.uint64(32)) | lines).tobytes())
+        f.write(removal_keys(removed).tobytes())
     with atomic_write(bounds_path, durable=False) as f:
         f.write(np.searchsorted(tasks, np.arange(job.tasks + 1)).astype(np.int64).tobytes())
-    return len(docs)
-
-
-def removed_entries(entries: np.ndarray) -> np.ndarray:
-    """(document key, line) [n, 2] of the entries removed: those whose hash an earlier document has.
-    The entries of each hash must come in corpus order (the stable sort keeps it)."""
-    hashes = entries[:, 0]
-    order = np.argsort(hashes, kind="stable")
-    hashes = hashes[order]
-    docs = entries[order, 1]
-    starts = np.ones(len(hashes), bool)
-    starts[1:] = hashes[1:] != hashes[:-1]
-    first = np.maximum.accumulate(np.where(starts, np.arange(len(hashes)), 0))  # each entry's group head
-    gone = order[docs != docs[first]]
-    return entries[gone][:, 1:]
+    return len(removed)
 
 
 def task_removals(resolve_dir: str | Path, partitions: int, task: int) -> np.ndarray:
-    """Every partition's removed paragraphs of read task `task`, as sorted `ordinal << 32 | line`."""
+    """Every partition's removed paragraphs of read task `task`, as `ordinal << 32 | line` (each
+    partition's sorted, one after another)."""
     runs = []
     for p in range(partitions):
         lo, hi = np.fromfile(_path(resolve_dir, p, "bounds"), dtype=np.int64, count=2, offset=task * 8)
         if hi > lo:
             runs.append(np.fromfile(_path(resolve_dir, p, "bin"), dtype=np.uint64, count=hi - lo, offset=lo * 8))
-    return np.sort(np.concatenate(runs)) if runs else np.empty(0, np.uint64)
+    return np.concatenate(runs) if runs else np.empty(0, np.uint64)

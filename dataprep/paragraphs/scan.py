@@ -9,9 +9,15 @@ so keys follow corpus order) and the line's index in its text. A job writes `sca
 chunk of about `CHUNK_ENTRIES` entries at a time, each chunk's entries grouped by bucket (the
 hash's top `BUCKET_BITS` bits) and, within a bucket, in corpus order; `scan-NNNNN.bounds` says
 where each chunk's buckets start (int64 [chunks, BUCKETS + 1]), so that a resolve job reads the
-runs of its buckets from every file by positioned reads, in corpus order for each hash. The
-rejected rows go to `rejected-NNNNN.jsonl`; `scan-NNNNN.json` (the job's counts), written last,
-marks the job done. A worker holds one batch of texts (`BATCH_BYTES`) and one chunk of entries.
+runs of its buckets from every file by positioned reads, in corpus order for each hash.
+
+Before a chunk is written, the rule (`pretrainkit.dataprep.paragraphs.rule`) is applied to it
+alone: the copies it finds in later documents of the chunk are removed whatever comes before, so
+they go straight to `local-NNNNN.bin` (uint64 `ordinal << 32 | line`, for the write stage), and of
+each paragraph only the chunk's first document's entries go on. So boilerplate in every document
+puts one document's entries per chunk into its partition, not one per document. The rejected rows
+go to `rejected-NNNNN.jsonl`; `scan-NNNNN.json` (the job's counts), written last, marks the job
+done. A worker holds one batch of texts (`BATCH_BYTES`) and one chunk of entries.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from pretrainkit.dataprep.paragraphs.lines import paragraphs
+from pretrainkit.dataprep.paragraphs.rule import later_copies
 from pretrainkit.dataprep.readers import Document, ReadTask, read_task, reason_kind
 from pretrainkit.files import atomic_write, write_text_atomic
 
@@ -34,6 +41,7 @@ ENTRY_BYTES = 24
 CHUNK_ENTRIES = 1 << 18  # 6 MB of entries
 BATCH_BYTES = 1 << 20  # of text per compiled call
 MAX_DOCS_PER_TASK = 1 << 32  # the ordinal's bits in a document key
+_LOW32 = np.uint64(0xFFFFFFFF)
 
 
 @dataclass(frozen=True)
@@ -49,10 +57,18 @@ class ScanJob:
 
 
 def scan_path(work_dir: str | Path, index: int, suffix: str) -> Path:
-    """`scan-NNNNN.bin` / `.bounds` / `.json`, or `rejected-NNNNN.jsonl` for suffix "rejected"."""
+    """`scan-NNNNN.bin` / `.bounds` / `.json`; `rejected-NNNNN.jsonl`, `local-NNNNN.bin` for suffix
+    "rejected", "local"."""
     if suffix == "rejected":
         return Path(work_dir) / f"rejected-{index:05d}.jsonl"
+    if suffix == "local":
+        return Path(work_dir) / f"local-{index:05d}.bin"
     return Path(work_dir) / f"scan-{index:05d}.{suffix}"
+
+
+def removal_keys(entries: np.ndarray) -> np.ndarray:
+    """uint64 `ordinal << 32 | line` of entries (their document's ordinal within its read task)."""
+    return ((entries[:, 1] & _LOW32) << np.uint64(32)) | entries[:, 2]
 
 
 def scan_part(job: ScanJob) -> dict:
@@ -68,6 +84,7 @@ def scan_part(job: ScanJob) -> dict:
     with contextlib.ExitStack() as stack:
         # Not fsynced: a rerun rescans any job whose done file (written last) is missing.
         entries_file = stack.enter_context(atomic_write(job.path("bin"), durable=False))
+        local = stack.enter_context(atomic_write(job.path("local"), durable=False))
         rejected = stack.enter_context(atomic_write(job.path("rejected"), durable=False))
 
         def hash_batch() -> None:
@@ -86,6 +103,10 @@ def scan_part(job: ScanJob) -> dict:
         def write_chunk() -> None:
             entries = np.concatenate(pending)
             pending.clear()
+            gone = later_copies(entries)
+            local.write(removal_keys(entries[gone]).tobytes())
+            counts["local_removed"] += int(gone.sum())
+            entries = entries[~gone]
             buckets = (entries[:, 0] >> np.uint64(64 - BUCKET_BITS)).astype(np.uint16)
             order = np.argsort(buckets, kind="stable")  # a radix sort: corpus order kept within a bucket
             entries_file.write(np.ascontiguousarray(entries[order]).tobytes())
@@ -117,7 +138,7 @@ def scan_part(job: ScanJob) -> dict:
     bounds = np.stack(chunk_bounds) if chunk_bounds else np.zeros((0, BUCKETS + 1), np.int64)
     with atomic_write(job.path("bounds"), durable=False) as f:
         f.write(bounds.tobytes())
-    result = {k: counts[k] for k in ("docs", "rejected", "entries", "text_bytes")}
+    result = {k: counts[k] for k in ("docs", "rejected", "entries", "local_removed", "text_bytes")}
     result["rejected_reasons"] = dict(reasons)
     write_text_atomic(done, json.dumps(result))
     return result

@@ -2,8 +2,8 @@
 
     counts = write_part(WriteJob(index, task, options, out_dir, work_dir, resolve_dir, partitions))
 
-A job reads its task's removed paragraphs from every resolve partition
-(`pretrainkit.dataprep.paragraphs.resolve.task_removals`: 8 bytes each, the task's only), reads the
+A job reads its task's removed paragraphs, those the scan found alone and those of every resolve
+partition (`pretrainkit.dataprep.paragraphs.resolve.task_removals`; 8 bytes each), reads the
 task's records again and writes, in input order, each kept record into `part-NNNNN.jsonl.zst`: a
 document that lost no paragraph as its input record, one that did with its text field replaced by
 the lines left (joined by "\\n" as they stood) and every other field as `ptk filter` writes a changed
@@ -28,6 +28,7 @@ from pretrainkit.dataprep.filter.length import MinLength, MinLengthSettings
 from pretrainkit.dataprep.filter.records import kept_record, removed_row
 from pretrainkit.dataprep.filter.rules import Doc, Removal
 from pretrainkit.dataprep.paragraphs.resolve import task_removals
+from pretrainkit.dataprep.paragraphs.scan import scan_path
 from pretrainkit.dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.files import atomic_write, write_text_atomic
 
@@ -58,7 +59,9 @@ def write_part(job: WriteJob) -> dict:
     done = job.path("write")
     if done.exists():  # finished by an earlier, interrupted run
         return json.loads(done.read_text())
-    changed, bounds, lines = _by_document(task_removals(job.resolve_dir, job.partitions, job.index))
+    local = np.fromfile(scan_path(job.work_dir, job.index, "local"), dtype=np.uint64)
+    removals = np.sort(np.concatenate([task_removals(job.resolve_dir, job.partitions, job.index), local]))
+    changed, bounds, lines = _by_document(removals)
     changed.append(-1)  # after the last changed document: no other is
     at = 0
     min_length = MinLength(MinLengthSettings(min_chars=job.min_length))
