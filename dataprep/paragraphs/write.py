@@ -1,6 +1,6 @@
 """Paragraph dedup's write stage: per read task, its documents without their removed paragraphs.
 
-    counts = write_part(WriteJob(index, task, options, out_dir, work_dir, resolve_dir, partitions))
+    counts = write_part(WriteJob(index, task, "text", "id", min_length, out_dir, work_dir, resolve_dir, partitions))
 
 A job reads its task's removed paragraphs, those the scan found alone and those of every resolve
 partition (`pretrainkit.dataprep.paragraphs.resolve.task_removals`; 8 bytes each), reads the
@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import zstandard
 
+from pretrainkit.dataprep.dedup.kept import COMPRESSION_LEVEL
 from pretrainkit.dataprep.filter.length import MinLength, MinLengthSettings
 from pretrainkit.dataprep.filter.records import kept_record, removed_row
 from pretrainkit.dataprep.filter.rules import Doc, Removal
@@ -32,7 +33,6 @@ from pretrainkit.dataprep.paragraphs.scan import scan_path
 from pretrainkit.dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.files import atomic_write, write_text_atomic
 
-COMPRESSION_LEVEL = 3
 WRITE_BYTES = 1 << 20
 MIN_LENGTH_REASON = "paragraphs.min_length"
 _LOW32 = np.uint64(0xFFFFFFFF)
