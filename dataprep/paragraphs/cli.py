@@ -43,7 +43,7 @@ def add_paragraph_options(p: argparse.ArgumentParser) -> None:
         "--paragraphs",
         action="store_true",
         help="paragraph-level dedup instead: a line repeated across the corpus is kept at its first occurrence "
-        "and removed from every later document (docs/dedup.md: Paragraphs)",
+        "and removed from every later document (docs/paragraphs.md)",
     )
     p.add_argument(
         "--min-length",
