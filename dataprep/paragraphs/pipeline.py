@@ -28,12 +28,11 @@ Memory (`--memory-limit`, shared as `pretrainkit.dataprep.dedup.budget` shares i
 one batch of texts and one chunk of entries; a resolve job one partition (24 bytes per paragraph, a
 few times over while sorting), and the number of partitions grows with the paragraphs so that a
 partition stays within its share (at most `BUCKETS` partitions: ~11 billion paragraphs at the
-largest share); a write job its read task's removals (8 bytes each). The main process holds the
-jobs' counts only. Copies of one paragraph all go to one partition, but the scan finds those in
-later documents of its chunk itself, so a paragraph puts at most one document's entries per scan
-chunk there (a line in every document of 100M short documents: ~1,300 entries, not 100M). Not
-bounded by the limit: a write job holds its read task's removals, and a compressed input file is
-one read task (uncompressed `.jsonl` is cut into 16 MB tasks).
+largest share); a write job the removals of a window of 65,536 documents (8 bytes each). The main
+process holds the jobs' counts only. Copies of one paragraph all go to one partition, but the scan
+finds those in later documents of its chunk itself, so a paragraph puts at most one document's
+entries per scan chunk there (a line in every document of 100M short documents: ~1,300 entries,
+not 100M). Every process holds a whole document while it works on it, as dedup's do.
 
 Resume: each job's marker (its counts, or its bounds file) is written after its files; a rerun of
 the same command (same inputs, options and fields: the work directory's plan) keeps finished jobs

@@ -1,7 +1,7 @@
 """Paragraph dedup's resolve stage: per partition of hashes, which paragraphs are removed.
 
     removed = resolve_partition(ResolveJob(partition, partitions, tasks, work_dir, resolve_dir))
-    lines = task_removals(resolve_dir, partitions, task)   # uint64 ordinal << 32 | line
+    runs = task_runs(resolve_dir, partitions, task)   # where task's removals are in each partition's file
 
 A partition is a contiguous range of the scan's hash buckets (`pretrainkit.dataprep.paragraphs.scan`),
 read from every task's entry file in task order, so the entries of each hash come in corpus order,
@@ -63,12 +63,11 @@ def resolve_partition(job: ResolveJob) -> int:
     return len(removed)
 
 
-def task_removals(resolve_dir: str | Path, partitions: int, task: int) -> np.ndarray:
-    """Every partition's removed paragraphs of read task `task`, as `ordinal << 32 | line` (each
-    partition's sorted, one after another)."""
+def task_runs(resolve_dir: str | Path, partitions: int, task: int) -> list[tuple[str, int, int]]:
+    """(file, first value, end) of read task `task`'s run of removals in each partition's file
+    (`pretrainkit.dataprep.paragraphs.removals` reads them)."""
     runs = []
     for p in range(partitions):
-        lo, hi = np.fromfile(_path(resolve_dir, p, "bounds"), dtype=np.int64, count=2, offset=task * 8)
-        if hi > lo:
-            runs.append(np.fromfile(_path(resolve_dir, p, "bin"), dtype=np.uint64, count=hi - lo, offset=lo * 8))
-    return np.concatenate(runs) if runs else np.empty(0, np.uint64)
+        lo, hi = np.fromfile(_path(resolve_dir, p, "bounds"), dtype=np.int64, count=2, offset=task * 8).tolist()
+        runs.append((str(_path(resolve_dir, p, "bin")), lo, hi))
+    return runs

@@ -3,11 +3,12 @@
     counts = write_part(WriteJob(index, task, "text", "id", min_length, out_dir, work_dir, resolve_dir, partitions))
 
 A job reads its task's removed paragraphs, those the scan found alone and those of every resolve
-partition (`pretrainkit.dataprep.paragraphs.resolve.task_removals`; 8 bytes each), reads the
-task's records again and writes, in input order, each kept record into `part-NNNNN.jsonl.zst`: a
-document that lost no paragraph as its input record, one that did with its text field replaced by
-the lines left (joined by "\\n" as they stood) and every other field as `ptk filter` writes a changed
-record (`pretrainkit.dataprep.filter.records`). A document that lost a paragraph and whose text is
+partition, a window of `WINDOW_DOCS` documents at a time
+(`pretrainkit.dataprep.paragraphs.removals`: 8 bytes each), reads the task's records again and
+writes, in input order, each kept record into `part-NNNNN.jsonl.zst`: a document that lost no
+paragraph as its input record, one that did with its text field replaced by the lines left (joined
+by "\\n" as they stood) and every other field as `ptk filter` writes a changed record
+(`pretrainkit.dataprep.filter.records`). A document that lost a paragraph and whose text is
 left shorter than `min_length` characters (stripped: `ptk filter`'s `min_length` step measures it
 so) is removed instead, its row in `removed-NNNNN.jsonl` naming `paragraphs.min_length`, the length
 left and the threshold. `write-NNNNN.json` (the counts), written last, marks the job done.
@@ -28,14 +29,15 @@ from pretrainkit.dataprep.dedup.kept import COMPRESSION_LEVEL
 from pretrainkit.dataprep.filter.length import MinLength, MinLengthSettings
 from pretrainkit.dataprep.filter.records import kept_record, removed_row
 from pretrainkit.dataprep.filter.rules import Doc, Removal
-from pretrainkit.dataprep.paragraphs.resolve import task_removals
+from pretrainkit.dataprep.paragraphs.removals import VALUE_BYTES, Removals, Window
+from pretrainkit.dataprep.paragraphs.resolve import task_runs
 from pretrainkit.dataprep.paragraphs.scan import scan_path
 from pretrainkit.dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.files import atomic_write, write_text_atomic
 
 WRITE_BYTES = 1 << 20
+WINDOW_DOCS = 1 << 16  # documents whose removals a job holds at a time
 MIN_LENGTH_REASON = "paragraphs.min_length"
-_LOW32 = np.uint64(0xFFFFFFFF)
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,11 @@ def write_part(job: WriteJob) -> dict:
     done = job.path("write")
     if done.exists():  # finished by an earlier, interrupted run
         return json.loads(done.read_text())
-    local = np.fromfile(scan_path(job.work_dir, job.index, "local"), dtype=np.uint64)
-    removals = np.sort(np.concatenate([task_removals(job.resolve_dir, job.partitions, job.index), local]))
-    changed, bounds, lines = _by_document(removals)
-    changed.append(-1)  # after the last changed document: no other is
-    at = 0
+    local = scan_path(job.work_dir, job.index, "local")
+    removals = Removals(
+        [(str(local), 0, local.stat().st_size // VALUE_BYTES), *task_runs(job.resolve_dir, job.partitions, job.index)]
+    )
+    window, window_end = Window(np.empty(0, np.uint64)), 0
     min_length = MinLength(MinLengthSettings(min_chars=job.min_length))
     counts: Counter = Counter()
     with contextlib.ExitStack() as stack:
@@ -78,11 +80,15 @@ def write_part(job: WriteJob) -> dict:
             counts["docs"] += 1
             counts["text_bytes"] += size
             record, left = item.record, size
-            if ordinal == changed[at]:
-                doc = Doc(_without(item.text, lines[bounds[at] : bounds[at + 1]], item))
-                counts["paragraphs_removed"] += bounds[at + 1] - bounds[at]
+            if ordinal == window_end:
+                _check_applied(window, None, job)
+                window_end += WINDOW_DOCS
+                window = removals.upto(window_end)
+            lines = window.lines_of(ordinal)
+            if lines:
+                doc = Doc(_without(item.text, lines, item))
+                counts["paragraphs_removed"] += len(lines)
                 counts["docs_changed"] += 1
-                at += 1
                 short = min_length.check(doc)
                 if short is not None:
                     removal = Removal(MIN_LENGTH_REASON, short.value, short.threshold)
@@ -101,8 +107,7 @@ def write_part(job: WriteJob) -> dict:
             counts["output_bytes"] += left
         if pending:
             kept.write(b"\n".join(pending) + b"\n")
-    if at != len(changed) - 1:
-        raise RuntimeError(f"{job.task.file.path}: removed paragraphs of {len(changed) - 1 - at} documents not read")
+        _check_applied(window, removals, job)  # before the part is published
     result = {
         k: counts[k]
         for k in (
@@ -121,14 +126,10 @@ def write_part(job: WriteJob) -> dict:
     return result
 
 
-def _by_document(removals: np.ndarray) -> tuple[list[int], list[int], list[int]]:
-    """The task's sorted removals as (ordinals of the changed documents, where each one's lines
-    start in `lines`, with the end last, `lines`), as lists: read once per document, a numpy call
-    each would cost more than the rest of its work. Line indices below 257 are Python's shared
-    small ints, so `lines` costs about its 8-byte pointers."""
-    ordinals = removals >> np.uint64(32)
-    starts = np.flatnonzero(np.concatenate((ordinals[:1] == ordinals[:1], ordinals[1:] != ordinals[:-1])))
-    return ordinals[starts].tolist(), [*starts.tolist(), len(removals)], (removals & _LOW32).tolist()
+def _check_applied(window: Window, removals: Removals | None, job: WriteJob) -> None:
+    """A removal of a document the job did not read means the input is not what the scan read."""
+    if window.unread or (removals is not None and removals.left):
+        raise RuntimeError(f"{job.task.file.path}: removed paragraphs of documents not read (the input changed?)")
 
 
 def _without(text: str, lines: list[int], document: Document) -> str:

@@ -20,7 +20,7 @@ from fixtures.corpora import wikitext_documents, write_jsonl
 from pretrainkit.cli import main
 from pretrainkit.dataprep.dedup.budget import DedupBudget
 from pretrainkit.dataprep.executors.local import LocalRunner
-from pretrainkit.dataprep.paragraphs import scan
+from pretrainkit.dataprep.paragraphs import scan, write
 from pretrainkit.dataprep.paragraphs.lines import paragraphs
 from pretrainkit.dataprep.paragraphs.pipeline import ParagraphOptions, partitions_for, run_paragraphs
 
@@ -139,15 +139,17 @@ def test_the_same_as_the_rule_in_plain_python_on_real_articles(tmp_path: Path, c
     ]
 
 
-def test_byte_identical_for_any_workers_partitions_and_chunks(tmp_path: Path, corpus, monkeypatch):
+def test_byte_identical_for_any_workers_partitions_chunks_and_windows(tmp_path: Path, corpus, monkeypatch):
     folder, _ = corpus
     stats = run([folder], tmp_path / "one", workers=1)
     assert partitions_for(stats["paragraphs"], 2, small_budget(4096)) > 100
     run([folder], tmp_path / "many", workers=2, budget=small_budget(4096))
     assert snapshot(tmp_path / "many") == snapshot(tmp_path / "one")
-    # small batches and chunks: most copies go on to the resolve stage instead of being found in their chunk
+    # small batches and chunks (most copies go on to the resolve stage instead of being found in
+    # their chunk), and windows of 7 documents in the write stage
     monkeypatch.setattr(scan, "BATCH_BYTES", 2000)
     monkeypatch.setattr(scan, "CHUNK_ENTRIES", 100)
+    monkeypatch.setattr(write, "WINDOW_DOCS", 7)
     run([folder], tmp_path / "chunks", workers=2)
     assert snapshot(tmp_path / "chunks") == snapshot(tmp_path / "one")
 
