@@ -7,7 +7,7 @@ cookie notices, bylines), as dolma's paragraph dedup does, through files, in bou
 
 What a paragraph is and how two are compared: `pretrainkit.dataprep.paragraphs.lines` (a line;
 surrounding whitespace stripped; blank lines never removed). Which occurrence is kept:
-`pretrainkit.dataprep.paragraphs.resolve` (the first in corpus order: input file order, then the
+`pretrainkit.dataprep.paragraphs.rule` (the first in corpus order: input file order, then the
 documents' order, then the lines'; a repeat inside the document of the first occurrence is kept).
 Three stages, each a set of independent jobs whose results are files in `OUT/.work`:
 
@@ -22,7 +22,8 @@ Outputs (OUT): `part-NNNNN.jsonl.zst`, `removed.jsonl` (a row per removed docume
 line, `filter`: `paragraphs.min_length`, value: the length left, threshold), `rejected.jsonl`, and,
 last, `stats.json`: documents in, kept, removed (by reason) and rejected, paragraphs and text bytes
 in, out and removed, with input = kept + removed + rejected, the text bytes, and the removed
-paragraphs the write stage applied = those the resolve stage found, checked before it is written.
+paragraphs the write stage applied = those the scan and resolve stages found, checked before it is
+written.
 
 Memory (`--memory-limit`, shared as `pretrainkit.dataprep.dedup.budget` shares it): a scan job holds
 one batch of texts and one chunk of entries; a resolve job one partition (24 bytes per paragraph, a
