@@ -223,3 +223,14 @@ def test_the_command_prints_its_summary_and_refuses_a_document_dedup_folder(tmp_
     assert err.endswith(
         "holds a ptk dedup --paragraphs output; ptk dedup writes only into an empty folder or a ptk dedup output"
     )
+
+
+def test_the_text_field_named_is_the_one_rewritten(tmp_path: Path):
+    records = [
+        {"doc": "x", "body": "Menu\nFirst story.", "text": "Menu"},
+        {"doc": "y", "body": "Menu\nSecond story.", "text": "Menu"},
+    ]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    stats = run([tmp_path / "a.jsonl"], tmp_path / "out", text_field="body", id_field="doc")
+    assert kept_records(tmp_path / "out") == [records[0], {"doc": "y", "body": "Second story.", "text": "Menu"}]
+    assert stats["options"] == {"min_length": 1, "text_field": "body", "id_field": "doc"}
