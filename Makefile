@@ -37,6 +37,7 @@ demo: setup
 
 bench: setup
 	for b in dedup dedup_memory tokenize loader train_step checkpoint_hash replay init_estimate extract langid decontaminate filter; do $(PY) -m bench.$$b || exit 1; done
+	$(PY) -m bench.paragraphs
 
 clean:
 	rm -rf $(VENV) demo_out bench/results

@@ -13,6 +13,7 @@ from pretrainkit.dataprep.cli_options import (
 )
 from pretrainkit.dataprep.dedup.budget import DedupBudget
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, owned_directories, run_dedup
+from pretrainkit.dataprep.paragraphs.cli import add_paragraph_options, refuse_mixed_options, run_paragraphs_command
 from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.output_folders import DEDUP
 from pretrainkit.quantities import quantity
@@ -58,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cluster, of which the first in input order is kept; a removed document's row gives its similarity to that one "
         "(which may be below the threshold) and the document it matched "
         "(`matched`, `matched_similarity` >= threshold). "
-        "Records are identified by file and line: ids need not be unique.",
+        "Records are identified by file and line: ids need not be unique. "
+        "With --paragraphs: paragraph-level dedup instead, OUT/removed.jsonl listing documents left too short.",
     )
     add_inputs_and_output(p, "output directory")
     add_dedup_options(p)
@@ -70,10 +72,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="memory for the whole run, main process and workers (e.g. 2G; default: a quarter of this machine's); "
         "sets how the work is cut, never the output",
     )
+    add_paragraph_options(p)
     p.set_defaults(func=_run, resumes=True)
 
 
 def _run(args: argparse.Namespace) -> int:
+    refuse_mixed_options(args)
+    if args.paragraphs:
+        return run_paragraphs_command(args)
     with runner_from_args(args, DEDUP, owned_directories(args.output)) as runner:
         budget = DedupBudget.for_limit(int(args.memory_limit), runner.workers) if args.memory_limit else None
         stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), runner, budget)

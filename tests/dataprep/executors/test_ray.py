@@ -255,3 +255,14 @@ def test_filter_on_ray_is_byte_identical_to_local(tmp_path, ray_address, corpus)
         run_filter([str(corpus)], tmp_path / "ray", options, runner)
     assert local["removed_docs"] > 0 and local["kept_docs"] > 0
     assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")
+
+
+def test_paragraph_dedup_on_ray_is_byte_identical_to_local(tmp_path, ray_address, corpus):
+    from pretrainkit.dataprep.paragraphs.pipeline import ParagraphOptions, run_paragraphs
+
+    with LocalRunner(2) as runner:
+        local = run_paragraphs([str(corpus)], tmp_path / "local", ParagraphOptions(), runner)
+    with RayRunner(2) as runner:
+        run_paragraphs([str(corpus)], tmp_path / "ray", ParagraphOptions(), runner)
+    assert local["paragraphs_removed"] > 0 and local["removed_docs"] > 0
+    assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")

@@ -1,0 +1,241 @@
+"""`ptk dedup --paragraphs`'s run: a paragraph repeated across the corpus is kept at its first
+occurrence and removed from every later document (the boilerplate that survives extraction: menus,
+cookie notices, bylines), as dolma's paragraph dedup does, through files, in bounded memory.
+
+    with LocalRunner(2) as runner:
+        stats = run_paragraphs(["corpus/"], Path("out"), ParagraphOptions(min_length=1), runner)
+
+What a paragraph is and how two are compared: `pretrainkit.dataprep.paragraphs.lines` (a line;
+surrounding whitespace stripped; blank lines never removed). Which occurrence is kept:
+`pretrainkit.dataprep.paragraphs.rule` (the first in corpus order: input file order, then the
+documents' order, then the lines'; a repeat inside the document of the first occurrence is kept).
+Three stages, each a set of independent jobs whose results are files in `OUT/.work`:
+
+1. scan    (per read task)  an entry (hash, document, line) per paragraph, bucketed by hash;
+           the copies a chunk of entries finds in its own later documents are removed there.
+2. resolve (per partition, a range of buckets)  the entries of each hash in corpus order: every
+           one of a later document than the first is removed; the removals by read task.
+3. write   (per read task)  the kept records (`part-NNNNN.jsonl.zst`, input order) without their
+           removed lines, and the rows of documents left shorter than `--min-length`.
+
+Outputs (OUT): `part-NNNNN.jsonl.zst`, `removed.jsonl` (a row per removed document: id, source,
+line, `filter`: `paragraphs.min_length`, value: the length left, threshold), `rejected.jsonl`, and,
+last, `stats.json`: documents in, kept, removed (by reason) and rejected, paragraphs and text bytes
+in, out and removed, with input = kept + removed + rejected, the text bytes, and the removed
+paragraphs the write stage applied = those the scan and resolve stages found, checked before it is
+written.
+
+Memory (`--memory-limit`, shared as `pretrainkit.dataprep.dedup.budget` shares it): a scan job holds
+one batch of texts and one chunk of entries; a resolve job one partition (24 bytes per paragraph, a
+few times over while sorting), and the number of partitions grows with the paragraphs so that a
+partition stays within its share (at most `BUCKETS` partitions: ~11 billion paragraphs at the
+largest share); a write job the removals of a window of 65,536 documents (8 bytes each). The main
+process holds the jobs' counts only. Copies of one paragraph all go to one partition, but the scan
+finds those in later documents of its chunk itself, so a paragraph puts at most one document's
+entries per scan chunk there (a line in every document of 100M short documents: ~1,300 entries,
+not 100M). Every process holds a whole document while it works on it, as dedup's do.
+
+Resume: each job's marker (its counts, or its bounds file) is written after its files; a rerun of
+the same command (same inputs, options and fields: the work directory's plan) keeps finished jobs
+and redoes the rest. Once every partition is resolved, `resolved.json` records the partition count
+and the scan's entry files are deleted, so a rerun with other `--workers` or `--memory-limit` goes
+on writing. The jobs' outputs depend on the corpus only: any `--workers` and `--executor` give the
+same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pretrainkit import __version__
+from pretrainkit.dataprep.dedup.budget import DedupBudget, default_memory_limit
+from pretrainkit.dataprep.executors import JobRunner
+from pretrainkit.dataprep.filter.length import MinLengthSettings
+from pretrainkit.dataprep.paragraphs.resolve import ResolveJob, resolve_partition
+from pretrainkit.dataprep.paragraphs.scan import BUCKETS, ENTRY_BYTES, ScanJob, scan_part, scan_path
+from pretrainkit.dataprep.paragraphs.write import MIN_LENGTH_REASON, WriteJob, write_part
+from pretrainkit.dataprep.readers import (
+    DEDUP_STATS_NAME,
+    discover_inputs,
+    nothing_usable,
+    plan_read_tasks,
+    refuse_inputs_inside,
+)
+from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
+from pretrainkit.errors import UserError
+from pretrainkit.files import (
+    output_directory,
+    remove_temporaries,
+    write_concatenation_atomic,
+    write_text_atomic,
+    writing_into,
+)
+from pretrainkit.output_folders import PARAGRAPHS, output_folder
+
+WORK_NAME = ".work"
+WORK_FORMAT = 1  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
+REMOVED_NAME = "removed.jsonl"
+REJECTED_NAME = "rejected.jsonl"
+RESOLVED_NAME = "resolved.json"
+DEFAULT_MIN_LENGTH = MinLengthSettings().min_chars  # `ptk filter`'s min_length default: 1 character
+
+
+@dataclass(frozen=True)
+class ParagraphOptions:
+    min_length: int = DEFAULT_MIN_LENGTH
+    text_field: str = "text"
+    id_field: str = "id"
+
+    def __post_init__(self) -> None:
+        if self.min_length < 0:
+            raise UserError(f"--min-length must be at least 0 characters, got {self.min_length}")
+
+
+def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
+    """Where only a paragraph dedup run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
+    return [out_dir], [out_dir / WORK_NAME]
+
+
+def run_paragraphs(
+    inputs: list[str], out_dir: Path, options: ParagraphOptions, runner: JobRunner, budget: DedupBudget | None = None
+) -> dict:
+    """Remove repeated paragraphs of `inputs` into `out_dir` on `runner` (an entered runner); returns
+    the stats written to `stats.json`, with `seconds` and `input_bytes` for the summary. `budget`
+    (default: from `default_memory_limit()`) sizes the partitions; it never changes the output."""
+    budget = budget or DedupBudget.for_limit(default_memory_limit(), runner.workers)
+    out_dir = Path(out_dir)
+    refuse_inputs_inside(inputs, out_dir)
+    with output_folder(out_dir, PARAGRAPHS), writing_into(out_dir, *owned_directories(out_dir)):
+        return _run(inputs, out_dir, options, runner, budget)
+
+
+def _run(inputs: list[str], out_dir: Path, options: ParagraphOptions, runner: JobRunner, budget: DedupBudget) -> dict:
+    started = time.monotonic()
+    files = discover_inputs(inputs)
+    refuse_inputs_inside([f.path for f in files], out_dir)
+    output_directory(out_dir)
+    runner.check_paths([f.path for f in files], out_dir)
+    tasks = plan_read_tasks(files, runner=runner)
+    work = out_dir / WORK_NAME
+    plan = {
+        "work_format": WORK_FORMAT,
+        "inputs": input_stamps(files),
+        "tasks": [(t.file.path, t.start, t.end) for t in tasks],
+        "options": asdict(options),
+        "version": __version__,
+    }
+    open_work_dir(work, plan, on_reset=lambda: _remove_parts(out_dir, 0))
+    remove_temporaries(out_dir)
+    (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the folder is no finished output
+
+    fields = (options.text_field, options.id_field)
+    scans = runner.run(
+        scan_part,
+        [ScanJob(i, t, *fields, str(work)) for i, t in enumerate(tasks)],
+        "scan paragraphs",
+        weights=[t.nbytes for t in tasks],
+        unit="B",
+    )
+    resolved = _resolve(scans, len(tasks), work, runner, budget)
+    resolve_dir = work / f"resolve-{resolved['partitions']}"
+    written = runner.run(
+        write_part,
+        [
+            WriteJob(
+                i, t, *fields, options.min_length, str(out_dir), str(work), str(resolve_dir), resolved["partitions"]
+            )
+            for i, t in enumerate(tasks)
+        ],
+        "write paragraphs",
+        weights=[t.nbytes for t in tasks],
+        unit="B",
+    )
+    write_concatenation_atomic([work / f"removed-{i:05d}.jsonl" for i in range(len(tasks))], out_dir / REMOVED_NAME)
+    write_concatenation_atomic([scan_path(work, i, "rejected") for i in range(len(tasks))], out_dir / REJECTED_NAME)
+    _remove_parts(out_dir, len(tasks))  # an earlier run over more input left these
+    remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
+
+    stats = _stats(scans, written, resolved["removed"], options)
+    write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    remove_work_dir(work)
+    if stats["kept_docs"] + stats["removed_docs"] == 0:
+        reasons = sum((Counter(s["rejected_reasons"]) for s in scans), Counter())
+        raise nothing_usable(inputs, reasons, out_dir / REJECTED_NAME)
+    return dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))
+
+
+def partitions_for(entries: int, workers: int, budget: DedupBudget) -> int:
+    """Partitions of hashes for `entries` paragraphs: each within the budget's partition size, at
+    least two per worker (no worker waits on a last, lone one), at most `BUCKETS`."""
+    return min(BUCKETS, max(2 * workers, math.ceil(entries * ENTRY_BYTES / budget.partition_bytes)))
+
+
+def _resolve(scans: list[dict], tasks: int, work: Path, runner: JobRunner, budget: DedupBudget) -> dict:
+    """Run the resolve stage, once: its partition count and removed paragraphs, as `resolved.json` keeps them."""
+    resolved_path = work / RESOLVED_NAME
+    if resolved_path.exists():  # resolved by an earlier run, whose entry files are gone
+        return json.loads(resolved_path.read_text())
+    partitions = partitions_for(sum(s["entries"] for s in scans), runner.workers, budget)
+    resolve_dir = work / f"resolve-{partitions}"  # a rerun with another --memory-limit cuts its own
+    resolve_dir.mkdir(exist_ok=True)
+    removed = runner.run(
+        resolve_partition,
+        [ResolveJob(p, partitions, tasks, str(work), str(resolve_dir)) for p in range(partitions)],
+        "resolve paragraphs",
+        unit="partition",
+    )
+    resolved = {"partitions": partitions, "removed": sum(removed)}
+    write_text_atomic(resolved_path, json.dumps(resolved))
+    for i in range(tasks):  # nothing reads them again: their pages need not be written back
+        for suffix in ("bin", "bounds"):
+            scan_path(work, i, suffix).unlink(missing_ok=True)
+    return resolved
+
+
+def _stats(scans: list[dict], written: list[dict], resolved_removed: int, options: ParagraphOptions) -> dict:
+    def total(parts: list[dict], key: str) -> int:
+        return sum(p[key] for p in parts)
+
+    removed_docs = total(written, "removed")
+    stats = {
+        "input_docs": total(scans, "docs") + total(scans, "rejected"),
+        "kept_docs": total(written, "kept"),
+        "removed_docs": removed_docs,
+        "removed_by_reason": {MIN_LENGTH_REASON: {"docs": removed_docs, "bytes": total(written, "removed_bytes")}},
+        "rejected": total(scans, "rejected"),
+        "rejected_reasons": dict(sorted(sum((Counter(s["rejected_reasons"]) for s in scans), Counter()).items())),
+        "paragraphs": total(scans, "entries"),
+        "paragraphs_removed": total(written, "paragraphs_removed"),
+        "docs_changed": total(written, "docs_changed"),
+        "input_text_bytes": total(scans, "text_bytes"),
+        "output_text_bytes": total(written, "output_bytes"),
+        "removed_text_bytes": {
+            "paragraphs": total(written, "kept_input_bytes") - total(written, "output_bytes"),
+            "documents": total(written, "removed_bytes"),
+        },
+        "options": asdict(options),
+        "version": __version__,
+    }
+    removed_bytes = stats["removed_text_bytes"]
+    if (
+        stats["input_docs"] != stats["kept_docs"] + stats["removed_docs"] + stats["rejected"]
+        or [s["docs"] for s in scans] != [w["docs"] for w in written]
+        or stats["input_text_bytes"]
+        != stats["output_text_bytes"] + removed_bytes["paragraphs"] + removed_bytes["documents"]
+        or stats["input_text_bytes"] != total(written, "text_bytes")
+        or stats["paragraphs_removed"] != resolved_removed + total(scans, "local_removed")
+    ):
+        raise RuntimeError(f"paragraph dedup accounting does not add up (resolved {resolved_removed}): {stats}")
+    return stats
+
+
+def _remove_parts(out_dir: Path, first: int) -> None:
+    """Kept parts numbered `first` and above (of an earlier run over more input, or of another plan)."""
+    for p in out_dir.glob("part-*.jsonl.zst"):
+        if int(p.name[5:10]) >= first:
+            p.unlink()

@@ -1,0 +1,141 @@
+"""Paragraph dedup's write stage: per read task, its documents without their removed paragraphs.
+
+    counts = write_part(WriteJob(index, task, "text", "id", min_length, out_dir, work_dir, resolve_dir, partitions))
+
+A job reads its task's removed paragraphs, those the scan found alone and those of every resolve
+partition, a window of `WINDOW_DOCS` documents at a time
+(`pretrainkit.dataprep.paragraphs.removals`: 8 bytes each), reads the task's records again and
+writes, in input order, each kept record into `part-NNNNN.jsonl.zst`: a document that lost no
+paragraph as its input record, one that did with its text field replaced by the lines left (joined
+by "\\n" as they stood) and every other field as `ptk filter` writes a changed record
+(`pretrainkit.dataprep.filter.records`). A document that lost a paragraph and whose text is
+left shorter than `min_length` characters (stripped: `ptk filter`'s `min_length` step measures it
+so) is removed instead, its row in `removed-NNNNN.jsonl` naming `paragraphs.min_length`, the length
+left and the threshold. `write-NNNNN.json` (the counts), written last, marks the job done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import zstandard
+
+from pretrainkit.dataprep.dedup.kept import COMPRESSION_LEVEL
+from pretrainkit.dataprep.filter.length import MinLength, MinLengthSettings
+from pretrainkit.dataprep.filter.records import kept_record, removed_row
+from pretrainkit.dataprep.filter.rules import Doc, Removal
+from pretrainkit.dataprep.paragraphs.removals import VALUE_BYTES, Removals, Window
+from pretrainkit.dataprep.paragraphs.resolve import task_runs
+from pretrainkit.dataprep.paragraphs.scan import scan_path
+from pretrainkit.dataprep.readers import Document, ReadTask, read_task
+from pretrainkit.files import atomic_write, write_text_atomic
+
+WRITE_BYTES = 1 << 20
+WINDOW_DOCS = 1 << 16  # documents whose removals a job holds at a time
+MIN_LENGTH_REASON = "paragraphs.min_length"
+
+
+@dataclass(frozen=True)
+class WriteJob:
+    index: int
+    task: ReadTask
+    text_field: str
+    id_field: str
+    min_length: int
+    out_dir: str
+    work_dir: str
+    resolve_dir: str
+    partitions: int
+
+    def path(self, kind: str) -> Path:
+        return Path(self.work_dir) / f"{kind}-{self.index:05d}.{'json' if kind == 'write' else 'jsonl'}"
+
+
+def write_part(job: WriteJob) -> dict:
+    """Write one read task's kept records and removed rows (see the module docstring)."""
+    done = job.path("write")
+    if done.exists():  # finished by an earlier, interrupted run
+        return json.loads(done.read_text())
+    local = scan_path(job.work_dir, job.index, "local")
+    removals = Removals(
+        [(str(local), 0, local.stat().st_size // VALUE_BYTES), *task_runs(job.resolve_dir, job.partitions, job.index)]
+    )
+    window, window_end = Window(np.empty(0, np.uint64)), 0
+    min_length = MinLength(MinLengthSettings(min_chars=job.min_length))
+    counts: Counter = Counter()
+    with contextlib.ExitStack() as stack:
+        removed_rows = stack.enter_context(atomic_write(job.path("removed"), durable=False))
+        raw = stack.enter_context(atomic_write(Path(job.out_dir) / f"part-{job.index:05d}.jsonl.zst"))
+        kept = stack.enter_context(zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).stream_writer(raw, closefd=False))
+        pending: list[bytes] = []  # written a batch at a time: a call per record costs more than compressing it
+        pending_bytes = 0
+        documents = (i for i in read_task(job.task, job.text_field, job.id_field) if type(i) is Document)
+        for ordinal, item in enumerate(documents):  # the rejected rows are the scan's
+            size = len(item.text.encode("utf-8", "surrogatepass"))
+            counts["docs"] += 1
+            counts["text_bytes"] += size
+            record, left = item.record, size
+            if ordinal == window_end:
+                _check_applied(window, None, job)
+                window_end += WINDOW_DOCS
+                window = removals.upto(window_end)
+            lines = window.lines_of(ordinal)
+            if lines:
+                doc = Doc(_without(item.text, lines, item))
+                counts["paragraphs_removed"] += len(lines)
+                counts["docs_changed"] += 1
+                short = min_length.check(doc)
+                if short is not None:
+                    removal = Removal(MIN_LENGTH_REASON, short.value, short.threshold)
+                    removed_rows.write(removed_row(item, removal, doc))
+                    counts["removed"] += 1
+                    counts["removed_bytes"] += size
+                    continue
+                record, left = kept_record(item, doc, job.text_field), len(doc.text.encode("utf-8", "surrogatepass"))
+            pending.append(record)
+            pending_bytes += len(record)
+            if pending_bytes >= WRITE_BYTES:
+                kept.write(b"\n".join(pending) + b"\n")
+                pending, pending_bytes = [], 0
+            counts["kept"] += 1
+            counts["kept_input_bytes"] += size
+            counts["output_bytes"] += left
+        if pending:
+            kept.write(b"\n".join(pending) + b"\n")
+        _check_applied(window, removals, job)  # before the part is published
+    result = {
+        k: counts[k]
+        for k in (
+            "docs",
+            "kept",
+            "removed",
+            "text_bytes",
+            "kept_input_bytes",
+            "output_bytes",
+            "removed_bytes",
+            "paragraphs_removed",
+            "docs_changed",
+        )
+    }
+    write_text_atomic(done, json.dumps(result))
+    return result
+
+
+def _check_applied(window: Window, removals: Removals | None, job: WriteJob) -> None:
+    """A removal of a document the job did not read means the input is not what the scan read."""
+    if window.unread or (removals is not None and removals.left):
+        raise RuntimeError(f"{job.task.file.path}: removed paragraphs of documents not read (the input changed?)")
+
+
+def _without(text: str, lines: list[int], document: Document) -> str:
+    """`text` without its lines of these indices (ascending), the rest joined as they stood."""
+    kept = text.split("\n")
+    if lines[-1] >= len(kept):
+        raise RuntimeError(f"{document.source}:{document.line}: no line {lines[-1]} to remove (the input changed?)")
+    gone = set(lines)
+    return "\n".join(line for i, line in enumerate(kept) if i not in gone)
