@@ -27,6 +27,7 @@ from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions
 from pretrainkit.dataprep.filter.pipeline import FilterOptions
 from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, settings_from, with_languages
+from pretrainkit.dataprep.paragraphs.pipeline import ParagraphOptions
 from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, Tokenize
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions
 from pretrainkit.errors import UserError, quoted
@@ -44,6 +45,11 @@ class ExtractSettings:
 class FilterSettings:
     filters: str | None = None  # a filters file; default FineWeb's
     languages: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class ParagraphsSettings:
+    min_length: int = ParagraphOptions.min_length
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,7 @@ class TokenizeSettings:
 SETTINGS = {
     "extract": ExtractSettings,
     "filter": FilterSettings,
+    "paragraphs": ParagraphsSettings,
     "dedup": DedupSettings,
     "decontaminate": DecontaminateSettings,
     "tokenize": TokenizeSettings,
@@ -152,6 +159,8 @@ def _stage(name: str, s, base: Path, text_field: str, id_field: str, where: str)
         if name == "filter":
             steps = read_filters(Path(_relative(base, s.filters)) if s.filters else DEFAULT_FILTERS)
             return Stage(name, FilterOptions(tuple(with_languages(steps, s.languages)), **fields))
+        if name == "paragraphs":
+            return Stage(name, ParagraphOptions(s.min_length, **fields))
         if name == "dedup":
             against = _relative(base, s.against) if s.against else None
             options = DedupOptions(**dict(dataclasses.asdict(s), against=against), **fields)

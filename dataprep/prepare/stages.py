@@ -32,12 +32,24 @@ from pretrainkit.dataprep.extract.pipeline import run_extract
 from pretrainkit.dataprep.filter.cli import format_summary as filter_summary
 from pretrainkit.dataprep.filter.pipeline import FilterOptions, run_filter
 from pretrainkit.dataprep.filter.pipeline import owned_directories as filter_owned
+from pretrainkit.dataprep.paragraphs.cli import format_summary as paragraphs_summary
+from pretrainkit.dataprep.paragraphs.pipeline import owned_directories as paragraphs_owned
+from pretrainkit.dataprep.paragraphs.pipeline import run_paragraphs
 from pretrainkit.dataprep.readers import DEDUP_KEPT_GLOB, DEDUP_STATS_NAME
 from pretrainkit.dataprep.tokenize.cli import format_tokenize_summary
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus
 from pretrainkit.dataprep.tokenize.corpus import owned_directories as tokenize_owned
 from pretrainkit.files import writing_into
-from pretrainkit.output_folders import DECONTAMINATE, DEDUP, EXTRACT, FILTER, TOKENIZE, Kind, output_folder
+from pretrainkit.output_folders import (
+    DECONTAMINATE,
+    DEDUP,
+    EXTRACT,
+    FILTER,
+    PARAGRAPHS,
+    TOKENIZE,
+    Kind,
+    output_folder,
+)
 
 # The order a pipeline's stages must keep where it has them (`pretrainkit.dataprep.prepare.pipeline_file`).
 FIRST, LAST = "extract", "tokenize"
@@ -81,14 +93,23 @@ class Stage:
 FOLDERS = {
     "extract": "extract",
     "filter": "filter",
+    "paragraphs": "paragraphs",
     "dedup": "dedup",
     "decontaminate": "decontaminate",
     "tokenize": "shards",
 }
-KINDS = {"extract": EXTRACT, "filter": FILTER, "dedup": DEDUP, "decontaminate": DECONTAMINATE, "tokenize": TOKENIZE}
+KINDS = {
+    "extract": EXTRACT,
+    "filter": FILTER,
+    "paragraphs": PARAGRAPHS,
+    "dedup": DEDUP,
+    "decontaminate": DECONTAMINATE,
+    "tokenize": TOKENIZE,
+}
 OWNED = {
     "extract": extract_owned,
     "filter": filter_owned,
+    "paragraphs": paragraphs_owned,
     "dedup": dedup_owned,
     "decontaminate": decontaminate_owned,
     "tokenize": tokenize_owned,
@@ -121,6 +142,8 @@ def run_stage(
         summary = extract_summary(stats, folder, time.monotonic() - began)
     elif stage.name == "filter":
         summary = filter_summary(run_filter(inputs, folder, o, runner), folder)
+    elif stage.name == "paragraphs":
+        summary = paragraphs_summary(run_paragraphs(inputs, folder, o, runner), folder)
     elif stage.name == "dedup":
         summary = dedup_summary(run_dedup(inputs, folder, o, runner), folder)
     elif stage.name == "decontaminate":

@@ -27,21 +27,24 @@ def test_stages_in_order_with_their_settings_and_paths_relative_to_the_file(tmp_
 stages:
   - extract
   - filter: {languages: [en, de]}
+  - paragraphs: {min_length: 50}
   - dedup: {threshold: 0.7, near: false}
   - decontaminate: {eval: [evals/qa.jsonl], ngram: 8}
   - tokenize: {tokenizer: tok.json, shard_size: 2M, format: webdataset}
 """,
     )
     stages = read_pipeline(path)
-    assert [s.name for s in stages] == ["extract", "filter", "dedup", "decontaminate", "tokenize"]
-    assert [s.folder for s in stages] == ["extract", "filter", "dedup", "decontaminate", "shards"]
+    names = ["extract", "filter", "paragraphs", "dedup", "decontaminate", "tokenize"]
+    assert [s.name for s in stages] == names
+    assert [s.folder for s in stages] == [*names[:-1], "shards"]
     steps = stages[1].options.steps
     assert [s.name for s in steps] == [s.name for s in read_filters(DEFAULT_FILTERS)]  # FineWeb's, by default
     assert next(s for s in steps if s.name == "language").settings.languages == ["en", "de"]
-    assert (stages[2].options.threshold, stages[2].options.near) == (0.7, False)
-    assert stages[3].options.eval_files == (str(tmp_path / "evals" / "qa.jsonl"),)
-    assert stages[3].options.ngram == 8
-    tokenize = stages[4].options
+    assert stages[2].options.min_length == 50
+    assert (stages[3].options.threshold, stages[3].options.near) == (0.7, False)
+    assert stages[4].options.eval_files == (str(tmp_path / "evals" / "qa.jsonl"),)
+    assert stages[4].options.ngram == 8
+    tokenize = stages[5].options
     assert tokenize.tokenizer == str(tmp_path / "tok.json")
     assert (tokenize.options.shard_tokens, tokenize.options.format) == (2_000_000, "webdataset")
 
@@ -60,6 +63,7 @@ stages:
         ("stages: [{dedup: {threshold: high}}]\n", "stages[0].dedup.threshold: must be a number >= 0"),
         ("stages: [{dedup: {threshold: 1.5}}]\n", "stages[0].dedup: --threshold must be in (0, 1], got 1.5"),
         ("stages: [{dedup: [0.8]}]\n", "stages[0].dedup: settings must be a mapping"),
+        ("stages: [{paragraphs: {min_length: -1}}]\n", "stages[0].paragraphs.min_length: must be an integer >= 0"),
         ("stages: [decontaminate]\n", "stages[0].decontaminate: eval: the evaluation set files are needed"),
         ("stages: [tokenize]\n", "stages[0].tokenize: tokenizer: the tokenizer"),
         ("stages: [{tokenize: {tokenizer: t.json, shard_size: lots}}]\n", "stages[0].tokenize.shard_size:"),

@@ -37,7 +37,8 @@ def crawl_run(tmp_path_factory) -> tuple[Path, Path, Path]:
     assert main(["extract", str(crawl), "-o", str(hand / "extract")]) == 0
     assert main(["tokenizer", "train", str(hand / "extract"), "-o", str(tok), "--vocab-size", "500"]) == 0
     assert main(["filter", str(hand / "extract"), "-o", str(hand / "filter"), "--languages", "en"]) == 0
-    assert main(["dedup", str(hand / "filter"), "-o", str(hand / "dedup"), "--threshold", "0.7"]) == 0
+    assert main(["dedup", "--paragraphs", str(hand / "filter"), "-o", str(hand / "paragraphs")]) == 0
+    assert main(["dedup", str(hand / "paragraphs"), "-o", str(hand / "dedup"), "--threshold", "0.7"]) == 0
     # an evaluation item copied from one kept page, lower-cased: decontamination must find it
     words = _texts(hand / "dedup")[0].split()[40:70]
     evals = root / "evals.jsonl"
@@ -50,6 +51,7 @@ def crawl_run(tmp_path_factory) -> tuple[Path, Path, Path]:
         "stages:\n"
         "  - extract\n"
         "  - filter: {languages: [en]}\n"
+        "  - paragraphs\n"
         "  - dedup: {threshold: 0.7}\n"
         "  - decontaminate: {eval: [evals.jsonl]}\n"  # relative to the pipeline file
         "  - tokenize: {tokenizer: tok.json, shard_size: 4K}\n"
@@ -64,7 +66,7 @@ def test_a_crawl_pipeline_is_its_commands_one_after_another(crawl_run, tmp_path,
     capsys.readouterr()
     assert main(["prepare", str(crawl), "--pipeline", str(pipeline), "-o", str(out), "--workers", "2"]) == 0
     printed = capsys.readouterr().out
-    for stage in ("extract", "filter", "dedup", "decontaminate"):
+    for stage in ("extract", "filter", "paragraphs", "dedup", "decontaminate"):
         assert _tree(out / stage) == _tree(hand / stage), stage
         assert f"{stage} -> {out / stage}" in printed  # each stage's own summary, as it ends
     shards, by_hand = _tree(out / "shards"), _tree(hand / "shards")
@@ -75,12 +77,17 @@ def test_a_crawl_pipeline_is_its_commands_one_after_another(crawl_run, tmp_path,
     assert manifest["shards"] == json.loads(by_hand["manifest.json"])["shards"]
     provenance = manifest["provenance"]
     assert [i["path"] for i in provenance["inputs"]] == ["a.warc.gz", "b.warc", "c.html"]  # the raw crawl
-    assert [next(iter(s)) for s in provenance["pipeline"]] == ["extract", "filter", "dedup", "decontaminate"]
+    assert [next(iter(s)) for s in provenance["pipeline"]] == [
+        "extract",
+        "filter",
+        "paragraphs",
+        "dedup",
+        "decontaminate",
+    ]
 
     result = json.loads((out / "stats.json").read_text())
-    stats = {
-        s: json.loads((out / s / "stats.json").read_text()) for s in ("extract", "filter", "dedup", "decontaminate")
-    }
+    stages = ("extract", "filter", "paragraphs", "dedup", "decontaminate")
+    stats = {s: json.loads((out / s / "stats.json").read_text()) for s in stages}
     rows = {r["name"]: r for r in result["funnel"]}
     assert rows["input"]["docs"] == stats["extract"]["records"]
     assert rows["extract"]["docs"] == stats["extract"]["kept"] == len(_texts(out / "extract"))
@@ -89,6 +96,11 @@ def test_a_crawl_pipeline_is_its_commands_one_after_another(crawl_run, tmp_path,
     assert [r["step"] for r in steps] == [next(iter(s)) for s in stats["filter"]["filters"]]
     assert sum(r["removed_docs"] for r in steps) == stats["filter"]["removed_docs"] == rows["filter"]["removed_docs"]
     assert steps[-1]["docs"] == rows["filter"]["docs"]
+    assert rows["paragraphs"]["docs"] == stats["paragraphs"]["kept_docs"]
+    assert rows["paragraphs"]["bytes"] == rows["filter"]["bytes"] - sum(
+        stats["paragraphs"]["removed_text_bytes"].values()
+    )
+    assert stats["paragraphs"]["paragraphs_removed"] > 0  # the pages' chrome that extraction left
     assert rows["dedup"]["docs"] == stats["dedup"]["kept_docs"]
     assert rows["decontaminate"]["removed_docs"] == stats["decontaminate"]["contaminated_docs"] == 1
     assert rows["tokenize"]["docs"] == rows["decontaminate"]["docs"] == manifest["provenance"]["records"]["tokenized"]
