@@ -20,6 +20,7 @@ without it is no finished prepare.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,6 +50,11 @@ def owned_directories(out_dir: Path, stages: list[Stage]) -> tuple[list[Path], l
         d, t = stage.owned(out_dir / stage.folder)
         dirs, trees = dirs + d, trees + t
     return dirs, trees
+
+
+def _stamp(path: str) -> tuple[str, int, int] | str:
+    """(path, size, mtime) of a file a stage's settings name; the path alone of a folder (a tokenizer's)."""
+    return (path, os.path.getsize(path), os.stat(path).st_mtime_ns) if os.path.isfile(path) else path
 
 
 def run_prepare(
@@ -85,6 +91,7 @@ def _prepare(
     work = out_dir / WORK_NAME
     plan = {
         "inputs": input_stamps(raw),
+        "files": [_stamp(path) for stage in stages for path in stage.files()],  # a changed eval set or tokenizer
         "stages": [s.as_json() for s in stages],
         "fields": [text_field, id_field],
         "version": __version__,

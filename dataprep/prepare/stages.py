@@ -86,6 +86,14 @@ class Stage:
             options = asdict(options)
         return {self.name: options}
 
+    def files(self) -> list[str]:
+        """The files its settings name besides the inputs (evaluation sets, the tokenizer)."""
+        if isinstance(self.options, DecontaminateOptions):
+            return list(self.options.eval_files)
+        if isinstance(self.options, Tokenize):
+            return [self.options.tokenizer]
+        return []
+
     def owned(self, folder: Path) -> tuple[list[Path], list[Path]]:
         return OWNED[self.name](folder)
 

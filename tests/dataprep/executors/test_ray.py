@@ -25,6 +25,9 @@ from pretrainkit.cli import main  # noqa: E402
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup  # noqa: E402
 from pretrainkit.dataprep.executors.local import LocalRunner  # noqa: E402
 from pretrainkit.dataprep.executors.ray import RayRunner  # noqa: E402
+from pretrainkit.dataprep.filter.pipeline import FilterOptions  # noqa: E402
+from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters  # noqa: E402
+from pretrainkit.dataprep.paragraphs.pipeline import ParagraphOptions  # noqa: E402
 from pretrainkit.dataprep.prepare.run import run_prepare  # noqa: E402
 from pretrainkit.dataprep.prepare.stages import Stage, Tokenize  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus  # noqa: E402
@@ -84,7 +87,12 @@ def tokenizer(tmp_path_factory, reuters_docs) -> str:
 @pytest.mark.slow
 def test_dedup_tokenize_prepare_byte_identical_to_local(tmp_path, ray_address, corpus, tokenizer):
     options = TokenizeOptions(shard_tokens=20_000, batch_tokens=2048)
-    stages = [Stage("dedup", DedupOptions()), Stage("tokenize", Tokenize(tokenizer, options))]
+    stages = [  # a pipeline of every stage that reads JSONL
+        Stage("filter", FilterOptions(tuple(read_filters(DEFAULT_FILTERS)))),
+        Stage("paragraphs", ParagraphOptions(min_length=100)),
+        Stage("dedup", DedupOptions()),
+        Stage("tokenize", Tokenize(tokenizer, options)),
+    ]
     with LocalRunner(2) as runner:
         run_dedup([str(corpus)], tmp_path / "dedup-local", DedupOptions(), runner)
         run_prepare([str(corpus)], tmp_path / "prep-local", stages, runner)
