@@ -41,6 +41,10 @@ class DataConfig:
     # Resume although the mixture changed since the checkpoint (weights, sources): each source then
     # continues where it stopped, and the new order starts at the saved batch.
     allow_mixture_change: bool = False
+    # Each packed document attends only to itself, RoPE positions restarting at its start, and the
+    # target of the EOS ending it is not trained on (train/loop/documents.py). False for configs that
+    # do not say (they keep training as they did); `ptk init` writes true.
+    document_masking: bool = False
 
 
 @dataclass

@@ -23,6 +23,11 @@ def spec(name: str, micro: int = 2, **config) -> dict:
     return {"name": name, "steps": STEPS, "global_size": 8, "micro_size": micro, "config": config}
 
 
+def docs_spec(name: str, masking: bool = True, **config) -> dict:
+    """A run on rows packed from short documents (EOS about one token in five), document-masked."""
+    return {**spec(name, data={"document_masking": masking}, **config), "eos": True}
+
+
 # Pipeline stages cannot share a tied embedding; 4 layers split into 2 x 2 stages for interleaved 1F1B.
 PIPE_MODEL = {"n_layers": 4, "tie_embeddings": False}
 SINGLE = [
@@ -33,6 +38,10 @@ SINGLE = [
     spec("bf16", precision="bf16"),
     spec("bf16_ckpt", precision="bf16", activation_checkpointing=True),
     spec("pipe_model", model=PIPE_MODEL),
+    docs_spec("docs"),
+    docs_spec("docs_unmasked", masking=False),
+    docs_spec("docs_bf16_ckpt", precision="bf16", activation_checkpointing=True),
+    docs_spec("docs_pipe_model", model=PIPE_MODEL),
 ]
 PAIR = [spec(mode, parallel=mode) for mode in ("ddp", "zero1", "zero2", "fsdp")] + [
     spec("fsdp_clipped", parallel="fsdp", optim={"clip": 0.05}),
@@ -45,6 +54,14 @@ PAIR = [spec(mode, parallel=mode) for mode in ("ddp", "zero1", "zero2", "fsdp")]
     *(
         spec(f"pp2_{s}", parallel={"pp": 2, "pp_schedule": s}, model=PIPE_MODEL)
         for s in ("gpipe", "1f1b", "interleaved_1f1b")
+    ),
+    docs_spec("docs_fsdp", parallel="fsdp"),
+    docs_spec("docs_fsdp_ckpt", parallel="fsdp", activation_checkpointing=True),
+    docs_spec("docs_tp2", parallel={"tp": 2}),
+    docs_spec("docs_tp2_bf16_ckpt", parallel={"tp": 2}, precision="bf16", activation_checkpointing=True),
+    *(
+        docs_spec(f"docs_pp2_{s}", parallel={"pp": 2, "pp_schedule": s}, model=PIPE_MODEL)
+        for s in ("1f1b", "interleaved_1f1b")
     ),
 ]
 FOUR = [
@@ -153,6 +170,20 @@ def test_tensor_parallel_bf16_with_checkpointing_matches_one_process_bf16(single
 def test_pipeline_schedules_match_one_process(single: dict, pair: dict, schedule: str) -> None:
     assert_same(pair[f"pp2_{schedule}"], single["pipe_model"], rel=1e-5)
     assert single["pipe_model"]["loss"][0] != single["pipe_model"]["loss"][2]
+
+
+@pytest.mark.distributed
+def test_document_masking_matches_one_process_under_fsdp_tp_pp_and_checkpointing(single: dict, pair: dict) -> None:
+    # Masking changes the losses of these rows, so a layout that dropped the documents (a pipeline
+    # stage not given them) would not match the masked one-process run.
+    assert single["docs"]["loss"] != pytest.approx(single["docs_unmasked"]["loss"], rel=1e-3)
+    for name in ("docs_fsdp", "docs_fsdp_ckpt", "docs_tp2"):
+        assert_same(pair[name], single["docs"], rel=1e-5)
+    for schedule in ("1f1b", "interleaved_1f1b"):
+        assert_same(pair[f"docs_pp2_{schedule}"], single["docs_pipe_model"], rel=1e-5)
+    # bf16: as test_tensor_parallel_bf16_with_checkpointing_matches_one_process_bf16
+    assert_same(pair["docs_tp2_bf16_ckpt"], single["docs_bf16_ckpt"], rel=1e-3)
+    assert single["docs_bf16_ckpt"]["loss"] == pytest.approx(single["docs"]["loss"], rel=2e-2)
 
 
 @pytest.mark.slow
