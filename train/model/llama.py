@@ -4,6 +4,7 @@
     model = Transformer(cfg, seed=0)
     logits = model(tokens)                     # tokens int64 [batch, seq] -> float [batch, seq, vocab]
     logits = model(next_tokens, cache=cache)   # with a KVCache (train/model/generate.py): new positions only
+    logits = model(tokens, documents=doc_ids)  # packed documents: block-causal (train/model/attention_mask.py)
     cfg.num_params(), cfg.flops_per_token(256)
 
 RMSNorm (pre-norm), rotary position embeddings, SwiGLU feed-forward, grouped-query attention at any
