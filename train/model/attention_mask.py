@@ -22,7 +22,7 @@ whole-model figures from bench/train_step.py):
   (keys from 0), so `torch.compile` handles them without graph breaks or recompiles.
 - CUDA: FlexAttention with a `BlockMask` (torchtitan's choice: blocks with no allowed key are
   skipped, memory O(t^2 / 128^2)), `flex_attention` compiled once per process. Prepared, not yet
-  run on a GPU.
+  run on a GPU; its mask rule is checked on CPU through FlexAttention's eager forward.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def attention_mask(
     if window is not None and window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
     if device.type == "cuda":
-        return _block_mask(seq_len, device, documents, window)
+        return block_mask(seq_len, device, documents, window)
     i = torch.arange(seq_len, device=device)
     allowed = i[None, :] <= i[:, None]
     tiles = range(0, seq_len, QUERY_TILE)
@@ -75,7 +75,9 @@ def attention_mask(
     return TiledMask(allowed[:, None], tuple(starts))
 
 
-def _block_mask(seq_len: int, device: torch.device, documents: torch.Tensor | None, window: int | None) -> BlockMask:
+def block_mask(seq_len: int, device: torch.device, documents: torch.Tensor | None, window: int | None) -> BlockMask:
+    """The CUDA form: FlexAttention's BlockMask of the same rule (built on any device; a test checks it on CPU)."""
+
     def mask_mod(b, h, q, k):
         allowed = k <= q
         if window is not None:

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.flex_attention import flex_attention
 
 from fixtures.corpora import DATA, need_data, reuters_documents
 from pretrainkit.train.loop.documents import IGNORE_INDEX, document_ids, within_documents
-from pretrainkit.train.model.attention_mask import attend, attention_mask
+from pretrainkit.train.model.attention_mask import attend, attention_mask, block_mask
 from pretrainkit.train.model.llama import ModelConfig, Transformer
 from pretrainkit.train.model.materialize import load_hf_model
 
@@ -95,6 +96,7 @@ def test_eos_convention_and_restarted_positions() -> None:
 
 
 @pytest.mark.parametrize("window", [None, 5])
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")  # eager on purpose: no GPU here
 def test_masks_match_attention_written_out(window: int | None) -> None:
     g = torch.Generator().manual_seed(0)
     b, h, kv, t, d = 2, 4, 2, 600, 8  # 600: query tiles of 256, 256 and 88
@@ -109,3 +111,6 @@ def test_masks_match_attention_written_out(window: int | None) -> None:
     got = attend(q, k, v, attention_mask(t, q.device, docs, window), enable_gqa=True)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
     assert attention_mask(t, q.device) is None  # plain causal: SDPA's is_causal kernel
+    # The CUDA form's rule, run here by FlexAttention's eager forward (CPU has no FlexAttention backward).
+    flex = flex_attention(q, k, v, block_mask=block_mask(t, q.device, docs, window), enable_gqa=True)
+    torch.testing.assert_close(flex, expected, rtol=1e-5, atol=1e-5)
