@@ -21,6 +21,10 @@ group's micro-batches; the token count and the loss are summed over one process 
 runs them as pipeline micro-batches (`parallel.pp_microbatches`, by default as many as accumulation
 micro-batches), the loss being computed on the last stage; `trainer.model` is then this process's
 stages as one module with the plain model's parameter names.
+
+Document masking (`data.document_masking`, with the tokenizer's `eos_id`): each micro-batch's rows get
+their document ids and lose the targets of their EOS tokens (train/loop/documents.py) before the token
+count and the forward, in training and in `evaluate_rows` alike; the pipeline hands the ids to every stage.
 """
 
 from __future__ import annotations
