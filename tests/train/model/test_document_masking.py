@@ -13,7 +13,7 @@ from torch.nn.attention.flex_attention import flex_attention
 
 from fixtures.corpora import DATA, need_data, reuters_documents
 from pretrainkit.train.loop.documents import IGNORE_INDEX, document_ids, within_documents
-from pretrainkit.train.model.attention_mask import attend, attention_mask, block_mask
+from pretrainkit.train.model.attention_mask import attend, attention_mask, block_mask, document_starts
 from pretrainkit.train.model.llama import ModelConfig, Transformer
 from pretrainkit.train.model.materialize import load_hf_model
 
@@ -93,6 +93,7 @@ def test_eos_convention_and_restarted_positions() -> None:
     assert document_ids(inputs, EOS).tolist() == [[0, 0, 0, 1, 1, 2, 3]]
     targets = torch.tensor([[6, EOS, 7, EOS, EOS, 8, 9]])
     assert within_documents(inputs, targets, EOS).tolist() == [[6, EOS, -100, EOS, -100, -100, 9]]
+    assert (torch.arange(7) - document_starts(document_ids(inputs, EOS))).tolist() == [[0, 1, 2, 0, 1, 0, 0]]
 
 
 @pytest.mark.parametrize("window", [None, 5])
