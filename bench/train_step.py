@@ -1,7 +1,10 @@
-"""Benchmark: the project's training step against a minimal hand-written PyTorch loop, same run.
+"""Benchmark: the project's training step against a minimal hand-written PyTorch loop, same run; or the
+step with document masking against without, or compiled against eager.
 
     .venv/bin/python bench/train_step.py                                  # CPU, fp32 and bf16
     python3 bench/train_step.py --device cuda --preset 1b --parallel fsdp --precisions bf16
+    .venv/bin/python bench/train_step.py --compare masking --preset small-2048 --precisions fp32
+    .venv/bin/python bench/train_step.py --compare compile --precisions fp32
 
 Both sides train the same `Transformer` (same init) on the same synthetic token batches with AdamW,
 gradient accumulation and clipping to 1.0. The project side is `Trainer.train_step` (param groups,
@@ -10,6 +13,12 @@ autocast, or FSDP2's mixed-precision policy); the baseline is the ten-line loop 
 bf16 through autocast. Rounds alternate project and baseline so that machine noise hits both; the
 best round's tokens/s of each side is reported with their ratio (target >= 0.95; the ratio of the
 medians is in the JSON too), and MFU where the device's peak is known. Writes bench/results/train_step.json.
+
+`--compare masking`: two project trainers, `data.document_masking` true and false, on the same rows
+packed from documents of random lengths (exponential, mean DOC_MEAN tokens, EOS after each), so the
+masked side pays for its block-causal attention and the unmasked one runs SDPA's causal kernel
+(target: masked >= 0.90x at seq_len 2048). `--compare compile`: `compile: true` against eager. Both
+alternate rounds as above and write bench/results/train_step_<compare>.json.
 """
 
 from __future__ import annotations
@@ -43,15 +52,24 @@ from pretrainkit.train.parallel.distributed import init_distributed, shutdown  #
 PRESETS = {
     "tiny": ({"d_model": 128, "n_layers": 4, "n_heads": 4}, 128, 4, 2, 4096),
     "small": ({"d_model": 256, "n_layers": 6, "n_heads": 8, "n_kv_heads": 4}, 256, 4, 2, 8192),
+    "small-2048": ({"d_model": 256, "n_layers": 6, "n_heads": 8, "n_kv_heads": 4}, 2048, 1, 2, 8192),
     "1b": ({"d_model": 2048, "n_layers": 18, "n_heads": 16, "n_kv_heads": 8}, 2048, 8, 1, 32000),
 }
+COMPARISONS = ("baseline", "masking", "compile")
+EOS = 0  # the synthetic tokenizer's end-of-text id
+DOC_MEAN = 400  # mean document length of the packed rows of --compare masking (tokens)
 
 
-def batches(steps: int, accum: int, micro: int, seq: int, vocab: int) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+def batches(
+    steps: int, accum: int, micro: int, seq: int, vocab: int, documents: bool = False
+) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+    """Random tokens (never EOS); with `documents`, an EOS ends each document of ~DOC_MEAN tokens."""
     g = torch.Generator().manual_seed(0)
     out = []
     for _ in range(steps):
-        rows = torch.randint(0, vocab, (accum, micro, seq + 1), generator=g)
+        rows = torch.randint(1, vocab, (accum, micro, seq + 1), generator=g)
+        if documents:
+            rows[torch.rand(rows.shape, generator=g) < 1 / DOC_MEAN] = EOS
         out.append([(r[:, :-1].contiguous(), r[:, 1:].contiguous()) for r in rows])
     return out
 
@@ -84,6 +102,29 @@ def timed(fn, steps: list, device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
+def sides(args: argparse.Namespace, raw: dict, mcfg, env, bf16: bool) -> dict:
+    """The two step functions compared, the measured one first."""
+    if args.compare == "baseline":
+        trainer = Trainer(config_from_dict(raw, "bench"), mcfg, env)
+        torch.manual_seed(0)
+        base = Transformer(mcfg).to(env.device)
+        if args.compile:
+            base.compile()
+        opt = torch.optim.AdamW(base.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
+        return {
+            "project": trainer.train_step,
+            "baseline": functools.partial(baseline_step, base, opt, device=env.device, bf16=bf16),
+        }
+    key, names = {"masking": ("data", ("masked", "unmasked")), "compile": ("compile", ("compiled", "eager"))}[
+        args.compare
+    ]
+    out = {}
+    for name, on in zip(names, (True, False)):
+        changed = {**raw, "data": {**raw["data"], "document_masking": on}} if key == "data" else {**raw, key: on}
+        out[name] = Trainer(config_from_dict(changed, "bench"), mcfg, env, eos_id=EOS).train_step
+    return out
+
+
 def measure(args: argparse.Namespace, precision: str, env) -> dict:
     section, seq, micro, accum, vocab = PRESETS[args.preset]
     raw = {
@@ -99,40 +140,32 @@ def measure(args: argparse.Namespace, precision: str, env) -> dict:
         "compile": args.compile,
         "activation_checkpointing": args.activation_checkpointing,
     }
-    cfg = config_from_dict(raw, "bench")
-    mcfg = model_config(cfg, vocab)
-    trainer = Trainer(cfg, mcfg, env)
-    torch.manual_seed(0)
-    base = Transformer(mcfg).to(env.device)
-    if args.compile:
-        base.compile()
-    opt = torch.optim.AdamW(base.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
-    data = batches(args.warmup + args.rounds * args.steps, accum, micro, seq, vocab)
-    bf16 = precision == "bf16"
-    project = trainer.train_step
-    baseline = functools.partial(baseline_step, base, opt, device=env.device, bf16=bf16)
-    timed(project, data[: args.warmup], env.device)
-    timed(baseline, data[: args.warmup], env.device)
+    mcfg = model_config(config_from_dict(raw, "bench"), vocab)
+    steps = sides(args, raw, mcfg, env, precision == "bf16")
+    data = batches(args.warmup + args.rounds * args.steps, accum, micro, seq, vocab, args.compare == "masking")
+    for fn in steps.values():
+        timed(fn, data[: args.warmup], env.device)
     tokens = args.steps * micro * accum * seq
-    rates: dict[str, list[float]] = {"project": [], "baseline": []}
+    rates: dict[str, list[float]] = {name: [] for name in steps}
     for r in range(args.rounds):
         chunk = data[args.warmup + r * args.steps : args.warmup + (r + 1) * args.steps]
-        order = [("project", project), ("baseline", baseline)]
+        order = list(steps.items())
         for name, fn in order if r % 2 == 0 else order[::-1]:
             rates[name].append(tokens / timed(fn, chunk, env.device))
     # Best round of each side: the round least disturbed by other work on the machine.
+    first, second = steps
     result = {name: max(v) for name, v in rates.items()}
-    result["ratio"] = result["project"] / result["baseline"]
-    result["median_ratio"] = statistics.median(rates["project"]) / statistics.median(rates["baseline"])
+    result["ratio"] = result[first] / result[second]
+    result["median_ratio"] = statistics.median(rates[first]) / statistics.median(rates[second])
     result["rounds"] = rates
     peak = device_peak_flops(env.device, precision)
     if peak is not None:
-        result["mfu_project"] = mcfg.flops_per_token(seq) * result["project"] / peak
-        result["mfu_baseline"] = mcfg.flops_per_token(seq) * result["baseline"] / peak
+        for name in steps:
+            result[f"mfu_{name}"] = mcfg.flops_per_token(seq) * result[name] / peak
     result["params"] = mcfg.num_params()
     if env.device.type == "cuda":
         result["max_memory_gib"] = torch.cuda.max_memory_allocated(env.device) / 2**30
-    del project, baseline, trainer, base, opt  # the next measurement starts with this one's memory freed
+    del steps  # the next measurement starts with this one's memory freed
     if env.device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(env.device)
@@ -148,6 +181,9 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=5, help="timed steps per round")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument(
+        "--compare", default="baseline", choices=COMPARISONS, help="what the project step is measured against"
+    )
     p.add_argument("--compile", action="store_true")
     p.add_argument("--activation-checkpointing", action="store_true")
     p.add_argument(
@@ -157,8 +193,11 @@ def main() -> int:
         help="CPU threads for both sides (default 1: on a shared 2-core machine, 2 threads can run "
         "30x slower when another process competes; torchrun also sets 1 per process)",
     )
-    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "train_step.json"))
+    p.add_argument("--out", default=None, help="default: bench/results/train_step.json (_masking, _compile)")
     args = p.parse_args()
+    if args.out is None:
+        suffix = "" if args.compare == "baseline" else f"_{args.compare}"
+        args.out = str(ROOT / "bench" / "results" / f"train_step{suffix}.json")
     if args.device == "cpu":
         torch.set_num_threads(args.threads)
     env = init_distributed(args.device)
@@ -167,10 +206,11 @@ def main() -> int:
     for precision in args.precisions.split(","):
         r = measure(args, precision, env)
         results[precision] = r
-        mfu = f", MFU {r['mfu_project']:.1%} (baseline {r['mfu_baseline']:.1%})" if "mfu_project" in r else ""
+        first, second = r["rounds"]
+        mfu = f", MFU {r[f'mfu_{first}']:.1%} ({second} {r[f'mfu_{second}']:.1%})" if f"mfu_{first}" in r else ""
         print(
             f"{args.preset} ({r['params'] / 1e6:.1f}M params) {precision} {args.parallel} on {device_name}: "
-            f"project {r['project']:,.0f} tokens/s, baseline {r['baseline']:,.0f} tokens/s, "
+            f"{first} {r[first]:,.0f} tokens/s, {second} {r[second]:,.0f} tokens/s, "
             f"ratio {r['ratio']:.3f} (medians {r['median_ratio']:.3f}){mfu}",
             flush=True,
         )

@@ -60,7 +60,9 @@ def _run(
         limit = sampler.limit_batch()
         if limit is not None and limit < cfg.max_steps:
             sampler.check_batch(limit)  # raises, naming the source that runs out before max_steps
-        trainer = Trainer(cfg, model_config(cfg, mix.tokenizer.vocab_size, where), env, where)
+        trainer = Trainer(
+            cfg, model_config(cfg, mix.tokenizer.vocab_size, where), env, where, eos_id=mix.tokenizer.eos_id
+        )
         # Every process of a data-parallel group (tensor-parallel peers, pipeline stages) reads its rows.
         loader = TrainLoader(
             sampler,

@@ -21,6 +21,10 @@ group's micro-batches; the token count and the loss are summed over one process 
 runs them as pipeline micro-batches (`parallel.pp_microbatches`, by default as many as accumulation
 micro-batches), the loss being computed on the last stage; `trainer.model` is then this process's
 stages as one module with the plain model's parameter names.
+
+Document masking (`data.document_masking`, with the tokenizer's `eos_id`): each micro-batch's rows get
+their document ids and lose the targets of their EOS tokens (train/loop/documents.py) before the token
+count and the forward, in training and in `evaluate_rows` alike; the pipeline hands the ids to every stage.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import torch.nn.functional as F
 from pretrainkit.sigterm import sigterm_received
 from pretrainkit.train.checkpoint.states import ModelState, OptimizerState
 from pretrainkit.train.config import TrainConfig
+from pretrainkit.train.loop.documents import IGNORE_INDEX, document_ids, within_documents
 from pretrainkit.train.loop.optim import Schedule, build_optimizer, lr_at, set_lr
 from pretrainkit.train.model.llama import ModelConfig, Transformer
 from pretrainkit.train.model.materialize import init_weights
@@ -45,9 +50,8 @@ from pretrainkit.train.parallel.distributed import DistEnv
 from pretrainkit.train.parallel.mesh import ParallelMesh, check_layout
 from pretrainkit.train.parallel.pipeline import Pipeline, rank_stages, split_stages
 
-IGNORE_INDEX = -100  # target value that counts neither in the loss nor in the token count
-
 Batch = tuple[torch.Tensor, torch.Tensor]
+Rows = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]  # inputs, targets, documents (document masking)
 
 
 @dataclass(frozen=True)
@@ -88,8 +92,13 @@ class TrainerRecord:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, model_cfg: ModelConfig, env: DistEnv, where: str = "config") -> None:
+    def __init__(
+        self, cfg: TrainConfig, model_cfg: ModelConfig, env: DistEnv, where: str = "config", eos_id: int | None = None
+    ) -> None:
         self.cfg, self.model_cfg, self.env = cfg, model_cfg, env
+        if cfg.data.document_masking and eos_id is None:
+            raise ValueError("data.document_masking needs the tokenizer's eos_id")
+        self.eos_id = eos_id if cfg.data.document_masking else None
         self.bf16 = cfg.precision == "bf16"
         p = cfg.parallel
         layout, self.microbatches = check_layout(cfg, model_cfg, env.world_size, where)
@@ -125,10 +134,19 @@ class Trainer:
             dist.all_reduce(t)
         return t.tolist()
 
-    def _loss_sum(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        with autocast_context(self.model, self.env.device, self.bf16):
-            logits = self.model(inputs.to(self.env.device, non_blocking=True))
-        return self._cross_entropy_sum(logits, targets.to(self.env.device, non_blocking=True))
+    def _rows(self, inputs: torch.Tensor, targets: torch.Tensor) -> Rows:
+        """Under document masking, the documents of the rows and the targets within them
+        (train/loop/documents.py); as they are otherwise."""
+        if self.eos_id is None:
+            return inputs, targets, None
+        return inputs, within_documents(inputs, targets, self.eos_id), document_ids(inputs, self.eos_id)
+
+    def _loss_sum(self, inputs: torch.Tensor, targets: torch.Tensor, documents: torch.Tensor | None) -> torch.Tensor:
+        dev = self.env.device
+        extra = {} if documents is None else {"documents": documents.to(dev, non_blocking=True)}
+        with autocast_context(self.model, dev, self.bf16):
+            logits = self.model(inputs.to(dev, non_blocking=True), **extra)
+        return self._cross_entropy_sum(logits, targets.to(dev, non_blocking=True))
 
     @staticmethod
     def _cross_entropy_sum(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -139,13 +157,16 @@ class Trainer:
     def _pipeline_loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return self._cross_entropy_sum(logits, targets) * self._loss_scale
 
-    def _run_pipeline(self, inputs: torch.Tensor, targets: torch.Tensor, scale: float | None) -> float:
+    def _run_pipeline(
+        self, inputs: torch.Tensor, targets: torch.Tensor, documents: torch.Tensor | None, scale: float | None
+    ) -> float:
         """Sum of the token losses of these rows (on the last stage; 0 elsewhere); with `scale`, the
         backward of the sum times `scale` too."""
         self._loss_scale = 1.0 if scale is None else scale
-        x, y = inputs.to(self.env.device), targets.to(self.env.device)
-        with autocast_context(self.model, self.env.device, self.bf16):
-            losses = (self.pipeline.eval if scale is None else self.pipeline.step)(x, y)
+        dev = self.env.device
+        x, y, docs = inputs.to(dev), targets.to(dev), None if documents is None else documents.to(dev)
+        with autocast_context(self.model, dev, self.bf16):
+            losses = (self.pipeline.eval if scale is None else self.pipeline.step)(x, y, docs)
         return math.fsum(v.detach().item() for v in losses) / self._loss_scale
 
     def train_step(self, micro_batches: Sequence[Batch]) -> StepResult:
@@ -158,20 +179,21 @@ class Trainer:
         lr = lr_at(self.step + 1, self.schedule)
         set_lr(self.optimizer, lr)
         self.model.train()
+        micro_rows = [self._rows(x, y) for x, y in micro_batches]
         counts = self.mesh.counts_batch
-        local_tokens = sum(int((t != IGNORE_INDEX).sum()) for _, t in micro_batches) if counts else 0
+        local_tokens = sum(int((t != IGNORE_INDEX).sum()) for _, t, _ in micro_rows) if counts else 0
         (total_tokens,) = self._all_reduce([local_tokens])
         # DDP and FSDP2 average gradients over data-parallel groups; multiplying by their number turns
         # that average back into the sum over the global batch, divided once by its token count.
         scale = self.mesh.dp_size / max(total_tokens, 1.0)
         if self.pipeline is not None:
-            inputs, targets = (torch.cat(t) for t in zip(*micro_batches))
-            loss_sum = torch.tensor(self._run_pipeline(inputs, targets, scale), dtype=torch.float64)
+            inputs, targets, documents = (None if t[0] is None else torch.cat(t) for t in zip(*micro_rows))
+            loss_sum = torch.tensor(self._run_pipeline(inputs, targets, documents, scale), dtype=torch.float64)
         else:
             loss_sum = torch.zeros((), dtype=torch.float64, device=self.env.device)
-            for i, (inputs, targets) in enumerate(micro_batches):
-                with gradient_sync(self.model, enabled=i == len(micro_batches) - 1):
-                    ce = self._loss_sum(inputs, targets)
+            for i, rows in enumerate(micro_rows):
+                with gradient_sync(self.model, enabled=i == len(micro_rows) - 1):
+                    ce = self._loss_sum(*rows)
                     (ce * scale).backward()
                 loss_sum += ce.detach()
         global_loss, stops = self._all_reduce([loss_sum.item() if counts else 0.0, float(sigterm_received())])
@@ -211,7 +233,11 @@ class Trainer:
             y = torch.cat([y, torch.full((pad, y.shape[1]), IGNORE_INDEX, dtype=y.dtype)])
         loss_sum, tokens = 0.0, 0
         for xs, ys in zip(x.split(chunk), y.split(chunk)):
-            loss_sum += self._run_pipeline(xs, ys, None) if self.pipeline is not None else self._loss_sum(xs, ys).item()
+            xs, ys, docs = self._rows(xs, ys)
+            if self.pipeline is not None:
+                loss_sum += self._run_pipeline(xs, ys, docs, None)
+            else:
+                loss_sum += self._loss_sum(xs, ys, docs).item()
             tokens += int((ys != IGNORE_INDEX).sum())
         counts = self.mesh.counts_batch
         total_loss, total_tokens = self._all_reduce([loss_sum if counts else 0.0, tokens if counts else 0])

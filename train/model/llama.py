@@ -4,6 +4,7 @@
     model = Transformer(cfg, seed=0)
     logits = model(tokens)                     # tokens int64 [batch, seq] -> float [batch, seq, vocab]
     logits = model(next_tokens, cache=cache)   # with a KVCache (train/model/generate.py): new positions only
+    logits = model(tokens, documents=doc_ids)  # packed documents: block-causal (train/model/attention_mask.py)
     cfg.num_params(), cfg.flops_per_token(256)
 
 RMSNorm (pre-norm), rotary position embeddings, SwiGLU feed-forward, grouped-query attention at any
@@ -29,6 +30,8 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from pretrainkit.train.model.attention_mask import AttentionMask, attend, attention_mask, document_rope
 
 FAMILIES = ("llama", "mistral", "qwen2")  # the Hugging Face model_type this model is exported as
 ROPE_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
@@ -201,6 +204,18 @@ def rope_tables(
     return angles.cos().float().to(device), angles.sin().float().to(device)
 
 
+def document_attention(
+    freq: torch.Tensor, start: int, seq_len: int, device: torch.device, documents: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, AttentionMask | None]:
+    """RoPE cos and sin and the attention mask for positions start.. (with `documents`: block-causal, positions
+    restarting per document); what a whole model and a pipeline stage compute before their blocks."""
+    cos, sin = rope_tables(freq, start, seq_len, device)
+    if documents is None:
+        return cos, sin, None
+    cos, sin = document_rope(cos, sin, documents.to(device))
+    return cos, sin, attention_mask(seq_len, device, documents.to(device))
+
+
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate pairs (x[2i], x[2i+1]) of x [batch, heads, seq, head_dim] by the position angle."""
     x1, x2 = x.float().unflatten(-1, (-1, 2)).unbind(-1)
@@ -226,7 +241,12 @@ class Attention(nn.Module):
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None = None
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cache: LayerCache | None = None,
+        mask: AttentionMask | None = None,
     ) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.wq(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
@@ -237,11 +257,14 @@ class Attention(nn.Module):
         if cache is not None:
             past = cache.length
             k, v = cache.update(k, v)
-        mask = None
-        if past and t > 1:  # new positions see every cached one and the new ones before them
-            mask = torch.arange(past + t, device=x.device) <= torch.arange(past, past + t, device=x.device)[:, None]
         gqa = self.kv_heads != self.n_heads
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=past == 0, enable_gqa=gqa)
+        if past == 0:  # causal over these positions, within `mask` (documents, a window) if any
+            y = attend(q, k, v, mask, gqa)
+        else:
+            seen = None
+            if t > 1:  # new positions see every cached one and the new ones before them
+                seen = torch.arange(past + t, device=x.device) <= torch.arange(past, past + t, device=x.device)[:, None]
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=seen, enable_gqa=gqa)
         return self.wo(y.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -267,9 +290,15 @@ class Block(nn.Module):
         self.feed_forward = FeedForward(cfg)
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None = None
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cache: LayerCache | None = None,
+        mask: AttentionMask | None = None,
     ) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x), cos, sin, cache)
+        # mask by keyword: the tensor-parallel plan lays out attention's positional inputs only
+        x = x + self.attention(self.attention_norm(x), cos, sin, cache, mask=mask)
         return x + self.feed_forward(self.ffn_norm(x))
 
 
@@ -294,13 +323,19 @@ class Transformer(nn.Module):
             if not p.is_meta:
                 p.copy_(initial_value(self.cfg, name, p.shape, seed))
 
-    def forward(self, tokens: torch.Tensor, cache: list[LayerCache] | None = None) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, cache: list[LayerCache] | None = None, documents: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Logits; with `documents` (int [batch, seq], equal within a packed document) each document
+        attends to itself only and its RoPE positions restart at 0 (train/model/attention_mask.py)."""
         start = 0 if cache is None else cache[0].length
         t = tokens.shape[1]
         if start + t > self.cfg.max_seq_len:
             raise ValueError(f"sequence length {start + t} exceeds max_seq_len {self.cfg.max_seq_len}")
-        cos, sin = rope_tables(self.rope_freq, start, t, tokens.device)
+        if documents is not None and cache is not None:
+            raise ValueError("documents are for training and scoring, not with a KV cache")
+        cos, sin, mask = document_attention(self.rope_freq, start, t, tokens.device, documents)
         h = self.tok_embeddings(tokens)
         for i, layer in enumerate(self.layers):
-            h = layer(h, cos, sin, None if cache is None else cache[i])
+            h = layer(h, cos, sin, None if cache is None else cache[i], mask=mask)
         return self.output(self.norm(h))

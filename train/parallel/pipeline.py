@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
-from pretrainkit.train.model.llama import Transformer, rope_tables
+from pretrainkit.train.model.llama import Transformer, document_attention
 from pretrainkit.train.parallel.mesh import ParallelMesh
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved_1f1b": ScheduleInterleaved1F1B}
@@ -46,15 +46,15 @@ class StageModule(nn.Module):
         # Under sequence parallelism a later stage receives seq_len / tp positions of each row.
         self.sequence_shards = 1
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, documents: torch.Tensor | None = None) -> torch.Tensor:
         if self.tok_embeddings is not None:
             t = h.shape[1]
             h = self.tok_embeddings(h)
         else:
             t = h.shape[1] * self.sequence_shards
-        cos, sin = rope_tables(self.rope_freq, 0, t, h.device)
+        cos, sin, mask = document_attention(self.rope_freq, 0, t, h.device, documents)
         for layer in self.layers.values():
-            h = layer(h, cos, sin)
+            h = layer(h, cos, sin, mask=mask)
         if self.output is not None:
             h = self.output(self.norm(h))
         return h
@@ -107,17 +107,31 @@ class Pipeline:
         target = pipe_stages if schedule == "interleaved_1f1b" else pipe_stages[0]
         self.schedule = cls(target, n_microbatches=n_microbatches, loss_fn=loss_fn, scale_grads=False)
 
-    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> list[torch.Tensor]:
-        """The loss function's value for each micro-batch (on the last stage; [] elsewhere)."""
+    def step(
+        self, inputs: torch.Tensor, targets: torch.Tensor, documents: torch.Tensor | None = None
+    ) -> list[torch.Tensor]:
+        """The loss function's value for each micro-batch (on the last stage; [] elsewhere). `documents`
+        (document masking) goes to every stage, split into the same micro-batches as the inputs."""
         losses: list[torch.Tensor] = []
         # Not returning the outputs: the last stage would keep every micro-batch's logits until the end.
-        self.schedule.step(*self._args(inputs), **self._target(targets, losses), return_outputs=False)
+        self.schedule.step(
+            *self._args(inputs), **self._target(targets, losses), **self._documents(documents), return_outputs=False
+        )
         return losses
 
-    def eval(self, inputs: torch.Tensor, targets: torch.Tensor) -> list[torch.Tensor]:
+    def eval(
+        self, inputs: torch.Tensor, targets: torch.Tensor, documents: torch.Tensor | None = None
+    ) -> list[torch.Tensor]:
         losses: list[torch.Tensor] = []
-        self.schedule.eval(*self._args(inputs), **self._target(targets, losses), return_outputs=False)
+        self.schedule.eval(
+            *self._args(inputs), **self._target(targets, losses), **self._documents(documents), return_outputs=False
+        )
         return losses
+
+    @staticmethod
+    def _documents(documents: torch.Tensor | None) -> dict:
+        # A keyword argument reaches every stage (activations only flow from stage to stage).
+        return {} if documents is None else {"documents": documents}
 
     def _args(self, inputs: torch.Tensor) -> tuple:
         return (inputs,) if self.first else ()

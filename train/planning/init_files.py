@@ -97,6 +97,7 @@ max_steps: {plan.max_steps}
 data:
   mixture: {MIXTURE_FILE}
   seq_len: {plan.seq_len}  # the median document has {corpus.median_doc_tokens:,} tokens
+  document_masking: true  # each packed document attends to itself only (false: to the whole row)
 model:  # Llama-style; the vocabulary ({corpus.vocab_size:,}) comes from the shards' tokenizer
   d_model: {m.d_model}
   n_layers: {m.n_layers}

@@ -109,3 +109,29 @@ def test_a_corrupt_shard_stops_training_with_one_line_naming_it(kit, tmp_path, c
     assert main(["train", str(config)]) == 2
     err = capsys.readouterr().err
     assert f"{shard}: altered" in err and err.count("ptk: error") == 1
+
+
+def test_document_masking_trains_on_targets_within_documents_and_resumes_exactly(kit, tmp_path: Path, capsys) -> None:
+    import shutil
+
+    import numpy as np
+
+    from pretrainkit.mixtures import MixtureSampler, load_mixture
+
+    config = kit.config(
+        tmp_path, max_steps=8, checkpoint={"every": 4, "keep": 2}, eval={"every": 0}, data={"document_masking": True}
+    )
+    assert main(["train", str(config)]) == 0
+    run = tmp_path / "run"
+    rows = kit.rows(run)
+    # Every target but those of the EOS inputs (the next documents' first tokens; byte-level EOS is 256).
+    first = MixtureSampler(load_mixture(kit.mixture), seq_len=32, global_batch_size=8).batch(0)[0][:, :-1]
+    eos = int(np.count_nonzero(first == 256))
+    assert eos > 0 and rows[0]["tokens"] == 8 * 32 - eos
+    # The loader state is unchanged by masking: resumed from step 4, steps 5-8 are the same to the bit.
+    shutil.rmtree(run / "checkpoints" / "step-0000008")
+    capsys.readouterr()
+    assert main(["train", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "resuming from" in err and "(step 4)" in err
+    assert [r["loss"] for r in kit.rows(run)] == [r["loss"] for r in rows]

@@ -2,7 +2,9 @@
 grad norms; accumulation, activation checkpointing, clipping on sharded parameters and bf16 too.
 Then the other splits: tensor parallel (2), pipeline parallel (2) under each schedule, and on 4
 processes FSDP x TP, FSDP x PP and HSDP, against the same one-process runs; each also compares the
-validation loss after its steps (through the pipeline under pp)."""
+validation loss after its steps (through the pipeline under pp). Document masking on rows packed
+from short documents under FSDP, TP, PP, checkpointing and bf16 against the masked one-process run;
+`compile: true` (inductor) alone and under FSDP, with and without masking, against eager."""
 
 from __future__ import annotations
 
@@ -15,12 +17,20 @@ from pathlib import Path
 
 import pytest
 
+from pretrainkit.errors import UserError
+from pretrainkit.train.config import config_from_dict
+
 WORKER = Path(__file__).with_name("train_worker.py")
 STEPS = 3
 
 
 def spec(name: str, micro: int = 2, **config) -> dict:
     return {"name": name, "steps": STEPS, "global_size": 8, "micro_size": micro, "config": config}
+
+
+def docs_spec(name: str, masking: bool = True, **config) -> dict:
+    """A run on rows packed from short documents (EOS about one token in five), document-masked."""
+    return {**spec(name, data={"document_masking": masking}, **config), "eos": True}
 
 
 # Pipeline stages cannot share a tied embedding; 4 layers split into 2 x 2 stages for interleaved 1F1B.
@@ -33,6 +43,10 @@ SINGLE = [
     spec("bf16", precision="bf16"),
     spec("bf16_ckpt", precision="bf16", activation_checkpointing=True),
     spec("pipe_model", model=PIPE_MODEL),
+    docs_spec("docs"),
+    docs_spec("docs_unmasked", masking=False),
+    docs_spec("docs_bf16_ckpt", precision="bf16", activation_checkpointing=True),
+    docs_spec("docs_pipe_model", model=PIPE_MODEL),
 ]
 PAIR = [spec(mode, parallel=mode) for mode in ("ddp", "zero1", "zero2", "fsdp")] + [
     spec("fsdp_clipped", parallel="fsdp", optim={"clip": 0.05}),
@@ -45,6 +59,15 @@ PAIR = [spec(mode, parallel=mode) for mode in ("ddp", "zero1", "zero2", "fsdp")]
     *(
         spec(f"pp2_{s}", parallel={"pp": 2, "pp_schedule": s}, model=PIPE_MODEL)
         for s in ("gpipe", "1f1b", "interleaved_1f1b")
+    ),
+    docs_spec("docs_fsdp", parallel="fsdp"),
+    docs_spec("docs_fsdp_ckpt", parallel="fsdp", activation_checkpointing=True),
+    docs_spec("docs_tp2", parallel={"tp": 2}),
+    docs_spec("docs_fsdp_bf16", parallel="fsdp", precision="bf16"),
+    docs_spec("docs_tp2_bf16_ckpt", parallel={"tp": 2}, precision="bf16", activation_checkpointing=True),
+    *(
+        docs_spec(f"docs_pp2_{s}", parallel={"pp": 2, "pp_schedule": s}, model=PIPE_MODEL)
+        for s in ("1f1b", "interleaved_1f1b")
     ),
 ]
 FOUR = [
@@ -121,10 +144,38 @@ def test_bf16_runs_close_to_fp32(single: dict, pair: dict) -> None:
     assert single["bf16"]["loss"] != single["accum_4x2"]["loss"]  # bf16 really was used
 
 
+# Inductor on CPU fuses and reorders float sums: measured, losses and grad norms of 3 fp32 steps differ from
+# eager's by at most 8.0e-8 relative (alone, under FSDP, with and without masking); the tolerance stated is 1e-5.
+COMPILE_REL = 1e-5
+
+
 @pytest.mark.slow
 def test_compiled_model_trains_like_eager(single: dict, tmp_path: Path) -> None:
-    compiled = launch(tmp_path, [spec("compiled", compile=True)], 1)["compiled"]
-    assert_same(compiled, single["accum_4x2"], rel=1e-4)
+    one = launch(tmp_path, [spec("compiled", compile=True), docs_spec("compiled_docs", compile=True)], 1)
+    assert_same(one["compiled"], single["accum_4x2"], rel=COMPILE_REL)
+    assert_same(one["compiled_docs"], single["docs"], rel=COMPILE_REL)
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_compiled_fsdp_trains_like_eager(single: dict, tmp_path: Path) -> None:
+    two = launch(
+        tmp_path,
+        [
+            spec("fsdp_compiled", parallel="fsdp", compile=True),
+            docs_spec("fsdp_compiled_docs", parallel="fsdp", compile=True),
+        ],
+        2,
+    )
+    assert_same(two["fsdp_compiled"], single["accum_4x2"], rel=COMPILE_REL)
+    assert_same(two["fsdp_compiled_docs"], single["docs"], rel=COMPILE_REL)
+
+
+def test_compile_with_tensor_parallel_is_refused_in_one_line() -> None:
+    # torch 2.13 compiles tensor-parallel blocks into failing or wrong backward passes (train/config.py).
+    raw = {"run_dir": "r", "data": {"mixture": "m"}, "max_steps": 1, "optim": {"warmup_steps": 0}}
+    with pytest.raises(UserError, match=r"^run.yaml: compile: is not supported with parallel.tp > 1: "):
+        config_from_dict({**raw, "compile": True, "parallel": {"tp": 2}}, "run.yaml")
 
 
 @pytest.mark.distributed
@@ -153,6 +204,22 @@ def test_tensor_parallel_bf16_with_checkpointing_matches_one_process_bf16(single
 def test_pipeline_schedules_match_one_process(single: dict, pair: dict, schedule: str) -> None:
     assert_same(pair[f"pp2_{schedule}"], single["pipe_model"], rel=1e-5)
     assert single["pipe_model"]["loss"][0] != single["pipe_model"]["loss"][2]
+
+
+@pytest.mark.distributed
+def test_document_masking_matches_one_process_under_fsdp_tp_pp_and_checkpointing(single: dict, pair: dict) -> None:
+    # Masking changes the losses of these rows, so a layout that dropped the documents (a pipeline
+    # stage not given them) would not match the masked one-process run.
+    assert single["docs"]["loss"] != pytest.approx(single["docs_unmasked"]["loss"], rel=1e-3)
+    for name in ("docs_fsdp", "docs_fsdp_ckpt", "docs_tp2"):
+        assert_same(pair[name], single["docs"], rel=1e-5)
+    for schedule in ("1f1b", "interleaved_1f1b"):
+        assert_same(pair[f"docs_pp2_{schedule}"], single["docs_pipe_model"], rel=1e-5)
+    # bf16: as test_tensor_parallel_bf16_with_checkpointing_matches_one_process_bf16
+    assert_same(pair["docs_tp2_bf16_ckpt"], single["docs_bf16_ckpt"], rel=1e-3)
+    for run in (single["docs_bf16_ckpt"], pair["docs_fsdp_bf16"]):  # as test_bf16_runs_close_to_fp32
+        assert run["loss"] == pytest.approx(single["docs"]["loss"], rel=2e-2)
+        assert run["loss"] != single["docs"]["loss"]
 
 
 @pytest.mark.slow

@@ -4,7 +4,8 @@ r"""Runs a few training steps per setting on synthetic global batches; launched 
         tests/train/parallel/train_worker.py OUT.json SPEC.json
 
 SPEC is a JSON list of runs, each `{"name", "steps", "global_size", "micro_size", "config": {...}}`
-(config: TrainConfig overrides; `init_from` loads its weights as `ptk train` does). Rank 0 writes
+(config: TrainConfig overrides; `init_from` loads its weights as `ptk train` does), and `"eos": true` for
+rows packed from short documents (about one token in five is EOS, for `data.document_masking`). Rank 0 writes
 `{name: {"loss": [...], "grad_norm": [...], "val": validation loss after the steps, "divide_factors": [...]}}`
 (the gradient divide factor of every FSDP module). Global batch k is the same random tokens whatever
 the world size; data-parallel group g of d trains on rows [g*G/d, (g+1)*G/d) in micro-batches of
@@ -30,6 +31,7 @@ from pretrainkit.train.model.resolve import model_config  # noqa: E402
 from pretrainkit.train.parallel.distributed import DistEnv, exit_process, init_distributed, shutdown  # noqa: E402
 
 VOCAB, SEQ = 97, 16
+EOS = 0
 BASE = {
     "run_dir": "unused",
     "data": {"mixture": "unused", "seq_len": SEQ},
@@ -40,17 +42,20 @@ BASE = {
 }
 
 
-def global_batch(k: int, size: int) -> torch.Tensor:
+def global_batch(k: int, size: int, eos: bool = False) -> torch.Tensor:
     g = torch.Generator().manual_seed(1000 + k)
-    return torch.randint(0, VOCAB, (size, SEQ + 1), generator=g)
+    rows = torch.randint(0, VOCAB, (size, SEQ + 1), generator=g)
+    if eos:
+        rows[torch.rand(rows.shape, generator=g) < 0.2] = EOS
+    return rows
 
 
 def micro_batches(
-    k: int, global_size: int, micro_size: int, trainer: Trainer
+    k: int, global_size: int, micro_size: int, trainer: Trainer, eos: bool = False
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     rows = global_size // trainer.mesh.dp_size
     group = trainer.mesh.dp_rank
-    mine = global_batch(k, global_size)[group * rows : (group + 1) * rows]
+    mine = global_batch(k, global_size, eos)[group * rows : (group + 1) * rows]
     return [(m[:, :-1], m[:, 1:]) for m in mine.split(micro_size)]
 
 
@@ -65,16 +70,16 @@ def run(spec: dict, env: DistEnv) -> dict:
     raw = merged(BASE, {"batch": {"global_size": spec["global_size"], "micro_size": spec["micro_size"]}})
     raw = {k: v for k, v in merged(raw, spec.get("config", {})).items() if v is not None}  # None: drop a section
     cfg = config_from_dict(raw, "spec")
-    trainer = Trainer(cfg, model_config(cfg, VOCAB), env)
+    trainer = Trainer(cfg, model_config(cfg, VOCAB), env, eos_id=EOS)
     if cfg.init_from is not None:  # as a fresh `ptk train` run does
         initialize(trainer.model, trainer.optimizer, find_init_source(cfg.init_from), with_optimizer=False)
-    losses, norms = [], []
+    losses, norms, eos = [], [], spec.get("eos", False)
     for k in range(spec["steps"]):
-        r = trainer.train_step(micro_batches(k, spec["global_size"], spec["micro_size"], trainer))
+        r = trainer.train_step(micro_batches(k, spec["global_size"], spec["micro_size"], trainer, eos))
         losses.append(r.loss)
         norms.append(r.grad_norm)
     # Validation after the steps, on 10 rows: not a multiple of any layout's rows per forward (padding).
-    rows = global_batch(10_000, 10)
+    rows = global_batch(10_000, 10, eos)
     val = trainer.evaluate_rows(rows[:, :-1], rows[:, 1:])
     factors = [
         g.gradient_divide_factor

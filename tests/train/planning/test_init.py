@@ -56,7 +56,9 @@ def test_init_writes_commented_files_that_train_as_written(kit, tmp_path: Path, 
     assert main(["train", str(run / "train.yaml"), "--set", "max_steps=2", "--set", "optim.warmup_steps=1"]) == 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "loss" in r] == [1, 2]
-    assert rows[0]["tokens"] == cfg.batch.global_size * cfg.data.seq_len
+    # Document masking, on for new runs, trains on every target but those of the EOS tokens (next documents' starts).
+    assert cfg.data.document_masking
+    assert 0.9 * cfg.batch.global_size * cfg.data.seq_len < rows[0]["tokens"] < cfg.batch.global_size * cfg.data.seq_len
     # Never overwrites; the same inputs give the same files.
     assert main(["init", str(run), "--shards", str(shards / "wiki")]) == 2
     assert "exists; ptk init never overwrites" in capsys.readouterr().err
