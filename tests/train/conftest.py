@@ -179,6 +179,29 @@ HF_FAMILIES = {
     "qwen2": dict(
         model_type="qwen2", num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True, rope_theta=1000000.0
     ),
+    # Qwen3: per-head q/k norms, head_dim 24 (not 64 / 4), untied.
+    "qwen3": dict(
+        model_type="qwen3", num_attention_heads=4, num_key_value_heads=2, head_dim=24, tie_word_embeddings=False
+    ),
+    # OLMo 2: norms after attention and FFN, q/k norms over the whole projection, GQA 2:1.
+    "olmo2": dict(model_type="olmo2", num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False),
+    # Gemma 3: a sliding layer (window 16, shorter than the tests' sequences) then a full one, each with
+    # its RoPE base; query_pre_attn_scalar other than head_dim; a final logit soft cap; tied.
+    "gemma3": dict(
+        model_type="gemma3_text",
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        sliding_window=16,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        },
+        query_pre_attn_scalar=24,
+        final_logit_softcapping=30.0,
+        tie_word_embeddings=True,
+    ),
 }
 
 

@@ -11,7 +11,11 @@ row-wise (over the vocabulary) and hands on sequence shards; the output head is 
 and its logits are gathered, so the loss is computed from full logits on every tensor-parallel rank
 (the same value on each). With tied embeddings both sides split the same table over the vocabulary,
 and the tie is restored after the split. Grouped-query attention splits the kv heads the same way
-(`check_model_split` insists that heads, kv heads and the FFN width divide by tp).
+(`check_model_split` insists that heads, kv heads and the FFN width divide by tp). Norms after
+attention or the FFN (OLMo 2, Gemma 3) are sequence-parallel like those before; per-head q/k norms
+(Qwen3, Gemma 3) normalize each rank's own heads, their weight replicated and its gradient summed
+over the ranks (sequence parallelism along the head dimension). A q/k norm over the whole projection
+(OLMo 2) would need the mean square over every rank's heads: `check_model_split` refuses it.
 """
 
 from __future__ import annotations
@@ -27,10 +31,19 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
+from pretrainkit.train.model.llama import RMSNorm
 
-def block_plan() -> dict:
-    return {
-        "attention_norm": SequenceParallel(),
+
+def block_plan(block: nn.Module) -> dict:
+    norms = {
+        name: SequenceParallel()
+        for name in ("attention_norm", "attention_post_norm", "ffn_norm", "ffn_post_norm")
+        if isinstance(block.get_submodule(name), RMSNorm)
+    }
+    if isinstance(block.attention.q_norm, RMSNorm):  # per head, on [batch, seq, heads, head_dim]
+        for name in ("attention.q_norm", "attention.k_norm"):
+            norms[name] = SequenceParallel(sequence_dim=2, use_local_output=True)
+    return norms | {
         # attention(x, cos, sin, cache): only x is split
         "attention": PrepareModuleInput(
             input_layouts=(Shard(1), None, None, None),
@@ -41,7 +54,6 @@ def block_plan() -> dict:
         "attention.wk": ColwiseParallel(),
         "attention.wv": ColwiseParallel(),
         "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
-        "ffn_norm": SequenceParallel(),
         "feed_forward": PrepareModuleInput(
             input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), use_local_output=True
         ),
@@ -68,7 +80,7 @@ def apply_tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh) -> None:
     if hasattr(model, "sequence_shards"):  # a pipeline stage: what it receives is sequence-sharded
         model.sequence_shards = tp
     for block in model.layers.children():
-        parallelize_module(block, tp_mesh, block_plan())
+        parallelize_module(block, tp_mesh, block_plan(block))
         # The attention reshapes by its own head counts: each rank now holds 1/tp of them.
         block.attention.n_heads //= tp
         block.attention.kv_heads //= tp

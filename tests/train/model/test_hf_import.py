@@ -46,7 +46,9 @@ def test_unsupported_model_type_is_one_line(hf_model) -> None:
     config = json.loads((directory / "config.json").read_text())
     (directory / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
     with pytest.raises(
-        UserError, match=r"config.json: model_type 'gpt2' is not supported \(supported: llama, mistral, qwen2\)"
+        UserError,
+        match=r"config.json: model_type 'gpt2' is not supported "
+        r"\(supported: llama, mistral, qwen2, qwen3, olmo2, gemma3_text\)",
     ):
         load_hf_model(directory)
 
