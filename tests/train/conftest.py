@@ -210,44 +210,53 @@ def family(request) -> str:
     return request.param
 
 
-@pytest.fixture
-def hf_model(tmp_path: Path):
-    """Build a tiny random Hugging Face model of a family and save it: (directory, the transformers model).
+def build_hf_model(
+    root: Path,
+    family: str,
+    dtype: torch.dtype = torch.float32,
+    max_shard_size: str | None = None,
+    vocab_size: int = 300,
+    **overrides,
+):
+    """A tiny random Hugging Face model of a family saved under `root`: (directory, the transformers model).
 
     Every parameter (norms and biases too) is redrawn from N(0, 0.1) so that the logits are far from
     uniform and a wrong permutation, bias or norm would show."""
     import transformers
 
-    def build(
-        family: str,
-        dtype: torch.dtype = torch.float32,
-        max_shard_size: str | None = None,
-        vocab_size: int = 300,
-        **overrides,
-    ):
-        kw = {**HF_FAMILIES[family], **overrides}
-        config = transformers.AutoConfig.for_model(
-            vocab_size=vocab_size,
-            hidden_size=64,
-            intermediate_size=100,
-            num_hidden_layers=2,
-            max_position_embeddings=256,
-            rms_norm_eps=1e-6,
-            bos_token_id=None,
-            eos_token_id=None,
-            **kw,
-        )
-        torch.manual_seed(0)
-        model = transformers.AutoModelForCausalLM.from_config(config).eval()
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                p.normal_(0.0, 0.1).add_(1.0 if "norm" in name else 0.0)
-        model = model.to(dtype)
-        directory = tmp_path / f"hf-{family}-{str(dtype).split('.')[-1]}"
-        model.save_pretrained(directory, **({"max_shard_size": max_shard_size} if max_shard_size else {}))
-        return directory, model
+    kw = {**HF_FAMILIES[family], **overrides}
+    config = transformers.AutoConfig.for_model(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=100,
+        num_hidden_layers=2,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-6,
+        bos_token_id=None,
+        eos_token_id=None,
+        **kw,
+    )
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.normal_(0.0, 0.1).add_(1.0 if "norm" in name else 0.0)
+    model = model.to(dtype)
+    directory = root / f"hf-{family}-{str(dtype).split('.')[-1]}"
+    model.save_pretrained(directory, **({"max_shard_size": max_shard_size} if max_shard_size else {}))
+    return directory, model
 
-    return build
+
+@pytest.fixture
+def hf_model(tmp_path: Path):
+    """`build_hf_model` under this test's tmp_path."""
+    return lambda family, **kw: build_hf_model(tmp_path, family, **kw)
+
+
+@pytest.fixture(scope="session")
+def shared_hf_model(tmp_path_factory):
+    """`build_hf_model` in a fresh folder, for module- or session-scoped fixtures."""
+    return lambda family, **kw: build_hf_model(tmp_path_factory.mktemp("hf"), family, **kw)
 
 
 @pytest.fixture(scope="session")

@@ -35,8 +35,9 @@ from pretrainkit.train.model.llama import RMSNorm
 
 
 def block_plan(block: nn.Module) -> dict:
+    # A norm on an output hands a plain tensor to the residual add, which adds plain tensors.
     norms = {
-        name: SequenceParallel()
+        name: SequenceParallel(use_local_output=name.endswith("post_norm"))
         for name in ("attention_norm", "attention_post_norm", "ffn_norm", "ffn_post_norm")
         if isinstance(block.get_submodule(name), RMSNorm)
     }
