@@ -180,9 +180,13 @@ class ModelConfig:
         """Parameters of one transformer block (attention, q/k norms, feed-forward, two or four norms)."""
         d, q, kv = self.d_model, self.n_heads * self.head_dim, self.kv_heads * self.head_dim
         attention = d * q * 2 + d * kv * 2 + ((q + 2 * kv) if self.qkv_bias else 0)  # wq, wo, wk, wv (+ biases)
+        return attention + 3 * d * self.ffn_hidden_size + self.block_norm_params()
+
+    def block_norm_params(self) -> int:
+        """Parameters of one block's norms, q/k norms included (what tensor parallelism replicates)."""
+        q, kv = self.n_heads * self.head_dim, self.kv_heads * self.head_dim
         qk_norm = {None: 0, "head": 2 * self.head_dim, "projection": q + kv}[self.settings.qk_norm]
-        norms = 4 if self.settings.norm_placement == "sandwich" else 2
-        return attention + qk_norm + 3 * d * self.ffn_hidden_size + norms * d
+        return qk_norm + (4 if self.settings.norm_placement == "sandwich" else 2) * self.d_model
 
     def num_params(self, embeddings: bool = True) -> int:
         """Parameter count; `embeddings=False` leaves out the input embedding table (not the output head)."""
@@ -259,9 +263,10 @@ class RMSNorm(nn.Module):
         # Normalize in fp32 so that bf16 activations do not lose the mean-square.
         xf = x.float()
         out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        if self.scale_in_fp32:
-            return (out * (self.offset + self.weight.float())).type_as(x)
-        return out.type_as(x) * (self.weight + self.offset if self.offset else self.weight)
+        weight = self.weight.float() if self.scale_in_fp32 else self.weight
+        if self.offset:  # a new tensor, which autograd keeps: only where the family has an offset
+            weight = weight + self.offset
+        return (out * weight).type_as(x) if self.scale_in_fp32 else out.type_as(x) * weight
 
 
 def rope_frequencies(head_dim: int, theta: float, scaling: dict | None = None) -> torch.Tensor:

@@ -51,6 +51,21 @@ def first_batch(mix: Path) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens[:, :-1], tokens[:, 1:]
 
 
+def transformers_loss(reference, mix: Path) -> float:
+    """transformers' loss on the run's first batch: what step 1 of a run initialized from it reports."""
+    x, y = first_batch(mix)
+    with torch.no_grad():
+        return F.cross_entropy(reference(x).logits.flatten(0, 1), y.flatten()).item()
+
+
+def transformers_greedy(model, prompt: list[int], max_new_tokens: int) -> list[int]:
+    with torch.no_grad():
+        out = model.generate(
+            torch.tensor([prompt]), max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=None, pad_token_id=0
+        )
+    return out[0, len(prompt) :].tolist()
+
+
 def assert_logits_close(ours: torch.Tensor, theirs: torch.Tensor) -> None:
     torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4 * theirs.abs().max().item())
 
@@ -72,10 +87,8 @@ def test_round_trip_hf_train_export_hf(kit, hf_model_with_tokenizer, tmp_path: P
     assert f"initialized from {directory}" in capsys.readouterr().err
 
     # Step 1's loss is computed with the imported weights: transformers' loss on the same batch.
-    x, y = first_batch(mix)
-    with torch.no_grad():
-        expected = F.cross_entropy(reference(x).logits.flatten(0, 1), y.flatten()).item()
-    assert kit.rows(tmp_path / "run")[0]["loss"] == pytest.approx(expected, rel=1e-4)
+    assert kit.rows(tmp_path / "run")[0]["loss"] == pytest.approx(transformers_loss(reference, mix), rel=1e-4)
+    x, _ = first_batch(mix)
 
     out = tmp_path / "exported"
     assert main(["export", str(tmp_path / "run"), "--format", "hf", "-o", str(out)]) == 0
@@ -90,16 +103,36 @@ def test_round_trip_hf_train_export_hf(kit, hf_model_with_tokenizer, tmp_path: P
         assert not torch.allclose(theirs, reference(x).logits, atol=1e-3)  # training moved the weights
 
     prompt = trained.tokenizer.tokenizer.encode("MENENIUS:").ids
-    with torch.no_grad():
-        greedy = exported.generate(
-            torch.tensor([prompt]), max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0
-        )[0, len(prompt) :].tolist()
-    assert generate(trained.model, prompt, 12) == greedy  # from the checkpoint, as `ptk generate RUN_DIR` does
+    # From the checkpoint, as `ptk generate RUN_DIR` does.
+    assert generate(trained.model, prompt, 12) == transformers_greedy(exported, prompt, 12)
 
     tok = AutoTokenizer.from_pretrained(out)
     text = "ROMEO: But soft, what light through yonder window breaks?"
     assert tok(text).input_ids == trained.tokenizer.tokenizer.encode(text).ids
     assert tok.eos_token == "<|endoftext|>" and exported.generation_config.eos_token_id == trained.tokenizer.eos_id
+
+
+@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma3"])
+def test_continued_pretraining_of_each_family_exports_what_it_trained(
+    kit, hf_model_with_tokenizer, family: str, tmp_path: Path
+) -> None:
+    """ptk train from the HF directory (step 1's loss is transformers'), then ptk export --format hf of
+    the run: transformers loads it as the same model type, with the trained model's logits and greedy
+    continuation (Gemma 3 with a window of 8, shorter than the 32 training positions)."""
+    directory, reference, mix = hf_model_with_tokenizer(family, **({"sliding_window": 8} if family == "gemma3" else {}))
+    assert main(["train", str(hf_config(kit, tmp_path, directory, mix))]) == 0
+    assert kit.rows(tmp_path / "run")[0]["loss"] == pytest.approx(transformers_loss(reference, mix), rel=1e-4)
+    x, _ = first_batch(mix)
+    out = tmp_path / "exported"
+    assert main(["export", str(tmp_path / "run"), "--format", "hf", "-o", str(out)]) == 0
+    exported = load_in_transformers(out)
+    assert exported.config.model_type == reference.config.model_type and type(exported) is type(reference)
+    trained = load_model(tmp_path / "run")
+    prompt = trained.tokenizer.tokenizer.encode("MENENIUS:").ids
+    with torch.no_grad():
+        assert_logits_close(trained.model(x), exported(x).logits)
+        assert not torch.allclose(exported(x).logits, reference(x).logits, atol=1e-3)  # training moved the weights
+    assert generate(trained.model, prompt, 16) == transformers_greedy(exported, prompt, 16)
 
 
 @pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3", "olmo2", "gemma3"])
@@ -157,11 +190,7 @@ def test_greedy_generation_equals_transformers(hf_model_with_tokenizer, family: 
     for text in ("First Citizen:\nBefore we proceed", "KING HENRY:", "ROMEO: But soft, what light"):
         prompt = loaded.tokenizer.tokenizer.encode(text).ids
         ours = generate(loaded.model, prompt, max_new_tokens=24)  # Gemma 3: past its window of 16
-        with torch.no_grad():
-            theirs = reference.generate(
-                torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=None, pad_token_id=0
-            )[0, len(prompt) :].tolist()
-        assert ours == theirs, text
+        assert ours == transformers_greedy(reference, prompt, 24), text
         seen.update(ours)
     assert len(seen) > 3  # not one token repeated: a continuation that depends on the model
 
