@@ -135,6 +135,34 @@ def test_continued_pretraining_of_each_family_exports_what_it_trained(
     assert generate(trained.model, prompt, 16) == transformers_greedy(exported, prompt, 16)
 
 
+def test_a_gemma3_trained_from_scratch_exports_its_window(kit, hf_model_with_tokenizer, tmp_path: Path) -> None:
+    """`model: {family: gemma3, sliding_window, layer_types, ...}` without init_from: transformers reads
+    the export's window, RoPE bases, query scale and soft cap as the run's (logits on 32 positions, window 8)."""
+    directory, _, mix = hf_model_with_tokenizer("qwen3")  # for its tokenizer and mixture only
+    gemma = {
+        "family": "gemma3",
+        "head_dim": 16,
+        "sliding_window": 8,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "rope_theta": 1e6,
+        "rope_local_theta": 1e4,
+        "query_scale": 24,
+        "final_softcap": 30.0,
+    }
+    config = kit.config(
+        tmp_path, data={"mixture": str(mix), "seq_len": SEQ}, model=gemma, max_steps=3, eval={"every": 0}
+    )
+    assert main(["train", str(config)]) == 0
+    out = tmp_path / "exported"
+    assert main(["export", str(tmp_path / "run"), "--format", "hf", "-o", str(out), "--tokenizer", str(directory)]) == 0
+    exported = load_in_transformers(out)
+    assert type(exported).__name__ == "Gemma3ForCausalLM" and exported.config.sliding_window == 8
+    assert exported.config.layer_types == gemma["layer_types"] and exported.config.query_pre_attn_scalar == 24
+    x, _ = first_batch(mix)
+    with torch.no_grad():
+        assert_logits_close(load_model(tmp_path / "run").model(x), exported(x).logits)
+
+
 @pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3", "olmo2", "gemma3"])
 def test_hf_directory_exports_back_unchanged(hf_model_with_tokenizer, family: str, tmp_path: Path) -> None:
     """Imported from sharded safetensors, exported sharded: the same model_type, keys and logits (for
