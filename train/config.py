@@ -60,12 +60,13 @@ class ModelSection:
     norm_eps: float | None = None
     rope_scaling: dict | None = None
     family: str | None = None
-    # Gemma 3's attention window (family gemma3): one of full_attention / sliding_attention per layer.
+    # Gemma's attention window (families gemma2, gemma3): one of full_attention / sliding_attention per layer.
     sliding_window: int | None = None
     layer_types: tuple[str, ...] | None = None
     rope_local_theta: float | None = None
     query_scale: int | None = None
     final_softcap: float | None = None
+    attn_softcap: float | None = None
 
 
 @dataclass

@@ -150,6 +150,18 @@ def session_kit(byte_mixture: Path) -> TrainKit:
     return TrainKit(byte_mixture)
 
 
+# Both Gemmas: a sliding layer (window 16, shorter than the tests' sequences) then a full one,
+# query_pre_attn_scalar other than head_dim, a final logit soft cap, tied embeddings.
+GEMMA = dict(
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    sliding_window=16,
+    layer_types=["sliding_attention", "full_attention"],
+    query_pre_attn_scalar=24,
+    final_logit_softcapping=30.0,
+    tie_word_embeddings=True,
+)
 HF_FAMILIES = {
     # Llama 3.1-style: llama3 rope scaling, grouped-query attention 4:1, untied, exact intermediate size.
     "llama": dict(
@@ -185,22 +197,17 @@ HF_FAMILIES = {
     ),
     # OLMo 2: norms after attention and FFN, q/k norms over the whole projection, GQA 2:1.
     "olmo2": dict(model_type="olmo2", num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False),
-    # Gemma 3: a sliding layer (window 16, shorter than the tests' sequences) then a full one, each with
-    # its RoPE base; query_pre_attn_scalar other than head_dim; a final logit soft cap; tied.
+    # Gemma 2: a sliding layer then a full one (GEMMA), attention scores soft-capped too (a cap low
+    # enough to bite on these scores), one RoPE base.
+    "gemma2": dict(model_type="gemma2", **GEMMA, attn_logit_softcapping=5.0),
+    # Gemma 3: GEMMA, each layer type with its RoPE base.
     "gemma3": dict(
         model_type="gemma3_text",
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        sliding_window=16,
-        layer_types=["sliding_attention", "full_attention"],
+        **GEMMA,
         rope_parameters={
             "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
         },
-        query_pre_attn_scalar=24,
-        final_logit_softcapping=30.0,
-        tie_word_embeddings=True,
     ),
 }
 

@@ -9,10 +9,12 @@
 
 Families (MODEL_TYPES: the HF model_type of each): llama (Llama 2/3/3.1/3.2), mistral, qwen2 (q/k/v
 biases), qwen3 (per-head q/k norms), olmo2 (norms after attention and FFN, q/k norms over the whole
-projection) and gemma3 (`gemma3_text`, Gemma3ForCausalLM: sandwich norms, GeGLU, sliding and full
-layers with their own RoPE bases). Which HF norm a native norm is depends on where the family puts
-its norms (`_NORM_NAMES`): Llama's `post_attention_layernorm` is the norm before the FFN, OLMo 2's
-and Gemma's the one on the attention output.
+projection), gemma2 (sandwich norms, GeGLU, alternating sliding and full layers, soft-capped
+attention scores and logits) and gemma3 (`gemma3_text`, Gemma3ForCausalLM: Gemma 2's settings with
+per-head q/k norms, sliding and full layers with their own RoPE bases, no attention cap). Which HF
+norm a native norm is depends on where the family puts its norms (`_NORM_NAMES`): Llama's
+`post_attention_layernorm` is the norm before the FFN, OLMo 2's and Gemma's the one on the attention
+output.
 
 The project's RoPE rotates interleaved pairs (x[2i], x[2i+1]), Hugging Face's rotates halves (x[i],
 x[i + head_dim/2]); inside every head, native row 2i is HF row i and native row 2i+1 is HF row
@@ -46,6 +48,7 @@ ARCHITECTURES = {
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
     "olmo2": "Olmo2ForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
     "gemma3": "Gemma3ForCausalLM",
 }
 GEMMA_ACTIVATIONS = ("gelu_pytorch_tanh", "gelu_tanh")  # the same function under two names
@@ -110,10 +113,11 @@ def model_config_from_hf(hf: dict, where: str) -> ModelConfig:
         if not ok:
             raise UserError(f"{where}: {key}: {hf.get(key)!r} is not supported ({what})")
 
-    if family == "gemma3":
+    if family in ("gemma2", "gemma3"):
         need("hidden_activation", hf.get("hidden_activation", GEMMA_ACTIVATIONS[0]) in GEMMA_ACTIVATIONS, "GeGLU")
-        need("attn_logit_softcapping", hf.get("attn_logit_softcapping") is None, "no attention soft-capping")
         need("use_bidirectional_attention", not hf.get("use_bidirectional_attention"), "causal attention only")
+    if family == "gemma3":  # transformers' Gemma 3 ignores the key: a value there is not the model it runs
+        need("attn_logit_softcapping", hf.get("attn_logit_softcapping") is None, "no attention soft-capping")
     else:
         need("hidden_act", hf.get("hidden_act", "silu") == "silu", "only silu, SwiGLU")
     need("mlp_bias", not hf.get("mlp_bias", False), "no feed-forward biases")
@@ -133,11 +137,11 @@ def model_config_from_hf(hf: dict, where: str) -> ModelConfig:
             max_seq_len=max_seq_len,
             ffn_hidden=int(hf["intermediate_size"]),
             # Gemma ties by default, the other families' configs untie by default.
-            tie_embeddings=bool(hf.get("tie_word_embeddings", family == "gemma3")),
+            tie_embeddings=bool(hf.get("tie_word_embeddings", family in ("gemma2", "gemma3"))),
             norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
             rope_theta=theta,
             init_std=float(hf.get("initializer_range", 0.02)),
-            head_dim=hf.get("head_dim", 256 if family == "gemma3" else None),
+            head_dim=hf.get("head_dim", 256 if family in ("gemma2", "gemma3") else None),
             qkv_bias=family == "qwen2",
             rope_scaling=scaling,
             family=family,
@@ -152,28 +156,33 @@ def model_config_from_hf(hf: dict, where: str) -> ModelConfig:
 def _rope(hf: dict, family: str, where: str) -> tuple[float, dict | None, dict]:
     """(rope_theta, rope_scaling, the attention-window settings) of a config.json.
 
-    Gemma 3 keeps one RoPE per layer type (transformers 5: `rope_parameters` keyed by full_attention
-    and sliding_attention; 4.x: `rope_theta` and `rope_local_base_freq`); its sliding layers follow
-    `layer_types`, or else every `sliding_window_pattern`-th layer (default 6) is a full one."""
+    Gemma's sliding layers follow `layer_types`, or else every `sliding_window_pattern`-th layer is a
+    full one (Gemma 2: every 2nd, Gemma 3: every 6th by default). Gemma 3 keeps one RoPE per layer type
+    (transformers 5: `rope_parameters` keyed by full_attention and sliding_attention; 4.x: `rope_theta`
+    and `rope_local_base_freq`). Gemma 2 caps attention scores and logits by default, Gemma 3 neither."""
     params = hf.get("rope_parameters") or {}
     window: dict = {}
-    if family == "gemma3":
+    if family in ("gemma2", "gemma3"):
+        gemma3 = family == "gemma3"
         n = int(hf.get("num_hidden_layers", 0))
-        pattern = int(hf.get("sliding_window_pattern", 6))
+        pattern = int(hf.get("sliding_window_pattern", 6 if gemma3 else 2))
         layer_types = hf.get("layer_types") or [
             "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)
         ]
-        local = params.get("sliding_attention") or {}
-        params = params.get("full_attention") or {}
-        if hf.get("rope_scaling") is not None or local.get("rope_type", "default") != "default":
+        local = (params.get("sliding_attention") or {}) if gemma3 else {}
+        params = (params.get("full_attention") or {}) if gemma3 else params
+        if gemma3 and (hf.get("rope_scaling") is not None or local.get("rope_type", "default") != "default"):
             raise UserError(f"{where}: rope_scaling: {hf.get('rope_scaling')!r} is not supported (default RoPE only)")
         window = {
             "layer_types": tuple(layer_types),
             "sliding_window": hf.get("sliding_window", 4096),
-            "rope_local_theta": float(local.get("rope_theta", hf.get("rope_local_base_freq", 10000.0))),
             "query_scale": int(hf.get("query_pre_attn_scalar", 256)),
-            "final_softcap": hf.get("final_logit_softcapping"),
+            "final_softcap": hf.get("final_logit_softcapping", None if gemma3 else 30.0),
         }
+        if gemma3:
+            window["rope_local_theta"] = float(local.get("rope_theta", hf.get("rope_local_base_freq", 10000.0)))
+        else:
+            window["attn_softcap"] = hf.get("attn_logit_softcapping", 50.0)
     rope = params or hf.get("rope_scaling") or {}
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     theta = float(rope.get("rope_theta", hf.get("rope_theta", 1e6 if family == "gemma3" else 10000.0)))
@@ -218,7 +227,7 @@ def hf_config(cfg: ModelConfig, bos_id: int | None, eos_id: int | None, dtype: s
     }
     if cfg.family in ("llama", "olmo2"):
         out.update(attention_bias=False, mlp_bias=False)
-    elif cfg.family == "gemma3":
+    elif cfg.family in ("gemma2", "gemma3"):
         out.update(_gemma_config(cfg))
         del out["hidden_act"]
     else:
@@ -227,24 +236,26 @@ def hf_config(cfg: ModelConfig, bos_id: int | None, eos_id: int | None, dtype: s
 
 
 def _gemma_config(cfg: ModelConfig) -> dict:
-    """Gemma 3's own keys: activation, per-layer-type RoPE and window, query scale, soft caps."""
-    local_theta = cfg.rope_theta_of("sliding_attention")
-    return {
+    """Gemma's own keys: activation, layer types and window, query scale, soft caps; Gemma 3's per-layer-type RoPE."""
+    out = {
         "hidden_activation": GEMMA_ACTIVATIONS[0],
         "layer_types": [cfg.layer_type(i) for i in range(cfg.n_layers)],
         # transformers builds the sliding mask whether or not a layer uses it: a window is always given.
         "sliding_window": cfg.sliding_window or cfg.max_seq_len,
-        "rope_parameters": {
-            "full_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta},
-            "sliding_attention": {"rope_type": "default", "rope_theta": local_theta},
-        },
-        "rope_local_base_freq": local_theta,
         "query_pre_attn_scalar": cfg.head_dim if cfg.query_scale is None else cfg.query_scale,
         "final_logit_softcapping": cfg.final_softcap,
-        "attn_logit_softcapping": None,
+        "attn_logit_softcapping": cfg.attn_softcap,
         "attention_bias": False,
         "use_bidirectional_attention": False,
     }
+    if cfg.family == "gemma3":
+        local_theta = cfg.rope_theta_of("sliding_attention")
+        out["rope_parameters"] = {
+            "full_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta},
+            "sliding_attention": {"rope_type": "default", "rope_theta": local_theta},
+        }
+        out["rope_local_base_freq"] = local_theta
+    return out
 
 
 def hf_name(name: str, cfg: ModelConfig) -> str:

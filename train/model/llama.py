@@ -8,10 +8,10 @@
 
 RMSNorm, rotary position embeddings, a gated feed-forward, grouped-query attention at any ratio
 (`n_kv_heads` divides `n_heads`) through `scaled_dot_product_attention`, tied or untied output
-embedding. What Llama 2/3/3.1/3.2, Mistral, Qwen2, Qwen3, Gemma 3 and OLMo 2 need is a setting:
+embedding. What Llama 2/3/3.1/3.2, Mistral, Qwen2, Qwen3, Gemma 2 and 3 and OLMo 2 need is a setting:
 `norm_eps`, `rope_theta`, `rope_scaling` of type llama3, q/k/v biases (`qkv_bias`, Qwen2), an explicit
 `head_dim`, an exact `ffn_hidden`, and per layer a sliding attention window (`layer_types`,
-`sliding_window`, `rope_local_theta`: Gemma 3). The feed-forward hidden size follows Llama otherwise:
+`sliding_window`; `rope_local_theta`: Gemma 3). The feed-forward hidden size follows Llama otherwise:
 `8/3 * d_model` rounded up to a multiple of `ffn_multiple_of`.
 
 What a family fixes is its `FamilySettings` (FAMILY_SETTINGS): where the norms sit (`pre`: before
@@ -20,7 +20,8 @@ attention and FFN, Llama; `post`: on their outputs, OLMo 2; `sandwich`: both, Ge
 k projection, OLMo 2), the norm weight's offset (Gemma's `x * (1 + w)`) and whether it multiplies
 before the cast back from fp32, the activation (SwiGLU or Gemma's GeGLU with tanh-approximated
 GELU) and the sqrt(d_model) embedding scale. `query_scale` (Gemma's query_pre_attn_scalar) sets the
-softmax scale to query_scale**-0.5; `final_softcap` caps the logits at `cap * tanh(logits / cap)`.
+softmax scale to query_scale**-0.5; `final_softcap` caps the logits at `cap * tanh(logits / cap)`,
+`attn_softcap` the attention scores (Gemma 2: `capped_attention`, the one attention not run by SDPA).
 
 RoPE rotates interleaved pairs (x[2i], x[2i+1]); Hugging Face checkpoints rotate halves, which is the
 same model once q/k rows are permuted (train/model/hf_adapter.py). Initial values depend only on
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import torch
@@ -53,24 +54,29 @@ class FamilySettings:
     norm_scale_in_fp32: bool = False  # weight applied before the cast back to the input dtype (OLMo 2, Gemma)
     activation: str = "silu"  # silu (SwiGLU) | gelu_tanh (GeGLU)
     embedding_scale: bool = False  # embeddings multiplied by sqrt(d_model) (Gemma)
-    sliding_layers: bool = False  # per-layer sliding window attention may be configured (Gemma 3)
+    sliding_layers: bool = False  # per-layer sliding window attention may be configured (Gemma 2 and 3)
+    local_rope: bool = False  # sliding layers may have their own RoPE base (Gemma 3)
+    attention_softcap: bool = False  # attention scores may be soft-capped (Gemma 2)
 
 
+GEMMA2 = FamilySettings(
+    norm_placement="sandwich",
+    norm_offset=1.0,
+    norm_scale_in_fp32=True,
+    activation="gelu_tanh",
+    embedding_scale=True,
+    sliding_layers=True,
+    attention_softcap=True,
+)
 FAMILY_SETTINGS = {
     "llama": FamilySettings(),
     "mistral": FamilySettings(),
     "qwen2": FamilySettings(),
     "qwen3": FamilySettings(qk_norm="head"),
     "olmo2": FamilySettings(norm_placement="post", qk_norm="projection", norm_scale_in_fp32=True),
-    "gemma3": FamilySettings(
-        norm_placement="sandwich",
-        qk_norm="head",
-        norm_offset=1.0,
-        norm_scale_in_fp32=True,
-        activation="gelu_tanh",
-        embedding_scale=True,
-        sliding_layers=True,
-    ),
+    "gemma2": GEMMA2,
+    # Gemma 3: Gemma 2 with per-head q/k norms and a RoPE base of its own for sliding layers, no attention cap.
+    "gemma3": replace(GEMMA2, qk_norm="head", local_rope=True, attention_softcap=False),
 }
 FAMILIES = tuple(FAMILY_SETTINGS)  # exported as Hugging Face's model of that family (hf_adapter.MODEL_TYPES)
 
@@ -100,6 +106,7 @@ class ModelConfig:
     rope_local_theta: float | None = None  # RoPE base of the sliding layers (None: rope_theta)
     query_scale: int | None = None  # attention scores scaled by query_scale**-0.5 (None: head_dim)
     final_softcap: float | None = None  # logits = cap * tanh(logits / cap)
+    attn_softcap: float | None = None  # attention scores = cap * tanh(scores / cap) (Gemma 2)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len", "ffn_multiple_of"):
@@ -142,11 +149,21 @@ class ModelConfig:
                     f"got {list(self.layer_types)}"
                 )
         sliding = self.layer_types is not None and "sliding_attention" in self.layer_types
-        if (sliding or self.sliding_window is not None) and not self.settings.sliding_layers:
-            raise ValueError(f"sliding_window and sliding layer_types need family gemma3, got {self.family}")
+        for name, given, allowed, families in (
+            (
+                "sliding_window and sliding layer_types",
+                sliding or self.sliding_window is not None,
+                "sliding_layers",
+                "gemma2 or gemma3",
+            ),
+            ("rope_local_theta", self.rope_local_theta is not None, "local_rope", "gemma3"),
+            ("attn_softcap", self.attn_softcap is not None, "attention_softcap", "gemma2"),
+        ):
+            if given and not getattr(self.settings, allowed):
+                raise ValueError(f"{name}: only with family {families}, got {self.family}")
         if sliding and (self.sliding_window is None or self.sliding_window < 1):
             raise ValueError(f"sliding_attention layers need sliding_window >= 1, got {self.sliding_window}")
-        for name in ("query_scale", "final_softcap", "rope_local_theta"):
+        for name in ("query_scale", "final_softcap", "attn_softcap", "rope_local_theta"):
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 
@@ -311,6 +328,18 @@ def attention_mask(q_positions: torch.Tensor, k_positions: torch.Tensor, window:
     return seen if window is None else seen & (k > q - window)
 
 
+def capped_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float, cap: float
+) -> torch.Tensor:
+    """Attention whose scores are soft-capped, cap * tanh(scores / cap), before the mask (Gemma 2);
+    scaled_dot_product_attention has no cap, so this one keeps the [queries, keys] scores of every head."""
+    groups = q.shape[1] // k.shape[1]  # grouped-query: kv head h // groups serves query head h
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    scores = torch.tanh((q @ k.transpose(-2, -1)) * scale / cap) * cap
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
+
+
 class LayerCache(Protocol):
     """Keys and values of the positions seen so far, for one layer (train/model/generate.py: KVCache)."""
 
@@ -340,6 +369,7 @@ class Attention(nn.Module):
         self.per_head_norm = cfg.settings.qk_norm == "head"
         self.window = cfg.window(layer)
         self.scale = None if cfg.query_scale is None else cfg.query_scale**-0.5
+        self.softcap = cfg.attn_softcap
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None = None
@@ -361,14 +391,18 @@ class Attention(nn.Module):
             k, v = cache.update(k, v)
         mask = None
         # New positions after cached ones, or a window shorter than the keys: plain causal is not enough.
-        if (past and t > 1) or (self.window is not None and past + t > self.window):
+        if (past and t > 1) or (self.window is not None and past + t > self.window) or self.softcap is not None:
             mask = attention_mask(
                 torch.arange(past, past + t, device=x.device), torch.arange(past + t, device=x.device), self.window
             )
-        gqa = self.kv_heads != self.n_heads
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=mask is None and past == 0, scale=self.scale, enable_gqa=gqa
-        )
+        if self.softcap is not None:
+            scale = self.head_dim**-0.5 if self.scale is None else self.scale
+            y = capped_attention(q, k, v, mask, scale, self.softcap)
+        else:
+            gqa = self.kv_heads != self.n_heads
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=mask is None and past == 0, scale=self.scale, enable_gqa=gqa
+            )
         return self.wo(y.transpose(1, 2).reshape(b, t, -1))
 
 

@@ -107,6 +107,7 @@ class ActivationShape:
     sandwich_norms: bool = False  # two more d_model norms per block, on the attention and FFN outputs (Gemma)
     block_norm_params: int = 0  # one block's norm weights, replicated under tensor parallelism (0: 2 x d_model)
     softcap: bool = False  # the logits' soft cap keeps its tanh
+    capped_attention: bool = False  # attention scores soft-capped (Gemma 2): every head's scores kept, not SDPA's
 
     @classmethod
     def from_model_config(cls, cfg) -> ActivationShape:
@@ -130,6 +131,7 @@ class ActivationShape:
             sandwich_norms=sandwich,
             block_norm_params=cfg.block_norm_params(),
             softcap=cfg.final_softcap is not None,
+            capped_attention=cfg.attn_softcap is not None,
         )
 
 
@@ -164,7 +166,10 @@ ACTIVATION_COEFFICIENTS = {
 RESIDUAL_BYTES = 4  # the residual stream stays fp32 under autocast: a checkpointed block's input
 
 
-def _per_token(shape: ActivationShape, c: ActivationCoefficients) -> tuple[int, int]:
+CAPPED_SCORE_BYTES = 8  # per head and key: the capped scores' tanh and the fp32 softmax (measured within 3%)
+
+
+def _per_token(shape: ActivationShape, c: ActivationCoefficients, seq_len: int) -> tuple[float, int]:
     """Bytes saved per token by one block, and by the final norm and the loss."""
     block = (
         c.d_model * shape.d_model
@@ -179,6 +184,8 @@ def _per_token(shape: ActivationShape, c: ActivationCoefficients) -> tuple[int, 
     block += entry * shape.qk_norm_dim + 4 * shape.qk_norm_rows
     if shape.sandwich_norms:
         block += 2 * (entry * shape.d_model + 4)
+    if shape.capped_attention:  # a [queries, keys] score matrix per head: per query, seq_len keys
+        block += CAPPED_SCORE_BYTES * shape.n_heads * seq_len
     head = c.head_d_model * shape.d_model + c.logits * shape.vocab_size
     return block, head + (c.logit_entry * shape.vocab_size if shape.softcap else 0)
 
@@ -232,7 +239,7 @@ def stage_activation_bytes(
 ) -> float:
     """Peak activation memory of one device of pipeline rank `pp_rank` during a step, in bytes."""
     c = ACTIVATION_COEFFICIENTS[dtype]
-    block, head = _per_token(shape, c)
+    block, head = _per_token(shape, c, seq_len)
     if split.tp > 1:
         gathered = 2 * (2 if dtype == "bf16" else 4) * shape.d_model
         block = (block - gathered) / split.tp + gathered

@@ -49,7 +49,7 @@ def test_unsupported_model_type_is_one_line(hf_model) -> None:
     with pytest.raises(
         UserError,
         match=r"config.json: model_type 'gpt2' is not supported "
-        r"\(supported: llama, mistral, qwen2, qwen3, olmo2, gemma3_text\)",
+        r"\(supported: llama, mistral, qwen2, qwen3, olmo2, gemma2, gemma3_text\)",
     ):
         load_hf_model(directory)
 
@@ -116,6 +116,26 @@ def test_gemma3_window_and_local_rope_base_are_what_transformers_uses(hf_model) 
             assert (ours[:, same_until:] - theirs[:, same_until:]).abs().amax(-1).min() > 1e-3
 
 
+def test_gemma2_attention_soft_cap_is_what_transformers_uses(hf_model) -> None:
+    """Without the cap on the attention scores (5 here) the logits are not transformers' any more."""
+    from dataclasses import replace
+
+    from pretrainkit.train.model.llama import Transformer
+
+    directory, reference = hf_model("gemma2")
+    model, cfg = load_hf_model(directory)
+    assert (cfg.attn_softcap, cfg.final_softcap, cfg.layer_types) == (
+        5.0,
+        30.0,
+        ("sliding_attention", "full_attention"),
+    )
+    uncapped = Transformer(replace(cfg, attn_softcap=None))
+    uncapped.load_state_dict(model.state_dict())
+    tokens = torch.randint(0, cfg.vocab_size, (1, 40), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert (uncapped(tokens) - reference(tokens).logits)[:, 1:].abs().amax(-1).min() > 1e-3
+
+
 @pytest.mark.parametrize(
     "family, name",
     [
@@ -144,6 +164,7 @@ def test_any_region_of_a_permuted_qk_norm_reads_like_the_full_one(hf_model, fami
         ("gemma3", "hidden_activation", "silu", "hidden_activation: 'silu' is not supported"),
         ("gemma3", "model_type", "gemma3", "model_type 'gemma3' is not supported"),  # the multimodal model
         ("gemma3", "sliding_window", None, "sliding_attention layers need sliding_window >= 1, got None"),
+        ("gemma2", "use_bidirectional_attention", True, "use_bidirectional_attention: True is not supported"),
         ("qwen3", "use_sliding_window", True, "use_sliding_window: True is not supported"),
         ("olmo2", "hidden_act", "gelu", "hidden_act: 'gelu' is not supported"),
     ],

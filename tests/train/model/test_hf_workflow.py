@@ -112,14 +112,15 @@ def test_round_trip_hf_train_export_hf(kit, hf_model_with_tokenizer, tmp_path: P
     assert tok.eos_token == "<|endoftext|>" and exported.generation_config.eos_token_id == trained.tokenizer.eos_id
 
 
-@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma3"])
+@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma2", "gemma3"])
 def test_continued_pretraining_of_each_family_exports_what_it_trained(
     kit, hf_model_with_tokenizer, family: str, tmp_path: Path
 ) -> None:
     """ptk train from the HF directory (step 1's loss is transformers'), then ptk export --format hf of
     the run: transformers loads it as the same model type, with the trained model's logits and greedy
-    continuation (Gemma 3 with a window of 8, shorter than the 32 training positions)."""
-    directory, reference, mix = hf_model_with_tokenizer(family, **({"sliding_window": 8} if family == "gemma3" else {}))
+    continuation (Gemma with a window of 8, shorter than the 32 training positions)."""
+    gemma = family.startswith("gemma")
+    directory, reference, mix = hf_model_with_tokenizer(family, **({"sliding_window": 8} if gemma else {}))
     assert main(["train", str(hf_config(kit, tmp_path, directory, mix))]) == 0
     assert kit.rows(tmp_path / "run")[0]["loss"] == pytest.approx(transformers_loss(reference, mix), rel=1e-4)
     x, _ = first_batch(mix)
@@ -163,7 +164,7 @@ def test_a_gemma3_trained_from_scratch_exports_its_window(kit, hf_model_with_tok
         assert_logits_close(load_model(tmp_path / "run").model(x), exported(x).logits)
 
 
-@pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3", "olmo2", "gemma3"])
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3"])
 def test_hf_directory_exports_back_unchanged(hf_model_with_tokenizer, family: str, tmp_path: Path) -> None:
     """Imported from sharded safetensors, exported sharded: the same model_type, keys and logits (for
     Gemma 3 on 40 positions, past its window of 16)."""
@@ -175,7 +176,7 @@ def test_hf_directory_exports_back_unchanged(hf_model_with_tokenizer, family: st
     exported = load_in_transformers(out)
     assert exported.config.model_type == MODEL_TYPES[family] == reference.config.model_type
     assert type(exported) is type(reference)
-    assert exported.config.tie_word_embeddings == (family in ("qwen2", "gemma3"))
+    assert exported.config.tie_word_embeddings == (family in ("qwen2", "gemma2", "gemma3"))
     x = torch.randint(0, 300, (2, 40), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         assert_logits_close(exported(x).logits, reference(x).logits)
@@ -210,7 +211,7 @@ def test_native_export_config_is_not_an_hf_config(kit, tmp_path: Path) -> None:
     assert load_model(tmp_path / "native").kind == "native export"
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "olmo2", "gemma3"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3"])
 def test_greedy_generation_equals_transformers(hf_model_with_tokenizer, family: str) -> None:
     directory, reference, _ = hf_model_with_tokenizer(family)
     loaded = load_model(directory)

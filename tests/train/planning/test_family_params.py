@@ -1,4 +1,4 @@
-"""Parameter counts of the Qwen3, OLMo 2 and Gemma 3 families: `ModelConfig.num_params` (what `ptk plan`
+"""Parameter counts of the Qwen3, OLMo 2, Gemma 2 and Gemma 3 families: `ModelConfig.num_params` (what `ptk plan`
 and the memory model use) equals transformers' `num_parameters()`, for the tests' tiny random models and
 for published configs (their config.json values written here; the models built on the meta device)."""
 
@@ -15,7 +15,8 @@ from pretrainkit.cli import main
 from pretrainkit.train.model.hf_adapter import model_config_from_hf
 from pretrainkit.train.planning.cli import human
 
-# config.json of Qwen/Qwen3-0.6B, google/gemma-3-1b-pt and allenai/OLMo-2-0425-1B (the keys that shape them).
+# config.json of Qwen/Qwen3-0.6B, google/gemma-3-1b-pt, google/gemma-2-2b and allenai/OLMo-2-0425-1B
+# (the keys that shape them).
 PUBLISHED = {
     "Qwen3-0.6B": dict(
         model_type="qwen3",
@@ -57,6 +58,24 @@ PUBLISHED = {
         attn_logit_softcapping=None,
         hidden_activation="gelu_pytorch_tanh",
     ),
+    "gemma-2-2b": dict(
+        model_type="gemma2",
+        vocab_size=256000,
+        hidden_size=2304,
+        intermediate_size=9216,
+        num_hidden_layers=26,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        head_dim=256,
+        max_position_embeddings=8192,
+        query_pre_attn_scalar=256,
+        sliding_window=4096,
+        final_logit_softcapping=30.0,
+        attn_logit_softcapping=50.0,
+        rope_theta=10000.0,
+        rms_norm_eps=1e-6,
+        hidden_activation="gelu_pytorch_tanh",
+    ),
     "OLMo-2-0425-1B": dict(
         model_type="olmo2",
         vocab_size=100352,
@@ -82,7 +101,7 @@ def transformers_count(config: dict) -> int:
         return AutoModelForCausalLM.from_config(AutoConfig.for_model(**config)).num_parameters()
 
 
-@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma3"])
+@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma2", "gemma3"])
 def test_tiny_models_count_as_transformers(hf_model, family: str) -> None:
     directory, model = hf_model(family)
     cfg = model_config_from_hf(json.loads((directory / "config.json").read_text()), "config.json")
