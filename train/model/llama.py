@@ -15,7 +15,7 @@ embedding. What Llama 2/3/3.1/3.2, Mistral, Qwen2, Qwen3, Gemma 2 and 3 and OLMo
 `8/3 * d_model` rounded up to a multiple of `ffn_multiple_of`.
 
 What a family fixes is its `FamilySettings` (FAMILY_SETTINGS): where the norms sit (`pre`: before
-attention and FFN, Llama; `post`: on their outputs, OLMo 2; `sandwich`: both, Gemma 3), q/k RMSNorm
+attention and FFN, Llama; `post`: on their outputs, OLMo 2; `sandwich`: both, Gemma), q/k RMSNorm
 (`head`: over each head's head_dim, before RoPE, Qwen3 and Gemma 3; `projection`: over the whole q or
 k projection, OLMo 2), the norm weight's offset (Gemma's `x * (1 + w)`) and whether it multiplies
 before the cast back from fp32, the activation (SwiGLU or Gemma's GeGLU with tanh-approximated
