@@ -101,6 +101,25 @@ def transformers_count(config: dict) -> int:
         return AutoModelForCausalLM.from_config(AutoConfig.for_model(**config)).num_parameters()
 
 
+@pytest.mark.parametrize("name", ["gemma-3-1b-pt", "gemma-2-2b"])
+def test_published_gemma_configs_read_as_transformers_reads_them(name: str) -> None:
+    """Their 4.x keys (sliding_window_pattern, rope_local_base_freq, no layer_types) give transformers'
+    layer types, window, RoPE bases, query scale and soft caps."""
+    from transformers import AutoConfig
+
+    cfg, theirs = model_config_from_hf(PUBLISHED[name], name), AutoConfig.for_model(**PUBLISHED[name])
+    assert list(cfg.layer_types) == theirs.layer_types and "full_attention" in cfg.layer_types
+    assert (cfg.sliding_window, cfg.query_scale) == (theirs.sliding_window, theirs.query_pre_attn_scalar)
+    assert (cfg.final_softcap, cfg.attn_softcap) == (theirs.final_logit_softcapping, theirs.attn_logit_softcapping)
+    rope = theirs.rope_parameters
+    if name.startswith("gemma-3"):
+        assert cfg.rope_theta == rope["full_attention"]["rope_theta"]
+        assert cfg.rope_local_theta == rope["sliding_attention"]["rope_theta"]
+    else:
+        assert cfg.rope_theta == rope["rope_theta"] and cfg.rope_local_theta is None
+    assert cfg.tie_embeddings and theirs.tie_word_embeddings
+
+
 @pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma2", "gemma3"])
 def test_tiny_models_count_as_transformers(hf_model, family: str) -> None:
     directory, model = hf_model(family)
