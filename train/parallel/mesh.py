@@ -85,11 +85,6 @@ def check_model_split(p: ParallelConfig, model: ModelConfig, where: str) -> None
     ):
         if value % p.tp:
             raise UserError(f"{where}: {key}: {value} does not split over parallel.tp = {p.tp}")
-    if p.tp > 1 and model.settings.qk_norm == "projection":
-        raise UserError(
-            f"{where}: parallel.tp: {p.tp}: family {model.family}'s q/k norm spans every head, which tensor "
-            "parallelism splits over processes; use data parallelism (fsdp) or pipeline stages"
-        )
     stages = p.pp * p.stages
     if model.n_layers % stages:
         raise UserError(

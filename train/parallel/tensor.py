@@ -15,14 +15,15 @@ and the tie is restored after the split. Grouped-query attention splits the kv h
 attention or the FFN (OLMo 2, Gemma 3) are sequence-parallel like those before; per-head q/k norms
 (Qwen3, Gemma 3) normalize each rank's own heads, their weight replicated and its gradient summed
 over the ranks (sequence parallelism along the head dimension). A q/k norm over the whole projection
-(OLMo 2) would need the mean square over every rank's heads: `check_model_split` refuses it.
+(OLMo 2, `ProjectionNormParallel`) has its weight split by heads like the projection's rows, and its
+mean square is taken over every rank's entries (DTensor all-reduces the partial sums).
 """
 
 from __future__ import annotations
 
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_module, distribute_tensor
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     PrepareModuleInput,
@@ -30,8 +31,26 @@ from torch.distributed.tensor.parallel import (
     SequenceParallel,
     parallelize_module,
 )
+from torch.distributed.tensor.parallel.style import ParallelStyle
 
 from pretrainkit.train.model.llama import RMSNorm
+
+
+class ProjectionNormParallel(ParallelStyle):
+    """A norm over the last dimension of a column-parallel output (a whole q or k projection, split
+    by heads): the weight split the same way, the input seen as the full tensor split along its last
+    dimension, so the mean square spans every rank's entries; the output is this rank's part again."""
+
+    def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
+        def split_weight(name: str, mod: nn.Module, mesh: DeviceMesh) -> None:
+            for key, p in list(mod.named_parameters(recurse=False)):
+                mod.register_parameter(key, nn.Parameter(distribute_tensor(p, mesh, [Shard(0)])))
+
+        def as_dtensor(mod: nn.Module, inputs: tuple, mesh: DeviceMesh) -> tuple:
+            x = inputs[0]
+            return (DTensor.from_local(x, mesh, [Shard(x.ndim - 1)], run_check=False),)
+
+        return distribute_module(module, device_mesh, split_weight, as_dtensor, lambda mod, out, mesh: out.to_local())
 
 
 def block_plan(block: nn.Module) -> dict:
@@ -41,9 +60,13 @@ def block_plan(block: nn.Module) -> dict:
         for name in ("attention_norm", "attention_post_norm", "ffn_norm", "ffn_post_norm")
         if isinstance(block.get_submodule(name), RMSNorm)
     }
-    if isinstance(block.attention.q_norm, RMSNorm):  # per head, on [batch, seq, heads, head_dim]
+    if isinstance(block.attention.q_norm, RMSNorm):
         for name in ("attention.q_norm", "attention.k_norm"):
-            norms[name] = SequenceParallel(sequence_dim=2, use_local_output=True)
+            # Per head on [batch, seq, heads, head_dim], or over the [batch, seq, heads x head_dim] projection.
+            per_head = block.attention.per_head_norm
+            norms[name] = (
+                SequenceParallel(sequence_dim=2, use_local_output=True) if per_head else ProjectionNormParallel()
+            )
     return norms | {
         # attention(x, cos, sin, cache): only x is split
         "attention": PrepareModuleInput(

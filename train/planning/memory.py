@@ -129,7 +129,8 @@ class ActivationShape:
             qk_norm_rows=qk_rows,
             norms_in_fp32=s.norm_scale_in_fp32,
             sandwich_norms=sandwich,
-            block_norm_params=cfg.block_norm_params(),
+            # A q/k norm over the whole projection is split by heads like the projection.
+            block_norm_params=cfg.block_norm_params() - (qk_dim if s.qk_norm == "projection" else 0),
             softcap=cfg.final_softcap is not None,
             capped_attention=cfg.attn_softcap is not None,
         )

@@ -188,7 +188,11 @@ def test_hugging_face_weights_load_into_tp_and_pipeline_stages(hf_model, tmp_pat
 # positions; untied, it splits into pipeline stages (the embedding scale on the first, the soft cap on the last).
 FAMILY_LAYOUTS = {
     "qwen3": ("qwen3", {}, {"ddp": "ddp", "fsdp": "fsdp", "tp2": {"tp": 2}, "pp2": {"pp": 2, "pp_schedule": "gpipe"}}),
-    "olmo2": ("olmo2", {}, {"ddp": "ddp", "fsdp": "fsdp", "pp2": {"pp": 2, "pp_schedule": "1f1b"}}),  # no tp
+    "olmo2": (
+        "olmo2",
+        {},
+        {"ddp": "ddp", "fsdp": "fsdp", "tp2": {"tp": 2}, "fsdp_tp2": {"data": "fsdp", "tp": 2}, "pp2": {"pp": 2}},
+    ),
     "gemma2": ("gemma2", {"sliding_window": 8}, {"fsdp": "fsdp", "tp2": {"tp": 2}}),  # tied: no pp
     "gemma3": ("gemma3", {"sliding_window": 8}, {"ddp": "ddp", "fsdp": "fsdp", "tp2": {"tp": 2}}),  # tied: no pp
     "gemma3_untied": (
