@@ -64,6 +64,13 @@ class ModelSection:
     norm_eps: float | None = None
     rope_scaling: dict | None = None
     family: str | None = None
+    # Gemma's attention window (families gemma2, gemma3): one of full_attention / sliding_attention per layer.
+    sliding_window: int | None = None
+    layer_types: tuple[str, ...] | None = None
+    rope_local_theta: float | None = None
+    query_scale: int | None = None
+    final_softcap: float | None = None
+    attn_softcap: float | None = None
 
 
 @dataclass
@@ -258,6 +265,10 @@ def _coerce(tp: Any, v: Any, where: str, key: str) -> Any:
     args = typing.get_args(tp)
     if type(None) in args:  # Optional[X]
         return None if v is None else _coerce(next(a for a in args if a is not type(None)), v, where, key)
+    if typing.get_origin(tp) is tuple and args[-1] is Ellipsis:  # tuple[X, ...]: a list of any length
+        if not isinstance(v, (list, tuple)):
+            raise UserError(f"{where}: {key}: expected a list, got {quoted(v)}")
+        return tuple(_coerce(args[0], x, where, f"{key}[{i}]") for i, x in enumerate(v))
     if typing.get_origin(tp) is tuple:
         if not isinstance(v, (list, tuple)) or len(v) != len(args):
             raise UserError(f"{where}: {key}: expected a list of {len(args)} values, got {quoted(v)}")

@@ -150,6 +150,18 @@ def session_kit(byte_mixture: Path) -> TrainKit:
     return TrainKit(byte_mixture)
 
 
+# Both Gemmas: a sliding layer (window 16, shorter than the tests' sequences) then a full one,
+# query_pre_attn_scalar other than head_dim, a final logit soft cap, tied embeddings.
+GEMMA = dict(
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    sliding_window=16,
+    layer_types=["sliding_attention", "full_attention"],
+    query_pre_attn_scalar=24,
+    final_logit_softcapping=30.0,
+    tie_word_embeddings=True,
+)
 HF_FAMILIES = {
     # Llama 3.1-style: llama3 rope scaling, grouped-query attention 4:1, untied, exact intermediate size.
     "llama": dict(
@@ -179,6 +191,24 @@ HF_FAMILIES = {
     "qwen2": dict(
         model_type="qwen2", num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True, rope_theta=1000000.0
     ),
+    # Qwen3: per-head q/k norms, head_dim 24 (not 64 / 4), untied.
+    "qwen3": dict(
+        model_type="qwen3", num_attention_heads=4, num_key_value_heads=2, head_dim=24, tie_word_embeddings=False
+    ),
+    # OLMo 2: norms after attention and FFN, q/k norms over the whole projection, GQA 2:1.
+    "olmo2": dict(model_type="olmo2", num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False),
+    # Gemma 2: a sliding layer then a full one (GEMMA), attention scores soft-capped too (a cap low
+    # enough to bite on these scores), one RoPE base.
+    "gemma2": dict(model_type="gemma2", **GEMMA, attn_logit_softcapping=5.0),
+    # Gemma 3: GEMMA, each layer type with its RoPE base.
+    "gemma3": dict(
+        model_type="gemma3_text",
+        **GEMMA,
+        rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        },
+    ),
 }
 
 
@@ -187,44 +217,53 @@ def family(request) -> str:
     return request.param
 
 
-@pytest.fixture
-def hf_model(tmp_path: Path):
-    """Build a tiny random Hugging Face model of a family and save it: (directory, the transformers model).
+def build_hf_model(
+    root: Path,
+    family: str,
+    dtype: torch.dtype = torch.float32,
+    max_shard_size: str | None = None,
+    vocab_size: int = 300,
+    **overrides,
+):
+    """A tiny random Hugging Face model of a family saved under `root`: (directory, the transformers model).
 
     Every parameter (norms and biases too) is redrawn from N(0, 0.1) so that the logits are far from
     uniform and a wrong permutation, bias or norm would show."""
     import transformers
 
-    def build(
-        family: str,
-        dtype: torch.dtype = torch.float32,
-        max_shard_size: str | None = None,
-        vocab_size: int = 300,
-        **overrides,
-    ):
-        kw = {**HF_FAMILIES[family], **overrides}
-        config = transformers.AutoConfig.for_model(
-            vocab_size=vocab_size,
-            hidden_size=64,
-            intermediate_size=100,
-            num_hidden_layers=2,
-            max_position_embeddings=256,
-            rms_norm_eps=1e-6,
-            bos_token_id=None,
-            eos_token_id=None,
-            **kw,
-        )
-        torch.manual_seed(0)
-        model = transformers.AutoModelForCausalLM.from_config(config).eval()
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                p.normal_(0.0, 0.1).add_(1.0 if "norm" in name else 0.0)
-        model = model.to(dtype)
-        directory = tmp_path / f"hf-{family}-{str(dtype).split('.')[-1]}"
-        model.save_pretrained(directory, **({"max_shard_size": max_shard_size} if max_shard_size else {}))
-        return directory, model
+    kw = {**HF_FAMILIES[family], **overrides}
+    config = transformers.AutoConfig.for_model(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=100,
+        num_hidden_layers=2,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-6,
+        bos_token_id=None,
+        eos_token_id=None,
+        **kw,
+    )
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.normal_(0.0, 0.1).add_(1.0 if "norm" in name else 0.0)
+    model = model.to(dtype)
+    directory = root / f"hf-{family}-{str(dtype).split('.')[-1]}"
+    model.save_pretrained(directory, **({"max_shard_size": max_shard_size} if max_shard_size else {}))
+    return directory, model
 
-    return build
+
+@pytest.fixture
+def hf_model(tmp_path: Path):
+    """`build_hf_model` under this test's tmp_path."""
+    return lambda family, **kw: build_hf_model(tmp_path, family, **kw)
+
+
+@pytest.fixture(scope="session")
+def shared_hf_model(tmp_path_factory):
+    """`build_hf_model` in a fresh folder, for module- or session-scoped fixtures."""
+    return lambda family, **kw: build_hf_model(tmp_path_factory.mktemp("hf"), family, **kw)
 
 
 @pytest.fixture(scope="session")

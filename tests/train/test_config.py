@@ -65,6 +65,8 @@ def test_overrides_apply_and_paths_given_there_are_relative_to_cwd(tmp_path: Pat
         ("parallel=tp", "parallel.data: must be one of"),
         ("batch.micro_size=3", "batch.global_size: must be a multiple of batch.micro_size"),
         ("optim.betas=[0.9]", "optim.betas: expected a list of 2 values"),
+        ("model.layer_types=full_attention", "model.layer_types: expected a list, got 'full_attention'"),
+        ("model.layer_types=[1]", r"model.layer_types[0]: expected str, got 1"),
         ("max_steps=ten", "max_steps: expected int"),
         ("optim.min_lr=1", "optim.min_lr: must be <= optim.lr"),
         ("activation_checkpointing=3", "activation_checkpointing: expected bool"),

@@ -53,9 +53,11 @@ from pretrainkit.train.model.hf_adapter import (
 from pretrainkit.train.model.llama import ModelConfig
 from pretrainkit.train.model.materialize import load_hf_weights
 
-# What decides the parameter tensors' shapes and meaning; max_seq_len (RoPE tables are derived,
-# never stored) and rope_theta may change in a continued run.
+# What decides the parameter tensors' shapes and meaning (the family: which norms and how they
+# multiply); max_seq_len (RoPE tables are derived, never stored), rope_theta and the attention
+# window may change in a continued run.
 SHAPE_FIELDS = (
+    "family",
     "vocab_size",
     "d_model",
     "n_layers",

@@ -49,14 +49,19 @@ AttentionMask = TiledMask | BlockMask
 
 
 def attention_mask(
-    seq_len: int, device: torch.device, documents: torch.Tensor | None = None, window: int | None = None
+    seq_len: int,
+    device: torch.device,
+    documents: torch.Tensor | None = None,
+    window: int | None = None,
+    dense: bool = False,
 ) -> AttentionMask | None:
-    """The mask for `seq_len` positions starting at 0; None for plain causal attention."""
+    """The mask for `seq_len` positions starting at 0; None for plain causal attention. `dense`: the CPU
+    form on any device (for attention written out, Gemma 2's soft-capped scores)."""
     if documents is None and window is None:
         return None
     if window is not None and window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
-    if device.type == "cuda":
+    if device.type == "cuda" and not dense:
         return block_mask(seq_len, device, documents, window)
     i = torch.arange(seq_len, device=device)
     allowed = i[None, :] <= i[:, None]
@@ -97,13 +102,19 @@ def _compiled_flex_attention():
 
 
 def attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: AttentionMask | None, enable_gqa: bool
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: AttentionMask | None,
+    enable_gqa: bool,
+    scale: float | None = None,
 ) -> torch.Tensor:
-    """Attention of q [b, h, t, d] over k, v [b, kv, t, d] (the same t) under `mask` (see `attention_mask`)."""
+    """Attention of q [b, h, t, d] over k, v [b, kv, t, d] (the same t) under `mask` (see `attention_mask`);
+    scores scaled by `scale` (None: 1/sqrt(d))."""
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=enable_gqa)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=enable_gqa)
     if isinstance(mask, BlockMask):
-        return _compiled_flex_attention()(q, k, v, block_mask=mask, enable_gqa=enable_gqa)
+        return _compiled_flex_attention()(q, k, v, block_mask=mask, scale=scale, enable_gqa=enable_gqa)
     # Compiled code takes every tile's keys from 0: data-dependent slices would recompile for each batch.
     starts = (0,) * len(mask.key_starts) if torch.compiler.is_compiling() else mask.key_starts
     tiles = [
@@ -112,6 +123,7 @@ def attend(
             k[:, :, first : lo + QUERY_TILE],
             v[:, :, first : lo + QUERY_TILE],
             attn_mask=mask.allowed[:, :, lo : lo + QUERY_TILE, first : lo + QUERY_TILE],
+            scale=scale,
             enable_gqa=enable_gqa,
         )
         for lo, first in zip(range(0, q.shape[2], QUERY_TILE), starts)

@@ -1,17 +1,27 @@
 """The Hugging Face layout: `config.json` <-> ModelConfig, parameter names, and the q/k RoPE permutation.
 
     cfg = model_config_from_hf(json.load(open("llama/config.json")), "llama/config.json")
-    hf_name("layers.0.attention.wq.weight")            # "model.layers.0.self_attn.q_proj.weight"
+    hf_name("layers.0.attention.wq.weight", cfg)       # "model.layers.0.self_attn.q_proj.weight"
     weights = HFWeights("llama/")                      # model.safetensors or an index with shards
     block = weights.read_native("layers.0.attention.wq.weight", cfg, (slice(0, 64), slice(None)))
     tensors = to_hf_state_dict(model.state_dict(), cfg)  # HF names and row order, for export
     config = hf_config(cfg, bos_id=1, eos_id=2, dtype="float32")
 
-Families: llama (Llama 2/3/3.1/3.2), mistral, qwen2 (q/k/v biases). The project's RoPE rotates
-interleaved pairs (x[2i], x[2i+1]), Hugging Face's rotates halves (x[i], x[i + head_dim/2]); inside
-every head, native row 2i is HF row i and native row 2i+1 is HF row i + head_dim/2, for the q and k
-projections' weights and biases. This is the only module that knows HF names; loading (any shard of
-any tensor, read straight from the safetensors files) and export both go through it.
+Families (MODEL_TYPES: the HF model_type of each): llama (Llama 2/3/3.1/3.2), mistral, qwen2 (q/k/v
+biases), qwen3 (per-head q/k norms), olmo2 (norms after attention and FFN, q/k norms over the whole
+projection), gemma2 (sandwich norms, GeGLU, alternating sliding and full layers, soft-capped
+attention scores and logits) and gemma3 (`gemma3_text`, Gemma3ForCausalLM: Gemma 2's settings with
+per-head q/k norms, sliding and full layers with their own RoPE bases, no attention cap). Which HF
+norm a native norm is depends on where the family puts its norms (`_NORM_NAMES`): Llama's
+`post_attention_layernorm` is the norm before the FFN, OLMo 2's and Gemma's the one on the attention
+output.
+
+The project's RoPE rotates interleaved pairs (x[2i], x[2i+1]), Hugging Face's rotates halves (x[i],
+x[i + head_dim/2]); inside every head, native row 2i is HF row i and native row 2i+1 is HF row
+i + head_dim/2, for the q and k projections' weights and biases, and for the q/k norms' weights
+(applied before RoPE: per head one head's permutation, over the projection every head's). This is
+the only module that knows HF names; loading (any shard of any tensor, read straight from the
+safetensors files) and export both go through it.
 """
 
 from __future__ import annotations
@@ -30,7 +40,18 @@ from pretrainkit.train.model.safetensors_rows import SafetensorsFile
 CONFIG_FILE = "config.json"
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
-ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+MODEL_TYPES = {family: family for family in FAMILIES} | {"gemma3": "gemma3_text"}
+FAMILY_OF = {model_type: family for family, model_type in MODEL_TYPES.items()}
+ARCHITECTURES = {
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "olmo2": "Olmo2ForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
+    "gemma3": "Gemma3ForCausalLM",
+}
+GEMMA_ACTIVATIONS = ("gelu_pytorch_tanh", "gelu_tanh")  # the same function under two names
 
 _BLOCK_NAMES = {
     "attention.wq": "self_attn.q_proj",
@@ -40,8 +61,19 @@ _BLOCK_NAMES = {
     "feed_forward.w1": "mlp.gate_proj",
     "feed_forward.w2": "mlp.down_proj",
     "feed_forward.w3": "mlp.up_proj",
-    "attention_norm": "input_layernorm",
-    "ffn_norm": "post_attention_layernorm",
+    "attention.q_norm": "self_attn.q_norm",
+    "attention.k_norm": "self_attn.k_norm",
+}
+# Block norms by the family's norm placement (FamilySettings.norm_placement).
+_NORM_NAMES = {
+    "pre": {"attention_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"},
+    "post": {"attention_post_norm": "post_attention_layernorm", "ffn_post_norm": "post_feedforward_layernorm"},
+    "sandwich": {
+        "attention_norm": "input_layernorm",
+        "attention_post_norm": "post_attention_layernorm",
+        "ffn_norm": "pre_feedforward_layernorm",
+        "ffn_post_norm": "post_feedforward_layernorm",
+    },
 }
 _TOP_NAMES = {
     "tok_embeddings.weight": "model.embed_tokens.weight",
@@ -70,26 +102,28 @@ def model_config_from_hf(hf: dict, where: str) -> ModelConfig:
     """The ModelConfig of a Hugging Face `config.json`; UserError naming `where` and the key for what
     this model cannot represent. max_seq_len is max_position_embeddings (Mistral: at most its
     sliding window, up to which full attention is the same model)."""
-    family = hf.get("model_type")
-    if family not in FAMILIES:
-        raise UserError(f"{where}: model_type {family!r} is not supported (supported: {', '.join(FAMILIES)})")
+    model_type = hf.get("model_type")
+    family = FAMILY_OF.get(model_type)
+    if family is None:
+        raise UserError(
+            f"{where}: model_type {model_type!r} is not supported (supported: {', '.join(MODEL_TYPES.values())})"
+        )
 
     def need(key: str, ok: bool, what: str) -> None:
         if not ok:
             raise UserError(f"{where}: {key}: {hf.get(key)!r} is not supported ({what})")
 
-    need("hidden_act", hf.get("hidden_act", "silu") == "silu", "only silu, SwiGLU")
+    if family in ("gemma2", "gemma3"):
+        need("hidden_activation", hf.get("hidden_activation", GEMMA_ACTIVATIONS[0]) in GEMMA_ACTIVATIONS, "GeGLU")
+        need("use_bidirectional_attention", not hf.get("use_bidirectional_attention"), "causal attention only")
+    if family == "gemma3":  # transformers' Gemma 3 ignores the key: a value there is not the model it runs
+        need("attn_logit_softcapping", hf.get("attn_logit_softcapping") is None, "no attention soft-capping")
+    else:
+        need("hidden_act", hf.get("hidden_act", "silu") == "silu", "only silu, SwiGLU")
     need("mlp_bias", not hf.get("mlp_bias", False), "no feed-forward biases")
     need("attention_bias", not hf.get("attention_bias", False), "no attention output bias")
     need("use_sliding_window", not hf.get("use_sliding_window", False), "full attention only")
-    rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
-    rope_type = rope.get("rope_type", rope.get("type", "default"))
-    theta = float(rope.get("rope_theta", hf.get("rope_theta", 10000.0)))
-    scaling = None
-    if rope_type == "llama3":
-        scaling = {"rope_type": "llama3", **{k: rope[k] for k in ROPE_SCALING_KEYS if k in rope}}
-    elif rope_type != "default":
-        raise UserError(f"{where}: rope type {rope_type!r} is not supported (supported: default, llama3)")
+    theta, scaling, window = _rope(hf, family, where)
     max_seq_len = int(hf.get("max_position_embeddings", 2048))
     if family == "mistral" and hf.get("sliding_window"):
         max_seq_len = min(max_seq_len, int(hf["sliding_window"]))
@@ -102,19 +136,62 @@ def model_config_from_hf(hf: dict, where: str) -> ModelConfig:
             n_kv_heads=hf.get("num_key_value_heads"),
             max_seq_len=max_seq_len,
             ffn_hidden=int(hf["intermediate_size"]),
-            tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+            # Gemma ties by default, the other families' configs untie by default.
+            tie_embeddings=bool(hf.get("tie_word_embeddings", family in ("gemma2", "gemma3"))),
             norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
             rope_theta=theta,
             init_std=float(hf.get("initializer_range", 0.02)),
-            head_dim=hf.get("head_dim"),
+            head_dim=hf.get("head_dim", 256 if family in ("gemma2", "gemma3") else None),
             qkv_bias=family == "qwen2",
             rope_scaling=scaling,
             family=family,
+            **window,
         )
     except KeyError as e:
         raise UserError(f"{where}: required key {e.args[0]} is missing") from None
     except (TypeError, ValueError) as e:
         raise UserError(f"{where}: {e}") from None
+
+
+def _rope(hf: dict, family: str, where: str) -> tuple[float, dict | None, dict]:
+    """(rope_theta, rope_scaling, the attention-window settings) of a config.json.
+
+    Gemma's sliding layers follow `layer_types`, or else every `sliding_window_pattern`-th layer is a
+    full one (Gemma 2: every 2nd, Gemma 3: every 6th by default). Gemma 3 keeps one RoPE per layer type
+    (transformers 5: `rope_parameters` keyed by full_attention and sliding_attention; 4.x: `rope_theta`
+    and `rope_local_base_freq`). Gemma 2 caps attention scores and logits by default, Gemma 3 neither."""
+    params = hf.get("rope_parameters") or {}
+    window: dict = {}
+    if family in ("gemma2", "gemma3"):
+        gemma3 = family == "gemma3"
+        n = int(hf.get("num_hidden_layers", 0))
+        pattern = int(hf.get("sliding_window_pattern", 6 if gemma3 else 2))
+        layer_types = hf.get("layer_types") or [
+            "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)
+        ]
+        local = (params.get("sliding_attention") or {}) if gemma3 else {}
+        params = (params.get("full_attention") or {}) if gemma3 else params
+        if gemma3 and (hf.get("rope_scaling") is not None or local.get("rope_type", "default") != "default"):
+            raise UserError(f"{where}: rope_scaling: {hf.get('rope_scaling')!r} is not supported (default RoPE only)")
+        window = {
+            "layer_types": tuple(layer_types),
+            "sliding_window": hf.get("sliding_window", 4096),
+            "query_scale": int(hf.get("query_pre_attn_scalar", 256)),
+            "final_softcap": hf.get("final_logit_softcapping", None if gemma3 else 30.0),
+        }
+        if gemma3:
+            window["rope_local_theta"] = float(local.get("rope_theta", hf.get("rope_local_base_freq", 10000.0)))
+        else:
+            window["attn_softcap"] = hf.get("attn_logit_softcapping", 50.0)
+    rope = params or hf.get("rope_scaling") or {}
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    theta = float(rope.get("rope_theta", hf.get("rope_theta", 1e6 if family == "gemma3" else 10000.0)))
+    scaling = None
+    if rope_type == "llama3":
+        scaling = {"rope_type": "llama3", **{k: rope[k] for k in ROPE_SCALING_KEYS if k in rope}}
+    elif rope_type != "default":
+        raise UserError(f"{where}: rope type {rope_type!r} is not supported (supported: default, llama3)")
+    return theta, scaling, window
 
 
 def hf_config(cfg: ModelConfig, bos_id: int | None, eos_id: int | None, dtype: str) -> dict:
@@ -126,7 +203,7 @@ def hf_config(cfg: ModelConfig, bos_id: int | None, eos_id: int | None, dtype: s
     )
     out = {
         "architectures": [ARCHITECTURES[cfg.family]],
-        "model_type": cfg.family,
+        "model_type": MODEL_TYPES[cfg.family],
         "vocab_size": cfg.vocab_size,
         "hidden_size": cfg.d_model,
         "intermediate_size": cfg.ffn_hidden_size,
@@ -148,29 +225,59 @@ def hf_config(cfg: ModelConfig, bos_id: int | None, eos_id: int | None, dtype: s
         "torch_dtype": dtype,
         "use_cache": True,
     }
-    if cfg.family == "llama":
+    if cfg.family in ("llama", "olmo2"):
         out.update(attention_bias=False, mlp_bias=False)
+    elif cfg.family in ("gemma2", "gemma3"):
+        out.update(_gemma_config(cfg))
+        del out["hidden_act"]
     else:
         out.update(sliding_window=None, use_sliding_window=False)
     return out
 
 
-def hf_name(name: str) -> str:
+def _gemma_config(cfg: ModelConfig) -> dict:
+    """Gemma's own keys: activation, layer types and window, query scale, soft caps; Gemma 3's per-layer-type RoPE."""
+    out = {
+        "hidden_activation": GEMMA_ACTIVATIONS[0],
+        "layer_types": [cfg.layer_type(i) for i in range(cfg.n_layers)],
+        # transformers builds the sliding mask whether or not a layer uses it: a window is always given.
+        "sliding_window": cfg.sliding_window or cfg.max_seq_len,
+        "query_pre_attn_scalar": cfg.head_dim if cfg.query_scale is None else cfg.query_scale,
+        "final_logit_softcapping": cfg.final_softcap,
+        "attn_logit_softcapping": cfg.attn_softcap,
+        "attention_bias": False,
+        "use_bidirectional_attention": False,
+    }
+    if cfg.family == "gemma3":
+        local_theta = cfg.rope_theta_of("sliding_attention")
+        out["rope_parameters"] = {
+            "full_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta},
+            "sliding_attention": {"rope_type": "default", "rope_theta": local_theta},
+        }
+        out["rope_local_base_freq"] = local_theta
+    return out
+
+
+def hf_name(name: str, cfg: ModelConfig) -> str:
     """The Hugging Face name of a native parameter name."""
     if name in _TOP_NAMES:
         return _TOP_NAMES[name]
     m = _BLOCK.fullmatch(name)
-    if m is None or m.group(2) not in _BLOCK_NAMES:
+    names = _BLOCK_NAMES | _NORM_NAMES[cfg.settings.norm_placement]
+    if m is None or m.group(2) not in names:
         raise KeyError(f"no Hugging Face name for parameter {name!r}")
-    return f"model.layers.{m.group(1)}.{_BLOCK_NAMES[m.group(2)]}.{m.group(3)}"
+    return f"model.layers.{m.group(1)}.{names[m.group(2)]}.{m.group(3)}"
 
 
 def rope_rows(name: str, cfg: ModelConfig) -> torch.Tensor | None:
-    """For q/k projections: the HF row of every native row (index tensor); None for other tensors."""
-    if ".attention.wq." in name:
+    """For q/k projections and q/k norms: the HF row of every native row (index tensor); None for other tensors."""
+    per_head = cfg.settings.qk_norm == "head"
+    if ".attention.wq." in name or (".attention.q_norm." in name and not per_head):
         heads = cfg.n_heads
-    elif ".attention.wk." in name:
+    elif ".attention.wk." in name or (".attention.k_norm." in name and not per_head):
         heads = cfg.kv_heads
+    elif ".attention.q_norm." in name or ".attention.k_norm." in name:
+        heads = 1
     else:
         return None
     hd = cfg.head_dim
@@ -188,7 +295,7 @@ def to_hf_state_dict(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[s
         rows = rope_rows(name, cfg)
         if rows is not None:
             t = torch.empty_like(t).index_copy_(0, rows, t)
-        out[hf_name(name)] = t.contiguous()
+        out[hf_name(name, cfg)] = t.contiguous()
     return out
 
 
@@ -228,7 +335,7 @@ class HFWeights:
 
     def read_native(self, name: str, cfg: ModelConfig, region: tuple[slice, ...]) -> torch.Tensor:
         """Native tensor `name`, the part `region` (one slice per dim) of it, in float32."""
-        hf = hf_name(name)
+        hf = hf_name(name, cfg)
         rows = rope_rows(name, cfg)
         if rows is None:
             return self._file(hf).read(hf, region)

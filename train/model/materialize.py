@@ -91,7 +91,7 @@ def load_hf_weights(model: nn.Module, cfg: ModelConfig, weights: HFWeights) -> N
     misshapen tensors are a UserError naming the directory and the tensor, before anything is read.
     `model` may be one pipeline stage: the directory is checked against the whole model."""
     with torch.device("meta"):
-        everything = {hf_name(n) for n, _ in Transformer(cfg).named_parameters()}
+        everything = {hf_name(n, cfg) for n, _ in Transformer(cfg).named_parameters()}
     found = weights.names()
     missing = sorted(everything - found)
     # A tied head may be saved too (some exporters do); it is the embedding table then.
@@ -104,7 +104,7 @@ def load_hf_weights(model: nn.Module, cfg: ModelConfig, weights: HFWeights) -> N
         )
         raise UserError(f"{weights.dir}: weights do not match its config.json: {what}")
     for name, p in model.named_parameters():
-        hf, shape = hf_name(plain_name(name)), list(p.shape)
+        hf, shape = hf_name(plain_name(name), cfg), list(p.shape)
         if weights.shape_of(hf) != shape:
             raise UserError(f"{weights.dir}: tensor {hf} has shape {weights.shape_of(hf)}, config.json implies {shape}")
     fill_parameters(model, lambda name, region, shape: weights.read_native(name, cfg, region))

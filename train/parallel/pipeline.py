@@ -9,12 +9,13 @@
 
 Stages: S = pp x stages_per_rank pieces of n_layers/S consecutive blocks; stage s runs on pp rank
 s % pp (the looped placement interleaved 1F1B expects: with pp = 2 and 4 stages, rank 0 holds
-stages 0 and 2, rank 1 stages 1 and 3). The first stage also holds the embedding, the last the final
-norm and the output head. A stage module keeps the plain model's own submodules under their own
-names (block 5 stays `layers.5`), so a state dict, a checkpoint and `ptk export` see the same keys
-whatever the layout. Schedules: `gpipe` (all forwards, then all backwards), `1f1b` (one forward,
-one backward in the steady state: at most pp micro-batches in flight on the first stage) and
-`interleaved_1f1b` (1F1B over several stages per rank, a smaller bubble). The loss function
+stages 0 and 2, rank 1 stages 1 and 3). The first stage also holds the embedding (and applies the
+family's embedding scale), the last the final norm, the output head and the logit soft cap. A stage
+module keeps the plain model's own submodules under their own names (block 5 stays `layers.5`), so a
+state dict, a checkpoint and `ptk export` see the same keys whatever the layout. Schedules: `gpipe`
+(all forwards, then all backwards), `1f1b` (one forward, one backward in the steady state: at most
+pp micro-batches in flight on the first stage) and `interleaved_1f1b` (1F1B over several stages per
+rank, a smaller bubble). The loss function
 returns a sum over tokens already divided by the global batch's token count, so the schedule does
 not rescale gradients (`scale_grads=False`).
 """
@@ -27,7 +28,7 @@ import torch
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
-from pretrainkit.train.model.llama import Transformer, document_attention
+from pretrainkit.train.model.llama import Transformer, embed, head
 from pretrainkit.train.parallel.mesh import ParallelMesh
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved_1f1b": ScheduleInterleaved1F1B}
@@ -42,21 +43,22 @@ class StageModule(nn.Module):
         self.layers = nn.ModuleDict({str(i): model.layers[i] for i in layer_ids})
         self.norm = model.norm if last else None
         self.output = model.output if last else None
-        self.rope_freq = model.rope_freq
+        self.cfg, self.rope = model.cfg, model.rope
         # Under sequence parallelism a later stage receives seq_len / tp positions of each row.
         self.sequence_shards = 1
 
     def forward(self, h: torch.Tensor, documents: torch.Tensor | None = None) -> torch.Tensor:
         if self.tok_embeddings is not None:
             t = h.shape[1]
-            h = self.tok_embeddings(h)
+            h = embed(self.cfg, self.tok_embeddings, h)
         else:
             t = h.shape[1] * self.sequence_shards
-        cos, sin, mask = document_attention(self.rope_freq, 0, t, h.device, documents)
-        for layer in self.layers.values():
+        inputs = self.rope.per_layer(0, t, h.device, documents)
+        for i, layer in self.layers.items():
+            cos, sin, mask = inputs[int(i)]
             h = layer(h, cos, sin, mask=mask)
         if self.output is not None:
-            h = self.output(self.norm(h))
+            h = head(self.cfg, self.norm, self.output, h)
         return h
 
 

@@ -11,14 +11,19 @@ row-wise (over the vocabulary) and hands on sequence shards; the output head is 
 and its logits are gathered, so the loss is computed from full logits on every tensor-parallel rank
 (the same value on each). With tied embeddings both sides split the same table over the vocabulary,
 and the tie is restored after the split. Grouped-query attention splits the kv heads the same way
-(`check_model_split` insists that heads, kv heads and the FFN width divide by tp).
+(`check_model_split` insists that heads, kv heads and the FFN width divide by tp). Norms after
+attention or the FFN (OLMo 2, Gemma 3) are sequence-parallel like those before; per-head q/k norms
+(Qwen3, Gemma 3) normalize each rank's own heads, their weight replicated and its gradient summed
+over the ranks (sequence parallelism along the head dimension). A q/k norm over the whole projection
+(OLMo 2, `ProjectionNormParallel`) has its weight split by heads like the projection's rows, and its
+mean square is taken over every rank's entries (DTensor all-reduces the partial sums).
 """
 
 from __future__ import annotations
 
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_module, distribute_tensor
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     PrepareModuleInput,
@@ -26,11 +31,43 @@ from torch.distributed.tensor.parallel import (
     SequenceParallel,
     parallelize_module,
 )
+from torch.distributed.tensor.parallel.style import ParallelStyle
+
+from pretrainkit.train.model.llama import RMSNorm
 
 
-def block_plan() -> dict:
-    return {
-        "attention_norm": SequenceParallel(),
+class ProjectionNormParallel(ParallelStyle):
+    """A norm over the last dimension of a column-parallel output (a whole q or k projection, split
+    by heads): the weight split the same way, the input seen as the full tensor split along its last
+    dimension, so the mean square spans every rank's entries; the output is this rank's part again."""
+
+    def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
+        def split_weight(name: str, mod: nn.Module, mesh: DeviceMesh) -> None:
+            for key, p in list(mod.named_parameters(recurse=False)):
+                mod.register_parameter(key, nn.Parameter(distribute_tensor(p, mesh, [Shard(0)])))
+
+        def as_dtensor(mod: nn.Module, inputs: tuple, mesh: DeviceMesh) -> tuple:
+            x = inputs[0]
+            return (DTensor.from_local(x, mesh, [Shard(x.ndim - 1)], run_check=False),)
+
+        return distribute_module(module, device_mesh, split_weight, as_dtensor, lambda mod, out, mesh: out.to_local())
+
+
+def block_plan(block: nn.Module) -> dict:
+    # A norm on an output hands a plain tensor to the residual add, which adds plain tensors.
+    norms = {
+        name: SequenceParallel(use_local_output=name.endswith("post_norm"))
+        for name in ("attention_norm", "attention_post_norm", "ffn_norm", "ffn_post_norm")
+        if isinstance(block.get_submodule(name), RMSNorm)
+    }
+    if isinstance(block.attention.q_norm, RMSNorm):
+        for name in ("attention.q_norm", "attention.k_norm"):
+            # Per head on [batch, seq, heads, head_dim], or over the [batch, seq, heads x head_dim] projection.
+            per_head = block.attention.per_head_norm
+            norms[name] = (
+                SequenceParallel(sequence_dim=2, use_local_output=True) if per_head else ProjectionNormParallel()
+            )
+    return norms | {
         # attention(x, cos, sin, cache): only x is split
         "attention": PrepareModuleInput(
             input_layouts=(Shard(1), None, None, None),
@@ -41,7 +78,6 @@ def block_plan() -> dict:
         "attention.wk": ColwiseParallel(),
         "attention.wv": ColwiseParallel(),
         "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
-        "ffn_norm": SequenceParallel(),
         "feed_forward": PrepareModuleInput(
             input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), use_local_output=True
         ),
@@ -68,7 +104,7 @@ def apply_tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh) -> None:
     if hasattr(model, "sequence_shards"):  # a pipeline stage: what it receives is sequence-sharded
         model.sequence_shards = tp
     for block in model.layers.children():
-        parallelize_module(block, tp_mesh, block_plan())
+        parallelize_module(block, tp_mesh, block_plan(block))
         # The attention reshapes by its own head counts: each rank now holds 1/tp of them.
         block.attention.n_heads //= tp
         block.attention.kv_heads //= tp

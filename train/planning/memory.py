@@ -18,7 +18,9 @@ the first stage the embedding and the last the final norm and head, and the plan
 largest stage. Data parallelism then shards what a device holds as its ZeRO stage says.
 
 Activations are the tensors autograd saves for backward in `train/model/llama.py`'s decoder, counted per
-token, plus the logits and their gradient at the loss (where a step peaks). The coefficients were
+token, plus the logits and their gradient at the loss (where a step peaks); a family's q/k norms,
+Gemma's two extra norms per block and the logit soft cap add theirs (`ActivationShape.from_model_config`
+reads them from the family's settings). The coefficients were
 derived by listing the saved tensors of each operation (tests/train/planning/test_memory_model.py checks
 them against `torch.autograd.graph.saved_tensors_hooks` on the real model). With per-block
 activation checkpointing only each block's input is kept, and one block at a time is recomputed
@@ -98,10 +100,22 @@ class ActivationShape:
     vocab_size: int
     matmul_params: int  # weights that bf16 autocast keeps a cast copy of during forward and backward
     tie_embeddings: bool = True
+    # What a family adds to Llama's block (train/model/llama.py FamilySettings), all 0 for Llama:
+    qk_norm_dim: int = 0  # entries the q/k norms normalize per token: (n_heads + n_kv_heads) * head_dim
+    qk_norm_rows: int = 0  # the mean squares they take per token: one per head, or one per projection
+    norms_in_fp32: bool = False  # norm weights applied before the cast back (OLMo 2, Gemma): fp32 outputs
+    sandwich_norms: bool = False  # two more d_model norms per block, on the attention and FFN outputs (Gemma)
+    block_norm_params: int = 0  # one block's norm weights, replicated under tensor parallelism (0: 2 x d_model)
+    softcap: bool = False  # the logits' soft cap keeps its tanh
+    capped_attention: bool = False  # attention scores soft-capped (Gemma 2): every head's scores kept, not SDPA's
 
     @classmethod
     def from_model_config(cls, cfg) -> ActivationShape:
         """From `train.model.llama.ModelConfig`."""
+        s = cfg.settings
+        qk_rows = {None: 0, "head": cfg.n_heads + cfg.kv_heads, "projection": 2}[s.qk_norm]
+        sandwich = s.norm_placement == "sandwich"
+        qk_dim = 0 if s.qk_norm is None else (cfg.n_heads + cfg.kv_heads) * cfg.head_dim
         return cls(
             d_model=cfg.d_model,
             n_layers=cfg.n_layers,
@@ -111,6 +125,14 @@ class ActivationShape:
             vocab_size=cfg.vocab_size,
             matmul_params=cfg.num_params(embeddings=False),
             tie_embeddings=cfg.tie_embeddings,
+            qk_norm_dim=qk_dim,
+            qk_norm_rows=qk_rows,
+            norms_in_fp32=s.norm_scale_in_fp32,
+            sandwich_norms=sandwich,
+            # A q/k norm over the whole projection is split by heads like the projection.
+            block_norm_params=cfg.block_norm_params() - (qk_dim if s.qk_norm == "projection" else 0),
+            softcap=cfg.final_softcap is not None,
+            capped_attention=cfg.attn_softcap is not None,
         )
 
 
@@ -127,6 +149,11 @@ class ActivationCoefficients:
     logits: int  # log-softmax output kept for the loss
     logit_buffers: int  # the fp32 gradients of the log-softmax output and of the logits, during the loss backward
     weight_copy: int  # bytes per matmul weight of the autocast cast copy
+    norm_entry: int  # per entry of a norm the families add (q/k, Gemma's extra two), its weight applied after the cast
+    logit_entry: int  # per logit of the soft cap's tanh
+
+
+NORM_ENTRY_FP32_WEIGHT = 8  # a norm whose weight is applied before the cast keeps its fp32 input and normalized value
 
 
 # fp32: each RMSNorm keeps its input, x*rsqrt (and rsqrt itself) and its output; attention keeps
@@ -134,13 +161,16 @@ class ActivationCoefficients:
 # bf16 autocast: the residual stream and the norms stay fp32, but every linear keeps its own bf16
 # copy of its input, and matmul outputs are bf16.
 ACTIVATION_COEFFICIENTS = {
-    "fp32": ActivationCoefficients(36, 8, 16, 4, 8, 12, 4, 8, 0),
-    "bf16": ActivationCoefficients(32, 4, 8, 4, 8, 10, 4, 8, 2),
+    "fp32": ActivationCoefficients(36, 8, 16, 4, 8, 12, 4, 8, 0, 8, 4),
+    "bf16": ActivationCoefficients(32, 4, 8, 4, 8, 10, 4, 8, 2, 6, 2),
 }
 RESIDUAL_BYTES = 4  # the residual stream stays fp32 under autocast: a checkpointed block's input
 
 
-def _per_token(shape: ActivationShape, c: ActivationCoefficients) -> tuple[int, int]:
+CAPPED_SCORE_BYTES = 8  # per head and key: the capped scores' tanh and the fp32 softmax (measured within 3%)
+
+
+def _per_token(shape: ActivationShape, c: ActivationCoefficients, seq_len: int) -> tuple[float, int]:
     """Bytes saved per token by one block, and by the final norm and the loss."""
     block = (
         c.d_model * shape.d_model
@@ -149,7 +179,16 @@ def _per_token(shape: ActivationShape, c: ActivationCoefficients) -> tuple[int, 
         + c.heads * shape.n_heads
         + c.const
     )
-    return block, c.head_d_model * shape.d_model + c.logits * shape.vocab_size
+    # Listed like the coefficients: a q/k norm keeps its entries (norm_entry each) and its mean squares
+    # (4 bytes each); Gemma's two extra norms the same over d_model; the soft cap its tanh.
+    entry = NORM_ENTRY_FP32_WEIGHT if shape.norms_in_fp32 else c.norm_entry
+    block += entry * shape.qk_norm_dim + 4 * shape.qk_norm_rows
+    if shape.sandwich_norms:
+        block += 2 * (entry * shape.d_model + 4)
+    if shape.capped_attention:  # a [queries, keys] score matrix per head: per query, seq_len keys
+        block += CAPPED_SCORE_BYTES * shape.n_heads * seq_len
+    head = c.head_d_model * shape.d_model + c.logits * shape.vocab_size
+    return block, head + (c.logit_entry * shape.vocab_size if shape.softcap else 0)
 
 
 def activation_bytes(shape: ActivationShape, micro_batch: int, seq_len: int, dtype: str, checkpointing: bool) -> float:
@@ -174,7 +213,7 @@ def stage_params(shape: ActivationShape, split: Split, pp_rank: int) -> float:
     table = v * d
     head = d + table  # final norm and output head (the table itself when tied)
     block = (shape.matmul_params - head) / L
-    norms = 2 * d
+    norms = shape.block_norm_params or 2 * d
     embedding = 0 if shape.tie_embeddings else table
     if split.pp > 1:
         embedding = embedding if pp_rank == 0 else 0
@@ -201,7 +240,7 @@ def stage_activation_bytes(
 ) -> float:
     """Peak activation memory of one device of pipeline rank `pp_rank` during a step, in bytes."""
     c = ACTIVATION_COEFFICIENTS[dtype]
-    block, head = _per_token(shape, c)
+    block, head = _per_token(shape, c, seq_len)
     if split.tp > 1:
         gathered = 2 * (2 if dtype == "bf16" else 4) * shape.d_model
         block = (block - gathered) / split.tp + gathered

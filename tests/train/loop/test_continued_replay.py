@@ -198,6 +198,10 @@ def test_init_from_a_different_shape_or_a_missing_path_fails_clearly(session_kit
     )
     with pytest.raises(UserError, match=r"model shape mismatch, .* d_model 32 vs 64; n_layers 2 vs 3"):
         run_training(load_config(wider), str(wider))
+    # The same shapes in another family mean other tensors (Qwen3 adds q/k norms).
+    other = session_kit.config(tmp_path / "qwen3", init_from=str(base[0]), max_steps=2, model={"family": "qwen3"})
+    with pytest.raises(UserError, match=r"model shape mismatch, .*: family llama vs qwen3$"):
+        run_training(load_config(other), str(other))
     missing = session_kit.config(tmp_path / "missing", init_from=str(tmp_path / "nowhere"), max_steps=2)
     with pytest.raises(UserError, match="init_from: .*nowhere does not exist"):
         run_training(load_config(missing), str(missing))

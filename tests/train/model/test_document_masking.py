@@ -115,3 +115,21 @@ def test_masks_match_attention_written_out(window: int | None) -> None:
     # The CUDA form's rule, run here by FlexAttention's eager forward (CPU has no FlexAttention backward).
     flex = flex_attention(q, k, v, block_mask=block_mask(t, q.device, docs, window), enable_gqa=True)
     torch.testing.assert_close(flex, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "family",
+    [
+        dict(family="qwen3"),
+        dict(family="olmo2"),
+        # a window shorter than the documents, on one layer of two: the mask is both at once
+        dict(family="gemma3", sliding_window=48, layer_types=("sliding_attention", "full_attention")),
+        dict(family="gemma2", sliding_window=48, layer_types=("sliding_attention", "full_attention"), attn_softcap=50.0),
+    ],
+    ids=["qwen3", "olmo2", "gemma3", "gemma2"],
+)
+def test_every_family_scores_a_packed_document_as_alone(family: dict) -> None:
+    docs = documents([150, 90, 120])
+    cfg = ModelConfig(vocab_size=257, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=512, **family)
+    model = Transformer(cfg, seed=3).eval()
+    torch.testing.assert_close(packed_losses(model, docs), alone_losses(model, docs), rtol=1e-5, atol=1e-5)

@@ -5,6 +5,7 @@ through the project's model; sharded and half-precision files load; unsupported 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,9 @@ def test_unsupported_model_type_is_one_line(hf_model) -> None:
     config = json.loads((directory / "config.json").read_text())
     (directory / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
     with pytest.raises(
-        UserError, match=r"config.json: model_type 'gpt2' is not supported \(supported: llama, mistral, qwen2\)"
+        UserError,
+        match=r"config.json: model_type 'gpt2' is not supported "
+        r"\(supported: llama, mistral, qwen2, qwen3, olmo2, gemma2, gemma3_text\)",
     ):
         load_hf_model(directory)
 
@@ -73,3 +76,102 @@ def test_any_region_of_a_permuted_tensor_reads_like_the_full_one(hf_model) -> No
         full = model.get_parameter(name).detach()
         for rows, cols in ((slice(5, 37), slice(0, 64)), (slice(0, 1), slice(3, 9)), (slice(30, 48), slice(60, 64))):
             torch.testing.assert_close(weights.read_native(name, cfg, (rows, cols)), full[rows, cols], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("window", [None, 1, 5, 16])
+def test_attention_mask_is_transformers_sliding_window_mask(window: int | None) -> None:
+    """Prefill (queries 0..23) and a cached step (queries 20..23 after 20 cached keys)."""
+    from transformers.masking_utils import causal_mask_function, sliding_window_causal_mask_function
+
+    from pretrainkit.train.model.llama import causal_mask
+
+    theirs = causal_mask_function if window is None else sliding_window_causal_mask_function(window)
+    for queries in (torch.arange(24), torch.arange(20, 24)):
+        keys = torch.arange(24)
+        expected = torch.tensor([[bool(theirs(0, 0, q, k)) for k in keys] for q in queries])
+        assert torch.equal(causal_mask(queries, keys, window), expected)
+
+
+def test_gemma3_window_and_local_rope_base_are_what_transformers_uses(hf_model) -> None:
+    """With the window widened to the whole context the first 16 positions (the window) keep
+    transformers' logits and the later ones lose them; with the global RoPE base in the sliding
+    layers every position loses them."""
+    from dataclasses import replace
+
+    from pretrainkit.train.model.llama import Transformer
+
+    directory, reference = hf_model("gemma3")
+    model, cfg = load_hf_model(directory)
+    tokens = torch.randint(0, cfg.vocab_size, (1, 40), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        theirs = reference(tokens).logits
+        for changed, same_until in (
+            (replace(cfg, sliding_window=cfg.max_seq_len), 16),
+            (replace(cfg, rope_local_theta=None), 1),
+        ):
+            other = Transformer(changed)
+            other.load_state_dict(model.state_dict())
+            ours = other(tokens)
+            torch.testing.assert_close(ours[:, :same_until], theirs[:, :same_until], rtol=1e-4, atol=1e-3)
+            assert (ours[:, same_until:] - theirs[:, same_until:]).abs().amax(-1).min() > 1e-3
+
+
+def test_gemma2_attention_soft_cap_is_what_transformers_uses(hf_model) -> None:
+    """Without the cap on the attention scores (5 here) the logits are not transformers' any more."""
+    from dataclasses import replace
+
+    from pretrainkit.train.model.llama import Transformer
+
+    directory, reference = hf_model("gemma2")
+    model, cfg = load_hf_model(directory)
+    assert (cfg.attn_softcap, cfg.final_softcap, cfg.layer_types) == (
+        5.0,
+        30.0,
+        ("sliding_attention", "full_attention"),
+    )
+    uncapped = Transformer(replace(cfg, attn_softcap=None))
+    uncapped.load_state_dict(model.state_dict())
+    tokens = torch.randint(0, cfg.vocab_size, (1, 40), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert (uncapped(tokens) - reference(tokens).logits)[:, 1:].abs().amax(-1).min() > 1e-3
+
+
+@pytest.mark.parametrize(
+    "family, name",
+    [
+        ("olmo2", "layers.1.attention.q_norm.weight"),
+        ("olmo2", "layers.0.attention.k_norm.weight"),
+        ("qwen3", "layers.1.attention.k_norm.weight"),
+    ],
+)
+def test_any_region_of_a_permuted_qk_norm_reads_like_the_full_one(hf_model, family: str, name: str) -> None:
+    """The q/k norm weights are permuted like the q/k rows: per head (Qwen3, 24 entries) or every head
+    of the projection (OLMo 2): an FSDP shard cut anywhere reads its part."""
+    from pretrainkit.train.model.hf_adapter import HFWeights
+
+    directory, _ = hf_model(family)
+    model, cfg = load_hf_model(directory)
+    full = model.get_parameter(name).detach()
+    for rows in (slice(0, len(full)), slice(3, 17), slice(len(full) - 5, len(full))):
+        torch.testing.assert_close(HFWeights(directory).read_native(name, cfg, (rows,)), full[rows], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "family, key, value, message",
+    [
+        ("gemma3", "attn_logit_softcapping", 50.0, "attn_logit_softcapping: 50.0 is not supported"),
+        ("gemma3", "use_bidirectional_attention", True, "use_bidirectional_attention: True is not supported"),
+        ("gemma3", "hidden_activation", "silu", "hidden_activation: 'silu' is not supported"),
+        ("gemma3", "model_type", "gemma3", "model_type 'gemma3' is not supported"),  # the multimodal model
+        ("gemma3", "sliding_window", None, "sliding_attention layers need sliding_window >= 1, got None"),
+        ("gemma2", "use_bidirectional_attention", True, "use_bidirectional_attention: True is not supported"),
+        ("qwen3", "use_sliding_window", True, "use_sliding_window: True is not supported"),
+        ("olmo2", "hidden_act", "gelu", "hidden_act: 'gelu' is not supported"),
+    ],
+)
+def test_what_a_family_cannot_be_is_one_line_naming_config_json_and_the_key(hf_model, family, key, value, message):
+    directory, _ = hf_model(family)
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps({**config, key: value}))
+    with pytest.raises(UserError, match=f"config.json: {re.escape(message)}"):
+        load_hf_model(directory)

@@ -20,6 +20,7 @@ from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
 from pretrainkit.train.checkpoint.load_model import load_model
 from pretrainkit.train.model.generate import generate
+from pretrainkit.train.model.hf_adapter import MODEL_TYPES
 from pretrainkit.train.model.llama import FAMILIES
 
 SEQ, BATCH = 32, 8
@@ -50,6 +51,21 @@ def first_batch(mix: Path) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens[:, :-1], tokens[:, 1:]
 
 
+def transformers_loss(reference, mix: Path) -> float:
+    """transformers' loss on the run's first batch: what step 1 of a run initialized from it reports."""
+    x, y = first_batch(mix)
+    with torch.no_grad():
+        return F.cross_entropy(reference(x).logits.flatten(0, 1), y.flatten()).item()
+
+
+def transformers_greedy(model, prompt: list[int], max_new_tokens: int) -> list[int]:
+    with torch.no_grad():
+        out = model.generate(
+            torch.tensor([prompt]), max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=None, pad_token_id=0
+        )
+    return out[0, len(prompt) :].tolist()
+
+
 def assert_logits_close(ours: torch.Tensor, theirs: torch.Tensor) -> None:
     torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4 * theirs.abs().max().item())
 
@@ -71,10 +87,8 @@ def test_round_trip_hf_train_export_hf(kit, hf_model_with_tokenizer, tmp_path: P
     assert f"initialized from {directory}" in capsys.readouterr().err
 
     # Step 1's loss is computed with the imported weights: transformers' loss on the same batch.
-    x, y = first_batch(mix)
-    with torch.no_grad():
-        expected = F.cross_entropy(reference(x).logits.flatten(0, 1), y.flatten()).item()
-    assert kit.rows(tmp_path / "run")[0]["loss"] == pytest.approx(expected, rel=1e-4)
+    assert kit.rows(tmp_path / "run")[0]["loss"] == pytest.approx(transformers_loss(reference, mix), rel=1e-4)
+    x, _ = first_batch(mix)
 
     out = tmp_path / "exported"
     assert main(["export", str(tmp_path / "run"), "--format", "hf", "-o", str(out)]) == 0
@@ -89,11 +103,8 @@ def test_round_trip_hf_train_export_hf(kit, hf_model_with_tokenizer, tmp_path: P
         assert not torch.allclose(theirs, reference(x).logits, atol=1e-3)  # training moved the weights
 
     prompt = trained.tokenizer.tokenizer.encode("MENENIUS:").ids
-    with torch.no_grad():
-        greedy = exported.generate(
-            torch.tensor([prompt]), max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0
-        )[0, len(prompt) :].tolist()
-    assert generate(trained.model, prompt, 12) == greedy  # from the checkpoint, as `ptk generate RUN_DIR` does
+    # From the checkpoint, as `ptk generate RUN_DIR` does.
+    assert generate(trained.model, prompt, 12) == transformers_greedy(exported, prompt, 12)
 
     tok = AutoTokenizer.from_pretrained(out)
     text = "ROMEO: But soft, what light through yonder window breaks?"
@@ -101,15 +112,71 @@ def test_round_trip_hf_train_export_hf(kit, hf_model_with_tokenizer, tmp_path: P
     assert tok.eos_token == "<|endoftext|>" and exported.generation_config.eos_token_id == trained.tokenizer.eos_id
 
 
-@pytest.mark.parametrize("family", ["mistral", "qwen2"])
+@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma2", "gemma3"])
+def test_continued_pretraining_of_each_family_exports_what_it_trained(
+    kit, hf_model_with_tokenizer, family: str, tmp_path: Path
+) -> None:
+    """ptk train from the HF directory (step 1's loss is transformers'), then ptk export --format hf of
+    the run: transformers loads it as the same model type, with the trained model's logits and greedy
+    continuation (Gemma with a window of 8, shorter than the 32 training positions)."""
+    gemma = family.startswith("gemma")
+    directory, reference, mix = hf_model_with_tokenizer(family, **({"sliding_window": 8} if gemma else {}))
+    assert main(["train", str(hf_config(kit, tmp_path, directory, mix))]) == 0
+    assert kit.rows(tmp_path / "run")[0]["loss"] == pytest.approx(transformers_loss(reference, mix), rel=1e-4)
+    x, _ = first_batch(mix)
+    out = tmp_path / "exported"
+    assert main(["export", str(tmp_path / "run"), "--format", "hf", "-o", str(out)]) == 0
+    exported = load_in_transformers(out)
+    assert exported.config.model_type == reference.config.model_type and type(exported) is type(reference)
+    trained = load_model(tmp_path / "run")
+    prompt = trained.tokenizer.tokenizer.encode("MENENIUS:").ids
+    with torch.no_grad():
+        assert_logits_close(trained.model(x), exported(x).logits)
+        assert not torch.allclose(exported(x).logits, reference(x).logits, atol=1e-3)  # training moved the weights
+    assert generate(trained.model, prompt, 16) == transformers_greedy(exported, prompt, 16)
+
+
+def test_a_gemma3_trained_from_scratch_exports_its_window(kit, hf_model_with_tokenizer, tmp_path: Path) -> None:
+    """`model: {family: gemma3, sliding_window, layer_types, ...}` without init_from: transformers reads
+    the export's window, RoPE bases, query scale and soft cap as the run's (logits on 32 positions, window 8)."""
+    directory, _, mix = hf_model_with_tokenizer("qwen3")  # for its tokenizer and mixture only
+    gemma = {
+        "family": "gemma3",
+        "head_dim": 16,
+        "sliding_window": 8,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "rope_theta": 1e6,
+        "rope_local_theta": 1e4,
+        "query_scale": 24,
+        "final_softcap": 30.0,
+    }
+    config = kit.config(
+        tmp_path, data={"mixture": str(mix), "seq_len": SEQ}, model=gemma, max_steps=3, eval={"every": 0}
+    )
+    assert main(["train", str(config)]) == 0
+    out = tmp_path / "exported"
+    assert main(["export", str(tmp_path / "run"), "--format", "hf", "-o", str(out), "--tokenizer", str(directory)]) == 0
+    exported = load_in_transformers(out)
+    assert type(exported).__name__ == "Gemma3ForCausalLM" and exported.config.sliding_window == 8
+    assert exported.config.layer_types == gemma["layer_types"] and exported.config.query_pre_attn_scalar == 24
+    x, _ = first_batch(mix)
+    with torch.no_grad():
+        assert_logits_close(load_model(tmp_path / "run").model(x), exported(x).logits)
+
+
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3"])
 def test_hf_directory_exports_back_unchanged(hf_model_with_tokenizer, family: str, tmp_path: Path) -> None:
-    directory, reference, _ = hf_model_with_tokenizer(family)
+    """Imported from sharded safetensors, exported sharded: the same model_type, keys and logits (for
+    Gemma 3 on 40 positions, past its window of 16)."""
+    directory, reference, _ = hf_model_with_tokenizer(family, max_shard_size="40KB")
+    assert len(list(directory.glob("model-*.safetensors"))) > 1
     out = tmp_path / "out"
     assert main(["export", str(directory), "--format", "hf", "-o", str(out), "--max-shard-size", "40K"]) == 0
     assert (out / "model.safetensors.index.json").is_file()
     exported = load_in_transformers(out)
-    assert exported.config.model_type == family
-    assert exported.config.tie_word_embeddings == (family == "qwen2")
+    assert exported.config.model_type == MODEL_TYPES[family] == reference.config.model_type
+    assert type(exported) is type(reference)
+    assert exported.config.tie_word_embeddings == (family in ("qwen2", "gemma2", "gemma3"))
     x = torch.randint(0, 300, (2, 40), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         assert_logits_close(exported(x).logits, reference(x).logits)
@@ -144,17 +211,17 @@ def test_native_export_config_is_not_an_hf_config(kit, tmp_path: Path) -> None:
     assert load_model(tmp_path / "native").kind == "native export"
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3"])
 def test_greedy_generation_equals_transformers(hf_model_with_tokenizer, family: str) -> None:
     directory, reference, _ = hf_model_with_tokenizer(family)
     loaded = load_model(directory)
-    prompt = loaded.tokenizer.tokenizer.encode("First Citizen:\nBefore we proceed").ids
-    ours = generate(loaded.model, prompt, max_new_tokens=24)
-    with torch.no_grad():
-        theirs = reference.generate(
-            torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=None, pad_token_id=0
-        )[0, len(prompt) :].tolist()
-    assert ours == theirs and len(set(ours)) > 3
+    seen = set()
+    for text in ("First Citizen:\nBefore we proceed", "KING HENRY:", "ROMEO: But soft, what light"):
+        prompt = loaded.tokenizer.tokenizer.encode(text).ids
+        ours = generate(loaded.model, prompt, max_new_tokens=24)  # Gemma 3: past its window of 16
+        assert ours == transformers_greedy(reference, prompt, 24), text
+        seen.update(ours)
+    assert len(seen) > 3  # not one token repeated: a continuation that depends on the model
 
 
 def test_ptk_generate_prints_the_continuation(hf_model_with_tokenizer, capsys) -> None:
@@ -298,7 +365,7 @@ def test_autotokenizer_on_an_hf_export_gives_the_ids_training_gave(
     directory, _, _ = hf_model_with_tokenizer(family)
     out = tmp_path / "out"
     assert main(["export", str(directory), "--format", "hf", "-o", str(out)]) == 0
-    assert json.loads((out / "config.json").read_text())["model_type"] == family
+    assert json.loads((out / "config.json").read_text())["model_type"] == MODEL_TYPES[family]
     # Real text: Python's own documentation (docstrings of the standard library) and WikiText-2 with its
     # non-ASCII, plus a literal special token, which training encodes as plain text.
     wiki = need_data(DATA / "wikitext2" / "valid.txt").read_text(encoding="utf-8")[:20_000]

@@ -90,6 +90,19 @@ def test_tied_embeddings_share_storage() -> None:
         (dict(n_kv_heads=3), r"n_heads \(4\) must be a multiple of n_kv_heads \(3\)"),
         (dict(n_layers=0), r"n_layers must be >= 1, got 0"),
         (dict(d_model=12, n_heads=4), r"head_dim \(3\) must be even"),
+        (dict(family="gpt2"), r"family must be one of llama, mistral, qwen2, qwen3, olmo2, gemma2, gemma3, got 'gpt2'"),
+        (
+            dict(sliding_window=8),
+            r"sliding_window and sliding layer_types: only with family gemma2 or gemma3, got llama",
+        ),
+        (dict(family="gemma3", layer_types=["full_attention"]), r"layer_types must name one of .* for each of the 2"),
+        (
+            dict(family="gemma3", layer_types=["sliding_attention", "full_attention"]),
+            r"sliding_attention layers need sliding_window >= 1, got None",
+        ),
+        (dict(family="gemma3", final_softcap=0.0), r"final_softcap must be > 0, got 0.0"),
+        (dict(family="gemma3", attn_softcap=50.0), r"attn_softcap: only with family gemma2, got gemma3"),
+        (dict(family="gemma2", rope_local_theta=1e4), r"rope_local_theta: only with family gemma3, got gemma2"),
     ],
 )
 def test_bad_shapes_are_rejected(bad: dict, message: str) -> None:

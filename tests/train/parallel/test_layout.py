@@ -73,6 +73,7 @@ def test_layouts_split_the_world_with_tp_innermost() -> None:
             "model.n_layers: 6 does not split into .* = 4",
         ),
         (2, {"pp": 2}, {"tie_embeddings": True}, "model.tie_embeddings: .* set model.tie_embeddings: false"),
+        (2, {"pp": 2}, {"family": "gemma3", "tie_embeddings": True}, "model.tie_embeddings: .* different pipeline"),
         (6, {"tp": 4}, {"n_kv_heads": 4}, r"parallel: tp x pp = 4 x 1 = 4 does not divide the 6 processes"),
         (
             6,

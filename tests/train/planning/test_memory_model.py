@@ -52,12 +52,21 @@ def _activation_peak_bytes(model: torch.nn.Module, tokens: torch.Tensor, bf16: b
     return sum(saved.values()) + sum(gradients)
 
 
+TINY = dict(vocab_size=300, d_model=48, n_layers=2, n_heads=4, n_kv_heads=2)
+GEMMA_WINDOW = dict(sliding_window=8, layer_types=("sliding_attention", "full_attention"), final_softcap=30.0)
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize(
     "dims",
     [
         dict(vocab_size=300, d_model=48, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=160),
         dict(vocab_size=1000, d_model=96, n_layers=3, n_heads=6, n_kv_heads=6),
+        # The other families' norms, GeGLU, a sliding window, the soft caps.
+        dict(**TINY, family="qwen3"),
+        dict(**TINY, family="olmo2"),
+        dict(**TINY, **GEMMA_WINDOW, family="gemma3"),
+        dict(**TINY, **GEMMA_WINDOW, family="gemma2", attn_softcap=50.0),
     ],
 )
 def test_the_planners_activation_memory_matches_the_real_models_peak(dtype, dims):
