@@ -117,14 +117,17 @@ def test_masks_match_attention_written_out(window: int | None) -> None:
     torch.testing.assert_close(flex, expected, rtol=1e-5, atol=1e-5)
 
 
+WINDOWED = dict(sliding_window=48, layer_types=("sliding_attention", "full_attention"))
+
+
 @pytest.mark.parametrize(
     "family",
     [
         dict(family="qwen3"),
         dict(family="olmo2"),
         # a window shorter than the documents, on one layer of two: the mask is both at once
-        dict(family="gemma3", sliding_window=48, layer_types=("sliding_attention", "full_attention")),
-        dict(family="gemma2", sliding_window=48, layer_types=("sliding_attention", "full_attention"), attn_softcap=50.0),
+        dict(family="gemma3", **WINDOWED),
+        dict(family="gemma2", **WINDOWED, attn_softcap=50.0),
     ],
     ids=["qwen3", "olmo2", "gemma3", "gemma2"],
 )
