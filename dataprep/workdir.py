@@ -2,6 +2,7 @@
 
     if not open_work_dir(out / ".work", {"inputs": ..., "options": ...}, on_reset=clear_index):
         ...  # a fresh start: nothing of an earlier run is reused
+    remove_parts(out, first=len(jobs))  # kept parts of an earlier run over more input
 
 A rerun keeps the work directory only when its plan (inputs with sizes and mtimes, the jobs, the
 options) is the same as the interrupted run's, so a finished job's files are reused only for the
@@ -45,6 +46,14 @@ def open_work_dir(work: Path, plan: dict, on_reset: Callable[[], None] | None = 
     work.mkdir(parents=True)
     write_text_atomic(marker, fingerprint)
     return False
+
+
+def remove_parts(directory: Path, first: int = 0, pattern: str = "part-*.jsonl.zst") -> None:
+    """The numbered parts (`part-NNNNN...`) in `directory` from number `first` on: what an earlier run
+    over more input, or of another plan, left there, which would otherwise read as this run's output."""
+    for p in directory.glob(pattern):
+        if int(p.name[5:10]) >= first:
+            p.unlink()
 
 
 def remove_work_dir(work: Path) -> None:

@@ -39,7 +39,7 @@ from pretrainkit.dataprep.readers import (
     reason_kind,
     refuse_inputs_inside,
 )
-from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
+from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_parts, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import (
     output_directory,
@@ -51,7 +51,6 @@ from pretrainkit.files import (
 from pretrainkit.output_folders import DECONTAMINATE, output_folder
 
 WORK_FORMAT = 1  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
-KEPT_GLOB = "part-*.jsonl.zst"
 
 
 @dataclass(frozen=True)
@@ -136,7 +135,7 @@ def _decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptio
     results = runner.run(check_task, jobs, "decontaminate", weights=[t.nbytes for t in tasks], unit="B")
     write_concatenation_atomic([Path(j.contaminated_path) for j in jobs], out_dir / "contaminated.jsonl")
     write_concatenation_atomic([Path(j.rejected_path) for j in jobs], out_dir / "rejected.jsonl")
-    _remove_stale_parts(out_dir, 0 if options.report_only else len(tasks))
+    remove_parts(out_dir, 0 if options.report_only else len(tasks))  # of a run over more input, or not report-only
     remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
 
     total = Counter()
@@ -169,17 +168,9 @@ def _decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptio
 
 def _remove_outputs(out_dir: Path) -> None:
     """What an earlier run with another plan left: its kept parts and rows."""
-    for p in out_dir.glob(KEPT_GLOB):
-        p.unlink()
+    remove_parts(out_dir)
     for name in ("contaminated.jsonl", "rejected.jsonl"):
         (out_dir / name).unlink(missing_ok=True)
-
-
-def _remove_stale_parts(out_dir: Path, n_parts: int) -> None:
-    """Parts left by an earlier run over more input (or of a run that wrote them, before a report-only one)."""
-    for p in out_dir.glob(KEPT_GLOB):
-        if int(p.name[5:10]) >= n_parts:
-            p.unlink()
 
 
 def _rejection_reasons(path: Path) -> Counter:

@@ -83,7 +83,7 @@ from pretrainkit.dataprep.readers import (
     reason_kind,
     refuse_inputs_inside,
 )
-from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
+from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_parts, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_text_atomic, writing_into
 from pretrainkit.output_folders import DEDUP, output_folder
@@ -194,7 +194,8 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
         raise RuntimeError(f"dedup accounting does not add up: {stats}")
     meta = DedupIndex.meta(options.ngram, [docs for _, docs in written])
     write_text_atomic(index_dir / "meta.json", json.dumps(meta, indent=1) + "\n")
-    _remove_stale_parts(out_dir, index_dir, len(tasks))
+    remove_parts(out_dir, len(tasks))  # parts of an earlier run over more input would read as output
+    remove_parts(index_dir, len(tasks), "part-*")
     for d in (out_dir, index_dir):
         remove_temporaries(d)  # of job attempts that died mid-write (a retried Ray task)
     write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
@@ -283,11 +284,3 @@ def _write_exact_flags(exact: PairFiles, total: int, range_docs: int, path: Path
 def _rejection_reasons(path: Path) -> Counter:
     with open(path, encoding="utf-8") as f:
         return Counter(reason_kind(json.loads(line)["reason"]) for line in f)
-
-
-def _remove_stale_parts(out_dir: Path, index_dir: Path, n_tasks: int) -> None:
-    """Parts left by an earlier run over more input would otherwise look like output."""
-    for d, pattern in ((out_dir, "part-*.jsonl.zst"), (index_dir, "part-*")):
-        for p in d.glob(pattern):
-            if int(p.name[5:10]) >= n_tasks:
-                p.unlink()

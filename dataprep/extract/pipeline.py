@@ -39,8 +39,8 @@ from pretrainkit.dataprep.extract.charset import decode_html
 from pretrainkit.dataprep.extract.html import main_text
 from pretrainkit.dataprep.extract.pages import Broken, Page, Skipped, page_of
 from pretrainkit.dataprep.extract.warc import Unreadable, read_warc
-from pretrainkit.dataprep.readers import DEDUP_KEPT_GLOB, InputFile, discover_inputs, input_format, refuse_inputs_inside
-from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
+from pretrainkit.dataprep.readers import InputFile, discover_inputs, input_format, refuse_inputs_inside
+from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_parts, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import (
     atomic_write,
@@ -140,7 +140,8 @@ def _is_html_group(group: list[InputFile]) -> bool:
 
 def _remove_outputs(out_dir: Path) -> None:
     """An earlier run's outputs, before a run of another plan writes its own."""
-    for stale in [*out_dir.glob(DEDUP_KEPT_GLOB), out_dir / REJECTED_NAME, out_dir / STATS_NAME]:
+    remove_parts(out_dir)
+    for stale in (out_dir / REJECTED_NAME, out_dir / STATS_NAME):
         stale.unlink(missing_ok=True)
 
 

@@ -47,7 +47,7 @@ from pretrainkit.dataprep.readers import (
     reason_kind,
     refuse_inputs_inside,
 )
-from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
+from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_parts, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import (
     atomic_write,
@@ -118,7 +118,7 @@ def _filter(inputs: list[str], out_dir: Path, options: FilterOptions, runner: Jo
         "fields": [options.text_field, options.id_field],
         "version": __version__,
     }
-    open_work_dir(work, plan, on_reset=lambda: _remove_parts(out_dir, 0))
+    open_work_dir(work, plan, on_reset=lambda: remove_parts(out_dir, 0))
     remove_temporaries(out_dir)
     (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the folder is no finished output
 
@@ -126,7 +126,7 @@ def _filter(inputs: list[str], out_dir: Path, options: FilterOptions, runner: Jo
     parts = runner.run(filter_part, jobs, "filter", weights=[t.nbytes for t in tasks], unit="B")
     write_concatenation_atomic([j.path("removed") for j in jobs], out_dir / REMOVED_NAME)
     write_concatenation_atomic([j.path("rejected") for j in jobs], out_dir / REJECTED_NAME)
-    _remove_parts(out_dir, len(jobs))  # an earlier run over more input left these
+    remove_parts(out_dir, len(jobs))  # an earlier run over more input left these
     remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
 
     stats = _stats(parts, options)
@@ -262,10 +262,3 @@ def _run_steps(steps: list, doc: Doc, seconds: dict[str, float]) -> Removal | No
         if removal is not None:
             return removal
     return None
-
-
-def _remove_parts(out_dir: Path, first: int) -> None:
-    """Kept parts numbered `first` and above (of an earlier run over more input, or of another plan)."""
-    for p in out_dir.glob("part-*.jsonl.zst"):
-        if int(p.name[5:10]) >= first:
-            p.unlink()

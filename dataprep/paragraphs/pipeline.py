@@ -66,7 +66,7 @@ from pretrainkit.dataprep.readers import (
     plan_read_tasks,
     refuse_inputs_inside,
 )
-from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
+from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_parts, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import (
     output_directory,
@@ -129,7 +129,7 @@ def _run(inputs: list[str], out_dir: Path, options: ParagraphOptions, runner: Jo
         "options": asdict(options),
         "version": __version__,
     }
-    open_work_dir(work, plan, on_reset=lambda: _remove_parts(out_dir, 0))
+    open_work_dir(work, plan, on_reset=lambda: remove_parts(out_dir, 0))
     remove_temporaries(out_dir)
     (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the folder is no finished output
 
@@ -157,7 +157,7 @@ def _run(inputs: list[str], out_dir: Path, options: ParagraphOptions, runner: Jo
     )
     write_concatenation_atomic([work / f"removed-{i:05d}.jsonl" for i in range(len(tasks))], out_dir / REMOVED_NAME)
     write_concatenation_atomic([scan_path(work, i, "rejected") for i in range(len(tasks))], out_dir / REJECTED_NAME)
-    _remove_parts(out_dir, len(tasks))  # an earlier run over more input left these
+    remove_parts(out_dir, len(tasks))  # an earlier run over more input left these
     remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
 
     stats = _stats(scans, written, resolved["removed"], options)
@@ -232,10 +232,3 @@ def _stats(scans: list[dict], written: list[dict], resolved_removed: int, option
     ):
         raise RuntimeError(f"paragraph dedup accounting does not add up (resolved {resolved_removed}): {stats}")
     return stats
-
-
-def _remove_parts(out_dir: Path, first: int) -> None:
-    """Kept parts numbered `first` and above (of an earlier run over more input, or of another plan)."""
-    for p in out_dir.glob("part-*.jsonl.zst"):
-        if int(p.name[5:10]) >= first:
-            p.unlink()
