@@ -43,7 +43,7 @@ import orjson
 import zstandard
 
 from pretrainkit.errors import UserError, shortened
-from pretrainkit.output_folders import own_name
+from pretrainkit.output_folders import DECONTAMINATE, own_name, owner
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet", ".txt")
 SPLIT_BYTES = 16 << 20  # uncompressed .jsonl files larger than this are read as several tasks
@@ -177,6 +177,12 @@ def _scan_directory(d: Path, given: str, suffixes: Sequence[str]) -> list[Path]:
     # The output folders' own marker and lock are no one's data: neither read nor named.
     every = sorted(f for f in d.rglob("*") if (f.is_file() or _broken_link(f)) and not own_name(f.name))
     dedup_outputs = {f.parent for f in every if f.name == DEDUP_STATS_NAME and any(f.parent.glob(DEDUP_KEPT_GLOB))}
+    for f in every:
+        if f.name == DEDUP_STATS_NAME and f.parent not in dedup_outputs and owner(f.parent) == DECONTAMINATE.name:
+            raise UserError(
+                f"{f.parent}: a `ptk decontaminate --report-only` output: it lists the contaminated documents "
+                f"({f.parent / 'contaminated.jsonl'}) and keeps none; give the corpus it read instead"
+            )
     for f in every:
         if f.parent.name == DEDUP_WORK_NAME and f.parent.parent not in dedup_outputs:
             raise UserError(

@@ -97,7 +97,7 @@ def passages_of(evals: Path) -> list[str]:
     return [json.loads(line)["text"] for line in evals.read_text().splitlines()]
 
 
-def test_report_only_lists_the_same_rows_and_writes_no_records(setup, tmp_path):
+def test_report_only_lists_the_same_rows_and_writes_no_records(setup, tmp_path, capsys):
     root, evals, _ = setup
     removed, listed = tmp_path / "removed", tmp_path / "listed"
     assert run(str(root / "corpus"), "--eval", str(evals), "-o", str(removed), "--workers", "1") == 0
@@ -106,6 +106,15 @@ def test_report_only_lists_the_same_rows_and_writes_no_records(setup, tmp_path):
     assert not list(listed.glob("part-*"))
     stats = json.loads((listed / "stats.json").read_text())
     assert (stats["kept_docs"], stats["contaminated_docs"], stats["options"]["report_only"]) == (598, 2, True)
+    # A report is no corpus: another command given the folder (or one holding it) says so and reads nothing.
+    for given in (listed, tmp_path):
+        assert main(["dedup", str(given), "-o", str(tmp_path / "deduped")]) == 2
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        assert line == (
+            f"ptk: error: {listed}: a `ptk decontaminate --report-only` output: it lists the contaminated documents "
+            f"({listed / 'contaminated.jsonl'}) and keeps none; give the corpus it read instead"
+        )
+        assert not (tmp_path / "deduped").exists()
 
 
 def test_the_same_bytes_for_one_and_two_workers(setup, tmp_path):
