@@ -38,7 +38,7 @@ from pretrainkit.dataprep.filter.language_filter import LanguageSettings, Langua
 from pretrainkit.dataprep.filter.length import MinLength, MinLengthSettings
 from pretrainkit.dataprep.filter.pii import PII, PIISettings
 from pretrainkit.errors import UserError, quoted
-from pretrainkit.user_yaml import read_user_yaml
+from pretrainkit.user_yaml import read_named_items
 
 DEFAULT_FILTERS = Path(__file__).resolve().parent / "examples" / "fineweb.yaml"
 
@@ -71,40 +71,10 @@ def build_step(spec: StepSpec):
 
 def read_filters(path: Path) -> list[StepSpec]:
     """The steps of filters file `path`, validated (see the module docstring)."""
-    doc = read_user_yaml(path, "filters file")
-    if not isinstance(doc, dict) or "filters" not in doc:
-        raise UserError(f"{path}: a filters file is a mapping with the key 'filters' (a list of steps)")
-    unknown = sorted(set(doc) - {"filters"}, key=str)
-    if unknown:
-        raise UserError(f"{path}: unknown key {quoted(unknown[0])} (known: filters)")
-    items = doc["filters"]
-    if not isinstance(items, list) or not items:
-        raise UserError(f"{path}: filters: must be a non-empty list of steps, got {quoted(items)}")
-    specs: list[StepSpec] = []
-    first: dict[str, int] = {}
-    for i, item in enumerate(items):
-        where = f"{path}: filters[{i}]"
-        name, given = _step_item(item, where)
-        if name in first:
-            raise UserError(f"{where}: step '{name}' given twice (also filters[{first[name]}])")
-        first[name] = i
-        specs.append(StepSpec(name, settings_from(STEPS[name][0], given, f"{where}.{name}")))
-    return specs
-
-
-def _step_item(item: object, where: str) -> tuple[str, dict]:
-    if isinstance(item, str):
-        name, given = item, {}
-    elif isinstance(item, dict) and len(item) == 1:
-        ((name, given),) = item.items()
-        given = {} if given is None else given
-    else:
-        raise UserError(f"{where}: a step is its name, or a mapping of its name to its settings; got {quoted(item)}")
-    if name not in STEPS:
-        raise UserError(f"{where}: unknown step {quoted(name)} (known: {', '.join(STEPS)})")
-    if not isinstance(given, dict):
-        raise UserError(f"{where}.{name}: settings must be a mapping, got {quoted(given)}")
-    return name, given
+    return [
+        StepSpec(name, settings_from(STEPS[name][0], given, f"{where}.{name}"))
+        for name, given, where in read_named_items(path, "filters file", "filters", "step", STEPS)
+    ]
 
 
 def settings_from(cls: type, given: dict, where: str):

@@ -30,10 +30,10 @@ from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, set
 from pretrainkit.dataprep.paragraphs.pipeline import ParagraphOptions
 from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, Tokenize
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions
-from pretrainkit.errors import UserError, quoted
+from pretrainkit.errors import UserError
 from pretrainkit.quantities import count
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
-from pretrainkit.user_yaml import read_user_yaml
+from pretrainkit.user_yaml import read_named_items
 
 
 @dataclass(frozen=True)
@@ -92,47 +92,18 @@ SIZES = ("shard_size", "batch_size")  # token counts, given as 32M or 16384
 
 def read_pipeline(path: Path, text_field: str = "text", id_field: str = "id") -> list[Stage]:
     """The stages of pipeline file `path`, validated, each reading records' text and id from these fields."""
-    doc = read_user_yaml(path, "pipeline file")
-    if not isinstance(doc, dict) or "stages" not in doc:
-        raise UserError(f"{path}: a pipeline file is a mapping with the key 'stages' (a list of stages)")
-    unknown = sorted(set(doc) - {"stages"}, key=str)
-    if unknown:
-        raise UserError(f"{path}: unknown key {quoted(unknown[0])} (known: stages)")
-    items = doc["stages"]
-    if not isinstance(items, list) or not items:
-        raise UserError(f"{path}: stages: must be a non-empty list of stages, got {quoted(items)}")
+    items = read_named_items(path, "pipeline file", "stages", "stage", SETTINGS)
     stages: list[Stage] = []
-    seen: dict[str, int] = {}
-    for i, item in enumerate(items):
-        where = f"{path}: stages[{i}]"
-        name, given = _stage_item(item, where)
-        if name in seen:
-            raise UserError(f"{where}: stage '{name}' given twice (also stages[{seen[name]}])")
-        seen[name] = i
+    for i, (name, given, where) in enumerate(items):
         if name == FIRST and i != 0:
             raise UserError(f"{where}: '{FIRST}' must be the first stage (it reads WARC and HTML, the others JSONL)")
         if name == LAST and i != len(items) - 1:
             raise UserError(f"{where}: '{LAST}' must be the last stage (the others read and write text)")
         settings = settings_from(SETTINGS[name], _sizes(given, f"{where}.{name}"), f"{where}.{name}")
         stages.append(_stage(name, settings, path.parent, text_field, id_field, f"{where}.{name}"))
-    if FIRST in seen and (text_field, id_field) != ("text", "id"):
+    if stages[0].name == FIRST and (text_field, id_field) != ("text", "id"):
         raise UserError(f"{path}: --text-field/--id-field: an '{FIRST}' stage writes records with 'text' and 'id'")
     return stages
-
-
-def _stage_item(item: object, where: str) -> tuple[str, dict]:
-    if isinstance(item, str):
-        name, given = item, {}
-    elif isinstance(item, dict) and len(item) == 1:
-        ((name, given),) = item.items()
-        given = {} if given is None else given
-    else:
-        raise UserError(f"{where}: a stage is its name, or a mapping of its name to its settings; got {quoted(item)}")
-    if name not in SETTINGS:
-        raise UserError(f"{where}: unknown stage {quoted(name)} (known: {', '.join(SETTINGS)})")
-    if not isinstance(given, dict):
-        raise UserError(f"{where}.{name}: settings must be a mapping, got {quoted(given)}")
-    return name, given
 
 
 def _sizes(given: dict, where: str) -> dict:
