@@ -3,11 +3,14 @@ of a tokenizer.json that keep or change its vocabulary; in-process training on o
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
 
 import pytest
+
+_BUCKET_NUMBERS = itertools.count()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -60,3 +63,26 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def s3_server_session():
+    """One S3 server (moto, on the loopback, keys checked) for the session's tests (`fixtures/s3_server.py`)."""
+    from fixtures.s3_server import s3_server
+
+    with s3_server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3(s3_server_session, monkeypatch):
+    """The session's S3 server, with this test's processes configured for it through the standard AWS
+    variables, and a bucket of the test's own (`s3.bucket`, as `s3://NAME`)."""
+    import s3fs
+
+    for name, value in s3_server_session.environment().items():
+        monkeypatch.setenv(name, value)
+    s3fs.S3FileSystem.clear_instance_cache()  # instances hold the credentials they were made with
+    s3_server_session.bucket = s3_server_session.make_bucket(f"test-{next(_BUCKET_NUMBERS)}")
+    yield s3_server_session
+    s3fs.S3FileSystem.clear_instance_cache()

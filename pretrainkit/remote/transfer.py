@@ -1,0 +1,81 @@
+"""Copies between object storage and local files, each published atomically at its destination.
+
+    listing = list_tree("s3://bucket/corpus")                # {"a/part-0.jsonl": 1234, ...}
+    download("s3://bucket/corpus/a/part-0.jsonl", local)     # to `local`.tmp-PID, renamed into place
+    upload(local, "s3://bucket/out/stats.json")              # under a temporary key, copied, deleted
+
+A bucket has no rename: an upload goes to `KEY.tmp-PID` first, is copied to KEY by the service and
+the temporary deleted, so a reader of KEY sees the whole object or none (`pretrainkit/files.py`'s
+temporaries, the same names). A kill in between leaves a temporary key that no reader takes and the
+next publication of the folder removes (`remote.staging`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pretrainkit.files import TMP_MARK, atomic_write, is_temporary
+from pretrainkit.remote.urls import filesystem, storage_errors
+
+CHUNK = 8 << 20  # bytes per read from a remote file
+
+
+def list_tree(url: str) -> dict[str, int]:
+    """Every object under `url` (a folder prefix) by its path relative to `url`, with its size;
+    {} when there is none. A single object is listed as {"": size}."""
+    fs, root = filesystem(url)
+    with storage_errors(url, "list"):
+        if fs.isfile(root):
+            return {"": int(fs.size(root))}
+        found = fs.find(root, detail=True)
+    root = root.rstrip("/")
+    return {
+        name[len(root) + 1 :]: int(info.get("size") or 0)
+        for name, info in sorted(found.items())
+        if info.get("type") != "directory" and name.startswith(root + "/")
+    }
+
+
+def exists(url: str) -> bool:
+    fs, path = filesystem(url)
+    with storage_errors(url, "look up"):
+        return bool(fs.exists(path))
+
+
+def download(url: str, local: str | os.PathLike) -> Path:
+    """Copy object `url` to the local file `local` (atomically); returns `local`."""
+    fs, path = filesystem(url)
+    local = Path(local)
+    with storage_errors(url, "download"), fs.open(path, "rb", block_size=CHUNK) as src:
+        with atomic_write(local, "wb", durable=False) as dst:
+            while chunk := src.read(CHUNK):
+                dst.write(chunk)
+    return local
+
+
+def read_bytes(url: str) -> bytes:
+    fs, path = filesystem(url)
+    with storage_errors(url, "read"):
+        return fs.cat_file(path)
+
+
+def upload(local: str | os.PathLike, url: str) -> None:
+    """Publish the local file `local` as object `url`: through a temporary key, so never half-written."""
+    fs, path = filesystem(url, writing=True)
+    tmp = f"{path}{TMP_MARK}{os.getpid()}"
+    with storage_errors(url, "write"):
+        fs.put_file(os.fspath(local), tmp)
+        fs.copy(tmp, path)
+        fs.rm_file(tmp)
+
+
+def remove(url: str) -> None:
+    fs, path = filesystem(url, writing=True)
+    with storage_errors(url, "delete"):
+        fs.rm_file(path)
+
+
+def temporaries(listing: dict[str, int]) -> list[str]:
+    """The names in a `list_tree` listing that are interrupted uploads' temporary keys."""
+    return [name for name in listing if is_temporary(name.rsplit("/", 1)[-1])]
