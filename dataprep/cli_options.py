@@ -13,14 +13,24 @@ from pretrainkit.dataprep.readers import refuse_inputs_inside
 from pretrainkit.files import writing_into
 from pretrainkit.output_folders import Kind, output_folder
 from pretrainkit.quantities import count
+from pretrainkit.remote.staging import WORK_DIR_ENV
+from pretrainkit.remote.urls import is_url
 
 
 def add_inputs_and_output(p: argparse.ArgumentParser, output_help: str) -> None:
     """INPUT... and -o OUT, as every command over raw corpora takes them."""
     p.add_argument(
-        "inputs", nargs="+", metavar="INPUT", help=".jsonl, .jsonl.gz, .jsonl.zst, .parquet, .txt files or directories"
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help=".jsonl, .jsonl.gz, .jsonl.zst, .parquet, .txt files or directories, local or URLs (s3://, gs://, az://, hf://)",
     )
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help=output_help)
+    p.add_argument("-o", "--output", required=True, type=output_path, metavar="OUT", help=output_help)
+
+
+def output_path(given: str) -> str | Path:
+    """-o as given: a URL stays one (`pretrainkit.remote.staging` stages it), a local path is a Path."""
+    return given if is_url(given) else Path(given)
 
 
 def add_field_options(p: argparse.ArgumentParser) -> None:
@@ -29,7 +39,8 @@ def add_field_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_executor_options(p: argparse.ArgumentParser) -> None:
-    """Where the jobs run: --workers, --executor, --ray-address (the output depends on none of them)."""
+    """Where the jobs run: --workers, --executor, --ray-address, and the local --work-dir (the output
+    depends on none of them)."""
     p.add_argument(
         "--workers",
         type=count,
@@ -53,6 +64,12 @@ def add_executor_options(p: argparse.ArgumentParser) -> None:
             "Ray cluster to run on, e.g. auto or HOST:6379 "
             "(default: $RAY_ADDRESS, else a local Ray instance for the run)"
         ),
+    )
+    p.add_argument(
+        "--work-dir",
+        metavar="DIR",
+        help="local folder for URL inputs fetched and a URL output staged before it is published "
+        f"(default: ${WORK_DIR_ENV}, else pretrainkit-work in the system's temporary folder)",
     )
 
 

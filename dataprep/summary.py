@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from pretrainkit.remote.staging import shown
+
 
 def input_row(input_bytes: int, seconds: float) -> tuple[str, str]:
     """How much input was read, in how long, at what rate."""
@@ -19,4 +21,5 @@ def input_row(input_bytes: int, seconds: float) -> tuple[str, str]:
 def summary_table(command: str, out_dir: Path, rows: Sequence[tuple[str, str]], tail: Sequence[str] = ()) -> str:
     """`COMMAND -> OUT`, then the rows with their values aligned, then `tail` lines as they are."""
     width = max(len(name) for name, _ in rows)
-    return "\n".join([f"{command} -> {out_dir}", *(f"  {name:<{width}}  {value}" for name, value in rows), *tail])
+    lines = [f"{command} -> {out_dir}", *(f"  {name:<{width}}  {value}" for name, value in rows), *tail]
+    return shown("\n".join(lines))  # a staged output by its URL

@@ -2,6 +2,8 @@
 
 Every handler is `func(args) -> int` (the exit status). A `UserError` anywhere below becomes one
 line on stderr and exit status 2, never a traceback; a progress bar still on screen ends its line first.
+A command whose parser sets `url_arguments` (the dataprep commands) takes URLs there: they are made
+local paths around it, and its output published after it (`pretrainkit/remote/staging.py`).
 SIGTERM stops a command as Ctrl-C does (`pretrainkit/sigterm.py`), with one line and status 143; a
 command whose parser sets `resumes=True` (dedup, tokenize, prepare) says that the same command resumes.
 A closed stdout (`| head`) ends the command quietly with status 141.
@@ -10,6 +12,7 @@ A closed stdout (`| head`) ends the command quietly with status 141.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
@@ -20,6 +23,7 @@ from pretrainkit import __version__
 from pretrainkit.arguments import CommandParser
 from pretrainkit.errors import UserError
 from pretrainkit.progress import end_bars
+from pretrainkit.remote.staging import local_arguments, shown
 from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, handling_sigterm
 
 # Each folder's cli.py registers the commands it owns (`register(subparsers)`), in the order `ptk --help`
@@ -57,10 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with handling_sigterm():
             args = build_parser().parse_args(argv)
-            return int(args.func(args) or 0)
+            urls = getattr(args, "url_arguments", None)
+            with local_arguments(args, urls) if urls else contextlib.nullcontext():
+                return int(args.func(args) or 0)
     except UserError as e:
         end_bars()
-        print(f"ptk: error: {e}", file=sys.stderr)
+        print(f"ptk: error: {shown(str(e))}", file=sys.stderr)
         return 2
     except Terminated:
         end_bars()

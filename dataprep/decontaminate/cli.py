@@ -14,6 +14,7 @@ from pretrainkit.dataprep.cli_options import (
 from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions, owned_directories, run_decontaminate
 from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.output_folders import DECONTAMINATE
+from pretrainkit.remote.staging import UrlArguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,7 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report-only", action="store_true", help="list the contaminated documents, write no kept records")
     add_field_options(p)
     add_executor_options(p)
-    p.set_defaults(func=_run, resumes=True)
+    p.set_defaults(
+        func=_run, resumes=True, url_arguments=UrlArguments(inputs=("inputs",), files=("eval_files",), output="output")
+    )
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -34,6 +34,7 @@ from pretrainkit.dataprep.decontaminate.ngrams import gram_hashes, hash_filter, 
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, write_text_atomic
 from pretrainkit.progress import progress_bar
+from pretrainkit.remote.staging import shown
 
 INDEX_MARKER = "index.json"
 
@@ -83,8 +84,9 @@ def build_index(eval_files: list[str], options: EvalOptions) -> EvalTables:
     per_file: dict[str, dict] = {}
     with progress_bar(desc="eval sets", unit="item") as bar:
         for path in eval_files:
-            per_file[path] = _read_into(path, options, (hashes, refs, words, items))
-            bar.update(per_file[path]["items"])
+            name = shown(path)  # as given: a fetched file by its URL
+            per_file[name] = _read_into(path, name, options, (hashes, refs, words, items))
+            bar.update(per_file[name]["items"])
     table = np.concatenate(hashes)
     order = np.argsort(table, kind="stable")
     offsets = np.zeros(len(words) + 1, np.int64)
@@ -92,8 +94,8 @@ def build_index(eval_files: list[str], options: EvalOptions) -> EvalTables:
     return EvalTables(table[order], np.concatenate(refs)[order], b"".join(words), offsets, items, per_file)
 
 
-def _read_into(path: str, options: EvalOptions, tables: tuple[list, list, list, list]) -> dict:
-    """One evaluation file's items appended to the lists of `build_index`; returns its counts."""
+def _read_into(path: str, name: str, options: EvalOptions, tables: tuple[list, list, list, list]) -> dict:
+    """One evaluation file's items appended to the lists of `build_index` (named `name`); returns its counts."""
     hashes, refs, words, items = tables
     counts = {"items": 0, "items_shorter_than_ngram": 0, "ngrams": 0}
     for item in read_eval_file(path, options.fields, options.id_field):
@@ -103,7 +105,7 @@ def _read_into(path: str, options: EvalOptions, tables: tuple[list, list, list, 
             counts["items_shorter_than_ngram"] += 1
             continue
         at = len(items)
-        items.append((item.eval_id, path))
+        items.append((item.eval_id, name))
         words.append(b" ".join(normalized_words(item.text)))
         hashes.append(grams)
         refs.append(np.stack([np.full(len(grams), at, np.uint32), np.arange(len(grams), dtype=np.uint32)], 1))

@@ -28,6 +28,7 @@ import orjson
 
 from pretrainkit.dataprep.readers import BOM, SUFFIXES, file_lines, input_format
 from pretrainkit.errors import UserError, quoted
+from pretrainkit.remote.staging import shown
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def _text_items(path: str) -> Iterator[EvalItem]:
     for number, line in enumerate(data.removeprefix(BOM).split(b"\n"), 1):
         text = _decoded(path, number, line).rstrip("\r")
         if text.strip():
-            yield EvalItem(f"{path}:{number}", number, text)
+            yield EvalItem(f"{shown(path)}:{number}", number, text)  # a fetched file by its URL
 
 
 def _jsonl_items(path: str, fields: tuple[str, ...], id_field: str) -> Iterator[EvalItem]:
@@ -114,7 +115,7 @@ def _item(obj: dict, path: str, number: int, fields: tuple[str, ...], id_field: 
     texts = [_field_text(obj, path, number, field) for field in fields]
     eval_id = obj.get(id_field)
     if eval_id is None or eval_id == "":
-        eval_id = f"{path}:{number}"
+        eval_id = f"{shown(path)}:{number}"
     elif isinstance(eval_id, bool) or not isinstance(eval_id, (str, int)):
         raise UserError(
             f"{path}:{number}: id field '{id_field}' is a {type(eval_id).__name__}, not a string or integer"

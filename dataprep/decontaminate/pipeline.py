@@ -49,6 +49,7 @@ from pretrainkit.files import (
     writing_into,
 )
 from pretrainkit.output_folders import DECONTAMINATE, output_folder
+from pretrainkit.remote.staging import shown
 
 WORK_FORMAT = 1  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 
@@ -110,7 +111,7 @@ def _decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptio
         "inputs": input_stamps(files),
         "evals": [(p, os.path.getsize(p), os.stat(p).st_mtime_ns) for p in options.eval_files],
         "tasks": [(t.file.path, t.start, t.end) for t in tasks],
-        "options": asdict(options),
+        "options": dict(asdict(options), eval_files=[shown(p) for p in options.eval_files]),  # as given
     }
     open_work_dir(work, plan, on_reset=lambda: _remove_outputs(out_dir))
     for d in (out_dir, work):
@@ -154,7 +155,7 @@ def _decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptio
         "docs_shorter_than_ngram": total["shorter_than_ngram"],
         "hash_collisions": total["hash_collisions"],
         "eval_files": per_file,
-        "options": asdict(options),
+        "options": dict(asdict(options), eval_files=[shown(p) for p in options.eval_files]),  # as given
         "version": __version__,
     }
     if stats["input_docs"] != stats["kept_docs"] + stats["contaminated_docs"] + stats["rejected"]:

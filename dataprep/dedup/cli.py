@@ -17,6 +17,7 @@ from pretrainkit.dataprep.paragraphs.cli import add_paragraph_options, refuse_mi
 from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.output_folders import DEDUP
 from pretrainkit.quantities import quantity
+from pretrainkit.remote.staging import UrlArguments
 
 
 def add_dedup_options(p: argparse.ArgumentParser) -> None:
@@ -73,7 +74,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sets how the work is cut, never the output",
     )
     add_paragraph_options(p)
-    p.set_defaults(func=_run, resumes=True)
+    p.set_defaults(
+        func=_run, resumes=True, url_arguments=UrlArguments(inputs=("inputs",), files=("against",), output="output")
+    )
 
 
 def _run(args: argparse.Namespace) -> int:

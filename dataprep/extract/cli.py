@@ -6,10 +6,11 @@ import argparse
 import time
 from pathlib import Path
 
-from pretrainkit.dataprep.cli_options import add_executor_options, runner_from_args
+from pretrainkit.dataprep.cli_options import add_executor_options, output_path, runner_from_args
 from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES, REJECTED_NAME, owned_directories, run_extract
 from pretrainkit.dataprep.summary import summary_table
 from pretrainkit.output_folders import EXTRACT
+from pretrainkit.remote.staging import UrlArguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,9 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "`ptk dedup` and `ptk tokenize` as it is.",
     )
     p.add_argument("inputs", nargs="+", metavar="INPUT", help=f"{', '.join(INPUT_SUFFIXES)} files or directories")
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help="output directory")
+    p.add_argument("-o", "--output", required=True, type=output_path, metavar="OUT", help="output directory")
     add_executor_options(p)
-    p.set_defaults(func=_run, resumes=True)
+    p.set_defaults(func=_run, resumes=True, url_arguments=UrlArguments(inputs=("inputs",), output="output"))
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from pretrainkit.dataprep.filter.pipeline import REMOVED_NAME, FilterOptions, ow
 from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, with_languages
 from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.output_folders import FILTER
+from pretrainkit.remote.staging import UrlArguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_field_options(p)
     add_executor_options(p)
-    p.set_defaults(func=_run, resumes=True)
+    p.set_defaults(func=_run, resumes=True, url_arguments=UrlArguments(inputs=("inputs",), output="output"))
 
 
 def _languages(value: str) -> list[str]:

@@ -22,6 +22,7 @@ from pretrainkit.dataprep.summary import summary_table
 from pretrainkit.dataprep.tokenize.cli import add_tokenize_options, tokenize_options
 from pretrainkit.errors import UserError
 from pretrainkit.output_folders import PREPARE
+from pretrainkit.remote.staging import UrlArguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_tokenize_options(prepare, required=False)
     add_dedup_options(prepare)
     add_executor_options(prepare)
-    prepare.set_defaults(func=run_prepare_command, resumes=True)
+    prepare.set_defaults(
+        func=run_prepare_command,
+        resumes=True,
+        url_arguments=UrlArguments(inputs=("inputs",), files=("tokenizer", "against"), output="output"),
+    )
 
 
 def stages_from_args(args: argparse.Namespace) -> list[Stage]:

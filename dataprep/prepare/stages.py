@@ -50,6 +50,7 @@ from pretrainkit.output_folders import (
     Kind,
     output_folder,
 )
+from pretrainkit.remote.staging import shown
 
 # The order a pipeline's stages must keep where it has them (`pretrainkit.dataprep.prepare.pipeline_file`).
 FIRST, LAST = "extract", "tokenize"
@@ -79,11 +80,14 @@ class Stage:
     def as_json(self) -> dict:
         options = self.options
         if isinstance(options, Tokenize):
-            options = {"tokenizer": options.tokenizer, **asdict(options.options)}
+            options = {"tokenizer": shown(options.tokenizer), **asdict(options.options)}
         elif isinstance(options, FilterOptions):
             options = {"filters": [s.as_json() for s in options.steps]}
         elif options is not None:
             options = asdict(options)
+            for key in ("against", "eval_files"):  # paths as given: a fetched file by its URL
+                if options.get(key):
+                    options[key] = [shown(p) for p in options[key]] if key == "eval_files" else shown(options[key])
         return {self.name: options}
 
     def files(self) -> list[str]:

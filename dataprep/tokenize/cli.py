@@ -27,6 +27,7 @@ from pretrainkit.files import output_file, write_text_atomic, writing_into
 from pretrainkit.output_folders import TOKENIZE
 from pretrainkit.progress import progress_bar
 from pretrainkit.quantities import count
+from pretrainkit.remote.staging import UrlArguments
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
 
 
@@ -49,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--min-frequency", type=int, default=2, help="least count of a pair to merge (default 2)")
     train.add_argument("--eos-token", default=DEFAULT_EOS, help=f"end-of-text token (default {DEFAULT_EOS})")
     add_field_options(train)
-    train.set_defaults(func=run_train)
+    train.set_defaults(func=run_train, url_arguments=UrlArguments(inputs=("inputs",)))
 
     tokenize = sub.add_parser(
         "tokenize",
@@ -61,7 +62,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_tokenize_options(tokenize)
     add_field_options(tokenize)
     add_executor_options(tokenize)
-    tokenize.set_defaults(func=run_tokenize, resumes=True)
+    tokenize.set_defaults(
+        func=run_tokenize,
+        resumes=True,
+        url_arguments=UrlArguments(inputs=("inputs",), files=("tokenizer",), output="output"),
+    )
 
 
 def add_tokenize_options(p: argparse.ArgumentParser, required: bool = True) -> None:

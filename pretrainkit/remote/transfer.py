@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pretrainkit.files import TMP_MARK, atomic_write, is_temporary
+from pretrainkit.files import TMP_MARK, atomic_write
 from pretrainkit.remote.urls import filesystem, storage_errors
 
 CHUNK = 8 << 20  # bytes per read from a remote file
@@ -74,8 +74,3 @@ def remove(url: str) -> None:
     fs, path = filesystem(url, writing=True)
     with storage_errors(url, "delete"):
         fs.rm_file(path)
-
-
-def temporaries(listing: dict[str, int]) -> list[str]:
-    """The names in a `list_tree` listing that are interrupted uploads' temporary keys."""
-    return [name for name in listing if is_temporary(name.rsplit("/", 1)[-1])]

@@ -91,8 +91,8 @@ def test_pyproject_installs_every_package_folder():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
     assert config["package-dir"] == PACKAGE_DIR
     listed = set(config["packages"])
-    folders = {"pretrainkit"}
-    for package, folder in PACKAGE_DIR.items():
+    folders = set()
+    for package, folder in {"pretrainkit": "pretrainkit", **PACKAGE_DIR}.items():
         for init in (ROOT / folder).rglob("__init__.py"):
             relative = init.parent.relative_to(ROOT / folder)
             folders.add(".".join([package, *relative.parts]))

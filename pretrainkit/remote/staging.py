@@ -1,0 +1,197 @@
+"""A dataprep command's URL arguments as local paths: inputs fetched into a work folder, OUT written
+into a local staging folder and published to the bucket when the command ends.
+
+    spec = UrlArguments(inputs=("inputs",), files=("against",), output="output")
+    with local_arguments(args, spec):       # args.inputs, args.against, args.output now local paths
+        status = args.func(args)            # the command as on local paths: same code, same bytes
+                                            # -> then OUT's files published to the bucket, the stats last
+
+Why staging: every guarantee of the commands (byte-identical outputs, resume after kill -9, bounded
+memory, the output folder's marker and lock) rests on local files that are renamed into place.
+Running the unchanged command on a local folder keeps all of them; publishing is a second, simple step:
+
+- Inputs: a URL input (an object or a prefix, read as a folder) is downloaded into
+  `WORK/inputs/<scheme>/<bucket>/<key>`, mirroring the bucket's layout, so records are named relative to
+  the inputs exactly as for a local copy of them. A file already there at the object's size is taken
+  as it is (a rerun after a kill does not fetch it again); the copies are removed when the command succeeds.
+- Output: OUT is written in `WORK/outputs/<hash of the URL>/`; the command's work files (`.work/`)
+  never leave it. When the command succeeds, every other file is uploaded through a temporary key
+  (`remote.transfer.upload`): first the stats and manifests the bucket already holds are deleted, then
+  the files in sorted order, then the objects of an earlier run that this one did not write are
+  deleted, and last the stats (`stats.json`) and manifests (`manifest.json`), the deepest first: a
+  reader that finds the top `stats.json` (or a shard set's `manifest.json`) finds everything it lists.
+  Then the staging folder is removed. A command that fails or is killed leaves it, so the same command
+  resumes from it on this machine (on another, it starts over and publishes the same bytes).
+- Ownership: the bucket's output marker (`pretrainkit.output_folders`) is fetched into the staging
+  folder first, so a command refuses a prefix holding another command's output as it refuses a
+  folder; a prefix holding objects of no ptk output is refused. Two machines writing one prefix at
+  once are not detected (the lock is local).
+
+WORK is `--work-dir`, else `$PTK_WORK_DIR`, else `pretrainkit-work` in the system's temporary folder.
+Messages and summaries name the URLs, not the staging paths (`shown`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pretrainkit.errors import UserError, shortened
+from pretrainkit.files import is_temporary
+from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
+from pretrainkit.progress import progress_bar
+from pretrainkit.remote.transfer import download, list_tree, remove, upload
+from pretrainkit.remote.urls import filesystem, is_url, join, scheme
+
+WORK_DIR_ENV = "PTK_WORK_DIR"
+WORK_NAME = ".work"  # a command's resume files: they stay in the staging folder
+FINISHING_NAMES = ("stats.json", "manifest.json")  # published last: their presence says the rest is there
+
+_SHOWN: dict[str, str] = {}  # staging path -> the URL it stands for, for messages
+
+
+@dataclass(frozen=True)
+class UrlArguments:
+    """Which attributes of a command's parsed arguments may be URLs."""
+
+    inputs: tuple[str, ...] = ()  # each a list of input files or folders
+    files: tuple[str, ...] = ()  # each one path (or a list of paths) to a file or folder read whole
+    output: str | None = None  # the output folder
+
+
+def work_dir(given: str | os.PathLike | None = None) -> Path:
+    return Path(given or os.environ.get(WORK_DIR_ENV) or Path(tempfile.gettempdir()) / "pretrainkit-work")
+
+
+def shown(text: str) -> str:
+    """`text` with every staging path in it replaced by the URL it stands for."""
+    for local, url in sorted(_SHOWN.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(local, url)
+    return text
+
+
+@contextlib.contextmanager
+def local_arguments(args: argparse.Namespace, spec: UrlArguments) -> Iterator[None]:
+    """Replace the URL arguments `spec` names by local paths for the body; publish OUT after it."""
+    work = work_dir(getattr(args, "work_dir", None))
+    output_url = getattr(args, spec.output) if spec.output else None
+    if is_url(output_url):
+        _refuse_inputs_inside(args, spec, output_url)
+    fetched: list[Path] = []
+    for name in spec.inputs + spec.files:
+        value = getattr(args, name, None)
+        if isinstance(value, list):
+            setattr(args, name, [_fetched(v, work, fetched) for v in value])
+        elif value is not None:
+            setattr(args, name, _fetched(value, work, fetched))
+    staging = None
+    if is_url(output_url):
+        staging = _staging_folder(output_url, work)
+        setattr(args, spec.output, staging)
+        _SHOWN[str(staging)] = output_url.rstrip("/")
+    yield
+    if staging is not None:
+        publish(staging, output_url)
+        shutil.rmtree(staging, ignore_errors=True)
+    for local in fetched:  # kept after a failure: the rerun takes them as they are
+        if local.is_dir():
+            shutil.rmtree(local, ignore_errors=True)
+        else:
+            local.unlink(missing_ok=True)
+
+
+def _fetched(value: object, work: Path, fetched: list[Path]) -> object:
+    """A URL input as the local path it is downloaded to (added to `fetched`); anything else as it is."""
+    if not is_url(value):
+        return value
+    url = str(value).rstrip("/")
+    listing = {rel: size for rel, size in list_tree(url).items() if not is_temporary(rel.rsplit("/", 1)[-1])}
+    if not listing:
+        raise UserError(f"{url}: no such file or directory")
+    fs, key = filesystem(url)
+    local = work / "inputs" / scheme(url) / key.strip("/")
+    wanted = {rel: size for rel, size in listing.items() if not _have(local / rel if rel else local, size)}
+    with progress_bar(total=sum(wanted.values()), desc="fetch", unit="B", unit_scale=True, leave=False) as bar:
+        for rel, size in wanted.items():
+            download(join(url, rel) if rel else url, local / rel if rel else local)
+            bar.update(size)
+    _SHOWN[str(local)] = url
+    fetched.append(local)
+    return str(local)
+
+
+def _have(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except OSError:
+        return False
+
+
+def _refuse_inputs_inside(args: argparse.Namespace, spec: UrlArguments, output_url: str) -> None:
+    out = output_url.rstrip("/")
+    for name in spec.inputs + spec.files:
+        value = getattr(args, name, None)
+        for given in value if isinstance(value, list) else [value]:
+            if is_url(given) and (given.rstrip("/") == out or given.startswith(out + "/")):
+                raise UserError(f"{given}: input lies inside the output directory {output_url}; choose another -o")
+
+
+def _staging_folder(url: str, work: Path) -> Path:
+    """The local folder OUT is written in, with the bucket's output marker fetched into it (see the
+    module docstring: Ownership)."""
+    filesystem(url, writing=True)
+    listing = list_tree(url)
+    staging = work / "outputs" / hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
+    if listing.get(MARKER_NAME) is not None:
+        if not (staging / MARKER_NAME).is_file():
+            download(join(url, MARKER_NAME), staging / MARKER_NAME)
+    else:
+        others = [rel for rel in listing if not is_temporary(rel.rsplit("/", 1)[-1])]
+        if others:
+            shown_names = ", ".join(shortened(n, 60) for n in others[:3])
+            more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+            raise UserError(
+                f"{url}: holds objects of no ptk output ({shown_names}{more}); "
+                "write into an empty prefix or an earlier run's output"
+            )
+    return staging
+
+
+def publish(staging: Path, url: str) -> None:
+    """Upload the staging folder's files to `url` in the order the module docstring gives."""
+    files = sorted(
+        p.relative_to(staging).as_posix()
+        for p in staging.rglob("*")
+        if p.is_file() and _published(p.relative_to(staging))
+    )
+    finishing = sorted(
+        (rel for rel in files if rel.rsplit("/", 1)[-1] in FINISHING_NAMES), key=lambda rel: (-rel.count("/"), rel)
+    )
+    before = list_tree(url)
+    for rel in finishing:
+        if rel in before:
+            remove(join(url, rel))
+    sizes = {rel: (staging / rel).stat().st_size for rel in files}
+    with progress_bar(total=sum(sizes.values()), desc="publish", unit="B", unit_scale=True, leave=False) as bar:
+        for rel in [rel for rel in files if rel not in finishing]:
+            upload(staging / rel, join(url, rel))
+            bar.update(sizes[rel])
+        for rel in sorted(set(before) - set(files)):
+            remove(join(url, rel))
+        for rel in finishing:
+            upload(staging / rel, join(url, rel))
+            bar.update(sizes[rel])
+    total = sum(sizes.values())
+    print(f"published {len(files):,} files ({total / 1e6:,.1f} MB) to {url}", file=sys.stderr)
+
+
+def _published(rel: Path) -> bool:
+    return not (WORK_NAME in rel.parts or rel.name == LOCK_NAME or is_temporary(rel.name))

@@ -1,0 +1,201 @@
+"""The dataprep commands with inputs and outputs in a bucket (a real S3 server on the loopback): the
+same bytes as on local paths, published with the stats last, resumed after a kill, one-line errors."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from fixtures.corpora import DATA, need_data, reuters_documents, write_jsonl
+from fixtures.fault_commands import error_line, ptk_command, ptk_env, run_ptk
+from fixtures.warc import response, rust_book_pages, write_warc
+from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
+from pretrainkit.errors import UserError
+from pretrainkit.remote import staging
+from pretrainkit.remote.transfer import upload
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """1,500 Reuters articles in two files of a folder tree, with duplicates across them."""
+    need_data(DATA / "reuters21578")
+    docs = reuters_documents(3)[:1500]
+    root = tmp_path_factory.mktemp("s3-corpus") / "corpus"
+    write_jsonl(docs[:900], root / "a.jsonl")
+    write_jsonl(docs[600:], root / "more" / "b.jsonl")
+    return root
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("s3-tok") / "tokenizer.json"
+    train_tokenizer([text for _, text in reuters_documents(1)[:300]], 512).save(str(path))
+    return path
+
+
+def upload_tree(local: Path, url: str) -> None:
+    for f in sorted(p for p in local.rglob("*") if p.is_file()):
+        upload(f, f"{url}/{f.relative_to(local).as_posix()}")
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    """A local output's files as the bucket gets them: without the lock and the resume files."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and staging._published(p.relative_to(folder))
+    }
+
+
+def objects(s3, prefix: str) -> dict[str, bytes]:
+    bucket = s3.bucket.removeprefix("s3://")
+    return {k[len(prefix) + 1 :]: v for k, v in s3.objects(bucket).items() if k.startswith(prefix + "/")}
+
+
+def ok(argv: list[str]) -> subprocess.CompletedProcess:
+    result = run_ptk(argv)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv(staging.WORK_DIR_ENV, str(tmp_path / "work"))
+    return tmp_path / "work"
+
+
+def test_dedup_and_tokenize_from_and_to_a_bucket_are_byte_identical_to_local(s3, tmp_path, work, corpus, tokenizer):
+    upload_tree(corpus, f"{s3.bucket}/raw")
+    upload(tokenizer, f"{s3.bucket}/tok/tokenizer.json")
+    ok(["dedup", str(corpus), "-o", str(tmp_path / "dedup"), "--workers", "2"])
+    ok(["tokenize", str(tmp_path / "dedup"), "-o", str(tmp_path / "shards"), "--tokenizer", str(tokenizer)])
+
+    result = ok(["dedup", f"{s3.bucket}/raw", "-o", f"{s3.bucket}/dedup", "--workers", "2"])
+    assert f"dedup -> {s3.bucket}/dedup" in result.stdout and str(work) not in result.stdout
+    assert f"to {s3.bucket}/dedup" in result.stderr
+    ok(
+        [
+            "tokenize",
+            f"{s3.bucket}/dedup",
+            "-o",
+            f"{s3.bucket}/shards",
+            "--tokenizer",
+            f"{s3.bucket}/tok/tokenizer.json",
+        ]
+    )
+
+    assert objects(s3, "dedup") == files(tmp_path / "dedup")
+    assert objects(s3, "shards") == files(tmp_path / "shards")
+    assert any(name.startswith("shard-") for name in objects(s3, "shards"))
+    assert not any(work.rglob("*.jsonl*")), "the staged output and the fetched inputs are removed after success"
+
+
+@pytest.mark.parametrize("command", ["filter", "extract", "prepare", "decontaminate"])
+def test_every_dataprep_command_to_a_bucket(s3, tmp_path, work, corpus, tokenizer, command):
+    """The same bytes as on local paths; a file an option names (the tokenizer, an evaluation set) is
+    fetched from its URL and named by it in the outputs."""
+    source, options, given = corpus, [], None
+    if command == "extract":
+        source = tmp_path / "crawl"
+        source.mkdir()
+        write_warc(source / "crawl.warc.gz", [response(url, html) for url, html in rust_book_pages(8)])
+    if command == "prepare":
+        given = tokenizer
+        options = ["--tokenizer", "--shard-size", "20000"]
+    if command == "decontaminate":
+        given = write_jsonl(reuters_documents(3)[100:110], tmp_path / "evals.jsonl")
+        options = ["--eval"]
+    upload_tree(source, f"{s3.bucket}/in")
+    if given:
+        upload(given, f"{s3.bucket}/{given.name}")
+        options.insert(1, str(given))
+    ok([command, str(source), "-o", str(tmp_path / "local"), *options])
+    if given:
+        options[1] = f"{s3.bucket}/{given.name}"
+    ok([command, f"{s3.bucket}/in", "-o", f"{s3.bucket}/out", *options])
+    got, want = objects(s3, "out"), files(tmp_path / "local")
+    for name in got if given else []:  # the outputs name the file as given: by its URL
+        if str(given).encode() in want[name]:
+            assert options[1].encode() in got[name], name
+            got[name] = got[name].replace(options[1].encode(), str(given).encode())
+    assert got == want
+
+
+def test_publication_cut_short_leaves_no_stats_and_the_rerun_completes_it(s3, tmp_path, work, corpus, monkeypatch):
+    """A reader never sees a stats.json without every file it counts: it is published last, and the
+    bucket's old one is deleted before a new run's files replace what it counted."""
+    ok(["dedup", str(corpus), "-o", str(tmp_path / "local")])
+    local = files(tmp_path / "local")
+    folder = tmp_path / "staged"
+    subprocess.run(["cp", "-r", str(tmp_path / "local"), str(folder)], check=True)
+    calls = []
+
+    def failing_upload(path, url):
+        if len(calls) == 5:
+            raise UserError(f"{url}: cannot write: the connection was cut")
+        calls.append(url)
+        upload(path, url)
+
+    monkeypatch.setattr(staging, "upload", failing_upload)
+    with pytest.raises(UserError, match="connection was cut"):
+        staging.publish(folder, f"{s3.bucket}/out")
+    partial = objects(s3, "out")
+    assert len(partial) == 5 and "stats.json" not in partial
+    monkeypatch.setattr(staging, "upload", upload)
+    staging.publish(folder, f"{s3.bucket}/out")
+    assert objects(s3, "out") == local
+
+
+def test_kill_9_while_publishing_then_the_same_command_gives_the_same_bytes(s3, tmp_path, work, corpus):
+    upload_tree(corpus, f"{s3.bucket}/raw")
+    ok(["dedup", str(corpus), "-o", str(tmp_path / "local")])
+    argv = ["dedup", f"{s3.bucket}/raw", "-o", f"{s3.bucket}/out"]
+    process = subprocess.Popen(ptk_command(argv), env=ptk_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        while process.poll() is None and not objects(s3, "out"):
+            time.sleep(0.005)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait(60)
+    assert process.returncode == -signal.SIGKILL, "the run ended before its first object was published"
+    assert "stats.json" not in objects(s3, "out")
+    ok(argv)
+    assert objects(s3, "out") == files(tmp_path / "local")
+
+
+def test_a_prefix_of_another_command_or_of_other_objects_is_refused(s3, tmp_path, work, corpus, tokenizer):
+    upload_tree(corpus, f"{s3.bucket}/raw")
+    ok(["dedup", f"{s3.bucket}/raw", "-o", f"{s3.bucket}/dedup"])
+    result = run_ptk(["tokenize", f"{s3.bucket}/raw", "-o", f"{s3.bucket}/dedup", "--tokenizer", str(tokenizer)])
+    assert result.returncode == 2
+    line = error_line(result.stderr)
+    assert f"{s3.bucket}/dedup: holds a ptk dedup output" in line and str(work) not in line
+    result = run_ptk(["dedup", str(corpus), "-o", f"{s3.bucket}/raw"])
+    assert result.returncode == 2
+    assert f"{s3.bucket}/raw: holds objects of no ptk output (a.jsonl, more/b.jsonl)" in error_line(result.stderr)
+    result = run_ptk(["dedup", f"{s3.bucket}/raw", "-o", s3.bucket])
+    assert f"{s3.bucket}/raw: input lies inside the output directory {s3.bucket}" in error_line(result.stderr)
+
+
+def test_storage_errors_are_one_line_naming_the_url(s3, tmp_path, work, corpus, monkeypatch):
+    cases = [
+        (["dedup", f"{s3.bucket}/nothing-here", "-o", str(tmp_path / "o")], f"{s3.bucket}/nothing-here: no such file"),
+        (
+            ["dedup", str(corpus), "-o", "s3://no-such-bucket/out"],
+            "s3://no-such-bucket/out: cannot list: no such bucket",
+        ),
+        (["dedup", str(corpus), "-o", "hf://datasets/a/b"], "hf://datasets/a/b: hf:// is read-only here"),
+        (["dedup", str(corpus), "-o", "ftp://host/out"], "ftp://host/out: unsupported URL scheme ftp://"),
+    ]
+    for argv, expected in cases:
+        result = run_ptk(argv)
+        assert result.returncode == 2 and expected in error_line(result.stderr), (argv, result.stderr[-2000:])
+    for name, value in s3.environment("AKIAWRONGKEY", "wrong").items():
+        monkeypatch.setenv(name, value)
+    result = run_ptk(["dedup", str(corpus), "-o", f"{s3.bucket}/out"])
+    assert result.returncode == 2
+    assert f"{s3.bucket}/out: cannot list: access denied" in error_line(result.stderr)
