@@ -16,7 +16,7 @@ Running the unchanged command on a local folder keeps all of them; publishing is
   as it is (a rerun after a kill does not fetch it again); the copies are removed when the command succeeds.
 - Output: OUT is written in `WORK/outputs/<hash of the URL>/`; the command's work files (`.work/`)
   never leave it. When the command succeeds, every other file is uploaded through a temporary key
-  (`remote.transfer.upload`): first the stats and manifests the bucket already holds are deleted, then
+  (`remote.transfer.upload_all`): first the stats and manifests the bucket already holds are deleted, then
   the files in sorted order, then the objects of an earlier run that this one did not write are
   deleted, and last the stats (`stats.json`) and manifests (`manifest.json`), the deepest first: a
   reader that finds the top `stats.json` (or a shard set's `manifest.json`) finds everything it lists.
@@ -40,7 +40,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,12 +48,13 @@ from pretrainkit.errors import UserError, shortened
 from pretrainkit.files import is_temporary
 from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
 from pretrainkit.progress import progress_bar
-from pretrainkit.remote.transfer import download, list_tree, remove, upload
+from pretrainkit.remote.transfer import download, download_all, list_tree, remove_all, upload, upload_all
 from pretrainkit.remote.urls import filesystem, is_url, join, scheme
 
 WORK_DIR_ENV = "PTK_WORK_DIR"
 WORK_NAME = ".work"  # a command's resume files: they stay in the staging folder
 FINISHING_NAMES = ("stats.json", "manifest.json")  # published last: their presence says the rest is there
+BATCH_FILES, BATCH_BYTES = 64, 512 << 20  # transferred at once (concurrent requests), between progress updates
 
 _SHOWN: dict[str, str] = {}  # staging path -> the URL it stands for, for messages
 
@@ -119,13 +120,23 @@ def _fetched(value: object, work: Path, fetched: list[Path]) -> object:
     fs, key = filesystem(url)
     local = work / "inputs" / scheme(url) / key.strip("/")
     wanted = {rel: size for rel, size in listing.items() if not _have(local / rel if rel else local, size)}
-    with progress_bar(total=sum(wanted.values()), desc="fetch", unit="B", unit_scale=True, leave=False) as bar:
-        for rel, size in wanted.items():
-            download(join(url, rel) if rel else url, local / rel if rel else local)
-            bar.update(size)
+    in_batches(wanted, "fetch", lambda batch: download_all([(join(url, rel), local / rel) for rel in batch], url))
     _SHOWN[str(local)] = url
     fetched.append(local)
     return str(local)
+
+
+def in_batches(sizes: dict[str, int], desc: str, transfer: Callable[[list[str]], None]) -> None:
+    """`transfer` the named files (by size) a batch at a time, largest batches of `BATCH_BYTES` or
+    `BATCH_FILES`, with a progress bar in bytes: each batch's requests run at once."""
+    with progress_bar(total=sum(sizes.values()), desc=desc, unit="B", unit_scale=True, leave=False) as bar:
+        batch: list[str] = []
+        for i, rel in enumerate(sizes):
+            batch.append(rel)
+            if i == len(sizes) - 1 or len(batch) == BATCH_FILES or sum(sizes[r] for r in batch) >= BATCH_BYTES:
+                transfer(batch)
+                bar.update(sum(sizes[r] for r in batch))
+                batch = []
 
 
 def _have(path: Path, size: int) -> bool:
@@ -176,19 +187,13 @@ def publish(staging: Path, url: str) -> None:
         (rel for rel in files if rel.rsplit("/", 1)[-1] in FINISHING_NAMES), key=lambda rel: (-rel.count("/"), rel)
     )
     before = list_tree(url)
-    for rel in finishing:
-        if rel in before:
-            remove(join(url, rel))
+    remove_all([join(url, rel) for rel in finishing if rel in before], url)
     sizes = {rel: (staging / rel).stat().st_size for rel in files}
-    with progress_bar(total=sum(sizes.values()), desc="publish", unit="B", unit_scale=True, leave=False) as bar:
-        for rel in [rel for rel in files if rel not in finishing]:
-            upload(staging / rel, join(url, rel))
-            bar.update(sizes[rel])
-        for rel in sorted(set(before) - set(files)):
-            remove(join(url, rel))
-        for rel in finishing:
-            upload(staging / rel, join(url, rel))
-            bar.update(sizes[rel])
+    rest = {rel: size for rel, size in sizes.items() if rel not in finishing}
+    in_batches(rest, "publish", lambda batch: upload_all([(staging / rel, join(url, rel)) for rel in batch], url))
+    remove_all([join(url, rel) for rel in sorted(set(before) - set(files))], url)
+    for rel in finishing:
+        upload(staging / rel, join(url, rel))
     total = sum(sizes.values())
     print(f"published {len(files):,} files ({total / 1e6:,.1f} MB) to {url}", file=sys.stderr)
 

@@ -13,9 +13,10 @@ next publication of the folder removes (`remote.staging`).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
-from pretrainkit.files import TMP_MARK, atomic_write
+from pretrainkit.files import TMP_MARK, atomic_write, release_temporary, temporary_path
 from pretrainkit.remote.urls import filesystem, storage_errors
 
 CHUNK = 8 << 20  # bytes per read from a remote file
@@ -62,15 +63,46 @@ def read_bytes(url: str) -> bytes:
 
 def upload(local: str | os.PathLike, url: str) -> None:
     """Publish the local file `local` as object `url`: through a temporary key, so never half-written."""
-    fs, path = filesystem(url, writing=True)
-    tmp = f"{path}{TMP_MARK}{os.getpid()}"
-    with storage_errors(url, "write"):
-        fs.put_file(os.fspath(local), tmp)
-        fs.copy(tmp, path)
-        fs.rm_file(tmp)
+    upload_all([(local, url)], url)
 
 
-def remove(url: str) -> None:
-    fs, path = filesystem(url, writing=True)
-    with storage_errors(url, "delete"):
-        fs.rm_file(path)
+def upload_all(files: Sequence[tuple[str | os.PathLike, str]], where: str) -> None:
+    """Publish each (local file, URL) as `upload` does, the files at once (the backend runs its requests
+    concurrently: one at a time, a request's latency would dominate small files). All URLs are on
+    the filesystem of `where`, which errors name."""
+    if not files:
+        return
+    fs, _ = filesystem(where, writing=True)
+    finals = [filesystem(url, writing=True)[1] for _, url in files]
+    tmps = [f"{path}{TMP_MARK}{os.getpid()}" for path in finals]
+    with storage_errors(where, "write"):
+        fs.put([os.fspath(local) for local, _ in files], tmps)
+        fs.copy(tmps, finals)
+        fs.rm(tmps)
+
+
+def download_all(files: Sequence[tuple[str, str | os.PathLike]], where: str) -> None:
+    """Copy each (URL, local file) as `download` does, the objects at once; errors name `where`."""
+    if not files:
+        return
+    fs, _ = filesystem(where)
+    tmps = [temporary_path(local) for _, local in files]
+    try:
+        for tmp in tmps:
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+        with storage_errors(where, "download"):
+            fs.get([filesystem(url)[1] for url, _ in files], [str(tmp) for tmp in tmps])
+        for tmp, (_, local) in zip(tmps, files):
+            os.replace(tmp, local)
+    finally:
+        for tmp in tmps:
+            tmp.unlink(missing_ok=True)
+            release_temporary(tmp)
+
+
+def remove_all(urls: Sequence[str], where: str) -> None:
+    """Delete the objects `urls` (at once) on the filesystem of `where`, which errors name."""
+    if urls:
+        fs, _ = filesystem(where, writing=True)
+        with storage_errors(where, "delete"):
+            fs.rm([filesystem(url, writing=True)[1] for url in urls])

@@ -60,8 +60,8 @@ def filesystem(url: str, writing: bool = False):
 
 
 def join(url: str, *names: str) -> str:
-    """`url` with `names` appended as path segments."""
-    return "/".join([url.rstrip("/"), *names])
+    """`url` with `names` appended as path segments (empty ones: none)."""
+    return "/".join([url.rstrip("/"), *(name for name in names if name)])
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from fixtures.warc import response, rust_book_pages, write_warc
 from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.errors import UserError
 from pretrainkit.remote import staging
-from pretrainkit.remote.transfer import upload
+from pretrainkit.remote.transfer import upload, upload_all
 
 
 @pytest.fixture(scope="module")
@@ -132,20 +132,17 @@ def test_publication_cut_short_leaves_no_stats_and_the_rerun_completes_it(s3, tm
     local = files(tmp_path / "local")
     folder = tmp_path / "staged"
     subprocess.run(["cp", "-r", str(tmp_path / "local"), str(folder)], check=True)
-    calls = []
 
-    def failing_upload(path, url):
-        if len(calls) == 5:
-            raise UserError(f"{url}: cannot write: the connection was cut")
-        calls.append(url)
-        upload(path, url)
+    def cut_short(files, where):  # the connection lost after 5 of the batch's files
+        upload_all(files[:5], where)
+        raise UserError(f"{where}: cannot write: the connection was cut")
 
-    monkeypatch.setattr(staging, "upload", failing_upload)
+    monkeypatch.setattr(staging, "upload_all", cut_short)
     with pytest.raises(UserError, match="connection was cut"):
         staging.publish(folder, f"{s3.bucket}/out")
     partial = objects(s3, "out")
     assert len(partial) == 5 and "stats.json" not in partial
-    monkeypatch.setattr(staging, "upload", upload)
+    monkeypatch.setattr(staging, "upload_all", upload_all)
     staging.publish(folder, f"{s3.bucket}/out")
     assert objects(s3, "out") == local
 
