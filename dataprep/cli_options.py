@@ -25,11 +25,12 @@ def add_inputs_and_output(p: argparse.ArgumentParser, output_help: str) -> None:
         metavar="INPUT",
         help=".jsonl, .jsonl.gz, .jsonl.zst, .parquet, .txt files or directories, local or URLs (s3://, gs://, az://, hf://)",
     )
-    p.add_argument("-o", "--output", required=True, type=output_path, metavar="OUT", help=output_help)
+    p.add_argument("-o", "--output", required=True, type=path_or_url, metavar="OUT", help=output_help)
 
 
-def output_path(given: str) -> str | Path:
-    """-o as given: a URL stays one (`pretrainkit.remote.staging` stages it), a local path is a Path."""
+def path_or_url(given: str) -> str | Path:
+    """A path option as given: a URL stays one (`pretrainkit.remote.staging` makes it local), a local
+    path is a Path."""
     return given if is_url(given) else Path(given)
 
 

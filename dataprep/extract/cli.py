@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from pretrainkit.dataprep.cli_options import add_executor_options, output_path, runner_from_args
+from pretrainkit.dataprep.cli_options import add_executor_options, path_or_url, runner_from_args
 from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES, REJECTED_NAME, owned_directories, run_extract
 from pretrainkit.dataprep.summary import summary_table
 from pretrainkit.output_folders import EXTRACT
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "`ptk dedup` and `ptk tokenize` as it is.",
     )
     p.add_argument("inputs", nargs="+", metavar="INPUT", help=f"{', '.join(INPUT_SUFFIXES)} files or directories")
-    p.add_argument("-o", "--output", required=True, type=output_path, metavar="OUT", help="output directory")
+    p.add_argument("-o", "--output", required=True, type=path_or_url, metavar="OUT", help="output directory")
     add_executor_options(p)
     p.set_defaults(func=_run, resumes=True, url_arguments=UrlArguments(inputs=("inputs",), output="output"))
 

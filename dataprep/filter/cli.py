@@ -9,6 +9,7 @@ from pretrainkit.dataprep.cli_options import (
     add_executor_options,
     add_field_options,
     add_inputs_and_output,
+    path_or_url,
     runner_from_args,
 )
 from pretrainkit.dataprep.filter.pipeline import REMOVED_NAME, FilterOptions, owned_directories, run_filter
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_inputs_and_output(p, "output directory")
     p.add_argument(
         "--filters",
-        type=Path,
+        type=path_or_url,
         metavar="FILE",
         help="YAML filters file choosing the steps, their order and thresholds (default: FineWeb's)",
     )
@@ -44,7 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_field_options(p)
     add_executor_options(p)
-    p.set_defaults(func=_run, resumes=True, url_arguments=UrlArguments(inputs=("inputs",), output="output"))
+    p.set_defaults(
+        func=_run, resumes=True, url_arguments=UrlArguments(inputs=("inputs",), files=("filters",), output="output")
+    )
 
 
 def _languages(value: str) -> list[str]:
@@ -57,7 +60,7 @@ def _languages(value: str) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    steps = with_languages(read_filters(args.filters or DEFAULT_FILTERS), args.languages)
+    steps = with_languages(read_filters(Path(args.filters) if args.filters else DEFAULT_FILTERS), args.languages)
     options = FilterOptions(tuple(steps), args.text_field, args.id_field)
     with runner_from_args(args, FILTER, owned_directories(args.output)) as runner:
         stats = run_filter(args.inputs, args.output, options, runner)

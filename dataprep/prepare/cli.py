@@ -11,7 +11,7 @@ import argparse
 import time
 from pathlib import Path
 
-from pretrainkit.dataprep.cli_options import add_executor_options, add_inputs_and_output, runner_from_args
+from pretrainkit.dataprep.cli_options import add_executor_options, add_inputs_and_output, path_or_url, runner_from_args
 from pretrainkit.dataprep.dedup.cli import add_dedup_options, dedup_options_from_args
 from pretrainkit.dataprep.prepare.funnel import funnel_table
 from pretrainkit.dataprep.prepare.pipeline_file import read_pipeline
@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_inputs_and_output(prepare, "output directory (a folder per stage, stats.json, funnel.png)")
     prepare.add_argument(
-        "--pipeline", type=Path, metavar="FILE", help="YAML pipeline file: the stages and their settings"
+        "--pipeline", type=path_or_url, metavar="FILE", help="YAML pipeline file: the stages and their settings"
     )
     add_tokenize_options(prepare, required=False)
     add_dedup_options(prepare)
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     prepare.set_defaults(
         func=run_prepare_command,
         resumes=True,
-        url_arguments=UrlArguments(inputs=("inputs",), files=("tokenizer", "against"), output="output"),
+        url_arguments=UrlArguments(inputs=("inputs",), files=("pipeline", "tokenizer", "against"), output="output"),
     )
 
 
@@ -65,7 +65,7 @@ def stages_from_args(args: argparse.Namespace) -> list[Stage]:
         raise UserError(
             f"--{given[0].replace('_', '-')}: with --pipeline, the stages' settings come from the pipeline file"
         )
-    return read_pipeline(args.pipeline, args.text_field, args.id_field)
+    return read_pipeline(Path(args.pipeline), args.text_field, args.id_field)
 
 
 def _stage_option_defaults() -> dict:

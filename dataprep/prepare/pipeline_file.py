@@ -32,6 +32,8 @@ from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, Tokenize
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions
 from pretrainkit.errors import UserError
 from pretrainkit.quantities import count
+from pretrainkit.remote.staging import local_copy, shown
+from pretrainkit.remote.urls import is_url, join
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
 from pretrainkit.user_yaml import read_named_items
 
@@ -119,7 +121,12 @@ def _sizes(given: dict, where: str) -> dict:
 
 
 def _relative(base: Path, path: str) -> str:
-    return str(base / path)  # an absolute `path` stays as it is
+    """A path the file names: relative to its folder (an absolute one stays as it is), which for a pipeline
+    file fetched from a bucket is its folder there; a URL is fetched."""
+    folder = shown(str(base))
+    if not is_url(path) and is_url(folder) and not Path(path).is_absolute():
+        path = join(folder, path)
+    return str(local_copy(path)) if is_url(path) else str(base / path)
 
 
 def _stage(name: str, s, base: Path, text_field: str, id_field: str, where: str) -> Stage:

@@ -57,6 +57,7 @@ FINISHING_NAMES = ("stats.json", "manifest.json")  # published last: their prese
 BATCH_FILES, BATCH_BYTES = 64, 512 << 20  # transferred at once (concurrent requests), between progress updates
 
 _SHOWN: dict[str, str] = {}  # staging path -> the URL it stands for, for messages
+_RUN = {"work": None, "fetched": []}  # the running command's work folder, and the inputs fetched for it
 
 
 @dataclass(frozen=True)
@@ -83,16 +84,16 @@ def shown(text: str) -> str:
 def local_arguments(args: argparse.Namespace, spec: UrlArguments) -> Iterator[None]:
     """Replace the URL arguments `spec` names by local paths for the body; publish OUT after it."""
     work = work_dir(getattr(args, "work_dir", None))
+    _RUN.update(work=work, fetched=[])
     output_url = getattr(args, spec.output) if spec.output else None
     if is_url(output_url):
         _refuse_inputs_inside(args, spec, output_url)
-    fetched: list[Path] = []
     for name in spec.inputs + spec.files:
         value = getattr(args, name, None)
         if isinstance(value, list):
-            setattr(args, name, [_fetched(v, work, fetched) for v in value])
+            setattr(args, name, [local_copy(v) for v in value])
         elif value is not None:
-            setattr(args, name, _fetched(value, work, fetched))
+            setattr(args, name, local_copy(value))
     staging = None
     if is_url(output_url):
         staging = _staging_folder(output_url, work)
@@ -102,17 +103,19 @@ def local_arguments(args: argparse.Namespace, spec: UrlArguments) -> Iterator[No
     if staging is not None:
         publish(staging, output_url)
         shutil.rmtree(staging, ignore_errors=True)
-    for local in fetched:  # kept after a failure: the rerun takes them as they are
+    for local in _RUN["fetched"]:  # kept after a failure: the rerun takes them as they are
         if local.is_dir():
             shutil.rmtree(local, ignore_errors=True)
         else:
             local.unlink(missing_ok=True)
 
 
-def _fetched(value: object, work: Path, fetched: list[Path]) -> object:
-    """A URL input as the local path it is downloaded to (added to `fetched`); anything else as it is."""
+def local_copy(value: object) -> object:
+    """A URL input (an object, or a prefix as a folder) as the local path it is fetched to, in the running
+    command's work folder; anything else as it is. Also for paths that a file names (a pipeline file's)."""
     if not is_url(value):
         return value
+    work = _RUN["work"] or work_dir()
     url = str(value).rstrip("/")
     listing = {rel: size for rel, size in list_tree(url).items() if not is_temporary(rel.rsplit("/", 1)[-1])}
     if not listing:
@@ -121,8 +124,8 @@ def _fetched(value: object, work: Path, fetched: list[Path]) -> object:
     local = work / "inputs" / scheme(url) / key.strip("/")
     wanted = {rel: size for rel, size in listing.items() if not _have(local / rel if rel else local, size)}
     in_batches(wanted, "fetch", lambda batch: download_all([(join(url, rel), local / rel) for rel in batch], url))
-    _SHOWN[str(local)] = url
-    fetched.append(local)
+    _SHOWN[str(work / "inputs" / scheme(url))] = f"{scheme(url)}:/"  # the layout mirrors the bucket's
+    _RUN["fetched"].append(local)
     return str(local)
 
 

@@ -196,3 +196,29 @@ def test_storage_errors_are_one_line_naming_the_url(s3, tmp_path, work, corpus, 
     result = run_ptk(["dedup", str(corpus), "-o", f"{s3.bucket}/out"])
     assert result.returncode == 2
     assert f"{s3.bucket}/out: cannot list: access denied" in error_line(result.stderr)
+
+
+def test_a_pipeline_file_in_a_bucket_names_its_files_relative_to_its_prefix(s3, tmp_path, work, corpus, tokenizer):
+    """`ptk prepare --pipeline s3://.../pipeline.yaml`: the tokenizer and evaluation set it names by
+    relative paths are fetched from beside it, and a filters file from its URL."""
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "tokenizer.json").write_bytes(tokenizer.read_bytes())
+    write_jsonl(reuters_documents(3)[100:110], config / "evals.jsonl")
+    (config / "filters.yaml").write_text("filters:\n  - min_length: {min_chars: 200}\n  - pii\n")
+    (config / "pipeline.yaml").write_text(
+        "stages:\n"
+        "  - filter: {filters: filters.yaml}\n"
+        "  - dedup\n"
+        "  - decontaminate: {eval: [evals.jsonl]}\n"
+        "  - tokenize: {tokenizer: tokenizer.json, shard_size: 20000}\n"
+    )
+    upload_tree(config, f"{s3.bucket}/config")
+    upload_tree(corpus, f"{s3.bucket}/in")
+    ok(["prepare", str(corpus), "--pipeline", str(config / "pipeline.yaml"), "-o", str(tmp_path / "local")])
+    ok(["prepare", f"{s3.bucket}/in", "--pipeline", f"{s3.bucket}/config/pipeline.yaml", "-o", f"{s3.bucket}/out"])
+    got, want = objects(s3, "out"), files(tmp_path / "local")
+    assert sorted(got) == sorted(want)
+    for name in want:  # the same bytes but for the files' names: the URLs in the bucket's run
+        assert got[name].replace(f"{s3.bucket}/config".encode(), str(config).encode()) == want[name], name
+    assert f"{s3.bucket}/config/evals.jsonl".encode() in got["decontaminate/contaminated.jsonl"]
