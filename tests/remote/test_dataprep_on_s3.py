@@ -147,19 +147,30 @@ def test_publication_cut_short_leaves_no_stats_and_the_rerun_completes_it(s3, tm
     assert objects(s3, "out") == local
 
 
-def test_kill_9_while_publishing_then_the_same_command_gives_the_same_bytes(s3, tmp_path, work, corpus):
+@pytest.mark.parametrize("moment", ["running", "publishing"])
+def test_kill_9_then_the_same_command_gives_the_same_bytes(s3, tmp_path, work, corpus, moment):
+    """Killed while the command runs (it resumes from its staging folder) or while it publishes (no
+    stats.json is there yet; everything is published again)."""
     upload_tree(corpus, f"{s3.bucket}/raw")
     ok(["dedup", str(corpus), "-o", str(tmp_path / "local")])
     argv = ["dedup", f"{s3.bucket}/raw", "-o", f"{s3.bucket}/out"]
+
+    def reached() -> bool:
+        if moment == "running":  # a stage's part files are in the staging folder
+            return any((work / "outputs").glob("*/.work/*/*"))
+        return any(k.startswith("out/") for k in s3.keys(s3.bucket[5:]))
+
     process = subprocess.Popen(ptk_command(argv), env=ptk_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        while process.poll() is None and not objects(s3, "out"):
+        while process.poll() is None and not reached():
             time.sleep(0.005)
         process.send_signal(signal.SIGKILL)
     finally:
         process.wait(60)
-    assert process.returncode == -signal.SIGKILL, "the run ended before its first object was published"
+    assert process.returncode == -signal.SIGKILL, f"the run ended before it was {moment}"
     assert "stats.json" not in objects(s3, "out")
+    if moment == "running":
+        assert not objects(s3, "out") and any((work / "outputs").glob("*/.work"))
     ok(argv)
     assert objects(s3, "out") == files(tmp_path / "local")
 
