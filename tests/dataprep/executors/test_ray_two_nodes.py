@@ -32,7 +32,13 @@ from fixtures.corpora import write_jsonl
 RAY = str(Path(sys.executable).with_name("ray"))
 # Token authentication, as a real cluster has it: every node and driver gets the cluster's token
 # (here in the environment of the processes a test starts, not in ~/.ray, which is the user's).
-RAY_ENV = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+# Without RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER (test_ray.py sets it to 0 in this process, for its local
+# instance on the loopback): with it at 0 a second node refuses to start.
+RAY_ENV = {
+    **{k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"},
+    "RAY_AUTH_MODE": "token",
+    "RAY_AUTH_TOKEN": secrets.token_hex(32),
+}
 # `ray start` waits for its node; a bound for a hang, not for speed.
 START_SECONDS = 120
 

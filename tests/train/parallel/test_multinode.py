@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,11 +70,17 @@ def two_nodes(kit) -> Iterator:
         for node, log in enumerate(logs):
             with open(log, "wb") as out:
                 nodes.append(kit.start(node_command(config, port, node), stdout=out, stderr=subprocess.STDOUT))
-        for proc in nodes:
-            proc.wait(timeout=kit.hang_seconds)  # a bound for a hang, not for speed
+        # Until both end, or one fails (its peer would wait for it in the rendezvous until torch's timeout);
+        # the deadline is a bound for a hang, not for speed.
+        deadline = time.monotonic() + kit.hang_seconds
+        while not all(p.poll() == 0 for p in nodes) and not any(p.returncode for p in nodes):
+            assert time.monotonic() < deadline, "the nodes did not end"
+            time.sleep(0.1)
         texts = [log.read_text(errors="replace") for log in logs]
-        for proc, text in zip(nodes, texts):
-            assert proc.returncode == 0, text[-3000:]
+        report = "\n".join(
+            f"node {i} (exit status {p.returncode}): {t[-2000:]}" for i, (p, t) in enumerate(zip(nodes, texts))
+        )
+        assert all(p.returncode == 0 for p in nodes), report
         return texts
 
     yield run
