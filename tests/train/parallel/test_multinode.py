@@ -1,7 +1,8 @@
-"""Training across nodes: two torchrun "nodes" on this machine (`--nnodes 2 --nproc_per_node 1`, c10d
-rendezvous on the loopback) give the losses, grad norms, validation losses and final weights of one
-node with two processes (`ptk train --nproc 2`), bit for bit; and a two-node run resumed from its
-step-8 checkpoint gives those of the uninterrupted run.
+"""Training across nodes: two torchrun "nodes" on this machine (`--nnodes 2`, c10d rendezvous on the
+loopback) give the losses, grad norms, validation losses and final weights of one node with as many
+processes, bit for bit: one process per node under FSDP2 against `ptk train --nproc 2`, then resumed
+from its step-8 checkpoint on two nodes; two per node under HSDP (sharded within a node, replicated
+across) against `--nproc 4`.
 
 What this cannot show on one machine: a real network between the nodes, hostnames other than the
 loopback, run directories on a network filesystem.
@@ -23,8 +24,15 @@ import torch
 
 from pretrainkit.train.checkpoint.export import checkpoint_model, find_checkpoint
 
-# FSDP2: all-gathers and reduce-scatters cross the nodes every step, not only DDP's all-reduce.
-RUN = {"parallel": "fsdp", "max_steps": 12, "checkpoint": {"every": 4, "keep": 3}, "eval": {"every": 6, "batches": 1}}
+# FSDP2: all-gathers and reduce-scatters cross the nodes every step, not only DDP's all-reduce. On the
+# CPU (gloo) even where a GPU is: several processes cannot share one under NCCL.
+RUN = {
+    "device": "cpu",
+    "parallel": "fsdp",
+    "max_steps": 12,
+    "checkpoint": {"every": 4, "keep": 3},
+    "eval": {"every": 6, "batches": 1},
+}
 RESUME_FROM = 8
 
 
@@ -35,7 +43,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def node_command(config: Path, port: int, node: int) -> list[str]:
+def node_command(config: Path, port: int, node: int, nproc_per_node: int) -> list[str]:
     """What each node of a cluster runs (docs/clusters.md), with the loopback for the first node's
     hostname. The first node hosts the rendezvous store (`is_host`), as the node named in the
     endpoint does on a cluster; here both nodes are 127.0.0.1, so it is said outright."""
@@ -44,7 +52,7 @@ def node_command(config: Path, port: int, node: int) -> list[str]:
         "-m",
         "torch.distributed.run",
         "--nnodes=2",
-        "--nproc_per_node=1",
+        f"--nproc_per_node={nproc_per_node}",
         "--rdzv_backend=c10d",
         f"--rdzv_endpoint=127.0.0.1:{port}",
         f"--rdzv_id={config.parent.name}",
@@ -62,14 +70,16 @@ def two_nodes(kit) -> Iterator:
     test started is killed at the end, whatever happened (torchrun and its workers, found by config)."""
     started: list[Path] = []
 
-    def run(config: Path) -> list[str]:
+    def run(config: Path, nproc_per_node: int = 1) -> list[str]:
         started.append(config)
         port = free_port()
         logs = [config.parent / f"node{node}.log" for node in range(2)]
         nodes = []
         for node, log in enumerate(logs):
             with open(log, "wb") as out:
-                nodes.append(kit.start(node_command(config, port, node), stdout=out, stderr=subprocess.STDOUT))
+                nodes.append(
+                    kit.start(node_command(config, port, node, nproc_per_node), stdout=out, stderr=subprocess.STDOUT)
+                )
         # Until both end, or one fails (its peer would wait for it in the rendezvous until torch's timeout);
         # the deadline is a bound for a hang, not for speed.
         deadline = time.monotonic() + kit.hang_seconds
@@ -134,3 +144,18 @@ def test_two_nodes_match_one_node_and_resume_across_nodes(kit, two_nodes, tmp_pa
     assert "step-0000008 (step 8)\nptk train: steps 9-12 of 12" in logs[0] + logs[1]
     assert trained(kit.rows(tmp_path / "resumed" / "run")) == trained(reference)
     assert_same_weights(tmp_path / "resumed" / "run", tmp_path / "one" / "run")
+
+
+@pytest.mark.distributed
+def test_hsdp_over_two_nodes_of_two_processes_matches_one_node_of_four(kit, two_nodes, tmp_path: Path) -> None:
+    # The layout for nodes: shards within a node, replicas across (dp_replicate = nodes); torchrun
+    # numbers a node's processes consecutively, so ranks 0-1 share one node and 2-3 the other.
+    hsdp = {**RUN, "parallel": {"data": "hsdp", "dp_replicate": 2}, "max_steps": 4, "eval": {"every": 4, "batches": 1}}
+    one = kit.config(tmp_path / "one", **hsdp)
+    proc = kit.ptk(one, nproc=4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    two = kit.config(tmp_path / "two", **hsdp)
+    two_nodes(two, nproc_per_node=2)
+    assert trained(kit.rows(tmp_path / "two" / "run")) == trained(kit.rows(tmp_path / "one" / "run"))
+    assert validated(tmp_path / "two" / "run") == validated(tmp_path / "one" / "run")
+    assert_same_weights(tmp_path / "two" / "run", tmp_path / "one" / "run")
