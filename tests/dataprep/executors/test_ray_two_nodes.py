@@ -1,0 +1,196 @@
+"""`--executor ray` on a Ray cluster of two nodes started on this machine as on a real one (`ray start
+--head`, then `ray start --address HEAD:PORT` for a second node; one CPU each): `ptk dedup` and `ptk
+tokenize` write the bytes and print the summary `--executor local` does, and their tasks ran on both
+nodes (a worker of each node's raylet was seen running a `ptk` task).
+
+What one machine cannot show: nodes with their own filesystems (here every node sees every path),
+a network between them (both nodes have this machine's address: Ray turns 127.0.0.1 into it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fixtures.corpora import write_jsonl
+
+RAY = str(Path(sys.executable).with_name("ray"))
+# Token authentication, as a real cluster has it: every node and driver gets the cluster's token
+# (here in the environment of the processes a test starts, not in ~/.ray, which is the user's).
+# Without RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER (test_ray.py sets it to 0 in this process, for its local
+# instance on the loopback): with it at 0 a second node refuses to start.
+RAY_ENV = {
+    **{k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"},
+    "RAY_AUTH_MODE": "token",
+    "RAY_AUTH_TOKEN": secrets.token_hex(32),
+}
+# `ray start` waits for its node; a bound for a hang, not for speed.
+START_SECONDS = 120
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Cluster:
+    address: str
+    temp_dir: str  # every process of the cluster names it (or is a child of one that does)
+
+    def processes(self, table: dict[int, tuple[int, str]]) -> set[int]:
+        """The cluster's processes: those whose command line names its temp dir, and their descendants
+        (Ray's workers retitle themselves `ray::...`). Found in /proc, not by `ray stop`, which stops
+        every Ray process of the machine (other tests' and other users' instances too)."""
+        found = {pid for pid in table if self.temp_dir in _cmdline(pid)}
+        frontier = found
+        while frontier:
+            frontier = {pid for pid, (ppid, _) in table.items() if ppid in frontier} - found
+            found |= frontier
+        return found
+
+    def raylets(self, table: dict[int, tuple[int, str]]) -> set[int]:
+        return {pid for pid in self.processes(table) if table[pid][1].endswith("/raylet")}
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def start_node(temp_dir: str, *args: str) -> None:
+    """`ray start` for one node, with every port it would take by default (and a second node on this
+    machine would then find in use) taken from the free ones."""
+    cmd = [
+        RAY,
+        "start",
+        *args,
+        "--num-cpus=1",
+        "--object-store-memory=100000000",
+        "--disable-usage-stats",
+        f"--temp-dir={temp_dir}",
+        f"--dashboard-agent-listen-port={free_port()}",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=START_SECONDS, env=RAY_ENV)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def cluster(process_table) -> Iterator[Cluster]:
+    # Ray's sockets live under the temp dir and a socket path has at most 107 bytes: a short one.
+    temp_dir = tempfile.mkdtemp(prefix="ptkray", dir="/tmp")
+    port = free_port()
+    cluster = Cluster(f"127.0.0.1:{port}", temp_dir)
+    try:
+        # Ray turns 127.0.0.1 into this machine's network address for every node and driver, as it
+        # would another node's: both nodes and the drivers meet there.
+        start_node(
+            temp_dir,
+            "--head",
+            f"--port={port}",
+            "--include-dashboard=false",
+            f"--ray-client-server-port={free_port()}",
+            f"--dashboard-port={free_port()}",
+        )
+        start_node(temp_dir, f"--address={cluster.address}")
+        assert len(cluster.raylets(process_table())) == 2
+        yield cluster
+    finally:
+        stop(cluster, process_table)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def stop(cluster: Cluster, process_table) -> None:
+    """SIGKILL to every process of the cluster (what `ray stop --force` does, to this cluster alone)."""
+    deadline = time.monotonic() + START_SECONDS
+    while (left := cluster.processes(process_table())) and time.monotonic() < deadline:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    assert not left, f"the Ray cluster's processes outlived SIGKILL: {sorted(left)}"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, reuters_docs) -> Path:
+    """1200 Reuters articles in 4 files, each with an exact copy: 4 scan jobs for 2 nodes."""
+    inputs = tmp_path_factory.mktemp("ray2-corpus") / "in"
+    for i in range(4):
+        docs = reuters_docs[:1200][i::4]
+        write_jsonl(docs + [(f"{doc_id}-dup", text) for doc_id, text in docs], inputs / f"part{i}.jsonl")
+    return inputs
+
+
+@contextlib.contextmanager
+def task_parents(process_table) -> Iterator[set[int]]:
+    """The parents (raylets) of the Ray workers seen running a `ptk` task while the block runs."""
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.update(ppid for ppid, title in process_table().values() if title.startswith("ray::ptk "))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        watcher.join()
+
+
+def snapshot(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def summary(proc: subprocess.CompletedProcess, out: Path) -> list[str]:
+    """The summary a command printed, its output folder as OUT and its timings left out."""
+    return [
+        line for line in proc.stdout.replace(str(out), "OUT").splitlines() if not re.search(r" in [\d.]+ s\b", line)
+    ]
+
+
+def ptk(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pretrainkit.cli", *args, "--workers", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=START_SECONDS, env=RAY_ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.parametrize("command", ["dedup", "tokenize"])
+def test_two_ray_nodes_write_what_local_writes(tmp_path, cluster, corpus, reuters_docs, process_table, command):
+    from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
+
+    args = [command, str(corpus)]
+    if command == "tokenize":
+        train_tokenizer([text for _, text in reuters_docs[:300]], 512).save(str(tmp_path / "tok.json"))
+        args += ["--tokenizer", str(tmp_path / "tok.json"), "--shard-size", "20K"]
+    local = ptk(*args, "-o", str(tmp_path / "local"))
+    with task_parents(process_table) as parents:
+        remote = ptk(*args, "-o", str(tmp_path / "ray"), "--executor", "ray", "--ray-address", cluster.address)
+    assert cluster.raylets(process_table()) <= parents, "the tasks did not run on both nodes"
+    assert summary(local, tmp_path / "local") and summary(remote, tmp_path / "ray") == summary(
+        local, tmp_path / "local"
+    )
+    assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")

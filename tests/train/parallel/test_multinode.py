@@ -1,0 +1,161 @@
+"""Training across nodes: two torchrun "nodes" on this machine (`--nnodes 2`, c10d rendezvous on the
+loopback) give the losses, grad norms, validation losses and final weights of one node with as many
+processes, bit for bit: one process per node under FSDP2 against `ptk train --nproc 2`, then resumed
+from its step-8 checkpoint on two nodes; two per node under HSDP (sharded within a node, replicated
+across) against `--nproc 4`.
+
+What this cannot show on one machine: a real network between the nodes, hostnames other than the
+loopback, run directories on a network filesystem.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from pretrainkit.train.checkpoint.export import checkpoint_model, find_checkpoint
+
+# FSDP2: all-gathers and reduce-scatters cross the nodes every step, not only DDP's all-reduce. On the
+# CPU (gloo) even where a GPU is: several processes cannot share one under NCCL.
+RUN = {
+    "device": "cpu",
+    "parallel": "fsdp",
+    "max_steps": 12,
+    "checkpoint": {"every": 4, "keep": 3},
+    "eval": {"every": 6, "batches": 1},
+}
+RESUME_FROM = 8
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the kernel's pick for port 0), for the rendezvous store."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node_command(config: Path, port: int, node: int, nproc_per_node: int) -> list[str]:
+    """What each node of a cluster runs (docs/clusters.md), with the loopback for the first node's
+    hostname. The first node hosts the rendezvous store (`is_host`), as the node named in the
+    endpoint does on a cluster; here both nodes are 127.0.0.1, so it is said outright."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=2",
+        f"--nproc_per_node={nproc_per_node}",
+        "--rdzv_backend=c10d",
+        f"--rdzv_endpoint=127.0.0.1:{port}",
+        f"--rdzv_id={config.parent.name}",
+        f"--rdzv_conf=is_host={int(node == 0)}",
+        "--local_addr=127.0.0.1",  # the address the workers' process group meets at (rank 0's node)
+        "-m",
+        "pretrainkit.train",
+        str(config),
+    ]
+
+
+@pytest.fixture
+def two_nodes(kit) -> Iterator:
+    """`run(config)`: both nodes of a run started, waited for, and their logs returned; every process a
+    test started is killed at the end, whatever happened (torchrun and its workers, found by config)."""
+    started: list[Path] = []
+
+    def run(config: Path, nproc_per_node: int = 1) -> list[str]:
+        started.append(config)
+        port = free_port()
+        logs = [config.parent / f"node{node}.log" for node in range(2)]
+        nodes = []
+        for node, log in enumerate(logs):
+            with open(log, "wb") as out:
+                nodes.append(
+                    kit.start(node_command(config, port, node, nproc_per_node), stdout=out, stderr=subprocess.STDOUT)
+                )
+        # Until both end, or one fails (its peer would wait for it in the rendezvous until torch's timeout);
+        # the deadline is a bound for a hang, not for speed.
+        deadline = time.monotonic() + kit.hang_seconds
+        while not all(p.poll() == 0 for p in nodes) and not any(p.returncode for p in nodes):
+            assert time.monotonic() < deadline, "the nodes did not end"
+            time.sleep(0.1)
+        texts = [log.read_text(errors="replace") for log in logs]
+        report = "\n".join(
+            f"node {i} (exit status {p.returncode}): {t[-2000:]}" for i, (p, t) in enumerate(zip(nodes, texts))
+        )
+        assert all(p.returncode == 0 for p in nodes), report
+        return texts
+
+    yield run
+    for config in started:  # torchrun and its workers each name the config on their command line
+        kit.kill_processes(str(config))
+
+
+def trained(rows: list[dict]) -> list[tuple]:
+    return [(r["step"], r["loss"], r["grad_norm"], r["lr"]) for r in rows]
+
+
+def validated(run_dir: Path) -> list[tuple]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
+
+
+def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    model, _ = checkpoint_model(find_checkpoint(run_dir))
+    return model.state_dict()
+
+
+def assert_same_weights(a: Path, b: Path) -> None:
+    wa, wb = final_weights(a), final_weights(b)
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        assert torch.equal(wa[name], wb[name]), name
+
+
+@pytest.mark.distributed
+def test_two_nodes_match_one_node_and_resume_across_nodes(kit, two_nodes, tmp_path: Path) -> None:
+    one = kit.config(tmp_path / "one", **RUN)
+    proc = kit.ptk(one, nproc=2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reference = kit.rows(tmp_path / "one" / "run")
+    assert [r["step"] for r in reference] == list(range(1, 13))
+
+    two = kit.config(tmp_path / "two", **RUN)
+    logs = two_nodes(two)
+    assert (logs[0] + logs[1]).count("ptk train: steps 1-12 of 12") == 1  # rank 0 says how the run went
+    assert trained(kit.rows(tmp_path / "two" / "run")) == trained(reference)  # bitwise
+    assert validated(tmp_path / "two" / "run") == validated(tmp_path / "one" / "run")
+    assert_same_weights(tmp_path / "two" / "run", tmp_path / "one" / "run")
+
+    # The two-node run as if stopped after its step-8 checkpoint, resumed on two nodes.
+    shutil.copytree(tmp_path / "two" / "run", tmp_path / "resumed" / "run")
+    for ckpt in (tmp_path / "resumed" / "run" / "checkpoints").iterdir():
+        if int(ckpt.name.split("-")[1]) > RESUME_FROM:
+            shutil.rmtree(ckpt)
+    resumed = kit.config(tmp_path / "resumed", **RUN)
+    logs = two_nodes(resumed)
+    assert "step-0000008 (step 8)\nptk train: steps 9-12 of 12" in logs[0] + logs[1]
+    assert trained(kit.rows(tmp_path / "resumed" / "run")) == trained(reference)
+    assert_same_weights(tmp_path / "resumed" / "run", tmp_path / "one" / "run")
+
+
+@pytest.mark.distributed
+def test_hsdp_over_two_nodes_of_two_processes_matches_one_node_of_four(kit, two_nodes, tmp_path: Path) -> None:
+    # The layout for nodes: shards within a node, replicas across (dp_replicate = nodes); torchrun
+    # numbers a node's processes consecutively, so ranks 0-1 share one node and 2-3 the other.
+    hsdp = {**RUN, "parallel": {"data": "hsdp", "dp_replicate": 2}, "max_steps": 4, "eval": {"every": 4, "batches": 1}}
+    one = kit.config(tmp_path / "one", **hsdp)
+    proc = kit.ptk(one, nproc=4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    two = kit.config(tmp_path / "two", **hsdp)
+    two_nodes(two, nproc_per_node=2)
+    assert trained(kit.rows(tmp_path / "two" / "run")) == trained(kit.rows(tmp_path / "one" / "run"))
+    assert validated(tmp_path / "two" / "run") == validated(tmp_path / "one" / "run")
+    assert_same_weights(tmp_path / "two" / "run", tmp_path / "one" / "run")
