@@ -91,6 +91,16 @@ def test_dedup_and_tokenize_from_and_to_a_bucket_are_byte_identical_to_local(s3,
     assert objects(s3, "dedup") == files(tmp_path / "dedup")
     assert objects(s3, "shards") == files(tmp_path / "shards")
     assert any(name.startswith("shard-") for name in objects(s3, "shards"))
+
+    # a later corpus against the first's index, in the bucket: `--against` a URL
+    later = write_jsonl(reuters_documents(3)[1200:1700], tmp_path / "later" / "c.jsonl").parent
+    upload_tree(later, f"{s3.bucket}/later")
+    ok(["dedup", str(later), "-o", str(tmp_path / "later-dedup"), "--against", str(tmp_path / "dedup" / "index")])
+    ok(["dedup", f"{s3.bucket}/later", "-o", f"{s3.bucket}/later-dedup", "--against", f"{s3.bucket}/dedup/index"])
+    got, want = objects(s3, "later-dedup"), files(tmp_path / "later-dedup")
+    assert b'"against_docs": 0' not in got["stats.json"]
+    for name in want:  # the same bytes but for the index's name, its URL in the bucket's run
+        assert got[name].replace(f"{s3.bucket}/dedup".encode(), str(tmp_path / "dedup").encode()) == want[name]
     assert not any(work.rglob("*.jsonl*")), "the staged output and the fetched inputs are removed after success"
 
 
