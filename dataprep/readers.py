@@ -26,6 +26,7 @@ several processes can share one file while the order of documents stays the inpu
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import gzip
 import json
 import os
@@ -176,7 +177,9 @@ def _scan_directory(d: Path, given: str, suffixes: Sequence[str]) -> list[Path]:
     # A link to nothing is listed too: among the ignored files, or refused as an input (never dropped unsaid).
     # The output folders' own marker and lock are no one's data: neither read nor named.
     every = sorted(f for f in d.rglob("*") if (f.is_file() or _broken_link(f)) and not own_name(f.name))
-    dedup_outputs = {f.parent for f in every if f.name == DEDUP_STATS_NAME and any(f.parent.glob(DEDUP_KEPT_GLOB))}
+    rels = {f: f.relative_to(d).as_posix() for f in every}
+    dedup_outputs = {d / rel for rel in dedup_outputs_in(list(rels.values()))}
+    unread = set(unread_in_dedup_outputs(list(rels.values())))
     for f in every:
         if f.name == DEDUP_STATS_NAME and f.parent not in dedup_outputs and owner(f.parent) == DECONTAMINATE.name:
             raise UserError(
@@ -191,33 +194,59 @@ def _scan_directory(d: Path, given: str, suffixes: Sequence[str]) -> list[Path]:
             )
 
     def taken(f: Path) -> bool:
-        inside = [o for o in dedup_outputs if o in f.parents]
-        if inside:
-            return f.parent in inside and f.match(DEDUP_KEPT_GLOB)
+        if rels[f] in unread:
+            return False
+        if any(o in f.parents for o in dedup_outputs):
+            return True  # a dedup output's kept part
         return input_format(f.name, suffixes) is not None and not any(
-            part.startswith(".") for part in f.relative_to(d).parts
+            part.startswith(".") for part in Path(rels[f]).parts
         )
 
     files = [f for f in every if taken(f)]
-    ignored = [f.relative_to(d).as_posix() for f in every if not taken(f)]
+    ignored = [rels[f] for f in every if not taken(f)]
     if ignored:
-        shown = _grouped_names(ignored)
-        kept_only = (
-            f"; of the ptk output{'s' if len(dedup_outputs) > 1 else ''} in it, only the kept records"
-            if dedup_outputs
-            else ""
-        )
-        print(
-            f"ptk: note: {given}: ignored {len(ignored)} file{'s' if len(ignored) != 1 else ''} (hidden, or not "
-            f"{'/'.join(suffixes)}{kept_only}): {shown}",
-            file=sys.stderr,
-        )
+        note_ignored(given, ignored, suffixes, len(dedup_outputs))
     if not files:
         raise UserError(f"{given}: directory holds no input files ({', '.join(suffixes)})")
     return files
 
 
-def _grouped_names(rels: list[str], most: int = 6) -> str:
+def dedup_outputs_in(rels: Sequence[str]) -> set[str]:
+    """The folders (relative, "" for the top) among the files `rels` (posix paths relative to a folder
+    given as input) that are `ptk dedup` outputs: a stats.json beside kept parts. Only their kept
+    parts are read (`_scan_directory`), and a bucket's copy fetches no more (`remote.staging`)."""
+    with_stats = {rel.rpartition("/")[0] for rel in rels if rel.rpartition("/")[2] == DEDUP_STATS_NAME}
+    with_kept = {rel.rpartition("/")[0] for rel in rels if fnmatch.fnmatch(rel.rpartition("/")[2], DEDUP_KEPT_GLOB)}
+    return with_stats & with_kept
+
+
+def unread_in_dedup_outputs(rels: Sequence[str]) -> list[str]:
+    """Those of `rels` that lie in a dedup output and are not its kept parts: never read as input."""
+    outputs = dedup_outputs_in(rels)
+
+    def unread(rel: str) -> bool:
+        folder, _, name = rel.rpartition("/")
+        if folder in outputs and fnmatch.fnmatch(name, DEDUP_KEPT_GLOB):
+            return False
+        parts = rel.split("/")
+        return any("/".join(parts[:i]) in outputs for i in range(len(parts)))
+
+    return [rel for rel in rels if unread(rel)]
+
+
+def note_ignored(given: str, ignored: list[str], suffixes: Sequence[str], ptk_outputs: int) -> None:
+    """One note on stderr naming the files of the input folder `given` that are not read."""
+    kept_only = (
+        f"; of the ptk output{'s' if ptk_outputs > 1 else ''} in it, only the kept records" if ptk_outputs else ""
+    )
+    print(
+        f"ptk: note: {given}: ignored {len(ignored)} file{'s' if len(ignored) != 1 else ''} (hidden, or not "
+        f"{'/'.join(suffixes)}{kept_only}): {grouped_names(ignored)}",
+        file=sys.stderr,
+    )
+
+
+def grouped_names(rels: list[str], most: int = 6) -> str:
     """`a.csv, index/ (12 files), ...`: files at the top by name, each top directory once, with its count."""
     groups: dict[str, list[str]] = {}
     for rel in rels:

@@ -43,10 +43,11 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from pretrainkit.errors import UserError, shortened
 from pretrainkit.files import is_temporary
-from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
+from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME, own_name
 from pretrainkit.progress import progress_bar
 from pretrainkit.remote.transfer import download, download_all, list_tree, remove_all, upload, upload_all
 from pretrainkit.remote.urls import filesystem, is_url, join, scheme
@@ -90,16 +91,23 @@ def local_arguments(args: argparse.Namespace, spec: UrlArguments) -> Iterator[No
         _refuse_inputs_inside(args, spec, output_url)
     for name in spec.inputs + spec.files:
         value = getattr(args, name, None)
+        read_as_input = name in spec.inputs
         if isinstance(value, list):
-            setattr(args, name, [local_copy(v) for v in value])
+            setattr(args, name, [local_copy(v, read_as_input) for v in value])
         elif value is not None:
-            setattr(args, name, local_copy(value))
+            setattr(args, name, local_copy(value, read_as_input))
     staging = None
     if is_url(output_url):
         staging = _staging_folder(output_url, work)
         setattr(args, spec.output, staging)
         _SHOWN[str(staging)] = output_url.rstrip("/")
-    yield
+    streams = sys.stdout, sys.stderr
+    if _SHOWN:
+        sys.stdout, sys.stderr = _ShowingUrls(sys.stdout), _ShowingUrls(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = streams
     if staging is not None:
         publish(staging, output_url)
         shutil.rmtree(staging, ignore_errors=True)
@@ -110,9 +118,26 @@ def local_arguments(args: argparse.Namespace, spec: UrlArguments) -> Iterator[No
             local.unlink(missing_ok=True)
 
 
-def local_copy(value: object) -> object:
+class _ShowingUrls:
+    """A text stream that writes through `shown`, so that what any part of a command prints names the
+    URLs it was given, not their local copies."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(shown(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+def local_copy(value: object, read_as_input: bool = False) -> object:
     """A URL input (an object, or a prefix as a folder) as the local path it is fetched to, in the running
-    command's work folder; anything else as it is. Also for paths that a file names (a pipeline file's)."""
+    command's work folder; anything else as it is. Also for paths that a file names (a pipeline file's).
+    `read_as_input`: a folder of input records, of whose dedup outputs only the kept parts are fetched
+    (the only files a reader takes from them; their index, lists and stats stay in the bucket)."""
     if not is_url(value):
         return value
     work = _RUN["work"] or work_dir()
@@ -120,6 +145,8 @@ def local_copy(value: object) -> object:
     listing = {rel: size for rel, size in list_tree(url).items() if not is_temporary(rel.rsplit("/", 1)[-1])}
     if not listing:
         raise UserError(f"{url}: no such file or directory")
+    if read_as_input:
+        listing = _without_unread(url, listing)
     fs, key = filesystem(url)
     local = work / "inputs" / scheme(url) / key.strip("/")
     wanted = {rel: size for rel, size in listing.items() if not _have(local / rel if rel else local, size)}
@@ -127,6 +154,23 @@ def local_copy(value: object) -> object:
     _SHOWN[str(work / "inputs" / scheme(url))] = f"{scheme(url)}:/"  # the layout mirrors the bucket's
     _RUN["fetched"].append(local)
     return str(local)
+
+
+def _without_unread(url: str, listing: dict[str, int]) -> dict[str, int]:
+    from pretrainkit.dataprep.readers import dedup_outputs_in, grouped_names, unread_in_dedup_outputs
+
+    unread = unread_in_dedup_outputs(list(listing))
+    if not unread:
+        return listing
+    outputs = len(dedup_outputs_in(list(listing)))
+    named = [rel for rel in unread if not own_name(rel.rsplit("/", 1)[-1])]  # markers: no one's data
+    print(
+        f"ptk: note: {url}: not fetched {len(named)} file{'s' if len(named) != 1 else ''} of the ptk dedup "
+        f"output{'s' if outputs > 1 else ''} in it, of which only the kept records are read: {grouped_names(named)}",
+        file=sys.stderr,
+    )
+    skipped = set(unread)
+    return {rel: size for rel, size in listing.items() if rel not in skipped}
 
 
 def in_batches(sizes: dict[str, int], desc: str, transfer: Callable[[list[str]], None]) -> None:
