@@ -178,8 +178,9 @@ def _scan_directory(d: Path, given: str, suffixes: Sequence[str]) -> list[Path]:
     # The output folders' own marker and lock are no one's data: neither read nor named.
     every = sorted(f for f in d.rglob("*") if (f.is_file() or _broken_link(f)) and not own_name(f.name))
     rels = {f: f.relative_to(d).as_posix() for f in every}
-    dedup_outputs = {d / rel for rel in dedup_outputs_in(list(rels.values()))}
-    unread = set(unread_in_dedup_outputs(list(rels.values())))
+    outputs = dedup_outputs_in(list(rels.values()))
+    dedup_outputs = {d / rel for rel in outputs}
+    unread = set(unread_in_dedup_outputs(list(rels.values()), outputs))
     for f in every:
         if f.name == DEDUP_STATS_NAME and f.parent not in dedup_outputs and owner(f.parent) == DECONTAMINATE.name:
             raise UserError(
@@ -220,9 +221,9 @@ def dedup_outputs_in(rels: Sequence[str]) -> set[str]:
     return with_stats & with_kept
 
 
-def unread_in_dedup_outputs(rels: Sequence[str]) -> list[str]:
-    """Those of `rels` that lie in a dedup output and are not its kept parts: never read as input."""
-    outputs = dedup_outputs_in(rels)
+def unread_in_dedup_outputs(rels: Sequence[str], outputs: set[str]) -> list[str]:
+    """Those of `rels` that lie in one of the dedup `outputs` (`dedup_outputs_in(rels)`) and are not its
+    kept parts: never read as input."""
 
     def unread(rel: str) -> bool:
         folder, _, name = rel.rpartition("/")

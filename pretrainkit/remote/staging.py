@@ -159,14 +159,15 @@ def local_copy(value: object, read_as_input: bool = False) -> object:
 def _without_unread(url: str, listing: dict[str, int]) -> dict[str, int]:
     from pretrainkit.dataprep.readers import dedup_outputs_in, grouped_names, unread_in_dedup_outputs
 
-    unread = unread_in_dedup_outputs(list(listing))
+    outputs = dedup_outputs_in(list(listing))
+    unread = unread_in_dedup_outputs(list(listing), outputs)
     if not unread:
         return listing
-    outputs = len(dedup_outputs_in(list(listing)))
     named = [rel for rel in unread if not own_name(rel.rsplit("/", 1)[-1])]  # markers: no one's data
     print(
         f"ptk: note: {url}: not fetched {len(named)} file{'s' if len(named) != 1 else ''} of the ptk dedup "
-        f"output{'s' if outputs > 1 else ''} in it, of which only the kept records are read: {grouped_names(named)}",
+        f"output{'s' if len(outputs) > 1 else ''} in it, of which only the kept records are read: "
+        f"{grouped_names(named)}",
         file=sys.stderr,
     )
     skipped = set(unread)
