@@ -16,6 +16,7 @@ import sys
 
 from pretrainkit.errors import UserError
 from pretrainkit.progress import end_bars
+from pretrainkit.remote.staging import shown
 from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, handling_sigterm
 from pretrainkit.train.cli import STOPPED_BY_SIGTERM, add_train_arguments
 from pretrainkit.train.config import TrainConfig, load_config
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_training(cfg, where=args.config, resume=not args.no_resume)
     except UserError as e:
         end_bars()
-        report_user_error(str(e))
+        report_user_error(shown(str(e)))
         return USER_ERROR
     except Terminated:
         end_bars()

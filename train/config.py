@@ -22,6 +22,7 @@ import yaml
 
 from pretrainkit.errors import UserError, quoted, shortened
 from pretrainkit.quantities import config_number
+from pretrainkit.remote.urls import is_url
 from pretrainkit.user_yaml import DuplicateKeyError, load_user_yaml, read_user_yaml
 
 SCHEDULES = ("cosine", "wsd")
@@ -208,7 +209,7 @@ def _resolve_paths(raw: dict, base: Path) -> None:
         node = raw
         for k in keys[:-1]:
             node = node.get(k) if isinstance(node, dict) else None
-        if isinstance(node, dict) and isinstance(node.get(keys[-1]), str):
+        if isinstance(node, dict) and isinstance(node.get(keys[-1]), str) and not is_url(node[keys[-1]]):
             node[keys[-1]] = str((base / node[keys[-1]]).resolve())
 
 
@@ -234,7 +235,7 @@ def _apply_override(raw: dict, item: str, path: Path) -> None:
         raise UserError(f"--set {item}: {e.problem}") from None
     except yaml.YAMLError:  # not YAML: the text as it is
         value = text
-    if tuple(keys) in PATH_KEYS and isinstance(value, str):
+    if tuple(keys) in PATH_KEYS and isinstance(value, str) and not is_url(value):
         value = str(Path(value).resolve())
     node[keys[-1]] = value
     _parallel_as_mapping(raw)
@@ -299,6 +300,8 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     def choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
         require(value in allowed, key, f"must be one of {', '.join(allowed)}, got {quoted(value)}")
 
+    for key, value in (("data.mixture", cfg.data.mixture), ("init_from", cfg.init_from)):
+        require(not is_url(value), key, f"{value}: a URL is not supported here yet (run_dir is); give a local path")
     p = cfg.parallel
     choice("parallel.data", p.data, DATA_PARALLEL_MODES)
     choice("parallel.pp_schedule", p.pp_schedule, PP_SCHEDULES)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import os
 import shutil
@@ -49,6 +50,7 @@ from pretrainkit.errors import UserError, shortened
 from pretrainkit.files import is_temporary
 from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME, own_name
 from pretrainkit.progress import progress_bar
+from pretrainkit.remote.run_files import run_files_read
 from pretrainkit.remote.transfer import download, download_all, list_tree, remove_all, upload, upload_all
 from pretrainkit.remote.urls import filesystem, is_url, join, scheme
 
@@ -67,6 +69,8 @@ class UrlArguments:
 
     inputs: tuple[str, ...] = ()  # each a list of input files or folders
     files: tuple[str, ...] = ()  # each one path (or a list of paths) to a file or folder read whole
+    runs: tuple[str, ...] = ()  # each a training run's folder (or a model's) read: its complete checkpoints
+    run_logs: tuple[str, ...] = ()  # each a run's folder (or a list of them) of which only the logs are read
     output: str | None = None  # the output folder
 
 
@@ -96,18 +100,20 @@ def local_arguments(args: argparse.Namespace, spec: UrlArguments) -> Iterator[No
             setattr(args, name, [local_copy(v, read_as_input) for v in value])
         elif value is not None:
             setattr(args, name, local_copy(value, read_as_input))
+    for name in spec.runs + spec.run_logs:
+        select = functools.partial(run_files_read, with_checkpoints=name in spec.runs)
+        value = getattr(args, name, None)
+        if isinstance(value, list):
+            setattr(args, name, [local_copy(v, select=select) for v in value])
+        elif value is not None:
+            setattr(args, name, local_copy(value, select=select))
     staging = None
     if is_url(output_url):
-        staging = _staging_folder(output_url, work)
+        staging = staging_folder(output_url, work)
         setattr(args, spec.output, staging)
-        _SHOWN[str(staging)] = output_url.rstrip("/")
-    streams = sys.stdout, sys.stderr
-    if _SHOWN:
-        sys.stdout, sys.stderr = _ShowingUrls(sys.stdout), _ShowingUrls(sys.stderr)
-    try:
+        show_as(staging, output_url)
+    with showing_urls():
         yield
-    finally:
-        sys.stdout, sys.stderr = streams
     if staging is not None:
         publish(staging, output_url)
         shutil.rmtree(staging, ignore_errors=True)
@@ -116,6 +122,23 @@ def local_arguments(args: argparse.Namespace, spec: UrlArguments) -> Iterator[No
             shutil.rmtree(local, ignore_errors=True)
         else:
             local.unlink(missing_ok=True)
+
+
+def show_as(local: Path, url: str) -> None:
+    """Name `url` in messages wherever they would name the local folder `local` that stands for it."""
+    _SHOWN[str(local)] = url.rstrip("/")
+
+
+@contextlib.contextmanager
+def showing_urls() -> Iterator[None]:
+    """sys.stdout and sys.stderr through `shown` for the body, when any local folder stands for a URL."""
+    streams = sys.stdout, sys.stderr
+    if _SHOWN:
+        sys.stdout, sys.stderr = _ShowingUrls(sys.stdout), _ShowingUrls(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = streams
 
 
 class _ShowingUrls:
@@ -133,11 +156,14 @@ class _ShowingUrls:
         return getattr(self._stream, name)
 
 
-def local_copy(value: object, read_as_input: bool = False) -> object:
+def local_copy(
+    value: object, read_as_input: bool = False, select: Callable[[dict[str, int]], dict[str, int]] | None = None
+) -> object:
     """A URL input (an object, or a prefix as a folder) as the local path it is fetched to, in the running
     command's work folder; anything else as it is. Also for paths that a file names (a pipeline file's).
     `read_as_input`: a folder of input records, of whose dedup outputs only the kept parts are fetched
-    (the only files a reader takes from them; their index, lists and stats stay in the bucket)."""
+    (the only files a reader takes from them; their index, lists and stats stay in the bucket).
+    `select`: of a folder's files (relative path: size), those to fetch (`remote.run_files.run_files_read`)."""
     if not is_url(value):
         return value
     work = _RUN["work"] or work_dir()
@@ -147,6 +173,8 @@ def local_copy(value: object, read_as_input: bool = False) -> object:
         raise UserError(f"{url}: no such file or directory")
     if read_as_input:
         listing = _without_unread(url, listing)
+    if select is not None and "" not in listing:
+        listing = select(listing)
     fs, key = filesystem(url)
     local = work / "inputs" / scheme(url) / key.strip("/")
     wanted = {rel: size for rel, size in listing.items() if not _have(local / rel if rel else local, size)}
@@ -203,12 +231,17 @@ def _refuse_inputs_inside(args: argparse.Namespace, spec: UrlArguments, output_u
                 raise UserError(f"{given}: input lies inside the output directory {output_url}; choose another -o")
 
 
-def _staging_folder(url: str, work: Path) -> Path:
-    """The local folder OUT is written in, with the bucket's output marker fetched into it (see the
-    module docstring: Ownership)."""
+def staging_path(url: str, work: Path) -> Path:
+    """The local folder an output URL is written in: the same for every process of a machine."""
+    return work / "outputs" / hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
+
+
+def staging_folder(url: str, work: Path) -> Path:
+    """`staging_path`, with the bucket's output marker fetched into it (see the module docstring:
+    Ownership); a UserError for a prefix holding objects of no ptk output."""
     filesystem(url, writing=True)
     listing = list_tree(url)
-    staging = work / "outputs" / hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
+    staging = staging_path(url, work)
     if listing.get(MARKER_NAME) is not None:
         if not (staging / MARKER_NAME).is_file():
             download(join(url, MARKER_NAME), staging / MARKER_NAME)

@@ -156,11 +156,15 @@ class Checkpoints:
         keep: int,
         tensors: Mapping[str, Stateful] | None = None,
         records: Sequence[Stateful] = (),
+        after_seal: Callable[[], None] | None = None,
     ) -> None:
-        """`tensors` and `records`: what `save` writes and `restore` loads (none for a reader such as `ptk export`)."""
+        """`tensors` and `records`: what `save` writes and `restore` loads (none for a reader such as `ptk export`).
+        `after_seal`: run by rank 0 in the background once a checkpoint is named and the older ones pruned
+        (a run_dir URL's push: `pretrainkit/remote/runs.py`); its failure is the save's."""
         self.dir = Path(directory)
         self.keep = keep
         self.tensors, self.records = dict(tensors or {}), list(records)
+        self.after_seal = after_seal
         self.pending: Finalization | None = None
         # The finalizer thread exchanges hashes over a gloo group of its own, made once by every process
         # (as DCP's async_save wants its background collectives kept off the training's group): each
@@ -277,7 +281,7 @@ class Checkpoints:
         return None
 
     def _seal(self, tmp: Path, final: Path, meta: dict) -> None:
-        """Rank 0: `meta.json` last, the rename that makes the checkpoint visible, then pruning."""
+        """Rank 0: `meta.json` last, the rename that makes the checkpoint visible, then pruning, then `after_seal`."""
         write_text_atomic(tmp / META_FILE, json.dumps(meta, indent=1, sort_keys=True))
         fsync_directory(tmp)
         shutil.rmtree(final, ignore_errors=True)
@@ -285,6 +289,8 @@ class Checkpoints:
         fsync_directory(self.dir)  # so that the rename itself survives a power loss
         for old in self.candidates()[self.keep :]:
             shutil.rmtree(old, ignore_errors=True)
+        if self.after_seal is not None:
+            self.after_seal()
 
     def restore(self, ckpt: Checkpoint) -> None:
         """Load every tensor state, every record and this process's RNG from `ckpt` (collective)."""

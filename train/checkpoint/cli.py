@@ -3,6 +3,7 @@ Face directory that transformers' AutoModelForCausalLM and AutoTokenizer load.
 
     ptk export runs/base -o model.safetensors
     ptk export runs/base --format hf -o hf-model/ --dtype bf16
+    ptk export s3://bucket/runs/base --format hf -o s3://bucket/models/base   # a run and an output in a bucket
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import output_file
 from pretrainkit.output_folders import EXPORT, output_folder, prefixed
 from pretrainkit.quantities import count
+from pretrainkit.remote.staging import UrlArguments
+from pretrainkit.remote.urls import is_url
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -79,6 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "-o",
         "--output",
         required=True,
+        type=export_target,
         help="native: FILE.safetensors, or a directory (model.safetensors + pretrainkit_model.json); hf: a directory",
     )
     p.add_argument("--format", choices=["native", "hf"], default="native")
@@ -95,4 +99,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="BYTES",
         help="hf: weight files above this size are split, with model.safetensors.index.json (default 5G)",
     )
-    p.set_defaults(func=cmd_export)
+    p.set_defaults(
+        func=cmd_export, url_arguments=UrlArguments(runs=("run_dir",), files=("tokenizer",), output="output")
+    )
+
+
+def export_target(value: str) -> str:
+    """-o: a URL is a folder (written locally, then published), never a .safetensors object of its own."""
+    if is_url(value) and value.rstrip("/").endswith(".safetensors"):
+        raise argparse.ArgumentTypeError(
+            f"{value}: a URL output is a folder (it gets model.safetensors); drop the .safetensors name"
+        )
+    return value

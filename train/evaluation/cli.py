@@ -18,6 +18,7 @@ import math
 import sys
 
 from pretrainkit.errors import UserError
+from pretrainkit.remote.staging import UrlArguments
 
 # Figures printed and stored in JSON; rounding keeps the last, noise-level digits out of comparisons.
 DIGITS = 6
@@ -47,7 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     add_field_options(p)
-    p.set_defaults(func=run_eval)
+    p.set_defaults(
+        func=run_eval, url_arguments=UrlArguments(runs=("model",), inputs=("text",), files=("shards", "tokenizer"))
+    )
 
 
 def run_eval(args: argparse.Namespace) -> int:

@@ -8,12 +8,15 @@ writes the resolved config to `RUN_DIR/config.yaml`, resumes from the newest val
 or, in a fresh run, loads `init_from`'s weights (`train/checkpoint/init_from.py`), runs `TrainingLoop` to
 `max_steps` and prints the summary on rank 0 (or raises Terminated, after a SIGTERM stopped the loop).
 Every process ends with a barrier and then `end_process_groups()` (destroyed in one process; left to
-the process's end under a launcher).
+the process's end under a launcher). A run_dir URL is trained in its local mirror, pulled from the
+bucket before the run and pushed to it after each checkpoint and at the end (`pretrainkit/remote/runs.py`);
+messages name the URL.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -24,10 +27,13 @@ import yaml
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import write_text_atomic
 from pretrainkit.mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
+from pretrainkit.remote.runs import check_one_node, mirror_path, prepare_mirror, pull_run, push_run
+from pretrainkit.remote.staging import show_as, showing_urls
+from pretrainkit.remote.urls import is_url
 from pretrainkit.sigterm import Terminated
 from pretrainkit.train.checkpoint.checkpoints import loader_state_of
 from pretrainkit.train.checkpoint.init_from import initialize_from
-from pretrainkit.train.config import TrainConfig, to_dict
+from pretrainkit.train.config import TrainConfig
 from pretrainkit.train.loop.run_dir import holding_run_dir
 from pretrainkit.train.loop.trainer import Trainer
 from pretrainkit.train.loop.training_loop import BatchTransform, TrainingLoop, format_summary
@@ -39,9 +45,14 @@ CONFIG_FILE = "config.yaml"
 
 
 def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: BatchTransform | None = None) -> int:
+    bucket = cfg.run_dir if is_url(cfg.run_dir) else None
+    if bucket is not None:
+        check_one_node(bucket)
+        cfg = dataclasses.replace(cfg, run_dir=str(mirror_path(bucket)))
+        show_as(Path(cfg.run_dir), bucket)
     env = init_distributed(cfg.device)
-    with contextlib.ExitStack() as run_dir:  # rank 0's hold on the run directory, until the run ends
-        return _run(cfg, where, resume, transform, env, run_dir)
+    with contextlib.ExitStack() as run_dir, showing_urls():  # rank 0's hold on the run directory, until the run ends
+        return _run(cfg, where, resume, transform, env, run_dir, bucket)
 
 
 def _run(
@@ -51,10 +62,16 @@ def _run(
     transform: BatchTransform | None,
     env: DistEnv,
     run_dir: contextlib.ExitStack,
+    bucket: str | None,
 ) -> int:
+    local = Path(cfg.run_dir)
     try:
+        if bucket is not None:  # the bucket's marker first: a prefix of another command's output is refused
+            together(lambda: prepare_mirror(bucket), local, main_only=True)
         # before anything is written there; a refusal (in use, another command's output) stops every process
-        together(lambda: run_dir.enter_context(holding_run_dir(cfg.run_dir, where, env.is_main)), Path(cfg.run_dir))
+        together(lambda: run_dir.enter_context(holding_run_dir(local, where, env.is_main)), local)
+        if bucket is not None and resume:
+            together(lambda: pull_run(bucket, local), local, main_only=True)
         mix = load_verified_mixture(cfg, env.is_main).with_replays(loader_state_of)
         sampler = MixtureSampler(mix, seq_len=cfg.data.seq_len, global_batch_size=cfg.batch.global_size)
         limit = sampler.limit_batch()
@@ -72,12 +89,14 @@ def _run(
             num_workers=0,
             pin_memory=env.device.type == "cuda",
         )
-        loop = TrainingLoop(cfg, trainer, loader, mix, env, validation_rows(cfg, sampler), transform)
+        loop = TrainingLoop(cfg, trainer, loader, mix, env, validation_rows(cfg, sampler), transform, bucket)
         if (loop.resume() if resume else loop.start_over()) is None and cfg.init_from is not None:
             initialize_from(cfg, trainer.model_cfg, trainer.model, trainer.optimizer, mix.tokenizer, where, env.is_main)
         if env.is_main:
-            write_text_atomic(Path(cfg.run_dir) / CONFIG_FILE, yaml.safe_dump(to_dict(cfg), sort_keys=False))
+            write_text_atomic(local / CONFIG_FILE, yaml.safe_dump(loop.config, sort_keys=False))
         summary = loop.run() if trainer.step < cfg.max_steps else None
+        if bucket is not None:  # the logs since the last checkpoint, and the run's end
+            together(lambda: push_run(local, bucket), local, main_only=True)
     except AgreedError:
         shutdown()  # every process raised it together, so all of them reach the barrier
         raise

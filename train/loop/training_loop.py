@@ -32,6 +32,7 @@ returns with `stopped` set once the checkpoint is complete.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
@@ -46,6 +47,7 @@ import torch.distributed as dist
 from pretrainkit.errors import UserError
 from pretrainkit.mixtures import Mixture, TrainLoader
 from pretrainkit.progress import progress_bar, progress_write
+from pretrainkit.remote.runs import push_run
 from pretrainkit.sigterm import deferred_sigterm
 from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, check_model
 from pretrainkit.train.config import TrainConfig, to_dict
@@ -90,7 +92,10 @@ class TrainingLoop:
         env: DistEnv,
         val_rows: dict[str, tuple[torch.Tensor, torch.Tensor]],
         transform: BatchTransform | None = None,
+        bucket: str | None = None,
     ) -> None:
+        """`bucket`: the run_dir URL that `cfg.run_dir` is the local mirror of (`pretrainkit/remote/runs.py`):
+        the run's name in its checkpoints and config.yaml, and where each checkpoint is pushed."""
         self.cfg, self.trainer, self.loader, self.mix, self.env = cfg, trainer, loader, mix, env
         self.val_rows, self.transform = val_rows, transform
         # Training scores only the first eval.batches held-out batches, `ptk eval` all of them: every report of
@@ -100,9 +105,10 @@ class TrainingLoop:
         self.accum = cfg.batch.global_size // (cfg.batch.micro_size * trainer.mesh.dp_size)
         self.run_dir = Path(cfg.run_dir)
         self.detector = SpikeDetector(cfg.spikes)
-        self.config = to_dict(cfg)
+        self.config = to_dict(cfg) | ({"run_dir": bucket} if bucket else {})
+        pushed = functools.partial(push_run, self.run_dir, bucket) if bucket and env.is_main else None
         self.ckpts = Checkpoints(
-            self.run_dir / "checkpoints", cfg.checkpoint.keep, trainer.states, [trainer.record, self]
+            self.run_dir / "checkpoints", cfg.checkpoint.keep, trainer.states, [trainer.record, self], pushed
         )
         self.next_batch = 0
         self.skip: set[int] = set()

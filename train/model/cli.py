@@ -14,6 +14,7 @@ import sys
 import time
 
 from pretrainkit.errors import UserError
+from pretrainkit.remote.staging import UrlArguments
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -89,4 +90,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tokenizer", help="the model's tokenizer.json or HF directory, when MODEL does not lead to it")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    p.set_defaults(func=cmd_generate)
+    p.set_defaults(func=cmd_generate, url_arguments=UrlArguments(runs=("model",), files=("tokenizer",)))

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import output_file, write_text_atomic, writing_into
+from pretrainkit.remote.staging import UrlArguments, shown
+from pretrainkit.remote.urls import is_url
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -18,6 +20,8 @@ def run_report(args: argparse.Namespace) -> int:
     from pretrainkit.train.reports.report import draw_report, summary_text
     from pretrainkit.train.reports.run_log import METRICS_FILE, read_run
 
+    if args.output is None and is_url(shown(args.run_dir)):  # its local copy goes when the command ends
+        raise UserError(f"{shown(args.run_dir)}: a run in a bucket is reported into a local file: give -o REPORT.png")
     output = Path(args.output) if args.output else Path(args.run_dir) / "report.png"
     if output.suffix.lower() != ".png":  # PNG bytes under another name would mislead every viewer
         raise UserError(f"-o {output}: ptk report writes PNG; name the file .png")
@@ -52,4 +56,4 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="step",
         help="x axis: steps or tokens trained on; a continued run starts where its base stopped (default step)",
     )
-    r.set_defaults(func=run_report)
+    r.set_defaults(func=run_report, url_arguments=UrlArguments(run_logs=("run_dir", "compare")))

@@ -59,7 +59,7 @@ class WandbTracker:
         self.run = wandb.init(
             project=self.cfg.project,
             entity=self.cfg.entity,
-            name=self.cfg.name or self.run_dir.name,
+            name=self.cfg.name or str(self.config["run_dir"]).rstrip("/").rsplit("/", 1)[-1],  # a URL's too
             id=self._run_id(start_step),
             resume="allow",
             dir=str(self.run_dir),

@@ -1,0 +1,105 @@
+"""`run_dir: s3://...` (a real S3 server on the loopback): the run trains in a local mirror pushed to the
+bucket after every checkpoint; it resumes on this machine and on another (an empty work folder) to the
+losses and weights of the same run on a local run_dir, also after kill -9 in a checkpoint; `ptk export`,
+`eval` and `report` read it from the bucket."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pretrainkit.cli import main
+from pretrainkit.remote import staging
+
+RUN = {"max_steps": 8, "checkpoint": {"every": 2, "keep": 2}, "eval": {"every": 4, "batches": 1}}
+TIMING = ("tokens_per_s", "mfu", "val_seconds")  # what differs between any two runs
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv(staging.WORK_DIR_ENV, str(tmp_path / "work"))
+    return tmp_path / "work"
+
+
+def logged(rows: list[dict]) -> list[dict]:
+    """A run's metrics rows less the timings, which differ between any two runs."""
+    return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
+
+
+def bucket_rows(s3, prefix: str) -> list[dict]:
+    text = objects(s3, prefix)["metrics.jsonl"].decode()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def objects(s3, prefix: str) -> dict[str, bytes]:
+    bucket, _, key = prefix.removeprefix("s3://").partition("/")
+    return {k[len(key) + 1 :]: v for k, v in s3.objects(bucket).items() if k.startswith(key + "/")}
+
+
+def local_rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def weights(files: dict[str, bytes], step: int) -> dict[str, bytes]:
+    """The DCP files of one checkpoint (the model's and optimizer's tensors), by name."""
+    prefix = f"checkpoints/step-{step:07d}/"
+    return {k[len(prefix) :]: v for k, v in files.items() if k.startswith(prefix) and "distcp" in k}
+
+
+def whole_checkpoints(files: dict[str, bytes]) -> list[str]:
+    """The bucket's checkpoints with a meta.json, each checked: every file it lists, at its sha256."""
+    names = sorted({k.split("/")[1] for k in files if k.startswith("checkpoints/") and k.endswith("/meta.json")})
+    for name in names:
+        meta = json.loads(files[f"checkpoints/{name}/meta.json"])
+        for file, (size, digest) in meta["files"].items():
+            data = files[f"checkpoints/{name}/{file}"]
+            assert len(data) == size and hashlib.sha256(data).hexdigest() == digest, (name, file)
+    return names
+
+
+def train_in_steps(config: Path, between=lambda: None) -> None:
+    """`ptk train` to step 4, 6, then 8 (the schedule follows max_steps: each leg as the reference's),
+    `between` after the second leg."""
+    assert main(["train", str(config), "--set", "max_steps=4"]) == 0
+    assert main(["train", str(config), "--set", "max_steps=6"]) == 0
+    between()
+    assert main(["train", str(config)]) == 0
+
+
+@pytest.fixture(scope="module")
+def local_run(session_kit, tmp_path_factory) -> Path:
+    """The reference: the same run on a local run_dir."""
+    config = session_kit.config(tmp_path_factory.mktemp("local-run"), **RUN)
+    train_in_steps(config)
+    return config.parent / "run"
+
+
+def test_a_run_in_a_bucket_resumes_here_and_elsewhere_like_a_local_run(kit, s3, work, local_run, tmp_path, capsys):
+    url = f"{s3.bucket}/runs/a"
+    config = kit.config(tmp_path, **RUN, run_dir=url)
+    seen = []
+
+    def elsewhere() -> None:
+        seen.append((capsys.readouterr().err, whole_checkpoints(objects(s3, url))))
+        shutil.rmtree(work)  # another machine: the third leg resumes from the bucket, the second from the mirror
+
+    train_in_steps(config, elsewhere)
+    err, checkpoints = seen[0]
+    assert f"run dir: {url} " in err and str(work) not in err
+    assert checkpoints == ["step-0000004", "step-0000006"]
+    files = objects(s3, url)
+    assert whole_checkpoints(files) == ["step-0000006", "step-0000008"]
+    assert not [k for k in files if ".tmp" in k or "lock" in k]
+    assert logged(bucket_rows(s3, url)) == logged(local_rows(local_run))
+    local = {p.relative_to(local_run).as_posix(): p.read_bytes() for p in local_run.rglob("*") if p.is_file()}
+    assert weights(files, 8) == weights(local, 8) and weights(files, 8)
+    saved = yaml.safe_load(files["config.yaml"])
+    assert saved["run_dir"] == url and saved["max_steps"] == 8
