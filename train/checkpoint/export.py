@@ -95,8 +95,20 @@ def export_model(
     if out.suffix != ".safetensors":
         write_text_atomic(out / NATIVE_CONFIG, config_json + "\n")
         out = out / WEIGHTS_FILE
-    write_bytes_atomic(out, save(tensors, metadata=metadata))
+    write_bytes_atomic(out, with_sorted_header(save(tensors, metadata=metadata)))
     return out, ckpt, cfg
+
+
+def with_sorted_header(blob: bytes) -> bytes:
+    """A safetensors file's bytes with its header's keys in sorted order: safetensors writes `__metadata__`
+    in the order of a Rust HashMap, which differs from process to process, so the same export would
+    not be the same bytes. Only the order changes, so the header keeps its length and every offset."""
+    size = int.from_bytes(blob[:8], "little")
+    text = blob[8 : 8 + size].decode("utf-8").rstrip(" ")
+    ordered = json.dumps(json.loads(text), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    if len(ordered.encode("utf-8")) != len(text.encode("utf-8")):
+        raise AssertionError("a safetensors header changed its length when its keys were sorted")
+    return blob[:8] + ordered.encode("utf-8").ljust(size, b" ") + blob[8 + size :]
 
 
 def load_exported(path: str | Path) -> tuple[Transformer, ModelConfig]:
@@ -141,7 +153,7 @@ def export_hf(
             else [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
         )
         for name, shard in zip(names, shards):
-            write_bytes_atomic(tmp / name, save(shard, metadata={"format": "pt"}))
+            write_bytes_atomic(tmp / name, with_sorted_header(save(shard, metadata={"format": "pt"})))
         if len(shards) > 1:
             index = {
                 "metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},

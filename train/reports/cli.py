@@ -33,7 +33,7 @@ def run_report(args: argparse.Namespace) -> int:
     summary = output.with_suffix(".txt")
     with writing_into(output.parent):  # a full disk is one line naming the file
         panels = draw_report(runs, output, axis=args.x)
-        text = "".join(summary_text(r) for r in runs)
+        text = shown("".join(summary_text(r) for r in runs))  # a run read from a bucket by its URL
         write_text_atomic(summary, text)
     print(text, end="")
     print(f"wrote {output} ({len(panels)} panels: {', '.join(panels)}) and {summary}")

@@ -103,3 +103,81 @@ def test_a_run_in_a_bucket_resumes_here_and_elsewhere_like_a_local_run(kit, s3, 
     assert weights(files, 8) == weights(local, 8) and weights(files, 8)
     saved = yaml.safe_load(files["config.yaml"])
     assert saved["run_dir"] == url and saved["max_steps"] == 8
+
+
+def test_kill_9_in_a_checkpoint_then_the_same_command_elsewhere_resumes_like_a_local_run(
+    kit, s3, work, tmp_path
+) -> None:
+    straight = {**RUN, "max_steps": 30}
+    reference = kit.config(tmp_path / "local", **straight)
+    assert kit.ptk(reference, nproc=2).returncode == 0
+    url = f"{s3.bucket}/runs/killed"
+    config = kit.config(tmp_path / "bucket", **straight, run_dir=url)
+    victim = kit.start(kit.ptk_command(config, nproc=2), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        checkpoints = work / "outputs"
+        while victim.poll() is None and not any(checkpoints.glob("*/checkpoints/.tmp-step-*/*")):
+            time.sleep(0.005)
+    finally:
+        kit.kill_processes(str(config))  # ptk, torchrun and both workers, at once
+    victim.wait()
+    assert victim.returncode == -signal.SIGKILL, victim.stderr.read()[-3000:]
+    whole_checkpoints(objects(s3, url))  # what the bucket holds after the kill is whole or absent
+    shutil.rmtree(work)  # the same command on another machine
+    resumed = kit.ptk(config, nproc=2)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    files = objects(s3, url)
+    assert whole_checkpoints(files) == ["step-0000028", "step-0000030"]
+    local_run = reference.parent / "run"
+    assert logged(bucket_rows(s3, url)) == logged(local_rows(local_run))
+    local = {p.relative_to(local_run).as_posix(): p.read_bytes() for p in local_run.rglob("*") if p.is_file()}
+    assert weights(files, 30) == weights(local, 30)
+
+
+def test_export_eval_and_report_read_a_run_in_a_bucket_as_a_local_one(kit, s3, work, tmp_path, capsys) -> None:
+    url = f"{s3.bucket}/runs/read"
+    local_config = kit.config(tmp_path / "local", **RUN)
+    bucket_config = kit.config(tmp_path / "bucket", **RUN, run_dir=url)
+    for config in (local_config, bucket_config):
+        assert main(["train", str(config), "--set", "max_steps=4"]) == 0
+    shutil.rmtree(work)
+    local_run = local_config.parent / "run"
+    capsys.readouterr()
+
+    assert main(["export", url, "-o", f"{s3.bucket}/models/read"]) == 0
+    assert main(["export", str(local_run), "-o", str(tmp_path / "model")]) == 0
+    exported = objects(s3, f"{s3.bucket}/models/read")
+    assert exported["model.safetensors"] == (tmp_path / "model" / "model.safetensors").read_bytes()
+    out = capsys.readouterr().out
+    assert f"of {url} " in out and f"-> {s3.bucket}/models/read/model.safetensors" in out and str(work) not in out
+
+    scores = []
+    for model in (url, str(local_run)):
+        assert main(["eval", model, "--mixture", str(kit.mixture), "--json"]) == 0
+        scores.append(json.loads(capsys.readouterr().out))
+    assert scores[0]["sources"] == scores[1]["sources"]
+
+    assert main(["report", url]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"ptk: error: {url}: a run in a bucket is reported into a local file: give -o REPORT.png"
+    )
+    assert main(["report", url, "-o", str(tmp_path / "report.png")]) == 0
+    assert (tmp_path / "report.png").stat().st_size > 0 and f"{url}" in (tmp_path / "report.txt").read_text()
+    assert not list((work / "inputs").rglob("*.distcp"))  # the fetched copies go when each command ends
+
+
+def test_a_run_dir_url_over_other_objects_or_a_bad_export_url_is_one_line(kit, s3, work, tmp_path, capsys) -> None:
+    s3.client().put_object(Bucket=s3.bucket.removeprefix("s3://"), Key="taken/notes.txt", Body=b"mine")
+    config = kit.config(tmp_path, **RUN, run_dir=f"{s3.bucket}/taken")
+    assert main(["train", str(config)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"ptk: error: {s3.bucket}/taken: holds objects of no ptk output (notes.txt); "
+        "write into an empty prefix or an earlier run's output"
+    )
+    with pytest.raises(SystemExit) as exited:
+        main(["export", str(tmp_path), "-o", f"{s3.bucket}/m.safetensors"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        f"ptk export: error: argument -o/--output: {s3.bucket}/m.safetensors: a URL output is a folder (it gets "
+        "model.safetensors); drop the .safetensors name (see ptk export --help)"
+    )
