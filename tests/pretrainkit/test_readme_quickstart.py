@@ -1,6 +1,7 @@
 """The README's quick start runs as printed: its ```bash blocks (the pipeline from a corpus to a trained,
-evaluated model, then the Hugging Face export loaded by transformers), in a fresh folder that also holds
-folders of the user's named like the repository's packages, each of which fails when imported."""
+evaluated model, then the Hugging Face export loaded by transformers, then the same data and a run in a
+bucket of a local S3 server), in a fresh folder that also holds folders of the user's named like the
+repository's packages, each of which fails when imported."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from pretrainkit.remote import staging
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -52,7 +55,7 @@ def run_block(block: str, cwd: Path) -> str:
 
 @pytest.mark.slow
 def test_the_readme_quick_start_runs_as_printed(tmp_path: Path) -> None:
-    pipeline, hugging_face = quickstart_blocks()
+    pipeline, hugging_face, bucket = quickstart_blocks()
     shadows = user_folders(tmp_path)
 
     out = run_block(pipeline, tmp_path)
@@ -81,4 +84,40 @@ def test_the_readme_quick_start_runs_as_printed(tmp_path: Path) -> None:
         assert (tmp_path / "first-hf" / name).is_file()
     assert loaded.strip().splitlines()[-1] == "LlamaForCausalLM torch.float32 set() set()"
 
+    in_bucket(bucket, tmp_path)
     assert {path: path.read_text() for path in shadows} == shadows  # the user's folders were left alone
+
+
+def in_bucket(block: str, run: Path) -> None:
+    """The object-storage block: the bucket holds the bytes of the local clean/ and tokens/, and the run."""
+    import boto3
+
+    endpoint = re.search(r"AWS_ENDPOINT_URL=(\S+)", block).group(1)
+    server = f"moto.server\0-p\0{endpoint.rsplit(':', 1)[1]}".encode()
+    try:
+        run_block(block, run)
+        s3 = boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+        )
+        keys = [
+            o["Key"]
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket="corpora")
+            for o in page["Contents"]
+        ]
+        objects = {k: s3.get_object(Bucket="corpora", Key=k)["Body"].read() for k in keys}
+    finally:
+        for pid in Path("/proc").glob("[0-9]*"):  # the server the block started and left running
+            try:
+                if server in (pid / "cmdline").read_bytes():
+                    os.kill(int(pid.name), 9)
+            except OSError:
+                continue
+    for folder in ("clean", "tokens"):
+        local = {
+            f"{folder}/{p.relative_to(run / folder).as_posix()}": p.read_bytes()
+            for p in (run / folder).rglob("*")
+            if p.is_file() and staging._published(p.relative_to(run / folder))
+        }
+        assert {k: v for k, v in objects.items() if k.startswith(folder + "/")} == local
+    assert "runs/first/checkpoints/step-0000020/meta.json" in objects and "runs/first/metrics.jsonl" in objects
+    assert (run / "from-bucket.safetensors").stat().st_size > 0
