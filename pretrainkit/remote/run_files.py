@@ -16,12 +16,13 @@ from pretrainkit.train.checkpoint.names import TMP_PREFIX, step_of
 
 CHECKPOINTS = "checkpoints"
 META_FILE = "meta.json"  # written last into a checkpoint: with it, the checkpoint is whole
+PUSHED_FILE = ".pretrainkit-pushed"  # in a local mirror, once it has been pushed (`remote.runs`): never published
 
 
 def published(rel: str) -> bool:
     """Whether a run's file belongs in the bucket: not the lock, a temporary, or a checkpoint being written."""
     parts = rel.split("/")
-    if parts[-1] == LOCK_NAME or is_temporary(parts[-1]):
+    if parts[-1] in (LOCK_NAME, PUSHED_FILE) or is_temporary(parts[-1]):
         return False
     return not (len(parts) > 2 and parts[0] == CHECKPOINTS and parts[1].startswith(TMP_PREFIX))
 

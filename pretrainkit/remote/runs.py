@@ -13,7 +13,10 @@ files, and keep their guarantees there; the bucket gets whole checkpoints only.
 - Pull: the side whose newest complete checkpoint (a `step-*` with its `meta.json`) is the newer one
   wins. When it is the bucket's (a first run on this machine, or the run went on elsewhere), the mirror
   is emptied and the bucket's run fetched into it, its complete checkpoints only; otherwise the mirror
-  is at least as new (this machine wrote what the bucket holds) and stays as it is.
+  is at least as new (this machine wrote what the bucket holds) and stays as it is. A mirror that was
+  pushed before (`PUSHED_FILE`) to a prefix that now holds no run (deleted, or a new bucket of the same
+  name) is emptied: the run starts over, as it would in an emptied run_dir; one that was never pushed
+  (killed before its first push) is the run's only copy and is resumed from.
 - Push: each complete local checkpoint that the bucket does not hold as it is gets its `meta.json`
   deleted in the bucket first, then its files uploaded, `meta.json` last, so a reader of the bucket takes
   a `step-*` only when it is whole. Then the run's other files (logs, `config.yaml`, the marker, the
@@ -28,13 +31,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from pretrainkit.errors import UserError
+from pretrainkit.files import write_text_atomic
 from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
 from pretrainkit.remote import staging
 from pretrainkit.remote.run_files import (
     META_FILE,
+    PUSHED_FILE,
     checkpoint_of,
     complete_checkpoints,
     newest_step,
@@ -81,15 +87,25 @@ def _local_files(local: Path) -> dict[str, int]:
 
 def pull_run(url: str, local: Path) -> None:
     """Fetch the bucket's run into the mirror `local` if its newest complete checkpoint is newer."""
-    wanted = run_files_read(list_tree(url))
+    listing = list_tree(url)
+    wanted = run_files_read(listing)
+    if MARKER_NAME not in listing and (local / PUSHED_FILE).exists():
+        print(f"ptk train: note: {url} holds no run now; the run starts over", file=sys.stderr)
+        _empty(local)
+        return
     if newest_step(complete_checkpoints(wanted)) <= newest_step(complete_checkpoints(_local_files(local))):
         return
-    for path in local.iterdir():
-        if path.name not in (LOCK_NAME, MARKER_NAME):
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    _empty(local)
     staging.in_batches(
         wanted, "fetch run", lambda batch: download_all([(join(url, rel), local / rel) for rel in batch], url)
     )
+
+
+def _empty(local: Path) -> None:
+    """Remove the mirror's files but the run's hold on it (its lock and marker)."""
+    for path in local.iterdir():
+        if path.name not in (LOCK_NAME, MARKER_NAME):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def push_run(local: Path, url: str) -> None:
@@ -109,3 +125,4 @@ def push_run(local: Path, url: str) -> None:
     upload_all([(local / rel, join(url, rel)) for rel in others], url)
     kept = set(others).union(*checkpoints.values())
     remove_all([join(url, rel) for rel in sorted(set(theirs) - kept)], url)
+    write_text_atomic(local / PUSHED_FILE, url + "\n")

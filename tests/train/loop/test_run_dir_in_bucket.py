@@ -104,19 +104,33 @@ def test_a_run_in_a_bucket_resumes_here_and_elsewhere_like_a_local_run(kit, s3, 
     saved = yaml.safe_load(files["config.yaml"])
     assert saved["run_dir"] == url and saved["max_steps"] == 8
 
+    # The run deleted from the bucket: this machine's mirror of it does not bring it back.
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
+    s3.client().delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": f"{prefix}/{k}"} for k in files]})
+    capsys.readouterr()
+    assert main(["train", str(config), "--set", "max_steps=2"]) == 0
+    assert f"ptk train: note: {url} holds no run now; the run starts over" in capsys.readouterr().err
+    assert whole_checkpoints(objects(s3, url)) == ["step-0000002"]
+    assert [row["step"] for row in bucket_rows(s3, url) if "loss" in row] == [1, 2]
+
+
+def saving_from(work: Path, step: int) -> bool:
+    """Whether the mirror holds a checkpoint of `step` or later being written."""
+    written = (p.parent.name for p in work.glob("outputs/*/checkpoints/.tmp-step-*/*"))
+    return any(int(name.rsplit("-", 1)[1]) >= step for name in written)
+
 
 def test_kill_9_in_a_checkpoint_then_the_same_command_elsewhere_resumes_like_a_local_run(
     kit, s3, work, tmp_path
 ) -> None:
-    straight = {**RUN, "max_steps": 30}
+    straight = {**RUN, "max_steps": 16}
     reference = kit.config(tmp_path / "local", **straight)
     assert kit.ptk(reference, nproc=2).returncode == 0
     url = f"{s3.bucket}/runs/killed"
     config = kit.config(tmp_path / "bucket", **straight, run_dir=url)
     victim = kit.start(kit.ptk_command(config, nproc=2), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        checkpoints = work / "outputs"
-        while victim.poll() is None and not any(checkpoints.glob("*/checkpoints/.tmp-step-*/*")):
+        while victim.poll() is None and not saving_from(work, step=8):
             time.sleep(0.005)
     finally:
         kit.kill_processes(str(config))  # ptk, torchrun and both workers, at once
@@ -127,11 +141,11 @@ def test_kill_9_in_a_checkpoint_then_the_same_command_elsewhere_resumes_like_a_l
     resumed = kit.ptk(config, nproc=2)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     files = objects(s3, url)
-    assert whole_checkpoints(files) == ["step-0000028", "step-0000030"]
+    assert whole_checkpoints(files) == ["step-0000014", "step-0000016"]
     local_run = reference.parent / "run"
     assert logged(bucket_rows(s3, url)) == logged(local_rows(local_run))
     local = {p.relative_to(local_run).as_posix(): p.read_bytes() for p in local_run.rglob("*") if p.is_file()}
-    assert weights(files, 30) == weights(local, 30)
+    assert weights(files, 16) == weights(local, 16)
 
 
 def test_export_eval_and_report_read_a_run_in_a_bucket_as_a_local_one(kit, s3, work, tmp_path, capsys) -> None:
