@@ -8,7 +8,7 @@ seed: 1234                    # optional, default 0: seeds every source's per-ep
 holdout: {fraction: 0.01, min_tokens: 16384}   # optional: the held-out validation share
 sources:
   - name: web
-    shards: ../shards/web     # relative to this YAML file
+    shards: ../shards/web     # relative to this YAML file, or a URL: s3://bucket/tokens/web
     weight: 0.25              # > 0 and finite; weights are normalized
     replay: {from: ../runs/base, mode: continue}   # optional (continue | seen)
   - name: medical
@@ -32,6 +32,7 @@ from typing import Any
 
 from pretrainkit.errors import UserError, quoted, shortened
 from pretrainkit.quantities import config_number
+from pretrainkit.remote.urls import is_url
 from pretrainkit.user_yaml import read_user_yaml
 
 REPLAY_MODES = ("continue", "seen")
@@ -60,7 +61,7 @@ class HoldoutConfig:
 @dataclass(frozen=True)
 class SourceConfig:
     name: str
-    shards: Path  # resolved against the YAML file's directory
+    shards: Path | str  # resolved against the YAML file's directory; or a URL (s3://...) as it is
     weight: float  # 0 for a validation-only source
     max_epochs: float | None = None
     replay: ReplayConfig | None = None
@@ -164,9 +165,11 @@ def _parse_source(c: _Checker, raw: Any, key: str, base: Path) -> SourceConfig:
         if required not in m:
             raise c.fail(f"{key}.{required}", "missing required key")
     name = c.string(m["name"], f"{key}.name")
-    shards = base / c.string(m["shards"], f"{key}.shards")
-    if not shards.is_dir():
-        raise c.fail(f"{key}.shards", f"shard directory {shards} does not exist")
+    shards: Path | str = c.string(m["shards"], f"{key}.shards")
+    if not is_url(shards):  # a URL's shard set is fetched when the mixture is loaded (mixtures/mixture.py)
+        shards = base / shards
+        if not shards.is_dir():
+            raise c.fail(f"{key}.shards", f"shard directory {shards} does not exist")
     eval_only = m.get("eval_only", False)
     if not isinstance(eval_only, bool):
         raise c.fail(f"{key}.eval_only", f"expected true or false, got {quoted(eval_only)}")

@@ -26,6 +26,8 @@ from pretrainkit.errors import UserError, quoted
 from pretrainkit.mixtures.config import REPLAY_MODES, MixtureConfig, ReplayConfig, SourceConfig, read_mixture_config
 from pretrainkit.mixtures.holdout import HeldoutSplit, split_heldout
 from pretrainkit.mixtures.schedule import quotas_from_weights
+from pretrainkit.remote.shard_cache import shard_set_copy
+from pretrainkit.remote.urls import is_url
 from pretrainkit.shards import ShardSet
 from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
 from pretrainkit.shards.verify import check_shards_whole
@@ -207,7 +209,7 @@ def load_mixture(
     for i, sc in enumerate(cfg.sources):
         key = f"{cfg.path}: sources[{i}].shards"
         try:
-            ss = ShardSet.open(sc.shards)
+            ss = ShardSet.open(shard_set_copy(sc.shards) if is_url(sc.shards) else sc.shards)
         except UserError as e:
             raise UserError(f"{key}: {e}") from None
         if verify:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
+from pretrainkit.remote.staging import UrlArguments
 from pretrainkit.shards.inspect import inspect_lines
 from pretrainkit.shards.manifest import MANIFEST_NAME, fingerprint, load_manifest
 from pretrainkit.shards.reader import ShardSet
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sha256. Prints one line per missing, truncated or altered file and exits 1; exits 0 when whole.",
     )
     verify.add_argument("shards", metavar="SHARDS", help="shard directory")
-    verify.set_defaults(func=run_verify)
+    verify.set_defaults(func=run_verify, url_arguments=UrlArguments(files=("shards",)))
     inspect = shards_sub.add_parser(
         "inspect",
         help="counts, document-length histogram and sample documents",
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     inspect.add_argument("--samples", type=int, default=3, help="documents to show (default 3)")
     inspect.add_argument("--chars", type=int, default=200, help="characters shown per document (default 200)")
     inspect.add_argument("--no-verify", action="store_true", help="skip the sha256 check of every shard")
-    inspect.set_defaults(func=run_inspect)
+    inspect.set_defaults(func=run_inspect, url_arguments=UrlArguments(files=("shards",)))
 
 
 def run_verify(args: argparse.Namespace) -> int:

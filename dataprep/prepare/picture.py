@@ -11,9 +11,6 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from pretrainkit.dataprep.prepare.profile import LENGTH_BINS
 from pretrainkit.files import write_bytes_atomic
 from pretrainkit.quantities import byte_size
@@ -24,6 +21,10 @@ LANGUAGES_SHOWN = 12  # the rest as one "other" bar
 
 
 def draw_funnel(result: dict, path: str | Path) -> None:
+    # Imported here: every ptk command's parser imports this module, and matplotlib takes 0.3 s to load.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(17, 6.5), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     funnel, languages, lengths = fig.subplots(1, 3, width_ratios=(1.3, 1, 1))

@@ -131,10 +131,10 @@ def show_as(local: Path, url: str) -> None:
 
 @contextlib.contextmanager
 def showing_urls() -> Iterator[None]:
-    """sys.stdout and sys.stderr through `shown` for the body, when any local folder stands for a URL."""
+    """sys.stdout and sys.stderr through `shown` for the body (local folders may come to stand for URLs
+    while it runs: a mixture's shard sets fetched from a bucket)."""
     streams = sys.stdout, sys.stderr
-    if _SHOWN:
-        sys.stdout, sys.stderr = _ShowingUrls(sys.stdout), _ShowingUrls(sys.stderr)
+    sys.stdout, sys.stderr = _ShowingUrls(sys.stdout), _ShowingUrls(sys.stderr)
     try:
         yield
     finally:

@@ -195,3 +195,30 @@ def test_a_run_dir_url_over_other_objects_or_a_bad_export_url_is_one_line(kit, s
         f"ptk export: error: argument -o/--output: {s3.bucket}/m.safetensors: a URL output is a folder (it gets "
         "model.safetensors); drop the .safetensors name (see ptk export --help)"
     )
+
+
+def test_a_bucket_gone_mid_run_stops_the_run_in_one_line_naming_it(kit, tmp_path, work, monkeypatch) -> None:
+    import s3fs
+
+    from fixtures.s3_server import s3_server
+
+    with s3_server() as server:  # a server of this test's own, killed while the run goes on
+        for name, value in server.environment().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # the backend's own retries only make the wait longer
+        s3fs.S3FileSystem.clear_instance_cache()
+        url = f"{server.make_bucket('vanishing')}/runs/a"
+        config = kit.config(tmp_path, **{**RUN, "max_steps": 2000}, run_dir=url)
+        victim = kit.start(kit.ptk_command(config), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            while victim.poll() is None and not list(work.glob("outputs/*/.pretrainkit-pushed")):
+                time.sleep(0.05)
+            server.stop()
+            _, err = victim.communicate(timeout=kit.hang_seconds)
+        finally:
+            kit.kill_processes(str(config))
+    s3fs.S3FileSystem.clear_instance_cache()
+    assert victim.returncode == 2, err[-3000:]
+    assert "Traceback" not in err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"ptk: error: {url}: cannot "), line

@@ -1,0 +1,187 @@
+"""Shard sets in a bucket, for training and evaluation: each fetched whole into a local cache, checked
+against its manifest's sha256 as it arrives, shared by the processes of a machine, and the least
+recently used sets evicted when the cache would pass its size bound.
+
+    local = shard_set_copy("s3://corpora/tokens/web")   # $PTK_CACHE_DIR/shard-sets/<hash of the URL>/
+
+A mixture source whose `shards:` is a URL reads this copy (`mixtures/mixture.py`), so the data order,
+the held-out split and the losses are those of the same shard set on a local path: the shard files are
+the same bytes, and a shard set's fingerprint is its manifest's.
+
+- Fetching: the bucket's `manifest.json` is read first. A copy whose manifest is the same bytes and
+  whose shard files all have their sizes is used as it is (its time of use renewed); otherwise the
+  copy's manifest is removed, the missing or wrong-sized shards are fetched (many requests at once)
+  and each one's sha256 checked: a truncated or corrupt download is fetched again once, then is one
+  line naming the object. Files the manifest does not list are removed, and the manifest is written
+  last: a copy without one is not a shard set.
+- Sharing: the processes of a machine fetch a set one at a time (an exclusive lock on
+  `<hash>.lock`); the others wait and then find it complete. Each process that uses a copy keeps a
+  shared lock on it until it exits, so no other process evicts a set in use.
+- Bound: `$PTK_SHARD_CACHE_BYTES` (K/M/G suffixes; default unbounded). Before a fetch, copies of other
+  sets not in use are evicted, least recently used first, until the fetched set fits; a set that cannot
+  fit beside the sets in use is one line naming both figures. The bound is on whole sets: a run reads
+  every shard of its sources in each window of the shuffle, so a cache smaller than the run's shard
+  sets would fetch them again and again (that streaming is not supported).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from pretrainkit.cache import cache_dir
+from pretrainkit.errors import UserError
+from pretrainkit.files import sha256_file, write_bytes_atomic
+from pretrainkit.quantities import byte_size, quantity
+from pretrainkit.remote import staging
+from pretrainkit.remote.transfer import download_all, read_bytes
+from pretrainkit.remote.urls import join
+from pretrainkit.shards.formats import MANIFEST_NAME
+
+MAX_BYTES_ENV = "PTK_SHARD_CACHE_BYTES"
+FOLDER = "shard-sets"
+_IN_USE: dict[Path, int] = {}  # copy -> the descriptor of this process's lock on it
+
+
+def shard_set_copy(url: str) -> Path:
+    """The shard set at `url` as a complete local copy in the cache (see the module docstring)."""
+    url = url.rstrip("/")
+    root = cache_dir() / FOLDER
+    copy = root / hashlib.sha256(url.encode()).hexdigest()[:16]
+    manifest_bytes = read_bytes(join(url, MANIFEST_NAME))
+    shards = _listed_shards(url, manifest_bytes)
+    fd = _lock_fd(copy)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    if not _complete(copy, manifest_bytes, shards):
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits for the processes still reading an older copy
+        try:
+            if not _complete(copy, manifest_bytes, shards):
+                _make_room(root, copy, sum(size for size, _ in shards.values()))
+                _fetch(url, copy, manifest_bytes, shards)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+    os.utime(copy)  # its time of use, for eviction
+    staging.show_as(copy, url)
+    return copy
+
+
+def _lock_fd(copy: Path) -> int:
+    """This process's descriptor of `copy`'s lock, opened once and kept (with its shared lock, once
+    taken) until the process exits, so that no other process evicts a copy in use."""
+    if copy not in _IN_USE:
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(copy.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        os.set_inheritable(fd, False)
+        _IN_USE[copy] = fd
+    return _IN_USE[copy]
+
+
+def _listed_shards(url: str, manifest_bytes: bytes) -> dict[str, tuple[int, str]]:
+    """The manifest's shard files by name, with their sizes and sha256."""
+    try:
+        manifest = json.loads(manifest_bytes)
+        entries = {e["file"]: (int(e["bytes"]), str(e["sha256"])) for e in manifest["shards"]}
+    except (ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{join(url, MANIFEST_NAME)}: not a shard set manifest ({e})") from None
+    for name in entries:
+        if "/" in name or name.startswith("."):
+            raise UserError(f"{join(url, MANIFEST_NAME)}: shard file name {name!r} is not a plain file name")
+    return entries
+
+
+def _complete(copy: Path, manifest_bytes: bytes, shards: dict[str, tuple[int, str]]) -> bool:
+    try:
+        if (copy / MANIFEST_NAME).read_bytes() != manifest_bytes:
+            return False
+        return all((copy / name).stat().st_size == size for name, (size, _) in shards.items())
+    except OSError:
+        return False
+
+
+def _fetch(url: str, copy: Path, manifest_bytes: bytes, shards: dict[str, tuple[int, str]]) -> None:
+    copy.mkdir(parents=True, exist_ok=True)
+    (copy / MANIFEST_NAME).unlink(missing_ok=True)
+    for path in copy.iterdir():
+        if path.name not in shards:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    wanted = {name: size for name, (size, digest) in shards.items() if not _whole(copy / name, size, digest)}
+    for _ in range(2):
+        staging.in_batches(
+            wanted,
+            f"fetch {url.rsplit('/', 1)[-1]}",
+            lambda batch: download_all([(join(url, name), copy / name) for name in batch], url),
+        )
+        wanted = {name: size for name, size in wanted.items() if not _whole(copy / name, *shards[name])}
+        if not wanted:
+            break
+        for name in wanted:
+            (copy / name).unlink(missing_ok=True)
+    if wanted:
+        name = sorted(wanted)[0]
+        raise UserError(
+            f"{join(url, name)}: fetched twice, and both times its size or sha256 differs from {MANIFEST_NAME}"
+        )
+    write_bytes_atomic(copy / MANIFEST_NAME, manifest_bytes)
+
+
+def _whole(path: Path, size: int, digest: str) -> bool:
+    try:
+        return path.stat().st_size == size and sha256_file(path) == digest
+    except OSError:
+        return False
+
+
+def max_bytes() -> int | None:
+    text = os.environ.get(MAX_BYTES_ENV)
+    if not text:
+        return None
+    try:
+        value = quantity(text)
+    except ValueError:
+        value = -1
+    if value < 1:
+        raise UserError(f"{MAX_BYTES_ENV}={text}: must be a size in bytes (K/M/G suffixes), e.g. 50G")
+    return int(value)
+
+
+def _make_room(root: Path, copy: Path, needed: int) -> None:
+    """Evict other unused copies, least recently used first, until `needed` bytes fit the bound."""
+    limit = max_bytes()
+    if limit is None:
+        return
+    others = [p for p in root.iterdir() if p.is_dir() and p != copy] if root.is_dir() else []
+    sizes = {p: _size(p) for p in others}
+    for victim in sorted(others, key=lambda p: p.stat().st_mtime):
+        if sum(sizes.values()) + needed <= limit:
+            break
+        if _evict(victim):
+            del sizes[victim]
+    if sum(sizes.values()) + needed > limit:
+        raise UserError(
+            f"{MAX_BYTES_ENV}={byte_size(limit)}: the shard set {copy.name} ({byte_size(needed)}) does not fit "
+            f"beside the {len(sizes)} shard set(s) in use in {root} ({byte_size(sum(sizes.values()))}); "
+            "raise the bound or free the cache"
+        )
+
+
+def _size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def _evict(copy: Path) -> bool:
+    """Remove `copy` unless a process holds it; whether it was removed."""
+    lock = copy.with_suffix(".lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        shutil.rmtree(copy, ignore_errors=True)
+        return True
+    finally:
+        os.close(fd)

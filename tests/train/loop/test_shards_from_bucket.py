@@ -1,0 +1,104 @@
+"""Mixture sources whose `shards:` is a URL (a real S3 server on the loopback): the shard set is fetched
+whole into the local cache, checked against its manifest as it arrives, reused by the next run, and
+trained on exactly as the same shards on a local path; a corrupt object is one line naming it; the
+cache's size bound evicts sets not in use and refuses a set that cannot fit beside those in use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fixtures.fault_commands import run_ptk
+from pretrainkit.cli import main
+from pretrainkit.remote.shard_cache import FOLDER, MAX_BYTES_ENV
+from pretrainkit.remote.transfer import upload
+
+RUN = {"max_steps": 6, "checkpoint": {"every": 3, "keep": 1}, "eval": {"every": 3, "batches": 1}}
+SETS = ("wiki", "shakespeare")
+
+
+def upload_tree(local: Path, url: str) -> None:
+    for f in sorted(p for p in local.rglob("*") if p.is_file()):
+        upload(f, f"{url}/{f.relative_to(local).as_posix()}")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("PTK_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / FOLDER
+
+
+def copies(cache: Path) -> list[Path]:
+    return [p for p in cache.iterdir() if p.is_dir()]
+
+
+def trained(run: Path) -> list[tuple]:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r.get("loss"), r.get("grad_norm"), r.get("lr"), r.get("val_loss")) for r in rows]
+
+
+def mixture_file(path: Path, sources: list[dict]) -> Path:
+    path.write_text(yaml.safe_dump({"seed": 1, "holdout": {"fraction": 0.02, "min_tokens": 2048}, "sources": sources}))
+    return path
+
+
+def test_a_source_in_a_bucket_trains_as_on_a_local_path_and_its_copy_is_reused(kit, s3, cache, tmp_path, capsys):
+    url = f"{s3.bucket}/tokens/wiki"
+    upload_tree(kit.mixture.parent / "wiki", url)
+    mix = yaml.safe_load(kit.mixture.read_text())
+    for source in mix["sources"]:
+        source["shards"] = url if source["name"] == "wiki" else str(kit.mixture.parent / source["shards"])
+    mix = mixture_file(tmp_path / "mix.yaml", mix["sources"])
+    local = kit.config(tmp_path / "local", **RUN)
+    remote = kit.config(tmp_path / "remote", **RUN, data={"mixture": str(mix), "seq_len": 32})
+    assert main(["train", str(local)]) == 0
+    assert main(["train", str(remote)]) == 0
+    assert str(cache) not in capsys.readouterr().err
+    assert trained(tmp_path / "remote" / "run") == trained(tmp_path / "local" / "run")
+    (copy,) = copies(cache)
+    assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in (kit.mixture.parent / "wiki").iterdir())
+
+    # The shards gone from the bucket (its manifest stays): the next run reads the cached copy.
+    bucket = s3.bucket.removeprefix("s3://")
+    shard_keys = [k for k in s3.keys(bucket) if k.startswith("tokens/wiki/") and not k.endswith("manifest.json")]
+    s3.client().delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in shard_keys]})
+    assert main(["train", str(remote), "--no-resume"]) == 0
+    assert trained(tmp_path / "remote" / "run") == trained(tmp_path / "local" / "run")
+
+    # A cached shard cut short is fetched again; a corrupt object in the bucket is one line naming it.
+    shard = sorted(copy.glob("*.arrow"))[0]
+    shard.write_bytes(shard.read_bytes()[:100])
+    s3.client().put_object(Bucket=bucket, Key=f"tokens/wiki/{shard.name}", Body=b"not the shard")
+    capsys.readouterr()
+    assert main(["mix", "inspect", str(mix)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"ptk: error: {mix}: sources[1].shards: {url}/{shard.name}: fetched twice, and both times its size or "
+        "sha256 differs from manifest.json"
+    )
+
+
+def test_the_cache_bound_evicts_a_set_not_in_use_and_refuses_one_that_cannot_fit(kit, s3, cache, tmp_path, monkeypatch):
+    sizes = {}
+    for name in SETS:
+        upload_tree(kit.mixture.parent / name, f"{s3.bucket}/tokens/{name}")
+        sizes[name] = sum(p.stat().st_size for p in (kit.mixture.parent / name).iterdir())
+    monkeypatch.setenv(MAX_BYTES_ENV, str(max(sizes.values()) + 1000))  # room for one of them at a time
+
+    def inspect(*names: str):
+        sources = [{"name": n, "shards": f"{s3.bucket}/tokens/{n}", "weight": 1} for n in names]
+        return run_ptk(["mix", "inspect", str(mixture_file(tmp_path / "mix.yaml", sources))])
+
+    for name in SETS:  # each in a process of its own, which lets go of its copy when it ends
+        inspected = inspect(name)
+        assert inspected.returncode == 0, inspected.stderr[-2000:]
+        (copy,) = copies(cache)  # the other set's copy was evicted to make room
+        assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in (kit.mixture.parent / name).iterdir())
+    inspected = inspect(*SETS)  # wiki fits once shakespeare's unused copy goes; shakespeare not beside it
+    assert inspected.returncode == 2
+    (line,) = inspected.stderr.strip().splitlines()
+    assert line.startswith(f"ptk: error: {tmp_path / 'mix.yaml'}: sources[1].shards: {MAX_BYTES_ENV}="), line
+    assert "does not fit beside the 1 shard set(s) in use" in line, line
+    assert len(copies(cache)) == 1
