@@ -14,6 +14,7 @@ checkpoint (`train/loop/training_loop.py`), says so in one line and exits with s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import signal
@@ -109,7 +110,10 @@ def launch(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from pretrainkit.remote.runs import fetched_model
+
     cfg = load_config(args.config, args.overrides)
+    cfg = dataclasses.replace(cfg, init_from=fetched_model(cfg.init_from))  # fetched once, before any process starts
     if args.nproc < 1:
         raise UserError(f"--nproc must be >= 1, got {args.nproc}")
     try:

@@ -48,7 +48,7 @@ from pretrainkit.remote.run_files import (
     run_files_read,
 )
 from pretrainkit.remote.transfer import download_all, list_tree, read_bytes, remove_all, upload, upload_all
-from pretrainkit.remote.urls import join
+from pretrainkit.remote.urls import is_url, join
 
 
 def mirror_path(url: str) -> Path:
@@ -61,6 +61,13 @@ def prepare_mirror(url: str) -> Path:
     local = staging.staging_folder(url, staging.work_dir())
     staging.show_as(local, url)
     return local
+
+
+def fetched_model(path: str | None) -> str | None:
+    """A model to start from (`init_from`: a run, a checkpoint, an export or a Hugging Face folder) as a
+    local path: a URL's objects fetched into the work folder (of a run, its complete checkpoints only);
+    a process of the same machine that comes later finds them there and fetches nothing."""
+    return str(staging.local_copy(path, select=run_files_read)) if is_url(path) else path
 
 
 def check_one_node(url: str) -> None:

@@ -27,7 +27,7 @@ import yaml
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import write_text_atomic
 from pretrainkit.mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
-from pretrainkit.remote.runs import check_one_node, mirror_path, prepare_mirror, pull_run, push_run
+from pretrainkit.remote.runs import check_one_node, fetched_model, mirror_path, prepare_mirror, pull_run, push_run
 from pretrainkit.remote.staging import show_as, showing_urls
 from pretrainkit.remote.urls import is_url
 from pretrainkit.sigterm import Terminated
@@ -45,6 +45,7 @@ CONFIG_FILE = "config.yaml"
 
 
 def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: BatchTransform | None = None) -> int:
+    cfg = dataclasses.replace(cfg, init_from=fetched_model(cfg.init_from))  # under torchrun, in each process
     bucket = cfg.run_dir if is_url(cfg.run_dir) else None
     if bucket is not None:
         check_one_node(bucket)

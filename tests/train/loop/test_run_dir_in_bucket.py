@@ -18,6 +18,7 @@ import yaml
 
 from pretrainkit.cli import main
 from pretrainkit.remote import staging
+from pretrainkit.remote.transfer import upload
 
 RUN = {"max_steps": 8, "checkpoint": {"every": 2, "keep": 2}, "eval": {"every": 4, "batches": 1}}
 TIMING = ("tokens_per_s", "mfu", "val_seconds")  # what differs between any two runs
@@ -222,3 +223,18 @@ def test_a_bucket_gone_mid_run_stops_the_run_in_one_line_naming_it(kit, tmp_path
     assert "Traceback" not in err
     line = err.strip().splitlines()[-1]
     assert line.startswith(f"ptk: error: {url}: cannot "), line
+
+
+def test_init_from_a_run_in_a_bucket_starts_like_from_its_local_copy(kit, s3, work, tmp_path, capsys) -> None:
+    base = kit.config(tmp_path / "base", **{**RUN, "max_steps": 4})
+    assert main(["train", str(base)]) == 0
+    url = f"{s3.bucket}/runs/base"
+    for f in sorted(p for p in (tmp_path / "base" / "run").rglob("*") if p.is_file()):
+        upload(f, f"{url}/{f.relative_to(tmp_path / 'base' / 'run').as_posix()}")
+    runs = {}
+    for name, init_from in (("from-local", str(tmp_path / "base" / "run")), ("from-bucket", url)):
+        config = kit.config(tmp_path / name, **RUN, init_from=init_from)
+        assert main(["train", str(config)]) == 0
+        runs[name] = logged(local_rows(tmp_path / name / "run"))
+    assert runs["from-bucket"] == runs["from-local"]
+    assert f"initialized from {url}" in capsys.readouterr().err  # named by its URL, not the fetched copy
