@@ -378,15 +378,6 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
         "parallel.pp_microbatches",
         f"must be >= 1, got {p.pp_microbatches}",
     )
-    # Measured with torch 2.13 (CPU, gloo): a tensor-parallel block compiled whole fails in backward (a DTensor
-    # redistribution is handed a plain gradient); its norms, attention and feed-forward compiled apart train,
-    # but with wrong gradients for their inputs (the grad norm 2% off eager's at the first step).
-    require(
-        not (cfg.compile and p.tp > 1),
-        "compile",
-        "is not supported with parallel.tp > 1: torch 2.13 compiles tensor-parallel blocks into wrong or failing "
-        "backward passes; set compile: false or parallel.tp: 1",
-    )
     require(p.dp_replicate == 1 or p.data == "hsdp", "parallel.dp_replicate", f"needs data: hsdp, got {p.data!r}")
     require(
         p.stages == 1 or p.pp_schedule == "interleaved_1f1b",

@@ -7,7 +7,8 @@ n_heads/tp heads and ffn_hidden/tp hidden units), attention output and FFN down 
 block costs one reduce-scatter after each half. Between those the residual stream and the RMSNorms
 are split along the sequence (sequence parallelism): each rank normalizes seq_len/tp positions, and
 the input of attention and of the FFN is all-gathered back to full sequences. The embedding is split
-row-wise (over the vocabulary) and hands on sequence shards; the output head is split column-wise
+row-wise (over the vocabulary) and hands on sequence shards as plain tensors, its reduce-scatter
+waited for (`EmbeddingParallel`: what a compiled block needs); the output head is split column-wise
 and its logits are gathered, so the loss is computed from full logits on every tensor-parallel rank
 (the same value on each). With tied embeddings both sides split the same table over the vocabulary,
 and the tie is restored after the split. Grouped-query attention splits the kv heads the same way
@@ -21,9 +22,10 @@ mean square is taken over every rank's entries (DTensor all-reduces the partial 
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_module, distribute_tensor
+from torch.distributed.tensor import DTensor, Placement, Replicate, Shard, distribute_module, distribute_tensor
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     PrepareModuleInput,
@@ -51,6 +53,29 @@ class ProjectionNormParallel(ParallelStyle):
             return (DTensor.from_local(x, mesh, [Shard(x.ndim - 1)], run_check=False),)
 
         return distribute_module(module, device_mesh, split_weight, as_dtensor, lambda mod, out, mesh: out.to_local())
+
+
+class EmbeddingParallel(RowwiseParallel):
+    """The embedding split over the vocabulary (row-wise), handing the blocks a plain sequence shard.
+
+    RowwiseParallel leaves its reduce-scatter pending: the local tensor it returns is an
+    AsyncCollectiveTensor, waited for by the first operation that reads it. As the input of a compiled
+    block it breaks torch 2.13's backward (measured on CPU/gloo): the gradient reaches the embedding's
+    redistribution as a plain tensor, which fails ("'Tensor' object has no attribute '_local_tensor'"),
+    and with the wrapper copied inside the compiled region the embedding's gradient is 70% off eager's.
+    torch 2.13 already unwraps such inputs (pytorch pull 179849, for issue 184980), not enough for this
+    case. Waiting here costs no overlap: the first block reads the result at once anyway.
+    """
+
+    @staticmethod
+    def _prepare_output_fn(
+        output_layouts: tuple[Placement, ...],
+        use_local_output: bool,
+        mod: nn.Module,
+        outputs: DTensor,
+        mesh: DeviceMesh,
+    ) -> torch.Tensor:
+        return outputs.redistribute(placements=output_layouts).to_local()  # not async_op: waited for here
 
 
 def block_plan(block: nn.Module) -> dict:
@@ -93,7 +118,7 @@ def apply_tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh) -> None:
     embeddings, output = getattr(model, "tok_embeddings", None), getattr(model, "output", None)
     outer = {}
     if embeddings is not None:
-        outer["tok_embeddings"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
+        outer["tok_embeddings"] = EmbeddingParallel(input_layouts=Replicate(), output_layouts=Shard(1))
     if getattr(model, "norm", None) is not None:
         outer["norm"] = SequenceParallel()
         outer["output"] = ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())
