@@ -2,7 +2,9 @@
 
 Columns: `id` (string), `length` (uint32 token count) and `tokens` (list of uint16/uint32).
 `length` duplicates the list offsets on purpose: it can be read alone, so the document index of
-a shard set costs no token decompression.
+a shard set costs no token decompression. The writer records where each record batch lies in the
+file (`ranges`): one Arrow IPC message that `decode_record_batch` reads alone, given the schema,
+which is how a shard in a bucket is read one batch at a time (`shards/batch_ranges.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,11 @@ class ArrowShardWriter:
     def __init__(self, sink: BinaryIO, dtype: np.dtype):
         options = pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=ZSTD_LEVEL))
         self._schema = arrow_schema(dtype)
+        self._sink = sink
         self._writer = pa.ipc.new_file(sink, self._schema, options=options)
+        # The file opens with the 8-byte magic and the schema message, written with the first batch
+        self._end = len(_FILE_MAGIC) + len(self._schema.serialize())
+        self.ranges: list[tuple[int, int]] = []  # (offset, size) of each record batch written
 
     def write(self, batch: DocBatch) -> None:
         tokens = pa.ListArray.from_arrays(pa.array(batch.offsets.astype(np.int32)), pa.array(batch.tokens))
@@ -36,9 +42,20 @@ class ArrowShardWriter:
                 [pa.array(batch.ids, pa.string()), pa.array(batch.lengths, pa.uint32()), tokens], schema=self._schema
             )
         )
+        end = self._sink.tell()
+        self.ranges.append((self._end, end - self._end))
+        self._end = end
 
     def close(self) -> None:
         self._writer.close()
+
+
+_FILE_MAGIC = b"ARROW1\0\0"
+
+
+def decode_record_batch(data: bytes, dtype: np.dtype) -> pa.RecordBatch:
+    """The record batch whose IPC message (metadata and body, as the writer's `ranges` delimit it) is `data`."""
+    return pa.ipc.read_record_batch(pa.ipc.read_message(pa.py_buffer(data)), arrow_schema(dtype))
 
 
 class ArrowShardReader:
