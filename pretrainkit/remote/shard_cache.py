@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import shutil
+from argparse import ArgumentTypeError
 from pathlib import Path
 
 from pretrainkit.cache import cache_dir
@@ -141,7 +142,7 @@ def max_bytes() -> int | None:
         return None
     try:
         value = quantity(text)
-    except ValueError:
+    except ArgumentTypeError:
         value = -1
     if value < 1:
         raise UserError(f"{MAX_BYTES_ENV}={text}: must be a size in bytes (K/M/G suffixes), e.g. 50G")
