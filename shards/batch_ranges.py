@@ -88,8 +88,10 @@ class BatchRanges:
         if header["magic"] != _MAGIC or header["version"] != _VERSION:
             raise UserError(f"{where}: not a record-batch sidecar of version {_VERSION}")
         n = int(header["count"])
-        rows = np.frombuffer(data, _ROW, count=n, offset=_HEADER.itemsize) if n else np.zeros(0, _ROW)
         lengths_at = _HEADER.itemsize + n * _ROW.itemsize
+        if len(data) < lengths_at:
+            raise UserError(f"{where}: {len(data)} bytes, its header says at least {lengths_at}")
+        rows = np.frombuffer(data, _ROW, count=n, offset=_HEADER.itemsize)
         docs = np.concatenate([[0], np.cumsum(rows["docs"], dtype=np.int64)])
         if len(data) != lengths_at + 4 * int(docs[-1]):
             raise UserError(f"{where}: {len(data)} bytes, its header says {lengths_at + 4 * int(docs[-1])}")

@@ -38,7 +38,7 @@ from pretrainkit.remote.shard_cache import MAX_BYTES_ENV, max_bytes, shard_set_c
 from pretrainkit.remote.transfer import read_bytes
 from pretrainkit.remote.urls import filesystem, is_url, join, storage_errors
 from pretrainkit.shards import ShardSet
-from pretrainkit.shards.arrow_format import decode_record_batch
+from pretrainkit.shards.arrow_format import ID, LENGTH, TOKENS, decode_record_batch
 from pretrainkit.shards.batch_ranges import BatchRanges, sidecar_name
 from pretrainkit.shards.formats import MANIFEST_NAME
 from pretrainkit.shards.manifest import parse_manifest
@@ -140,8 +140,8 @@ class StreamedShardSet(ShardSet):
     def _decoded(self, b: int, data: bytes) -> tuple[np.ndarray, np.ndarray]:
         shard, local = self.batches.location(b)
         try:
-            batch = decode_record_batch(data, np.dtype(self.dtype))
-            lengths, tokens = batch.column(1).to_numpy(), batch.column(2).values.to_numpy()
+            batch = decode_record_batch(data, np.dtype(self.dtype), (LENGTH, TOKENS))
+            lengths, tokens = batch.column(0).to_numpy(), batch.column(1).values.to_numpy()
         except Exception as e:  # pyarrow raises many types; the bytes had their sha256, so the writer erred
             raise self._unreadable(shard, local, e) from None
         if len(tokens) != int(lengths.sum(dtype=np.int64)):
@@ -171,7 +171,7 @@ class _StreamedShard:
 
     def ids(self, i: int) -> list[str]:
         (data,) = self.ss.cache.get([self.ss._range(self._batch(i))])
-        return decode_record_batch(data, np.dtype(self.ss.dtype)).column(0).to_pylist()
+        return decode_record_batch(data, np.dtype(self.ss.dtype), (ID,)).column(0).to_pylist()
 
     def _batch(self, i: int) -> int:
         return int(self.ss.batches.shard_batches[self.shard]) + i

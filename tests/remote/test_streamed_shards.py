@@ -78,6 +78,10 @@ def test_a_set_larger_than_the_bound_streams_the_rows_of_the_local_set_within_th
     streamed = load_mixture(remote).sources[0].shard_set
     assert isinstance(streamed, StreamedShardSet) and streamed.cache.root == tmp_path / "cache" / BATCHES_FOLDER
     cache = streamed.cache.root
+    local_set = load_mixture(local).sources[0].shard_set
+    for i in (0, 777, local_set.num_docs - 1):  # random access too: a document, its id (another column)
+        assert np.array_equal(streamed.document(i), local_set.document(i))
+        assert streamed.document_id(i) == local_set.document_id(i)
 
     # Two epochs and more of the source: every window read, and evicted under the bound
     batches = 2 * load_mixture(local).sources[0].train_tokens // (SEQ_LEN + 1) // BATCH + 2
