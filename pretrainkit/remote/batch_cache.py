@@ -15,8 +15,13 @@ by its sha256, checked on every read, evicted least recently used.
   bound, whatever the processes sharing it do. What does not fit is used and not kept.
 - Sharing: any number of processes (ranks, loader workers) use one folder. A file is whole or absent
   (renamed into place), and a reader that loses a file to another process's eviction fetches it again:
-  nothing depends on a cached file staying. Each store lists the folder once (O(files), a few ms per
-  ten thousand files), which is why it happens once per window of batches, not once per batch.
+  nothing depends on a cached file staying. A batch is fetched by one process at a time: each claims
+  what it fetches (an exclusive lock on `<folder>-fetching/<sha256>`), and one that finds a batch
+  claimed waits for the claim, then reads the batch from the cache, so the ranks of a node reading
+  the same window download it once. Claims are taken without waiting and waited for only after the
+  process has let go of its own: no two processes wait for each other. Each store lists the folder
+  once (O(files), a few ms per ten thousand files), which is why it happens once per window of
+  batches, not once per batch.
 """
 
 from __future__ import annotations
@@ -54,22 +59,69 @@ class BatchCache:
     def get(self, ranges: list[BatchRange]) -> list[bytes]:
         """The bytes of each range, from the cache or the bucket (see the module docstring)."""
         out: list[bytes | None] = [self._cached(r) for r in ranges]
-        fetched = [i for i, data in enumerate(out) if data is None]
+        missing = [i for i, data in enumerate(out) if data is None]
+        claims = self._claim([ranges[i] for i in missing])
+        try:
+            self._fetch_into(out, ranges, [i for i in missing if ranges[i].name in claims])
+        finally:
+            for name, fd in claims.items():
+                _remove(self._fetching / name)
+                os.close(fd)  # releases the claim: whoever waits for it finds the batch stored
+        others = [i for i in missing if ranges[i].name not in claims]
+        for i in others:
+            self._wait_for(ranges[i])
+            out[i] = self._cached(ranges[i])
+        self._fetch_into(out, ranges, [i for i in others if out[i] is None])  # evicted meanwhile, or failed there
+        return out
+
+    @property
+    def _fetching(self) -> Path:
+        """Where a process claims the batches it is fetching (a lock file each), so that the others wait
+        for them instead of fetching them too: the ranks of a node read the same windows."""
+        return self.root.with_name(self.root.name + "-fetching")
+
+    def _claim(self, ranges: list[BatchRange]) -> dict[str, int]:
+        """An exclusive lock on each range's claim that no one else holds: {name: descriptor}."""
+        claims: dict[str, int] = {}
+        if ranges:
+            self._fetching.mkdir(parents=True, exist_ok=True)
+        for r in ranges:
+            if r.name in claims:
+                continue
+            fd = os.open(self._fetching / r.name, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            claims[r.name] = fd
+        return claims
+
+    def _wait_for(self, r: BatchRange) -> None:
+        """Until whoever claimed `r` lets go of it."""
+        fd = os.open(self._fetching / r.name, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        finally:
+            os.close(fd)
+        _remove(self._fetching / r.name)
+
+    def _fetch_into(self, out: list[bytes | None], ranges: list[BatchRange], indices: list[int]) -> None:
+        """Fetch ranges[i] for each i into out[i], checked (a bad one fetched again once), and store them."""
         for _ in range(2):
-            missing = [i for i, data in enumerate(out) if data is None]
+            missing = [i for i in indices if out[i] is None]
             if not missing:
                 break
             for i, data in zip(missing, _fetch([ranges[i] for i in missing])):
                 if len(data) == ranges[i].size and hashlib.sha256(data).digest() == ranges[i].sha256:
                     out[i] = data
         else:
-            bad = ranges[next(i for i, data in enumerate(out) if data is None)]
+            bad = ranges[next(i for i in indices if out[i] is None)]
             raise UserError(
                 f"{bad.url}: bytes {bad.offset}-{bad.offset + bad.size - 1} fetched twice, and both times their "
                 "size or sha256 differs from the shard's record-batch sidecar"
             )
-        self._store([(ranges[i], out[i]) for i in fetched])
-        return out
+        self._store([(ranges[i], out[i]) for i in indices])
 
     def _cached(self, r: BatchRange) -> bytes | None:
         path = self.root / r.name

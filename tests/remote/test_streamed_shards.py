@@ -1,12 +1,14 @@
 """A shard set in a bucket larger than the cache's bound (a real S3 server on the loopback): read one
 record batch at a time through the bounded cache, with exactly the rows of the same shards on a
-local path, the cache never over its bound, loader workers sharing it, a corrupt object and a
-server gone each one line naming the object."""
+local path, the cache never over its bound, loader workers sharing it (each batch fetched once), a
+corrupt object and a server gone each one line naming the object."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +19,12 @@ import yaml
 from fixtures.corpora import DATA, need_data
 from pretrainkit.errors import UserError
 from pretrainkit.mixtures import MixtureSampler, TrainLoader, load_mixture
+from pretrainkit.remote import batch_cache
 from pretrainkit.remote.batch_cache import LOCK_NAME
 from pretrainkit.remote.shard_cache import MAX_BYTES_ENV
-from pretrainkit.remote.streamed_shards import BATCHES_FOLDER, StreamedShardSet
+from pretrainkit.remote.streamed_shards import BATCHES_FOLDER, StreamedShardSet, open_shard_set
 from pretrainkit.remote.transfer import upload
-from pretrainkit.shards import write_shards
+from pretrainkit.shards import ShardSet, write_shards
 from pretrainkit.shards.batch_ranges import BatchRanges
 
 SEQ_LEN, BATCH = 63, 8
@@ -149,3 +152,26 @@ def test_a_server_gone_mid_stream_is_one_line_naming_the_object(speeches, tmp_pa
     s3fs.S3FileSystem.clear_instance_cache()
     assert re.fullmatch(rf"{url}/shard-\d{{5}}\.arrow: cannot read: [^\n]+", str(caught.value)), caught.value
     assert batches_per_epoch(speeches) > 128  # a third window exists: the stop is met mid-stream
+
+
+def test_readers_sharing_the_cache_fetch_each_batch_once(s3, speeches, tmp_path, monkeypatch):
+    """Two readers asking for the same batches at once (as the ranks of a node do): one fetches each
+    batch, the other waits for it and reads it from the cache."""
+    monkeypatch.setenv(MAX_BYTES_ENV, str(sum(p.stat().st_size for p in speeches.iterdir()) // 2))
+    monkeypatch.setenv("PTK_CACHE_DIR", str(tmp_path / "cache"))
+    streamed = open_shard_set(uploaded(speeches, f"{s3.bucket}/tokens/speeches"))
+    fetched, fetch = [], batch_cache._fetch
+
+    def slow(ranges: list) -> list[bytes]:  # long enough for the other reader to find them claimed
+        fetched.extend(r.name for r in ranges)
+        time.sleep(0.3)
+        return fetch(ranges)
+
+    monkeypatch.setattr(batch_cache, "_fetch", slow)
+    wanted = list(range(10, 50))
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: streamed.read_batches(wanted), range(2)))
+    local = ShardSet.open(speeches).read_batches(wanted)
+    for got in results:
+        assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(got, local, strict=True))
+    assert len(fetched) == len(set(fetched)) == len(wanted)
