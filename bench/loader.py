@@ -2,6 +2,7 @@
 
     python bench/loader.py [--seq-len 1024] [--batch 16] [--batches 2000] [--workers 0] [--train-steps 8]
     python bench/loader.py --corpus short-20m --seq-len 2048 --batch 64 --batches 300 --workers 2
+    python bench/loader.py --streaming [--seq-len 1024] [--batch 16] [--batches 2000] [--repeat 3]
 
 `--corpus mix` (default): a byte-level BPE (8192 tokens) trained on the three corpora, then three
 shard sets (Reuters-21578 bodies, Wikitext-2 valid+test articles, PEPs) mixed 0.5 / 0.3 / 0.2.
@@ -14,6 +15,15 @@ tokens each, web-text-like), built once into `--cache-dir` (default ../bench-cac
 real sentence, or of two consecutive ones (30%). Besides tokens/s it prints the loader's construction time with an
 empty index cache and with a warm one (each in a fresh process), and the resident memory of each
 loader process (the main one and every DataLoader worker).
+`--streaming`: one shard set of the three corpora, in a bucket (moto's S3 server on the loopback,
+`fixtures/s3_server.py`), bounded by a cache just smaller than the set so that it is streamed one
+record batch at a time (`pretrainkit/remote/streamed_shards.py`). For at most one epoch of it:
+the TrainLoader on the local copy of the set, then on the bucket with an empty cache (cold), then
+again (warm: every batch in the cache); and raw fsspec: `cat_ranges` of exactly the byte ranges the
+cold run fetched, 64 at a time (a window's worth), nothing else. Each timing starts at the first
+batch (the loader and its sets already open) and ends at the last; the cases run in turn `--repeat`
+times (default 3), the best time of each kept, as the load of a shared machine varies. Prints tokens/s, warm / local
+(target >= 0.9) and cold bytes/s / raw bytes/s (target >= 0.8); writes bench/results/loader-streaming.json.
 Baseline: the same tokens as one uint16 `np.memmap` (doc EOS doc EOS ...), and nanoGPT's
 `get_batch`: `batch` random offsets, `torch.stack` of `from_numpy(data[i:i+L].astype(int64))`
 for inputs and targets. Both produce (inputs, targets) int64 [batch, seq_len] on the CPU; the
@@ -242,6 +252,114 @@ def loader_batches(mixture: Path, seq_len: int, batch: int, batches: int, worker
     return time.perf_counter() - start
 
 
+def first_batch_to_last(mixture: Path, seq_len: int, batch: int, batches: int) -> float:
+    """Seconds from asking for the first batch to having the last (the first batch's reads included)."""
+    sampler = MixtureSampler(load_mixture(mixture, verify=False), seq_len=seq_len, global_batch_size=batch)
+    it = iter(TrainLoader(sampler, rank=0, world_size=1, micro_size=batch))
+    start = time.perf_counter()
+    for _ in range(batches):
+        x, y = next(it)
+        assert x.shape == y.shape == (batch, seq_len)
+    return time.perf_counter() - start
+
+
+def raw_range_reads(ranges: list, per_call: int = 64) -> float:
+    """Seconds for fsspec's `cat_ranges` of these ranges, `per_call` at a time (a window's worth)."""
+    from pretrainkit.remote.urls import filesystem
+
+    fs, _ = filesystem(ranges[0].url)
+    start = time.perf_counter()
+    for i in range(0, len(ranges), per_call):
+        part = ranges[i : i + per_call]
+        data = fs.cat_ranges(
+            [filesystem(r.url)[1] for r in part], [r.offset for r in part], [r.offset + r.size for r in part]
+        )
+        assert [len(d) for d in data] == [r.size for r in part]
+    return time.perf_counter() - start
+
+
+def streaming_main(args: argparse.Namespace) -> int:
+    from fixtures.s3_server import s3_server
+    from pretrainkit.remote import batch_cache
+    from pretrainkit.remote.shard_cache import MAX_BYTES_ENV
+    from pretrainkit.remote.streamed_shards import BATCHES_FOLDER
+    from pretrainkit.remote.transfer import upload
+    from pretrainkit.shards.verify import listed_files
+
+    with tempfile.TemporaryDirectory() as tmp, s3_server() as server:
+        root = Path(tmp)
+        texts = [t for docs in _texts().values() for t in docs]
+        train_tokenizer(texts, vocab_size=8192).save(str(root / "tokenizer.json"))
+        ss = write_text_shards(texts, root / "shards", root / "tokenizer.json")
+        os.environ.update(server.environment())
+        url = f"{server.make_bucket('bench')}/tokens/all"
+        for f in sorted((root / "shards").iterdir()):
+            upload(f, f"{url}/{f.name}")
+        set_bytes = sum(size for size, _ in listed_files(ss.manifest).values())  # shards and sidecars
+        os.environ[MAX_BYTES_ENV] = str(set_bytes - 1)  # streamed, and every batch it reads fits
+        os.environ["PTK_CACHE_DIR"] = str(root / "cache")
+        mixtures = {}
+        for name, shards in (("local", root / "shards"), ("bucket", url)):
+            mixtures[name] = root / f"{name}.yaml"
+            mixtures[name].write_text(f"seed: 1\nsources:\n  - {{name: all, shards: {shards}, weight: 1}}\n")
+        record_batches = ss.batches.num_batches
+        batches = min(args.batches, ss.stream_length // (args.batch * (args.seq_len + 1)) - 1)  # one epoch at most
+        fetched: list = []
+        fetch = batch_cache._fetch
+
+        def recording(ranges: list) -> list[bytes]:
+            fetched.extend(ranges)
+            return fetch(ranges)
+
+        batch_cache._fetch = recording
+        cold_s = raw_s = local_s = warm_s = float("inf")
+        for _ in range(args.repeat):  # in turn, the best of each: the machine's load varies
+            shutil.rmtree(root / "cache" / BATCHES_FOLDER, ignore_errors=True)
+            fetched.clear()
+            cold_s = min(cold_s, first_batch_to_last(mixtures["bucket"], args.seq_len, args.batch, batches))
+            cold_ranges = list(fetched)
+            raw_s = min(raw_s, raw_range_reads(cold_ranges))
+            local_s = min(local_s, first_batch_to_last(mixtures["local"], args.seq_len, args.batch, batches))
+            warm_s = min(warm_s, first_batch_to_last(mixtures["bucket"], args.seq_len, args.batch, batches))
+        batch_cache._fetch = fetch
+    tokens = batches * args.batch * args.seq_len
+    fetched_bytes = sum(r.size for r in cold_ranges)
+    print(
+        f"one shard set, {ss.num_tokens:,} tokens, {set_bytes:,} bytes, {record_batches} record batches; "
+        f"{batches} batches of {args.batch} x {args.seq_len}; cache bound {set_bytes - 1:,} bytes"
+    )
+    for name, secs in (("local shards", local_s), ("bucket, cold cache", cold_s), ("bucket, warm cache", warm_s)):
+        print(f"TrainLoader, {name:20s} {tokens / secs:14,.0f} tokens/s")
+    print(
+        f"cold: {len(cold_ranges)} range reads, {fetched_bytes:,} bytes: {fetched_bytes / cold_s / 1e6:,.1f} MB/s; "
+        f"raw fsspec cat_ranges of the same ranges: {fetched_bytes / raw_s / 1e6:,.1f} MB/s"
+    )
+    warm, cold = local_s / warm_s, raw_s / cold_s
+    print(f"ratio warm cache / local tokens/s: {warm:.2f}x (target >= 0.9)")
+    print(f"ratio cold bytes/s / raw fsspec bytes/s: {cold:.2f}x (target >= 0.8)")
+    write_result(
+        "loader-streaming",
+        {
+            "seq_len": args.seq_len,
+            "batch": args.batch,
+            "batches": batches,
+            "repeat": args.repeat,
+            "set_tokens": ss.num_tokens,
+            "set_bytes": set_bytes,
+            "local_tokens_per_s": tokens / local_s,
+            "cold_tokens_per_s": tokens / cold_s,
+            "warm_tokens_per_s": tokens / warm_s,
+            "cold_range_reads": len(cold_ranges),
+            "cold_bytes": fetched_bytes,
+            "cold_bytes_per_s": fetched_bytes / cold_s,
+            "raw_fsspec_bytes_per_s": fetched_bytes / raw_s,
+            "ratio_warm_over_local": warm,
+            "ratio_cold_over_raw": cold,
+        },
+    )
+    return 0
+
+
 TRAIN_CONFIG = """run_dir: run
 data: {{mixture: mix.yaml, seq_len: 256}}
 model: {{d_model: 256, n_layers: 4, n_heads: 8}}
@@ -282,6 +400,8 @@ def main() -> int:
         default=str(Path(__file__).resolve().parents[2] / "bench-cache"),
         help="where short corpora are built once",
     )
+    p.add_argument("--streaming", action="store_true", help="the loader on shards in a bucket (see above)")
+    p.add_argument("--repeat", type=int, default=3, help="--streaming: runs of each case, the best kept")
     p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
     torch.set_num_threads(1)
@@ -292,6 +412,8 @@ def main() -> int:
     if shared_data_dir() is None:
         print("bench/loader.py: ../shared/data is absent; nothing to measure", file=sys.stderr)
         return 1
+    if args.streaming:
+        return streaming_main(args)
     if args.corpus != "mix":
         return short_corpus_main(args)
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,8 +26,7 @@ from pretrainkit.errors import UserError, quoted
 from pretrainkit.mixtures.config import REPLAY_MODES, MixtureConfig, ReplayConfig, SourceConfig, read_mixture_config
 from pretrainkit.mixtures.holdout import HeldoutSplit, split_heldout
 from pretrainkit.mixtures.schedule import quotas_from_weights
-from pretrainkit.remote.shard_cache import shard_set_copy
-from pretrainkit.remote.urls import is_url
+from pretrainkit.remote.streamed_shards import StreamedShardSet, open_shard_set
 from pretrainkit.shards import ShardSet
 from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
 from pretrainkit.shards.verify import check_shards_whole
@@ -209,10 +208,10 @@ def load_mixture(
     for i, sc in enumerate(cfg.sources):
         key = f"{cfg.path}: sources[{i}].shards"
         try:
-            ss = ShardSet.open(shard_set_copy(sc.shards) if is_url(sc.shards) else sc.shards)
+            ss = open_shard_set(sc.shards)
         except UserError as e:
             raise UserError(f"{key}: {e}") from None
-        if verify:
+        if verify and not isinstance(ss, StreamedShardSet):  # a streamed set checks each batch as it arrives
             check_shards_whole(ss.path, ss.manifest, key, progress=progress)
         split = split_heldout(ss, cfg.holdout)
         if not sc.eval_only and split.train.num_docs == 0:

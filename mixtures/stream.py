@@ -23,6 +23,8 @@ in the stream; two documents adjacent in the stream come from the same record ba
 probability about 1 / window_batches (1/64) rather than 1 / number of batches, and from anywhere
 in the input otherwise. A source with at most `window_batches` record batches is one window: a
 full shuffle. With `shuffle=False` (validation) the stream is the documents in input order.
+Reading window w asks the shard set to prefetch window w + 1's record batches (shards in a bucket:
+`pretrainkit.remote.streamed_shards`; a no-op on local files); the order never depends on it.
 `start_token` is how a source starts where another run left it (replay; see `pretrainkit.mixtures.mixture`).
 """
 
@@ -153,7 +155,11 @@ class SourceStream:
             self._windows.move_to_end(key)
             return tokens
         batches = self._window_batches(epoch, w)
-        read = [self.shard_set.read_batch(b) for b in batches]
+        read = self.shard_set.read_batches(batches)
+        # The next window's record batches, fetched meanwhile where the shards are in a bucket
+        self.shard_set.prefetch(
+            self._window_batches(*((epoch, w + 1) if w + 1 < self.num_windows() else (epoch + 1, 0)))
+        )
         _, starts, lengths = self._layout(epoch, w, batches, [lengths for lengths, _ in read])
         joined = np.concatenate(
             [tokens for _, tokens in read] + [np.array([self.shard_set.tokenizer.eos_id], dtype=self.shard_set.dtype)]

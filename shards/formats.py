@@ -19,6 +19,7 @@ MANIFEST_NAME = "manifest.json"
 FORMATS = ("arrow", "webdataset")
 SUFFIX = {"arrow": ".arrow", "webdataset": ".tar"}
 SHARD_NAME_RE = re.compile(r"^shard-\d{5}\.(arrow|tar)$")
+SHARD_FILE_RE = re.compile(r"^shard-\d{5}\.(arrow|tar|arrow\.batches)$")  # shards and record-batch sidecars
 DEFAULT_BATCH_TOKENS = 16384
 DEFAULT_SHARD_TOKENS = 32_000_000
 ZSTD_LEVEL = 3

@@ -3,7 +3,8 @@
     {"format": "arrow", "version": 1, "dtype": "uint16",
      "tokenizer": {"sha256": ..., "vocab_size": 8192, "eos_id": 0, "eos_token": "<|endoftext|>",
                    "vocab_fingerprint": ...},
-     "shards": [{"file": "shard-00000.arrow", "docs": 120, "tokens": 51234, "bytes": 70311, "sha256": ...}],
+     "shards": [{"file": "shard-00000.arrow", "docs": 120, "tokens": 51234, "bytes": 70311, "sha256": ...,
+                 "batches": {"bytes": 2140, "sha256": ...}}],     # Arrow: its record-batch sidecar
      "totals": {"shards": 1, "docs": 120, "tokens": 51234, "bytes": 70311},
      "provenance": {...}}
 
@@ -35,6 +36,9 @@ class ShardEntry:
     tokens: int
     bytes: int
     sha256: str
+    # Arrow shards: {"bytes", "sha256"} of `<file>.batches` (shards/batch_ranges.py); None for
+    # WebDataset shards and in manifests written before the sidecar existed
+    batches: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ def build_manifest(fmt: str, dtype: str, tokenizer: TokenizerInfo, shards: list[
         "version": FORMAT_VERSION[fmt],
         "dtype": dtype,
         "tokenizer": {k: v for k, v in asdict(tokenizer).items() if v is not None},
-        "shards": [asdict(s) for s in shards],
+        "shards": [{k: v for k, v in asdict(s).items() if v is not None} for s in shards],
         "totals": {
             "shards": len(shards),
             "docs": sum(s.docs for s in shards),
@@ -109,14 +113,23 @@ def load_manifest(directory: str | Path) -> dict:
     if not path.is_file():
         raise UserError(f"{path}: missing; not a finished shard set (was the writing run interrupted?)")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: not a readable manifest: {e}") from None
-    _check(manifest, path)
+    return parse_manifest(text, str(path))
+
+
+def parse_manifest(text: str | bytes, where: str) -> dict:
+    """A manifest's text parsed and checked; UserError naming `where` (its file or URL) and the problem."""
+    try:
+        manifest = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"{where}: not a readable manifest: {e}") from None
+    _check(manifest, where)
     return manifest
 
 
-def _check(m: object, path: Path) -> None:
+def _check(m: object, path: str) -> None:
     def fail(msg: str) -> None:
         raise UserError(f"{path}: {msg}")
 
@@ -147,6 +160,9 @@ def _check(m: object, path: Path) -> None:
     for i, s in enumerate(m["shards"]):
         if not isinstance(s, dict) or not all(isinstance(s.get(k), t) for k, t in _SHARD_KEYS):
             fail(f"shards[{i}]: needs " + ", ".join(f"'{k}' ({t.__name__})" for k, t in _SHARD_KEYS))
+        batches = s.get("batches", {"bytes": 0, "sha256": ""})
+        if not isinstance(batches, dict) or not all(isinstance(batches.get(k), t) for k, t in _SHARD_KEYS[3:]):
+            fail(f"shards[{i}].batches: needs 'bytes' (int), 'sha256' (str)")
     for key in ("docs", "tokens"):
         if m["totals"].get(key) != sum(s[key] for s in m["shards"]):
             fail(f"key 'totals.{key}' does not match the sum over shards")

@@ -126,6 +126,13 @@ class ShardSet:
             raise self._unreadable(shard, local, ValueError(f"{len(tokens)} tokens, lengths say {int(lengths.sum())}"))
         return lengths, tokens
 
+    def read_batches(self, batches: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """`read_batch` of each (a set in a bucket fetches them at once: `remote.streamed_shards`)."""
+        return [self.read_batch(b) for b in batches]
+
+    def prefetch(self, batches: list[int]) -> None:
+        """Nothing to do for files on a local disk; a set in a bucket starts fetching these batches."""
+
     def doc_lengths(self) -> np.ndarray:
         """int64 per document, read from the length columns (O(documents): for reports, not the loader)."""
         parts = [self.batch_lengths(b) for b in range(self.batches.num_batches)]

@@ -1,5 +1,6 @@
-"""Check a shard set against its manifest: every listed file present, of the listed size and sha256,
-and no shard file the manifest does not list (a stray from another run is not part of the set).
+"""Check a shard set against its manifest: every listed file (shards and their record-batch sidecars)
+present, of the listed size and sha256, and no shard file the manifest does not list (a stray from
+another run is not part of the set).
 
     problems = verify_shards("shards/")   # [] when whole; one line per missing/truncated/altered/unlisted file
     check_shards_whole("shards/", manifest, where="--shards shards/")  # or a UserError naming the first problem
@@ -11,7 +12,8 @@ from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
-from pretrainkit.shards.formats import SHARD_NAME_RE
+from pretrainkit.shards.batch_ranges import sidecar_name
+from pretrainkit.shards.formats import SHARD_FILE_RE
 from pretrainkit.shards.manifest import load_manifest
 
 
@@ -25,23 +27,39 @@ def verify_shards(directory: str | Path, manifest: dict | None = None, progress:
         shards = progress_bar(shards, desc="verify", unit="shard")
     problems = []
     for entry in shards:
-        path = directory / entry["file"]
-        if not path.is_file():
-            problems.append(f"{path}: missing")
-            continue
-        size = path.stat().st_size
-        if size != entry["bytes"]:
-            kind = "truncated" if size < entry["bytes"] else "wrong size"
-            problems.append(f"{path}: {kind}: {size} bytes, manifest says {entry['bytes']}")
-        elif sha256_file(path) != entry["sha256"]:
-            problems.append(f"{path}: altered: sha256 differs from the manifest")
-    listed = {entry["file"] for entry in manifest["shards"]}
+        problems += _file_problems(directory / entry["file"], entry["bytes"], entry["sha256"])
+        if "batches" in entry:
+            sidecar = directory / sidecar_name(entry["file"])
+            problems += _file_problems(sidecar, entry["batches"]["bytes"], entry["batches"]["sha256"])
+    listed = set(listed_files(manifest))
     problems += [
         f"{p}: not listed in the manifest"
         for p in sorted(directory.iterdir())
-        if SHARD_NAME_RE.match(p.name) and p.name not in listed
+        if SHARD_FILE_RE.match(p.name) and p.name not in listed
     ]
     return problems
+
+
+def listed_files(manifest: dict) -> dict[str, tuple[int, str]]:
+    """Every file the manifest lists (shards, then each one's sidecar), with its size and sha256."""
+    files = {}
+    for entry in manifest["shards"]:
+        files[entry["file"]] = (entry["bytes"], entry["sha256"])
+        if "batches" in entry:
+            files[sidecar_name(entry["file"])] = (entry["batches"]["bytes"], entry["batches"]["sha256"])
+    return files
+
+
+def _file_problems(path: Path, listed_size: int, digest: str) -> list[str]:
+    if not path.is_file():
+        return [f"{path}: missing"]
+    size = path.stat().st_size
+    if size != listed_size:
+        kind = "truncated" if size < listed_size else "wrong size"
+        return [f"{path}: {kind}: {size} bytes, manifest says {listed_size}"]
+    if sha256_file(path) != digest:
+        return [f"{path}: altered: sha256 differs from the manifest"]
+    return []
 
 
 def check_shards_whole(directory: str | Path, manifest: dict, where: str, progress: bool = False) -> None:

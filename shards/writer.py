@@ -17,13 +17,15 @@ A batch ends with the first document that brings it to `batch_tokens` tokens, a 
 first batch that brings it to `shard_tokens`; the last batch and shard hold what is left. So the
 boundaries depend only on the documents' token counts and the two sizes: the same documents give
 the same bytes, and every shard can be written by its own job, in any order. Each shard is written
-under a temporary name and renamed when complete; `prepare_output_dir` deletes a directory's
+under a temporary name and renamed when complete, an Arrow shard then its record-batch sidecar
+(`shards/batch_ranges.py`); `prepare_output_dir` deletes a directory's
 manifest before any shard is rewritten, so an interrupted rewrite never leaves an old manifest
 describing new shards.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -31,14 +33,15 @@ import numpy as np
 
 from pretrainkit import __version__
 from pretrainkit.errors import UserError
-from pretrainkit.files import atomic_write, output_directory, remove_temporaries, sha256_file
+from pretrainkit.files import atomic_write, output_directory, remove_temporaries, sha256_file, write_bytes_atomic
 from pretrainkit.shards.arrow_format import ArrowShardWriter
+from pretrainkit.shards.batch_ranges import BatchRanges, sidecar_name
 from pretrainkit.shards.formats import (
     DEFAULT_BATCH_TOKENS,
     DEFAULT_SHARD_TOKENS,
     FORMATS,
     MANIFEST_NAME,
-    SHARD_NAME_RE,
+    SHARD_FILE_RE,
     DocBatch,
     shard_file_name,
     token_dtype,
@@ -58,10 +61,10 @@ def prepare_output_dir(out_dir: Path) -> None:
 
 
 def remove_stale_shards(out_dir: Path, entries: Sequence[ShardEntry]) -> None:
-    """Delete shard files of earlier runs that the entries do not name."""
-    written = {e.file for e in entries}
+    """Delete shard files (and record-batch sidecars) of earlier runs that the entries do not name."""
+    written = {e.file for e in entries} | {sidecar_name(e.file) for e in entries if e.batches}
     for p in out_dir.iterdir():
-        if SHARD_NAME_RE.match(p.name) and p.name not in written:
+        if SHARD_FILE_RE.match(p.name) and p.name not in written:
             p.unlink()
 
 
@@ -144,8 +147,19 @@ def write_shard(
             )
             start = end
         writer.close()
+    batches = None
+    if fmt == "arrow":
+        offsets, sizes = zip(*writer.ranges)
+        ranges, digest = BatchRanges.of_file(
+            path, list(offsets), list(sizes), np.asarray(lengths, np.uint32), np.diff([0, *ends]).tolist()
+        )
+        sidecar = ranges.encode()
+        write_bytes_atomic(path.with_name(sidecar_name(path.name)), sidecar)
+        batches = {"bytes": len(sidecar), "sha256": hashlib.sha256(sidecar).hexdigest()}
+    else:
+        digest = sha256_file(path)
     return ShardEntry(
-        path.name, len(lengths), int(np.sum(lengths, dtype=np.int64)), path.stat().st_size, sha256_file(path)
+        path.name, len(lengths), int(np.sum(lengths, dtype=np.int64)), path.stat().st_size, digest, batches
     )
 
 

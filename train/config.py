@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import typing
+from argparse import ArgumentTypeError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ from typing import Any
 import yaml
 
 from pretrainkit.errors import UserError, quoted, shortened
-from pretrainkit.quantities import config_number
+from pretrainkit.quantities import config_number, quantity
+from pretrainkit.remote.shard_cache import MAX_BYTES_ENV
 from pretrainkit.remote.urls import is_url
 from pretrainkit.user_yaml import DuplicateKeyError, load_user_yaml, read_user_yaml
 
@@ -32,7 +34,17 @@ PRECISIONS = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 SPIKE_ACTIONS = ("none", "skip", "rollback")
 WANDB_MODES = ("offline", "online")
-PATH_KEYS = (("run_dir",), ("data", "mixture"), ("init_from",))
+PATH_KEYS = (("run_dir",), ("data", "mixture"), ("init_from",), ("data", "cache", "dir"))
+
+
+@dataclass
+class CacheConfig:
+    """The local cache of shard sets in a bucket (pretrainkit/remote/streamed_shards.py): the explicit
+    form of `PTK_CACHE_DIR` and `PTK_SHARD_CACHE_BYTES`, which `load_config` sets from it for this
+    process and those it starts (unset keys leave the variables as they are)."""
+
+    dir: str | None = None
+    max_bytes: str | None = None  # a size in bytes, K/M/G suffixes allowed: 2000000000, 50G
 
 
 @dataclass
@@ -46,6 +58,7 @@ class DataConfig:
     # target of the EOS ending it is not trained on (train/loop/documents.py). False for configs that
     # do not say (they keep training as they did); `ptk init` writes true.
     document_masking: bool = False
+    cache: CacheConfig = field(default_factory=CacheConfig)
 
 
 @dataclass
@@ -182,12 +195,20 @@ def load_config(path: str | os.PathLike, overrides: list[str] = ()) -> TrainConf
     _parallel_as_mapping(raw)
     for item in overrides:
         _apply_override(raw, item, path)
-    return config_from_dict(raw, str(path))
+    cfg = config_from_dict(raw, str(path))
+    if cfg.data.cache.dir is not None:
+        os.environ["PTK_CACHE_DIR"] = cfg.data.cache.dir
+    if cfg.data.cache.max_bytes is not None:
+        os.environ[MAX_BYTES_ENV] = cfg.data.cache.max_bytes
+    return cfg
 
 
 def config_from_dict(raw: dict, where: str) -> TrainConfig:
     raw = dict(raw)
     _parallel_as_mapping(raw)
+    cache = raw.get("data", {}).get("cache") if isinstance(raw.get("data"), dict) else None
+    if isinstance(cache, dict) and isinstance(cache.get("max_bytes"), int) and not isinstance(cache["max_bytes"], bool):
+        raw["data"] = {**raw["data"], "cache": {**cache, "max_bytes": str(cache["max_bytes"])}}  # a plain byte count
     cfg = _build(TrainConfig, raw, where, "")
     _check_values(cfg, where)
     return cfg
@@ -306,6 +327,16 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
         f"{cfg.data.mixture}: a URL is not supported here yet (its sources' shards, run_dir and init_from are); "
         "give a local path",
     )
+    if cfg.data.cache.max_bytes is not None:
+        try:
+            size = quantity(cfg.data.cache.max_bytes)
+        except ArgumentTypeError:
+            size = 0
+        require(
+            size >= 1,
+            "data.cache.max_bytes",
+            f"must be a size in bytes (K/M/G suffixes), e.g. 50G; got {quoted(cfg.data.cache.max_bytes)}",
+        )
     p = cfg.parallel
     choice("parallel.data", p.data, DATA_PARALLEL_MODES)
     choice("parallel.pp_schedule", p.pp_schedule, PP_SCHEDULES)

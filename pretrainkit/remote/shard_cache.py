@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import shutil
+from argparse import ArgumentTypeError
 from pathlib import Path
 
 from pretrainkit.cache import cache_dir
@@ -41,6 +42,7 @@ from pretrainkit.remote import staging
 from pretrainkit.remote.transfer import download_all, read_bytes
 from pretrainkit.remote.urls import join
 from pretrainkit.shards.formats import MANIFEST_NAME
+from pretrainkit.shards.verify import listed_files
 
 MAX_BYTES_ENV = "PTK_SHARD_CACHE_BYTES"
 FOLDER = "shard-sets"
@@ -81,10 +83,9 @@ def _lock_fd(copy: Path) -> int:
 
 
 def _listed_shards(url: str, manifest_bytes: bytes) -> dict[str, tuple[int, str]]:
-    """The manifest's shard files by name, with their sizes and sha256."""
+    """The manifest's shard files (and record-batch sidecars) by name, with their sizes and sha256."""
     try:
-        manifest = json.loads(manifest_bytes)
-        entries = {e["file"]: (int(e["bytes"]), str(e["sha256"])) for e in manifest["shards"]}
+        entries = listed_files(json.loads(manifest_bytes))
     except (ValueError, KeyError, TypeError) as e:
         raise UserError(f"{join(url, MANIFEST_NAME)}: not a shard set manifest ({e})") from None
     for name in entries:
@@ -141,7 +142,7 @@ def max_bytes() -> int | None:
         return None
     try:
         value = quantity(text)
-    except ValueError:
+    except ArgumentTypeError:
         value = -1
     if value < 1:
         raise UserError(f"{MAX_BYTES_ENV}={text}: must be a size in bytes (K/M/G suffixes), e.g. 50G")

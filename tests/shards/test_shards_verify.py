@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 
 from pretrainkit.errors import UserError
 from pretrainkit.shards import ShardSet, write_shards
+from pretrainkit.shards.arrow_format import LENGTH, TOKENS, decode_record_batch
+from pretrainkit.shards.batch_ranges import BatchRanges, sidecar_name
 from pretrainkit.shards.verify import verify_shards
 from pretrainkit.shards.writer import prepare_output_dir, write_shard
 
@@ -104,3 +107,41 @@ def test_a_shard_file_the_manifest_does_not_list_is_named(shard_dir):
     extra.write_bytes(_shard(shard_dir, 0).read_bytes())
     problems = verify_shards(shard_dir)
     assert problems == [f"{extra}: not listed in the manifest"]
+
+
+def test_each_record_batch_decodes_alone_from_its_sidecar_range_and_sidecars_are_verified(shard_dir):
+    """The sidecar's byte ranges, sha256s and lengths describe the shard exactly (what a range read of
+    a shard in a bucket relies on), and a damaged, missing or stray sidecar is named by verify."""
+    ss = ShardSet.open(shard_dir)
+    b = 0
+    for entry in ss.manifest["shards"]:
+        data = (shard_dir / entry["file"]).read_bytes()
+        sidecar = (shard_dir / sidecar_name(entry["file"])).read_bytes()
+        assert len(sidecar) == entry["batches"]["bytes"]
+        ranges = BatchRanges.decode(sidecar, entry["file"])
+        for i in range(ranges.num_batches):
+            chunk = data[ranges.offsets[i] : ranges.offsets[i] + ranges.sizes[i]]
+            assert hashlib.sha256(chunk).digest() == ranges.sha256[i]
+            lengths, tokens = ss.read_batch(b)
+            decoded = decode_record_batch(chunk, np.uint16, (LENGTH, TOKENS))
+            assert np.array_equal(decoded.column(0).to_numpy(), lengths) and np.array_equal(ranges.lengths(i), lengths)
+            assert np.array_equal(decoded.column(1).values.to_numpy(), tokens)
+            b += 1
+    assert b == ss.batches.num_batches
+    first, second = (shard_dir / sidecar_name(_shard(shard_dir, i).name) for i in (0, 1))
+    first.write_bytes(first.read_bytes()[:-4] + b"\xff\xff\xff\xff")
+    second_bytes = second.read_bytes()
+    second.unlink()
+    (shard_dir / "shard-00099.arrow.batches").write_bytes(b"stray")
+    problems = verify_shards(shard_dir)
+    assert [p.replace(str(shard_dir), "S") for p in problems] == [
+        "S/shard-00000.arrow.batches: altered: sha256 differs from the manifest",
+        "S/shard-00001.arrow.batches: missing",
+        "S/shard-00099.arrow.batches: not listed in the manifest",
+    ]
+    with pytest.raises(UserError, match=r"^x: not a record-batch sidecar \(too short\)$"):
+        BatchRanges.decode(b"PTKBATCH", "x")
+    with pytest.raises(UserError, match=r"^x: 20 bytes, its header says at least \d+$"):
+        BatchRanges.decode(second_bytes[:20], "x")
+    with pytest.raises(UserError, match=r"^x: \d+ bytes, its header says \d+$"):
+        BatchRanges.decode(second_bytes[:-4], "x")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -83,6 +84,22 @@ def test_overrides_apply_and_paths_given_there_are_relative_to_cwd(tmp_path: Pat
 def test_bad_values_fail_naming_the_key(tmp_path: Path, override: str, named: str) -> None:
     with pytest.raises(UserError, match=named.replace("[", r"\[")):
         load_config(write(tmp_path, GOOD), [override])
+
+
+def test_data_cache_sets_the_cache_variables_for_the_run(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PTK_CACHE_DIR", "before")  # restored after the test, as load_config changes it
+    monkeypatch.setenv("PTK_SHARD_CACHE_BYTES", "1G")
+    cfg = load_config(write(tmp_path, GOOD), ["data.cache.max_bytes=50000"])
+    assert cfg.data.cache.dir is None and cfg.data.cache.max_bytes == "50000"
+    assert os.environ["PTK_CACHE_DIR"] == "before" and os.environ["PTK_SHARD_CACHE_BYTES"] == "50000"
+    cfg = load_config(write(tmp_path, GOOD.replace("seq_len: 64}", "seq_len: 64, cache: {dir: c, max_bytes: 20G}}")))
+    assert cfg.data.cache.dir == str(tmp_path / "conf" / "c")  # relative to the file, like the other paths
+    assert os.environ["PTK_CACHE_DIR"] == cfg.data.cache.dir and os.environ["PTK_SHARD_CACHE_BYTES"] == "20G"
+    for bad in ("lots", "0", "-5"):
+        with pytest.raises(UserError, match=rf"^.*run\.yaml: data\.cache\.max_bytes: must be a size in bytes .*{bad}"):
+            load_config(write(tmp_path, GOOD), [f"data.cache.max_bytes={bad}"])
+    with pytest.raises(UserError, match=r"data\.cache\.size: unknown key \(known: dir, max_bytes\)"):
+        load_config(write(tmp_path, GOOD), ["data.cache.size=5"])
 
 
 def test_missing_required_key_and_bad_model_shape_are_named(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Mixture sources whose `shards:` is a URL (a real S3 server on the loopback): the shard set is fetched
 whole into the local cache, checked against its manifest as it arrives, reused by the next run, and
-trained on exactly as the same shards on a local path; a corrupt object is one line naming it; the
-cache's size bound evicts sets not in use and refuses a set that cannot fit beside those in use."""
+trained on exactly as the same shards on a local path, as it is when streamed under a smaller bound
+(`data.cache.max_bytes`); a corrupt object is one line naming it; the cache's size bound evicts sets
+not in use and refuses a set that cannot fit beside those in use."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import yaml
 from fixtures.fault_commands import run_ptk
 from pretrainkit.cli import main
 from pretrainkit.remote.shard_cache import FOLDER, MAX_BYTES_ENV
+from pretrainkit.remote.streamed_shards import BATCHES_FOLDER
 from pretrainkit.remote.transfer import upload
 
 RUN = {"max_steps": 6, "checkpoint": {"every": 3, "keep": 1}, "eval": {"every": 3, "batches": 1}}
@@ -45,7 +47,9 @@ def mixture_file(path: Path, sources: list[dict]) -> Path:
     return path
 
 
-def test_a_source_in_a_bucket_trains_as_on_a_local_path_and_its_copy_is_reused(kit, s3, cache, tmp_path, capsys):
+def test_a_source_in_a_bucket_trains_as_on_a_local_path_and_its_copy_is_reused(
+    kit, s3, cache, tmp_path, capsys, monkeypatch
+):
     url = f"{s3.bucket}/tokens/wiki"
     upload_tree(kit.mixture.parent / "wiki", url)
     mix = yaml.safe_load(kit.mixture.read_text())
@@ -60,6 +64,18 @@ def test_a_source_in_a_bucket_trains_as_on_a_local_path_and_its_copy_is_reused(k
     assert trained(tmp_path / "remote" / "run") == trained(tmp_path / "local" / "run")
     (copy,) = copies(cache)
     assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in (kit.mixture.parent / "wiki").iterdir())
+
+    # A cache bound below the set's size (data.cache.max_bytes): the set is streamed one record batch at
+    # a time (tests/remote/test_streamed_shards.py), and the run is the same again
+    monkeypatch.setenv(MAX_BYTES_ENV, "")  # restored after the test: load_config sets it from data.cache
+    data = {"mixture": str(mix), "seq_len": 32, "cache": {"max_bytes": 20_000}}
+    streamed = kit.config(tmp_path / "streamed", **RUN, data=data)
+    assert main(["train", str(streamed)]) == 0
+    assert trained(tmp_path / "streamed" / "run") == trained(tmp_path / "local" / "run")
+    batch_files = list((cache.parent / BATCHES_FOLDER).iterdir())
+    assert len(batch_files) > 1 and sum(p.stat().st_size for p in batch_files) <= 20_000
+    assert copies(cache) == [copy]  # not copied whole again
+    monkeypatch.delenv(MAX_BYTES_ENV)
 
     # The shards gone from the bucket (its manifest stays): the next run reads the cached copy.
     bucket = s3.bucket.removeprefix("s3://")

@@ -1,0 +1,181 @@
+"""Shard sets at a URL, opened for reading: copied whole when they fit the cache's bound, else
+streamed one record batch at a time through the bounded batch cache.
+
+    ss = open_shard_set("s3://corpora/tokens/web")   # or a local path
+    ss.read_batches([17, 4, 230])     # fetched at once (range reads), checked, decoded
+    ss.prefetch([88, 3, 41])          # a background thread fetches these while the caller computes
+
+Which way a URL is read: a set whose files fit `PTK_SHARD_CACHE_BYTES` (or with no bound) is copied
+whole (`remote.shard_cache`): the fastest to read once there. A larger Arrow set whose shards have
+record-batch sidecars (`shards/batch_ranges.py`) is a `StreamedShardSet`: its manifest and sidecars
+(a few bytes per batch, each checked against the manifest) are read when it opens, which is all the
+batch index and the held-out split need; record batches are then fetched as the loader's windows
+ask for them, through `remote.batch_cache` (one file per batch, checked against the sidecar's sha256,
+LRU-evicted under the same bound). A larger set without sidecars (WebDataset, or written before
+them) is one line saying so. Either way the tokens are the same bytes as on a local path, and the
+fingerprint is the manifest's: the data order and losses do not depend on how a set is read.
+
+Prefetch: `SourceStream` asks for the next window's record batches while it reads a window; a
+thread fetches them, and the read of that window takes them from memory, so a step waits on the
+network only when the network is slower than the loader.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from pretrainkit.cache import cache_dir
+from pretrainkit.errors import UserError
+from pretrainkit.quantities import byte_size
+from pretrainkit.remote import staging
+from pretrainkit.remote.batch_cache import BatchCache, BatchRange
+from pretrainkit.remote.shard_cache import MAX_BYTES_ENV, max_bytes, shard_set_copy
+from pretrainkit.remote.transfer import read_bytes
+from pretrainkit.remote.urls import filesystem, is_url, join, storage_errors
+from pretrainkit.shards import ShardSet
+from pretrainkit.shards.arrow_format import ID, LENGTH, TOKENS, decode_record_batch
+from pretrainkit.shards.batch_ranges import BatchRanges, sidecar_name
+from pretrainkit.shards.formats import MANIFEST_NAME
+from pretrainkit.shards.manifest import parse_manifest
+from pretrainkit.shards.verify import listed_files
+
+BATCHES_FOLDER = "record-batches"
+STREAMS_FOLDER = "shard-streams"  # a streamed set's stand-in path, named in messages as its URL; never written
+
+
+def open_shard_set(path: str | Path) -> ShardSet:
+    """The shard set at a local path or URL (see the module docstring)."""
+    if is_url(path):
+        url = path.rstrip("/")
+        where = join(url, MANIFEST_NAME)
+        manifest = parse_manifest(read_bytes(where), where)
+        limit, size = max_bytes(), sum(size for size, _ in listed_files(manifest).values())
+        if limit is not None and size > limit:
+            if manifest["format"] != "arrow" or not all("batches" in e for e in manifest["shards"]):
+                raise UserError(
+                    f"{MAX_BYTES_ENV}={byte_size(limit)}: the shard set {url} ({byte_size(size)}) does not fit, and "
+                    "cannot be streamed: its shards have no record-batch sidecars (WebDataset shards, or Arrow "
+                    "shards written before them; `ptk tokenize` them again); raise the bound"
+                )
+            return StreamedShardSet.open(url, manifest, BatchCache(cache_dir() / BATCHES_FOLDER, limit))
+        path = shard_set_copy(url)
+    return ShardSet.open(path)
+
+
+class StreamedShardSet(ShardSet):
+    """A `ShardSet` whose record batches are range reads of the shards in a bucket (module docstring)."""
+
+    def __init__(self, path: Path, manifest: dict, url: str, ranges: list[BatchRanges], cache: BatchCache, **kw):
+        super().__init__(path, manifest, **kw)
+        self.url, self.ranges, self.cache = url, ranges, cache
+        self._executor: tuple[int, ThreadPoolExecutor] | None = None  # (the process that made it, it)
+        self._prefetched: tuple[list[int], Future] | None = None
+
+    @classmethod
+    def open(cls, url: str, manifest: dict, cache: BatchCache) -> StreamedShardSet:
+        names = [sidecar_name(e["file"]) for e in manifest["shards"]]
+        fs, _ = filesystem(url)
+        keys = [filesystem(join(url, n))[1] for n in names]
+        with storage_errors(url, "read"):
+            found = fs.cat(keys, on_error="return")
+        ranges = []
+        for name, entry, key in zip(names, manifest["shards"], keys):
+            data = found.get(key)
+            if not isinstance(data, bytes) or not _matches(data, entry["batches"]):
+                data = read_bytes(join(url, name))  # fetched again once: a short or failed download
+                if not _matches(data, entry["batches"]):
+                    raise UserError(f"{join(url, name)}: its size or sha256 differs from {MANIFEST_NAME}")
+            ranges.append(BatchRanges.decode(data, join(url, name)))
+        path = cache_dir() / STREAMS_FOLDER / hashlib.sha256(url.encode()).hexdigest()[:16]
+        staging.show_as(path, url)
+        return cls(path, manifest, url, ranges, cache)
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "url": self.url, "ranges": self.ranges, "cache": self.cache}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(
+            state["path"], state["manifest"], state["url"], state["ranges"], state["cache"],
+            cache_tokens=state["cache_tokens"],
+        )  # fmt: skip
+
+    def verify(self) -> list[str]:
+        """Nothing to check up front: the sidecars were checked when the set opened, each batch is when
+        it arrives."""
+        return []
+
+    def read_batch(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.read_batches([b])[0]
+
+    def read_batches(self, batches: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        data = self._take_prefetched(batches) or self.cache.get([self._range(b) for b in batches])
+        return [self._decoded(b, d) for b, d in zip(batches, data)]
+
+    def prefetch(self, batches: list[int]) -> None:
+        if self._executor is None or self._executor[0] != os.getpid():  # a forked loader worker: its own thread
+            self._executor = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="ptk-prefetch"))
+        ranges = [self._range(b) for b in batches]
+        self._prefetched = (list(batches), self._executor[1].submit(self.cache.get, ranges))
+
+    def _take_prefetched(self, batches: list[int]) -> list[bytes] | None:
+        if self._prefetched is None or self._prefetched[0] != list(batches):
+            return None
+        future, self._prefetched = self._prefetched[1], None
+        try:
+            return future.result()
+        except UserError:
+            return None  # fetched again by the caller, whose error then names the object
+
+    def _range(self, b: int) -> BatchRange:
+        shard, local = self.batches.location(b)
+        r = self.ranges[shard]
+        url = join(self.url, self.manifest["shards"][shard]["file"])
+        return BatchRange(url, int(r.offsets[local]), int(r.sizes[local]), r.sha256[local])
+
+    def _decoded(self, b: int, data: bytes) -> tuple[np.ndarray, np.ndarray]:
+        shard, local = self.batches.location(b)
+        try:
+            batch = decode_record_batch(data, np.dtype(self.dtype), (LENGTH, TOKENS))
+            lengths, tokens = batch.column(0).to_numpy(), batch.column(1).values.to_numpy()
+        except Exception as e:  # pyarrow raises many types; the bytes had their sha256, so the writer erred
+            raise self._unreadable(shard, local, e) from None
+        if len(tokens) != int(lengths.sum(dtype=np.int64)):
+            raise self._unreadable(shard, local, ValueError(f"{len(tokens)} tokens, lengths say {int(lengths.sum())}"))
+        return lengths, tokens
+
+    def _reader(self, shard: int) -> _StreamedShard:
+        return _StreamedShard(self, shard)
+
+    def _unreadable(self, shard: int, local: int, e: Exception) -> UserError:
+        return UserError(f"{join(self.url, self.manifest['shards'][shard]['file'])}: batch {local} unreadable ({e})")
+
+
+class _StreamedShard:
+    """One shard of a streamed set, as `ShardSet` reads a shard file: lengths from the sidecar, the
+    rest fetched."""
+
+    def __init__(self, ss: StreamedShardSet, shard: int):
+        self.ss, self.shard = ss, shard
+        self.num_batches = ss.ranges[shard].num_batches
+
+    def lengths(self, i: int) -> np.ndarray:
+        return self.ss.ranges[self.shard].lengths(i)
+
+    def tokens(self, i: int) -> np.ndarray:
+        return self.ss.read_batches([self._batch(i)])[0][1]
+
+    def ids(self, i: int) -> list[str]:
+        (data,) = self.ss.cache.get([self.ss._range(self._batch(i))])
+        return decode_record_batch(data, np.dtype(self.ss.dtype), (ID,)).column(0).to_pylist()
+
+    def _batch(self, i: int) -> int:
+        return int(self.ss.batches.shard_batches[self.shard]) + i
+
+
+def _matches(data: bytes, listed: dict) -> bool:
+    return len(data) == listed["bytes"] and hashlib.sha256(data).hexdigest() == listed["sha256"]

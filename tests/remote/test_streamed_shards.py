@@ -1,0 +1,177 @@
+"""A shard set in a bucket larger than the cache's bound (a real S3 server on the loopback): read one
+record batch at a time through the bounded cache, with exactly the rows of the same shards on a
+local path, the cache never over its bound, loader workers sharing it (each batch fetched once), a
+corrupt object and a server gone each one line naming the object."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import s3fs
+import yaml
+
+from fixtures.corpora import DATA, need_data
+from pretrainkit.errors import UserError
+from pretrainkit.mixtures import MixtureSampler, TrainLoader, load_mixture
+from pretrainkit.remote import batch_cache
+from pretrainkit.remote.batch_cache import LOCK_NAME
+from pretrainkit.remote.shard_cache import MAX_BYTES_ENV
+from pretrainkit.remote.streamed_shards import BATCHES_FOLDER, StreamedShardSet, open_shard_set
+from pretrainkit.remote.transfer import upload
+from pretrainkit.shards import ShardSet, write_shards
+from pretrainkit.shards.batch_ranges import BatchRanges
+
+SEQ_LEN, BATCH = 63, 8
+
+
+@pytest.fixture(scope="module")
+def speeches(tmp_path_factory) -> Path:
+    """Tiny Shakespeare's first 200 kB, byte tokens, in record batches of ~1k tokens: ~190 batches in
+    7 shards, so a source has 3 shuffle windows of 64 batches and a window reads from every shard."""
+    text = need_data(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:200_000]
+    docs = [np.frombuffer(s.encode(), np.uint8).astype(np.uint16) for s in text.split("\n\n") if s.strip()]
+    out = tmp_path_factory.mktemp("speeches") / "shards"
+    write_shards(docs, out, vocab_size=257, eos_id=256, batch_tokens=1024, shard_tokens=32 * 1024)
+    return out
+
+
+def uploaded(local: Path, url: str) -> str:
+    for f in sorted(local.iterdir()):
+        upload(f, f"{url}/{f.name}")
+    return url
+
+
+def mixture(path: Path, shards: str) -> Path:
+    source = {"name": "speeches", "shards": shards, "weight": 1}
+    path.write_text(yaml.safe_dump({"seed": 3, "holdout": {"fraction": 0.02, "min_tokens": 1024}, "sources": [source]}))
+    return path
+
+
+def rows(mix: Path, batches: int, check=lambda: None) -> np.ndarray:
+    sampler = MixtureSampler(load_mixture(mix), seq_len=SEQ_LEN, global_batch_size=BATCH)
+    out = []
+    for k in range(batches):
+        out.append(sampler.rows(k, 0, BATCH)[0])
+        check()
+    return np.concatenate(out)
+
+
+def cached_bytes(cache: Path) -> int:
+    return sum(p.stat().st_size for p in cache.iterdir() if p.name != LOCK_NAME)
+
+
+def batches_per_epoch(shards: Path) -> int:
+    return sum(BatchRanges.decode(p.read_bytes(), str(p)).num_batches for p in shards.glob("*.batches"))
+
+
+def test_a_set_larger_than_the_bound_streams_the_rows_of_the_local_set_within_the_bound(
+    s3, speeches, tmp_path, monkeypatch
+):
+    bound = sum(p.stat().st_size for p in speeches.iterdir()) // 4
+    monkeypatch.setenv(MAX_BYTES_ENV, str(bound))
+    monkeypatch.setenv("PTK_CACHE_DIR", str(tmp_path / "cache"))
+    url = uploaded(speeches, f"{s3.bucket}/tokens/speeches")
+    local, remote = mixture(tmp_path / "local.yaml", str(speeches)), mixture(tmp_path / "remote.yaml", url)
+    streamed = load_mixture(remote).sources[0].shard_set
+    assert isinstance(streamed, StreamedShardSet) and streamed.cache.root == tmp_path / "cache" / BATCHES_FOLDER
+    cache = streamed.cache.root
+    local_set = load_mixture(local).sources[0].shard_set
+    for i in (0, 777, local_set.num_docs - 1):  # random access too: a document, its id (another column)
+        assert np.array_equal(streamed.document(i), local_set.document(i))
+        assert streamed.document_id(i) == local_set.document_id(i)
+
+    # Two epochs and more of the source: every window read, and evicted under the bound
+    batches = 2 * load_mixture(local).sources[0].train_tokens // (SEQ_LEN + 1) // BATCH + 2
+    sizes = []
+    expected = rows(local, batches)
+    assert np.array_equal(rows(remote, batches, lambda: sizes.append(cached_bytes(cache))), expected)
+    assert max(sizes) <= bound and min(sizes) > 0
+    assert not (tmp_path / "cache" / "shard-sets").exists()  # never copied whole
+
+    # Loader workers (forked processes, each with its prefetch thread) share the cache: the same
+    # micro-batches as the local set read in the caller's process
+    def loader_rows(mix: Path, workers: int) -> list:
+        sampler = MixtureSampler(load_mixture(mix), seq_len=SEQ_LEN, global_batch_size=BATCH)
+        loader = iter(TrainLoader(sampler, rank=0, world_size=1, micro_size=BATCH // 2, num_workers=workers))
+        return [next(loader)[0].numpy() for _ in range(batches)]  # an epoch and more
+
+    for name in list(cache.iterdir()):
+        name.unlink()
+    assert all(np.array_equal(a, b) for a, b in zip(loader_rows(remote, 2), loader_rows(local, 0), strict=True))
+    assert 0 < cached_bytes(cache) <= bound
+
+    # A damaged file in the cache is fetched again; a batch altered in the bucket is one line
+    victim = max(cache.iterdir(), key=lambda p: p.stat().st_size if p.name != LOCK_NAME else -1)
+    victim.write_bytes(b"x" * victim.stat().st_size)
+    assert np.array_equal(rows(remote, batches), expected)
+    shard = sorted(speeches.glob("*.arrow"))[3]
+    ranges = BatchRanges.decode(shard.with_name(shard.name + ".batches").read_bytes(), "")
+    first = int(streamed.batches.shard_batches[3])
+    local_batch = next(
+        i for i in range(5, ranges.num_batches) if load_mixture(local).sources[0].split.train.batch_tokens[first + i]
+    )
+    start, size = int(ranges.offsets[local_batch]), int(ranges.sizes[local_batch])
+    data = bytearray(shard.read_bytes())
+    data[start + size - 20] ^= 0xFF  # inside the batch's body: its sha256 changes, not its size
+    key = f"tokens/speeches/{shard.name}"
+    s3.client().put_object(Bucket=s3.bucket.removeprefix("s3://"), Key=key, Body=bytes(data))
+    for name in list(cache.iterdir()):
+        name.unlink()
+    with pytest.raises(UserError) as caught:
+        rows(remote, batches)
+    assert str(caught.value) == (
+        f"{url}/{shard.name}: bytes {start}-{start + size - 1} fetched twice, and both times their size or sha256 "
+        "differs from the shard's record-batch sidecar"
+    )
+    assert hashlib.sha256(bytes(data[start : start + size])).digest() != ranges.sha256[local_batch]
+
+
+def test_a_server_gone_mid_stream_is_one_line_naming_the_object(speeches, tmp_path, monkeypatch):
+    from fixtures.s3_server import s3_server
+
+    with s3_server() as server:  # a server of this test's own, killed while the set is read
+        for name, value in server.environment().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # the backend's own retries only make the wait longer
+        monkeypatch.setenv(MAX_BYTES_ENV, "10K")
+        monkeypatch.setenv("PTK_CACHE_DIR", str(tmp_path / "cache"))
+        s3fs.S3FileSystem.clear_instance_cache()
+        url = uploaded(speeches, f"{server.make_bucket('vanishing')}/tokens/speeches")
+        sampler = MixtureSampler(load_mixture(mixture(tmp_path / "m.yaml", url)), seq_len=SEQ_LEN, global_batch_size=1)
+        sampler.rows(0, 0, 1)
+        server.stop()
+        with pytest.raises(UserError) as caught:
+            for k in range(1, 10_000):  # until a window that is neither read nor prefetched
+                sampler.rows(k, 0, 1)
+    s3fs.S3FileSystem.clear_instance_cache()
+    assert re.fullmatch(rf"{url}/shard-\d{{5}}\.arrow: cannot read: [^\n]+", str(caught.value)), caught.value
+    assert batches_per_epoch(speeches) > 128  # a third window exists: the stop is met mid-stream
+
+
+def test_readers_sharing_the_cache_fetch_each_batch_once(s3, speeches, tmp_path, monkeypatch):
+    """Two readers asking for the same batches at once (as the ranks of a node do): one fetches each
+    batch, the other waits for it and reads it from the cache."""
+    monkeypatch.setenv(MAX_BYTES_ENV, str(sum(p.stat().st_size for p in speeches.iterdir()) // 2))
+    monkeypatch.setenv("PTK_CACHE_DIR", str(tmp_path / "cache"))
+    streamed = open_shard_set(uploaded(speeches, f"{s3.bucket}/tokens/speeches"))
+    fetched, fetch = [], batch_cache._fetch
+
+    def slow(ranges: list) -> list[bytes]:  # long enough for the other reader to find them claimed
+        fetched.extend(r.name for r in ranges)
+        time.sleep(0.3)
+        return fetch(ranges)
+
+    monkeypatch.setattr(batch_cache, "_fetch", slow)
+    wanted = list(range(10, 50))
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: streamed.read_batches(wanted), range(2)))
+    local = ShardSet.open(speeches).read_batches(wanted)
+    for got in results:
+        assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(got, local, strict=True))
+    assert len(fetched) == len(set(fetched)) == len(wanted)
