@@ -300,12 +300,6 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     def choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
         require(value in allowed, key, f"must be one of {', '.join(allowed)}, got {quoted(value)}")
 
-    require(
-        not is_url(cfg.data.mixture),
-        "data.mixture",
-        f"{cfg.data.mixture}: a URL is not supported here yet (its sources' shards, run_dir and init_from are); "
-        "give a local path",
-    )
     p = cfg.parallel
     choice("parallel.data", p.data, DATA_PARALLEL_MODES)
     choice("parallel.pp_schedule", p.pp_schedule, PP_SCHEDULES)
