@@ -1,8 +1,9 @@
 """Training across nodes: two torchrun "nodes" on this machine (`--nnodes 2`, c10d rendezvous on the
 loopback) give the losses, grad norms, validation losses and final weights of one node with as many
 processes, bit for bit: one process per node under FSDP2 against `ptk train --nproc 2`, then resumed
-from its step-8 checkpoint on two nodes; two per node under HSDP (sharded within a node, replicated
-across) against `--nproc 4`.
+from its step-8 checkpoint on two nodes; the same with `run_dir` in a bucket (a real S3 server on the
+loopback, each node a work folder of its own for its mirror), resumed from the bucket with empty work
+folders, then on one node; two per node under HSDP (sharded within a node, replicated across) against `--nproc 4`.
 
 What this cannot show on one machine: a real network between the nodes, hostnames other than the
 loopback, run directories on a network filesystem.
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from pretrainkit.remote.staging import WORK_DIR_ENV
 from pretrainkit.train.checkpoint.export import checkpoint_model, find_checkpoint
 
 # FSDP2: all-gathers and reduce-scatters cross the nodes every step, not only DDP's all-reduce. On the
@@ -65,18 +67,21 @@ def node_command(config: Path, port: int, node: int, nproc_per_node: int) -> lis
 
 
 @pytest.fixture
-def two_nodes(kit) -> Iterator:
+def two_nodes(kit, monkeypatch) -> Iterator:
     """`run(config)`: both nodes of a run started, waited for, and their logs returned; every process a
-    test started is killed at the end, whatever happened (torchrun and its workers, found by config)."""
+    test started is killed at the end, whatever happened (torchrun and its workers, found by config).
+    `work`: a work folder per node (where a run_dir URL's mirror is), as on two machines."""
     started: list[Path] = []
 
-    def run(config: Path, nproc_per_node: int = 1) -> list[str]:
+    def run(config: Path, nproc_per_node: int = 1, work: tuple[Path, Path] | None = None) -> list[str]:
         started.append(config)
         port = free_port()
         logs = [config.parent / f"node{node}.log" for node in range(2)]
         nodes = []
         for node, log in enumerate(logs):
-            with open(log, "wb") as out:
+            with open(log, "wb") as out, monkeypatch.context() as env:
+                if work is not None:
+                    env.setenv(WORK_DIR_ENV, str(work[node]))
                 nodes.append(
                     kit.start(node_command(config, port, node, nproc_per_node), stdout=out, stderr=subprocess.STDOUT)
                 )
@@ -107,6 +112,16 @@ def validated(run_dir: Path) -> list[tuple]:
     return [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
 
 
+@pytest.fixture(scope="module")
+def one_node(session_kit, tmp_path_factory) -> Path:
+    """The reference: the run on one node of two processes (`ptk train --nproc 2`), its run_dir."""
+    config = session_kit.config(tmp_path_factory.mktemp("one"), **RUN)
+    proc = session_kit.ptk(config, nproc=2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["step"] for r in session_kit.rows(config.parent / "run")] == list(range(1, 13))
+    return config.parent / "run"
+
+
 def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     model, _ = checkpoint_model(find_checkpoint(run_dir))
     return model.state_dict()
@@ -120,19 +135,14 @@ def assert_same_weights(a: Path, b: Path) -> None:
 
 
 @pytest.mark.distributed
-def test_two_nodes_match_one_node_and_resume_across_nodes(kit, two_nodes, tmp_path: Path) -> None:
-    one = kit.config(tmp_path / "one", **RUN)
-    proc = kit.ptk(one, nproc=2)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    reference = kit.rows(tmp_path / "one" / "run")
-    assert [r["step"] for r in reference] == list(range(1, 13))
-
+def test_two_nodes_match_one_node_and_resume_across_nodes(kit, two_nodes, one_node, tmp_path: Path) -> None:
+    reference = kit.rows(one_node)
     two = kit.config(tmp_path / "two", **RUN)
     logs = two_nodes(two)
     assert (logs[0] + logs[1]).count("ptk train: steps 1-12 of 12") == 1  # rank 0 says how the run went
     assert trained(kit.rows(tmp_path / "two" / "run")) == trained(reference)  # bitwise
-    assert validated(tmp_path / "two" / "run") == validated(tmp_path / "one" / "run")
-    assert_same_weights(tmp_path / "two" / "run", tmp_path / "one" / "run")
+    assert validated(tmp_path / "two" / "run") == validated(one_node)
+    assert_same_weights(tmp_path / "two" / "run", one_node)
 
     # The two-node run as if stopped after its step-8 checkpoint, resumed on two nodes.
     shutil.copytree(tmp_path / "two" / "run", tmp_path / "resumed" / "run")
@@ -143,7 +153,66 @@ def test_two_nodes_match_one_node_and_resume_across_nodes(kit, two_nodes, tmp_pa
     logs = two_nodes(resumed)
     assert "step-0000008 (step 8)\nptk train: steps 9-12 of 12" in logs[0] + logs[1]
     assert trained(kit.rows(tmp_path / "resumed" / "run")) == trained(reference)
-    assert_same_weights(tmp_path / "resumed" / "run", tmp_path / "one" / "run")
+    assert_same_weights(tmp_path / "resumed" / "run", one_node)
+
+
+def bucket_run(kit, s3, url: str, into: Path) -> tuple[list[str], Path]:
+    """The bucket's run at `url`: its complete checkpoints (each checked against its meta.json), and a
+    local copy of it to read."""
+    files = kit.objects(s3, url)
+    for rel, data in files.items():
+        (into / rel).parent.mkdir(parents=True, exist_ok=True)
+        (into / rel).write_bytes(data)
+    return kit.whole_checkpoints(files), into
+
+
+@pytest.mark.distributed
+def test_two_nodes_with_a_run_dir_in_a_bucket_match_one_node_and_resume_from_the_bucket(
+    kit, two_nodes, one_node, s3, tmp_path: Path, monkeypatch
+) -> None:
+    url = f"{s3.bucket}/runs/two"
+    config = kit.config(tmp_path, **RUN, run_dir=url)
+    work = (tmp_path / "work0", tmp_path / "work1")
+    logs = two_nodes(config, work=work)
+    assert (logs[0] + logs[1]).count("ptk train: steps 1-12 of 12") == 1
+    checkpoints, run = bucket_run(kit, s3, url, tmp_path / "bucket")
+    assert checkpoints == ["step-0000004", "step-0000008", "step-0000012"]  # every node's part, whole
+    assert not [p for p in run.rglob("*") if ".tmp" in p.name]
+    assert trained(kit.rows(run)) == trained(kit.rows(one_node))  # bitwise
+    assert validated(run) == validated(one_node)
+    assert_same_weights(run, one_node)
+    # Each node's mirror kept its own part of a checkpoint only: the bucket holds the run.
+    parts = [sorted(p.name for p in w.glob("outputs/*/checkpoints/step-0000012/*.distcp")) for w in work]
+    assert parts == [["__0_0.distcp"], []]
+
+    # The run as if stopped after its step-8 checkpoint, resumed on two nodes with empty work folders:
+    # each node fetches the checkpoint whole (its peer's part too) from the bucket.
+    bucket = s3.bucket.removeprefix("s3://")
+
+    def stopped_after_step_8() -> None:
+        newest = [{"Key": k} for k in s3.keys(bucket) if "/step-0000012/" in k]
+        s3.client().delete_objects(Bucket=bucket, Delete={"Objects": newest})
+
+    stopped_after_step_8()
+    for folder in work:
+        shutil.rmtree(folder)
+    logs = two_nodes(config, work=work)
+    assert "step-0000008 (step 8)\nptk train: steps 9-12 of 12" in logs[0] + logs[1]
+    checkpoints, run = bucket_run(kit, s3, url, tmp_path / "resumed")
+    assert checkpoints == ["step-0000004", "step-0000008", "step-0000012"]
+    assert trained(kit.rows(run)) == trained(kit.rows(one_node))
+    assert_same_weights(run, one_node)
+
+    # On one node, in the first node's work folder: its mirror holds parts of checkpoints (step 12's of
+    # the run before), so the bucket's run is fetched, and no part is taken for a corrupt checkpoint.
+    stopped_after_step_8()
+    monkeypatch.setenv(WORK_DIR_ENV, str(work[0]))
+    proc = kit.ptk(config, nproc=2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "step-0000008 (step 8)\nptk train: steps 9-12 of 12" in proc.stderr and "corrupt" not in proc.stderr
+    checkpoints, run = bucket_run(kit, s3, url, tmp_path / "one-node")
+    assert trained(kit.rows(run)) == trained(kit.rows(one_node))
+    assert_same_weights(run, one_node)
 
 
 @pytest.mark.distributed
