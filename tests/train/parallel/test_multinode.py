@@ -1,9 +1,10 @@
 """Training across nodes: two torchrun "nodes" on this machine (`--nnodes 2`, c10d rendezvous on the
 loopback) give the losses, grad norms, validation losses and final weights of one node with as many
 processes, bit for bit: one process per node under FSDP2 against `ptk train --nproc 2`, then resumed
-from its step-8 checkpoint on two nodes; the same with `run_dir` in a bucket (a real S3 server on the
-loopback, each node a work folder of its own for its mirror), resumed from the bucket with empty work
-folders, then on one node; two per node under HSDP (sharded within a node, replicated across) against `--nproc 4`.
+from its step-8 checkpoint on two nodes; with `run_dir` in a bucket (a real S3 server on the loopback,
+a work folder per node for its mirror), killed (-9) during a save and resumed from the bucket on two
+nodes with empty work folders, then on one node; two per node under HSDP (sharded within a node,
+replicated across) against `--nproc 4`.
 
 What this cannot show on one machine: a real network between the nodes, hostnames other than the
 loopback, run directories on a network filesystem.
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,7 @@ RUN = {
     "eval": {"every": 6, "batches": 1},
 }
 RESUME_FROM = 8
+SAVING = "outputs/*/checkpoints/.tmp-step-*/*"  # in a work folder: a checkpoint being written into a mirror
 
 
 def free_port() -> int:
@@ -70,10 +73,16 @@ def node_command(config: Path, port: int, node: int, nproc_per_node: int) -> lis
 def two_nodes(kit, monkeypatch) -> Iterator:
     """`run(config)`: both nodes of a run started, waited for, and their logs returned; every process a
     test started is killed at the end, whatever happened (torchrun and its workers, found by config).
-    `work`: a work folder per node (where a run_dir URL's mirror is), as on two machines."""
+    `work`: a work folder per node (where a run_dir URL's mirror is), as on two machines; `kill_when`:
+    every process of both nodes killed at once (kill -9) as soon as it returns True."""
     started: list[Path] = []
 
-    def run(config: Path, nproc_per_node: int = 1, work: tuple[Path, Path] | None = None) -> list[str]:
+    def run(
+        config: Path,
+        nproc_per_node: int = 1,
+        work: tuple[Path, Path] | None = None,
+        kill_when: Callable[[], bool] | None = None,
+    ) -> list[str]:
         started.append(config)
         port = free_port()
         logs = [config.parent / f"node{node}.log" for node in range(2)]
@@ -88,14 +97,19 @@ def two_nodes(kit, monkeypatch) -> Iterator:
         # Until both end, or one fails (its peer would wait for it in the rendezvous until torch's timeout);
         # the deadline is a bound for a hang, not for speed.
         deadline = time.monotonic() + kit.hang_seconds
+        killed = False
         while not all(p.poll() == 0 for p in nodes) and not any(p.returncode for p in nodes):
             assert time.monotonic() < deadline, "the nodes did not end"
-            time.sleep(0.1)
+            if kill_when is not None and kill_when():
+                kit.kill_processes(str(config))
+                killed = all(p.wait() == -signal.SIGKILL for p in nodes)
+                break
+            time.sleep(0.005 if kill_when else 0.1)
         texts = [log.read_text(errors="replace") for log in logs]
         report = "\n".join(
             f"node {i} (exit status {p.returncode}): {t[-2000:]}" for i, (p, t) in enumerate(zip(nodes, texts))
         )
-        assert all(p.returncode == 0 for p in nodes), report
+        assert killed if kill_when else all(p.returncode == 0 for p in nodes), report
         return texts
 
     yield run
@@ -173,44 +187,39 @@ def test_two_nodes_with_a_run_dir_in_a_bucket_match_one_node_and_resume_from_the
     url = f"{s3.bucket}/runs/two"
     config = kit.config(tmp_path, **RUN, run_dir=url)
     work = (tmp_path / "work0", tmp_path / "work1")
+
+    def saving_from_step_8() -> bool:  # a node's processes writing (or hashing, publishing) checkpoint 8 or 12
+        return any(int(p.parent.name.rsplit("-", 1)[1]) >= 8 for w in work for p in w.glob(SAVING))
+
+    # kill -9 of both nodes during a save: what the bucket holds is whole (step 4 at least, as pushed).
+    two_nodes(config, work=work, kill_when=saving_from_step_8)
+    assert "step-0000004" in kit.whole_checkpoints(kit.objects(s3, url))
+    # Resumed on two nodes with empty work folders (two other machines): each fetches the checkpoint whole.
+    for folder in work:
+        shutil.rmtree(folder)
     logs = two_nodes(config, work=work)
-    assert (logs[0] + logs[1]).count("ptk train: steps 1-12 of 12") == 1
+    assert "ptk train: resuming from" in logs[0] + logs[1]
     checkpoints, run = bucket_run(kit, s3, url, tmp_path / "bucket")
     assert checkpoints == ["step-0000004", "step-0000008", "step-0000012"]  # every node's part, whole
     assert not [p for p in run.rglob("*") if ".tmp" in p.name]
     assert trained(kit.rows(run)) == trained(kit.rows(one_node))  # bitwise
     assert validated(run) == validated(one_node)
     assert_same_weights(run, one_node)
-    # Each node's mirror kept its own part of a checkpoint only: the bucket holds the run.
+    # Each node's mirror kept its own part of a checkpoint it wrote only: the bucket holds the run.
     parts = [sorted(p.name for p in w.glob("outputs/*/checkpoints/step-0000012/*.distcp")) for w in work]
     assert parts == [["__0_0.distcp"], []]
 
-    # The run as if stopped after its step-8 checkpoint, resumed on two nodes with empty work folders:
-    # each node fetches the checkpoint whole (its peer's part too) from the bucket.
+    # As if stopped after step 8, resumed on one node in the first node's work folder: its mirror holds
+    # parts of checkpoints, so the bucket's run is fetched, and no part is taken for a corrupt checkpoint.
     bucket = s3.bucket.removeprefix("s3://")
-
-    def stopped_after_step_8() -> None:
-        newest = [{"Key": k} for k in s3.keys(bucket) if "/step-0000012/" in k]
-        s3.client().delete_objects(Bucket=bucket, Delete={"Objects": newest})
-
-    stopped_after_step_8()
-    for folder in work:
-        shutil.rmtree(folder)
-    logs = two_nodes(config, work=work)
-    assert "step-0000008 (step 8)\nptk train: steps 9-12 of 12" in logs[0] + logs[1]
-    checkpoints, run = bucket_run(kit, s3, url, tmp_path / "resumed")
-    assert checkpoints == ["step-0000004", "step-0000008", "step-0000012"]
-    assert trained(kit.rows(run)) == trained(kit.rows(one_node))
-    assert_same_weights(run, one_node)
-
-    # On one node, in the first node's work folder: its mirror holds parts of checkpoints (step 12's of
-    # the run before), so the bucket's run is fetched, and no part is taken for a corrupt checkpoint.
-    stopped_after_step_8()
+    newest = [{"Key": k} for k in s3.keys(bucket) if "/step-0000012/" in k]
+    s3.client().delete_objects(Bucket=bucket, Delete={"Objects": newest})
     monkeypatch.setenv(WORK_DIR_ENV, str(work[0]))
     proc = kit.ptk(config, nproc=2)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "step-0000008 (step 8)\nptk train: steps 9-12 of 12" in proc.stderr and "corrupt" not in proc.stderr
     checkpoints, run = bucket_run(kit, s3, url, tmp_path / "one-node")
+    assert checkpoints == ["step-0000004", "step-0000008", "step-0000012"]
     assert trained(kit.rows(run)) == trained(kit.rows(one_node))
     assert_same_weights(run, one_node)
 
