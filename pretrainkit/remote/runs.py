@@ -12,11 +12,11 @@ Why a mirror: DCP's files, their sha256 in `meta.json` and the rename that publi
 files, and keep their guarantees there; the bucket gets whole checkpoints only.
 
 - Pull: the side whose newest complete checkpoint (a `step-*` with its `meta.json`) is the newer one
-  wins; a mirror that holds a node's part of a checkpoint (every file `meta.json` lists but not there)
-  loses, whatever its steps. When it is
-  the bucket's (a first run on this machine, or the run went on elsewhere), the mirror
-  is emptied and the bucket's run fetched into it, its complete checkpoints only; otherwise the mirror
-  is at least as new (this machine wrote what the bucket holds) and stays as it is. A mirror that was
+  wins; a mirror that holds a node's part of a checkpoint (not every file its `meta.json` lists) loses,
+  whatever its steps. When it is the bucket's (a first run on this machine, or the run went on
+  elsewhere or across nodes), the mirror is emptied and the bucket's run fetched into it, its complete
+  checkpoints only; otherwise the mirror is at least as new (this machine wrote what the bucket holds)
+  and stays as it is. A mirror that was
   pushed before (`PUSHED_FILE`) to a prefix that now holds no run (deleted, or a new bucket of the same
   name) is emptied: the run starts over, as it would in an emptied run_dir; one that was never pushed
   (killed before its first push) is the run's only copy and is resumed from.
