@@ -21,18 +21,25 @@ sources:
 ```
 
 Every problem is a `UserError` naming the file and the key path (`sources[1].weight`).
+
+The file itself may be a URL (`s3://bucket/mixes/web.yaml`): it is read afresh each time, and its
+relative `shards:` are keys beside it in the bucket (`../tokens/web` is `s3://bucket/tokens/web`), as
+a local file's are paths beside it; `config.path` is then the URL.
 """
 
 from __future__ import annotations
 
 import math
+import posixpath
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pretrainkit.errors import UserError, quoted, shortened
 from pretrainkit.quantities import config_number
-from pretrainkit.remote.urls import is_url
+from pretrainkit.remote.transfer import download
+from pretrainkit.remote.urls import is_url, scheme
 from pretrainkit.user_yaml import read_user_yaml
 
 REPLAY_MODES = ("continue", "seen")
@@ -73,7 +80,7 @@ class SourceConfig:
 
 @dataclass(frozen=True)
 class MixtureConfig:
-    path: Path
+    path: Path | str  # the file, or its URL
     seed: int
     sources: list[SourceConfig]
     holdout: HoldoutConfig = field(default_factory=HoldoutConfig)
@@ -88,7 +95,7 @@ _HOLDOUT_KEYS = {"fraction", "min_tokens"}
 class _Checker:
     """Builds error messages that name the file and the key path."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path | str):
         self.path = path
 
     def fail(self, key: str, problem: str) -> UserError:
@@ -123,12 +130,26 @@ class _Checker:
 
 
 def read_mixture_config(path: str | Path) -> MixtureConfig:
-    """Read and validate a mixture YAML; shard directories must exist (their content is checked later)."""
+    """Read and validate a mixture YAML (a file or a URL); local shard directories must exist (their
+    content is checked later, a URL's when its shard set is fetched)."""
+    if is_url(path):
+        return parse_mixture_config(_read_url(str(path)), str(path))
     path = Path(path)
     return parse_mixture_config(read_user_yaml(path, "mixture file"), path)
 
 
-def parse_mixture_config(doc: Any, path: Path) -> MixtureConfig:
+def _read_url(url: str) -> Any:
+    """The YAML document at `url`; errors name the URL. Fetched each time, not kept: a copy from an
+    earlier run could be of an older edit of the file."""
+    with tempfile.TemporaryDirectory(prefix="ptk-mixture-") as tmp:
+        local = download(url, Path(tmp) / "mixture.yaml")
+        try:
+            return read_user_yaml(local, "mixture file")
+        except UserError as e:
+            raise UserError(str(e).replace(str(local), url)) from None
+
+
+def parse_mixture_config(doc: Any, path: Path | str) -> MixtureConfig:
     c = _Checker(path)
     top = c.mapping(doc, "(top level)", _TOP_KEYS)
     seed = c.integer(top.get("seed", 0), "seed", minimum=0)
@@ -136,7 +157,8 @@ def parse_mixture_config(doc: Any, path: Path) -> MixtureConfig:
     raw_sources = top.get("sources")
     if not isinstance(raw_sources, list) or not raw_sources:
         raise c.fail("sources", "expected a non-empty list of sources")
-    sources = [_parse_source(c, raw, f"sources[{i}]", path.parent) for i, raw in enumerate(raw_sources)]
+    base = posixpath.dirname(path) if is_url(path) else Path(path).parent
+    sources = [_parse_source(c, raw, f"sources[{i}]", base) for i, raw in enumerate(raw_sources)]
     seen: dict[str, int] = {}
     for i, s in enumerate(sources):
         if s.name in seen:
@@ -159,15 +181,17 @@ def _parse_holdout(c: _Checker, raw: Any) -> HoldoutConfig:
     return HoldoutConfig(fraction=fraction, min_tokens=min_tokens)
 
 
-def _parse_source(c: _Checker, raw: Any, key: str, base: Path) -> SourceConfig:
+def _parse_source(c: _Checker, raw: Any, key: str, base: Path | str) -> SourceConfig:
     m = c.mapping(raw, key, _SOURCE_KEYS)
     for required in ("name", "shards"):
         if required not in m:
             raise c.fail(f"{key}.{required}", "missing required key")
     name = c.string(m["name"], f"{key}.name")
     shards: Path | str = c.string(m["shards"], f"{key}.shards")
+    if isinstance(base, str) and not is_url(shards) and not Path(shards).is_absolute():
+        shards = _beside(c, base, shards, f"{key}.shards")
     if not is_url(shards):  # a URL's shard set is fetched when the mixture is loaded (mixtures/mixture.py)
-        shards = base / shards
+        shards = Path(base) / shards
         if not shards.is_dir():
             raise c.fail(f"{key}.shards", f"shard directory {shards} does not exist")
     eval_only = m.get("eval_only", False)
@@ -194,10 +218,22 @@ def _parse_source(c: _Checker, raw: Any, key: str, base: Path) -> SourceConfig:
     return SourceConfig(name=name, shards=shards, weight=weight, max_epochs=max_epochs, replay=replay)
 
 
-def _parse_replay(c: _Checker, raw: Any, key: str, base: Path) -> ReplayConfig:
+def _beside(c: _Checker, folder: str, relative: str, key: str) -> str:
+    """The URL of `relative` (`../tokens/web`) in the bucket folder `folder` (a mixture file's)."""
+    head = f"{scheme(folder)}://"
+    bucket, _, prefix = folder[len(head) :].partition("/")
+    key_path = posixpath.normpath(posixpath.join(prefix, relative))
+    if key_path == ".." or key_path.startswith("../"):
+        raise c.fail(key, f"{relative} leads out of the bucket {head}{bucket}")
+    return f"{head}{bucket}/{key_path}" if key_path != "." else f"{head}{bucket}"
+
+
+def _parse_replay(c: _Checker, raw: Any, key: str, base: Path | str) -> ReplayConfig:
     m = c.mapping(raw, key, _REPLAY_KEYS)
     if "from" not in m:
         raise c.fail(f"{key}.from", "missing required key (a base run directory or checkpoint)")
+    if isinstance(base, str):
+        raise c.fail(f"{key}.from", "a mixture file in a bucket cannot replay a run yet; keep this mixture file local")
     from_path = base / c.string(m["from"], f"{key}.from")
     mode = m.get("mode", "continue")
     if mode not in REPLAY_MODES:

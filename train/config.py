@@ -321,12 +321,6 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
     def choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
         require(value in allowed, key, f"must be one of {', '.join(allowed)}, got {quoted(value)}")
 
-    require(
-        not is_url(cfg.data.mixture),
-        "data.mixture",
-        f"{cfg.data.mixture}: a URL is not supported here yet (its sources' shards, run_dir and init_from are); "
-        "give a local path",
-    )
     if cfg.data.cache.max_bytes is not None:
         try:
             size = quantity(cfg.data.cache.max_bytes)

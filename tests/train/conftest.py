@@ -7,6 +7,7 @@ and the model has something real to learn (loss falls from ln 257 = 5.55 towards
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -131,6 +132,23 @@ class TrainKit:
         for pid in cls.processes(marker):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+    @staticmethod
+    def objects(s3, prefix: str) -> dict[str, bytes]:
+        """The objects under the URL `prefix` on the test's S3 server, by their path relative to it."""
+        bucket, _, key = prefix.removeprefix("s3://").partition("/")
+        return {k[len(key) + 1 :]: v for k, v in s3.objects(bucket).items() if k.startswith(key + "/")}
+
+    @staticmethod
+    def whole_checkpoints(files: dict[str, bytes]) -> list[str]:
+        """The checkpoints with a meta.json among a run's `files`, each checked: every file it lists, at its sha256."""
+        names = sorted({k.split("/")[1] for k in files if k.startswith("checkpoints/") and k.endswith("/meta.json")})
+        for name in names:
+            meta = json.loads(files[f"checkpoints/{name}/meta.json"])
+            for file, (size, digest) in meta["files"].items():
+                data = files[f"checkpoints/{name}/{file}"]
+                assert len(data) == size and hashlib.sha256(data).hexdigest() == digest, (name, file)
+        return names
 
     @staticmethod
     def rows(run_dir: Path) -> list[dict]:

@@ -22,6 +22,11 @@ directory named `step-*` that is incomplete. On restore the newest `step-*` whos
 `meta.json` is loaded; a newer one that does not match is reported (one line on stderr) and skipped.
 After a save only the newest `keep` are kept.
 
+A run_dir in a bucket trains in a local mirror per node (`Mirror`, `pretrainkit/remote/runs.py`): each
+node's processes write into their node's copy, each file is hashed on a node that holds it, every node
+but rank 0's publishes its part before rank 0 seals the checkpoint and publishes the rest, `meta.json`
+last; before a checkpoint is chosen every node fetches the published ones whole.
+
 Where the time goes: `save` blocks training for the write (`dcp.save`, every process its part) only.
 The sha256 of every file (each process hashes about 1/N of them, largest first), `meta.json`, the
 rename, its directory fsync and the pruning of older checkpoints then run in a thread while training
@@ -34,6 +39,7 @@ resume's hashing per process is that of a save's (per GB: `python -m bench.check
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -45,7 +51,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -69,15 +75,18 @@ class Checkpoint:
     meta: dict
 
 
-def share_of_files(files: list[Path], rank: int, world: int) -> list[Path]:
-    """This process's share of `files` to hash: largest first, each to the least loaded process (every
-    process computes the same split), so each hashes about what it wrote, not rank 0 everything."""
-    load, mine = [0] * world, []
-    for f in sorted(files, key=lambda f: (-f.stat().st_size, f.name)):
-        r = min(range(world), key=lambda i: (load[i], i))
-        load[r] += f.stat().st_size
+def share_of_files(seen: Sequence[Mapping[str, int]], rank: int) -> list[str]:
+    """This process's share of the files to hash, given what each process sees (`seen[r]`: name -> size):
+    largest first, each to the least loaded process that sees it (every process computes the same split),
+    so each hashes about what it wrote, not rank 0 everything; with a copy of the directory per node, a
+    node's files are hashed on that node."""
+    sizes = {name: size for files in seen for name, size in files.items()}
+    load, mine = [0] * len(seen), []
+    for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
+        r = min((i for i in range(len(seen)) if name in seen[i]), key=lambda i: (load[i], i))
+        load[r] += sizes[name]
         if r == rank:
-            mine.append(f)
+            mine.append(name)
     return mine
 
 
@@ -127,6 +136,27 @@ def check_model(ckpt: Checkpoint, model_cfg: ModelConfig) -> None:
             )
 
 
+class Mirror(Protocol):
+    """A copy of the checkpoint directory per node, published to a bucket (a run_dir URL's mirror:
+    `pretrainkit/remote/runs.py`). Each node's processes write their files of a checkpoint into their
+    node's copy; every node publishes its part before rank 0 seals the checkpoint and publishes
+    `meta.json` last."""
+
+    owner: bool  # this process creates and cleans its node's copy, and publishes the node's part
+
+    def begin(self, name: str) -> None:
+        """Rank 0, before any part of checkpoint `name` is published: an older `meta.json` of it unpublished."""
+
+    def push_part(self, tmp: Path, name: str) -> None:
+        """An owner other than rank 0: its node's files of checkpoint `name` (in `tmp`) published."""
+
+    def push(self) -> None:
+        """Rank 0, once a checkpoint is sealed: its own files, then `meta.json`, then the run's other files."""
+
+    def fetch_checkpoints(self) -> None:
+        """An owner, before a checkpoint is chosen: every file of the published checkpoints in its copy."""
+
+
 class Finalization:
     """The background part of one save on this process, in a thread: `work` (hash this process's share,
     exchange the shares, and on rank 0 write `meta.json`, rename, prune). `result` waits for it and raises
@@ -156,15 +186,15 @@ class Checkpoints:
         keep: int,
         tensors: Mapping[str, Stateful] | None = None,
         records: Sequence[Stateful] = (),
-        after_seal: Callable[[], None] | None = None,
+        mirror: Mirror | None = None,
     ) -> None:
         """`tensors` and `records`: what `save` writes and `restore` loads (none for a reader such as `ptk export`).
-        `after_seal`: run by rank 0 in the background once a checkpoint is named and the older ones pruned
-        (a run_dir URL's push: `pretrainkit/remote/runs.py`); its failure is the save's."""
+        `mirror`: `directory` is a copy per node of a run in a bucket, published in the background as each
+        checkpoint is finalized (its failure is the save's) and fetched before one is chosen."""
         self.dir = Path(directory)
         self.keep = keep
         self.tensors, self.records = dict(tensors or {}), list(records)
-        self.after_seal = after_seal
+        self.mirror = mirror
         self.pending: Finalization | None = None
         # The finalizer thread exchanges hashes over a gloo group of its own, made once by every process
         # (as DCP's async_save wants its background collectives kept off the training's group): each
@@ -174,6 +204,12 @@ class Checkpoints:
         # (Shares exchanged as files instead would leave rank 0 polling for a peer's file, which a peer
         # whose disk is full cannot write, until a timeout.)
         self._group: Any = None
+
+    @property
+    def owner(self) -> bool:
+        """Whether this process creates and cleans its copy of the directory: rank 0 of one that every
+        process shares, each node's first process of a mirror per node."""
+        return self.mirror.owner if self.mirror is not None else rank() == 0
 
     def candidates(self) -> list[Path]:
         """`step-N` directories, the highest step first."""
@@ -197,16 +233,19 @@ class Checkpoints:
         With `refuse_all_corrupt`, checkpoints that exist but all fail raise UserError naming them:
         starting over on its own would retrain from step 1 and overwrite the run's logs."""
         self.wait()  # a rollback must see the checkpoint still being finalized
+        if self.mirror is not None:  # then every copy holds the same checkpoints, whole
+            together(lambda: self.mirror.fetch_checkpoints() if self.owner else None, self.dir)
         problems = []
         for path in self.candidates():
             if before is not None and step_of(path) >= before:
                 continue
             try:
                 ckpt = read_meta(path)
-                present = [path / name for name in ckpt.meta["files"] if (path / name).is_file()]
-                mine = [f.name for f in share_of_files(present, rank(), world())]
-                missing = sorted(set(ckpt.meta["files"]) - {f.name for f in present})
-                together(functools.partial(check_files, ckpt, mine + (missing if rank() == 0 else [])), path)
+                seen = together(functools.partial(_present, ckpt), path)
+                missing = sorted(set(ckpt.meta["files"]).difference(*seen))  # by any process: it could not load
+                if missing:
+                    raise UserError(f"{path / missing[0]}: missing")
+                together(functools.partial(check_files, ckpt, share_of_files(seen, rank())), path)
                 return ckpt
             except UserError as e:
                 problems.append(f"{path.name} ({e})")
@@ -233,34 +272,51 @@ class Checkpoints:
         name = checkpoint_name(meta["step"])
         final, tmp = self.dir / name, self.dir / f"{TMP_PREFIX}{name}"
         try:
-            together(lambda: _fresh_directory(tmp), tmp, main_only=True)
+            together(lambda: _fresh_directory(tmp) if self.owner else None, tmp)
             together(lambda: _write_states(self.tensors, tmp), tmp)
         except UserError:
-            if rank() == 0:
+            if self.owner:
                 shutil.rmtree(tmp, ignore_errors=True)
             raise
         if self._group is None and world() > 1:
             self._group = dist.new_group(backend="gloo")
-        files = sorted(p for p in tmp.iterdir() if p.is_file())
-        self.pending = Finalization(tmp, lambda: self._finalize(tmp, final, meta, files))
+        self.pending = Finalization(tmp, lambda: self._finalize(tmp, final, meta))
         return final
 
-    def _finalize(self, tmp: Path, final: Path, meta: dict, files: list[Path]) -> None:
-        """In the finalizer thread of every process: hash this process's share, gather the shares over the
-        finalizer's group; rank 0 seals. A failure anywhere leaves no `step-*` and no temporary directory."""
+    def _finalize(self, tmp: Path, final: Path, meta: dict) -> None:
+        """In the finalizer thread of every process: gather which files each process sees, hash this
+        process's share, gather the shares over the finalizer's group; with a mirror, every node publishes
+        its part; rank 0 seals. A failure anywhere leaves no `step-*` and no temporary directory."""
         try:
+            seen = together(lambda: self._listed(tmp, final.name), tmp, group=self._group)
             shares = together(
-                lambda: {f.name: [f.stat().st_size, sha256_file(f)] for f in share_of_files(files, rank(), world())},
+                lambda: {name: [seen[rank()][name], sha256_file(tmp / name)] for name in share_of_files(seen, rank())},
                 tmp,
                 group=self._group,
             )
             meta["files"] = {k: v for share in shares for k, v in sorted(share.items())}
+            if self.mirror is not None:  # every part in the bucket before rank 0 publishes meta.json
+                together(lambda: self._push_part(tmp, final.name), tmp, group=self._group)
             if rank() == 0:
                 self._seal(tmp, final, meta)
         except BaseException:
-            if rank() == 0:
+            if self.owner:
                 shutil.rmtree(tmp, ignore_errors=True)
             raise
+
+    def _listed(self, tmp: Path, name: str) -> dict[str, int]:
+        """The files of the checkpoint being written that this process sees (name: size). With a mirror,
+        rank 0 first unpublishes an older `meta.json` of the same step, before any node publishes a part."""
+        if self.mirror is not None and rank() == 0:
+            self.mirror.begin(name)
+        return {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
+
+    def _push_part(self, tmp: Path, name: str) -> None:
+        """Another node's part published (rank 0's goes with `meta.json`), then dropped from its copy:
+        a checkpoint chosen later is fetched whole (`Mirror.fetch_checkpoints`)."""
+        if self.owner and rank() != 0:
+            self.mirror.push_part(tmp, name)
+            shutil.rmtree(tmp)
 
     def wait(self) -> None:
         """Collective: wait for the pending finalization, if any. If it failed on any process, every process
@@ -281,7 +337,7 @@ class Checkpoints:
         return None
 
     def _seal(self, tmp: Path, final: Path, meta: dict) -> None:
-        """Rank 0: `meta.json` last, the rename that makes the checkpoint visible, then pruning, then `after_seal`."""
+        """Rank 0: `meta.json` last, the rename that makes the checkpoint visible, then pruning, then the push."""
         write_text_atomic(tmp / META_FILE, json.dumps(meta, indent=1, sort_keys=True))
         fsync_directory(tmp)
         shutil.rmtree(final, ignore_errors=True)
@@ -289,8 +345,8 @@ class Checkpoints:
         fsync_directory(self.dir)  # so that the rename itself survives a power loss
         for old in self.candidates()[self.keep :]:
             shutil.rmtree(old, ignore_errors=True)
-        if self.after_seal is not None:
-            self.after_seal()
+        if self.mirror is not None:
+            self.mirror.push()
 
     def restore(self, ckpt: Checkpoint) -> None:
         """Load every tensor state, every record and this process's RNG from `ckpt` (collective)."""
@@ -311,6 +367,15 @@ class Checkpoints:
         if self.dir.is_dir():
             for p in self.dir.glob(f"{TMP_PREFIX}*"):
                 shutil.rmtree(p, ignore_errors=True)
+
+
+def _present(ckpt: Checkpoint) -> dict[str, int]:
+    """The files of `ckpt` this process sees (name: size)."""
+    found = {}
+    for name in ckpt.meta["files"]:
+        with contextlib.suppress(FileNotFoundError):
+            found[name] = (ckpt.path / name).stat().st_size
+    return found
 
 
 def _fresh_directory(path: Path) -> None:

@@ -9,8 +9,8 @@ or, in a fresh run, loads `init_from`'s weights (`train/checkpoint/init_from.py`
 `max_steps` and prints the summary on rank 0 (or raises Terminated, after a SIGTERM stopped the loop).
 Every process ends with a barrier and then `end_process_groups()` (destroyed in one process; left to
 the process's end under a launcher). A run_dir URL is trained in its local mirror, pulled from the
-bucket before the run and pushed to it after each checkpoint and at the end (`pretrainkit/remote/runs.py`);
-messages name the URL.
+bucket before the run and pushed to it after each checkpoint and at the end, on one node or several
+(`pretrainkit/remote/runs.py`); messages name the URL.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import yaml
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import write_text_atomic
 from pretrainkit.mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
-from pretrainkit.remote.runs import check_one_node, fetched_model, mirror_path, prepare_mirror, pull_run, push_run
+from pretrainkit.remote.runs import across_nodes, fetched_model, mirror_path, prepare_mirror, pull_run, push_run
 from pretrainkit.remote.staging import show_as, showing_urls
 from pretrainkit.remote.urls import is_url
 from pretrainkit.sigterm import Terminated
@@ -48,7 +48,6 @@ def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: B
     cfg = dataclasses.replace(cfg, init_from=fetched_model(cfg.init_from))  # under torchrun, in each process
     bucket = cfg.run_dir if is_url(cfg.run_dir) else None
     if bucket is not None:
-        check_one_node(bucket)
         cfg = dataclasses.replace(cfg, run_dir=str(mirror_path(bucket)))
         show_as(Path(cfg.run_dir), bucket)
     env = init_distributed(cfg.device)
@@ -71,8 +70,8 @@ def _run(
             together(lambda: prepare_mirror(bucket), local, main_only=True)
         # before anything is written there; a refusal (in use, another command's output) stops every process
         together(lambda: run_dir.enter_context(holding_run_dir(local, where, env.is_main)), local)
-        if bucket is not None and resume:
-            together(lambda: pull_run(bucket, local), local, main_only=True)
+        if bucket is not None and resume:  # into each node's mirror
+            together(lambda: pull_run(bucket, local, across_nodes()) if env.local_rank == 0 else None, local)
         mix = load_verified_mixture(cfg, env.is_main).with_replays(loader_state_of)
         sampler = MixtureSampler(mix, seq_len=cfg.data.seq_len, global_batch_size=cfg.batch.global_size)
         limit = sampler.limit_batch()

@@ -32,7 +32,6 @@ returns with `stopped` set once the checkpoint is complete.
 
 from __future__ import annotations
 
-import functools
 import math
 import sys
 import time
@@ -47,7 +46,7 @@ import torch.distributed as dist
 from pretrainkit.errors import UserError
 from pretrainkit.mixtures import Mixture, TrainLoader
 from pretrainkit.progress import progress_bar, progress_write
-from pretrainkit.remote.runs import push_run
+from pretrainkit.remote.runs import RunMirror, across_nodes
 from pretrainkit.sigterm import deferred_sigterm
 from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, check_model
 from pretrainkit.train.config import TrainConfig, to_dict
@@ -106,9 +105,9 @@ class TrainingLoop:
         self.run_dir = Path(cfg.run_dir)
         self.detector = SpikeDetector(cfg.spikes)
         self.config = to_dict(cfg) | ({"run_dir": bucket} if bucket else {})
-        pushed = functools.partial(push_run, self.run_dir, bucket) if bucket and env.is_main else None
+        mirror = RunMirror(self.run_dir, bucket, env.local_rank == 0, across_nodes()) if bucket else None
         self.ckpts = Checkpoints(
-            self.run_dir / "checkpoints", cfg.checkpoint.keep, trainer.states, [trainer.record, self], pushed
+            self.run_dir / "checkpoints", cfg.checkpoint.keep, trainer.states, [trainer.record, self], mirror
         )
         self.next_batch = 0
         self.skip: set[int] = set()
@@ -185,13 +184,13 @@ class TrainingLoop:
 
     def start_over(self) -> None:
         """`--no-resume`: drop earlier checkpoints so that none of them is taken for this run's later."""
-        if self.env.is_main:
+        if self.ckpts.owner:
             self.ckpts.remove_all()
         if self.env.world_size > 1:
             dist.barrier()
 
     def resume(self) -> Checkpoint | None:
-        if self.env.is_main:
+        if self.ckpts.owner:
             self.ckpts.remove_temporaries()
         found = self.ckpts.choose(refuse_all_corrupt=True)
         if found is not None:

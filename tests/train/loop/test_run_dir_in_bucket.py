@@ -5,7 +5,6 @@ losses and weights of the same run on a local run_dir, also after kill -9 in a c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import signal
@@ -35,14 +34,9 @@ def logged(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
 
 
-def bucket_rows(s3, prefix: str) -> list[dict]:
-    text = objects(s3, prefix)["metrics.jsonl"].decode()
+def bucket_rows(kit, s3, prefix: str) -> list[dict]:
+    text = kit.objects(s3, prefix)["metrics.jsonl"].decode()
     return [json.loads(line) for line in text.splitlines()]
-
-
-def objects(s3, prefix: str) -> dict[str, bytes]:
-    bucket, _, key = prefix.removeprefix("s3://").partition("/")
-    return {k[len(key) + 1 :]: v for k, v in s3.objects(bucket).items() if k.startswith(key + "/")}
 
 
 def local_rows(run: Path) -> list[dict]:
@@ -53,17 +47,6 @@ def weights(files: dict[str, bytes], step: int) -> dict[str, bytes]:
     """The DCP files of one checkpoint (the model's and optimizer's tensors), by name."""
     prefix = f"checkpoints/step-{step:07d}/"
     return {k[len(prefix) :]: v for k, v in files.items() if k.startswith(prefix) and "distcp" in k}
-
-
-def whole_checkpoints(files: dict[str, bytes]) -> list[str]:
-    """The bucket's checkpoints with a meta.json, each checked: every file it lists, at its sha256."""
-    names = sorted({k.split("/")[1] for k in files if k.startswith("checkpoints/") and k.endswith("/meta.json")})
-    for name in names:
-        meta = json.loads(files[f"checkpoints/{name}/meta.json"])
-        for file, (size, digest) in meta["files"].items():
-            data = files[f"checkpoints/{name}/{file}"]
-            assert len(data) == size and hashlib.sha256(data).hexdigest() == digest, (name, file)
-    return names
 
 
 def train_in_steps(config: Path, between=lambda: None) -> None:
@@ -89,17 +72,17 @@ def test_a_run_in_a_bucket_resumes_here_and_elsewhere_like_a_local_run(kit, s3, 
     seen = []
 
     def elsewhere() -> None:
-        seen.append((capsys.readouterr().err, whole_checkpoints(objects(s3, url))))
+        seen.append((capsys.readouterr().err, kit.whole_checkpoints(kit.objects(s3, url))))
         shutil.rmtree(work)  # another machine: the third leg resumes from the bucket, the second from the mirror
 
     train_in_steps(config, elsewhere)
     err, checkpoints = seen[0]
     assert f"run dir: {url} " in err and str(work) not in err
     assert checkpoints == ["step-0000004", "step-0000006"]
-    files = objects(s3, url)
-    assert whole_checkpoints(files) == ["step-0000006", "step-0000008"]
+    files = kit.objects(s3, url)
+    assert kit.whole_checkpoints(files) == ["step-0000006", "step-0000008"]
     assert not [k for k in files if ".tmp" in k or "lock" in k]
-    assert logged(bucket_rows(s3, url)) == logged(local_rows(local_run))
+    assert logged(bucket_rows(kit, s3, url)) == logged(local_rows(local_run))
     local = {p.relative_to(local_run).as_posix(): p.read_bytes() for p in local_run.rglob("*") if p.is_file()}
     assert weights(files, 8) == weights(local, 8) and weights(files, 8)
     saved = yaml.safe_load(files["config.yaml"])
@@ -111,8 +94,8 @@ def test_a_run_in_a_bucket_resumes_here_and_elsewhere_like_a_local_run(kit, s3, 
     capsys.readouterr()
     assert main(["train", str(config), "--set", "max_steps=2"]) == 0
     assert f"ptk train: note: {url} holds no run now; the run starts over" in capsys.readouterr().err
-    assert whole_checkpoints(objects(s3, url)) == ["step-0000002"]
-    assert [row["step"] for row in bucket_rows(s3, url) if "loss" in row] == [1, 2]
+    assert kit.whole_checkpoints(kit.objects(s3, url)) == ["step-0000002"]
+    assert [row["step"] for row in bucket_rows(kit, s3, url) if "loss" in row] == [1, 2]
 
 
 def saving_from(work: Path, step: int) -> bool:
@@ -137,14 +120,14 @@ def test_kill_9_in_a_checkpoint_then_the_same_command_elsewhere_resumes_like_a_l
         kit.kill_processes(str(config))  # ptk, torchrun and both workers, at once
     victim.wait()
     assert victim.returncode == -signal.SIGKILL, victim.stderr.read()[-3000:]
-    whole_checkpoints(objects(s3, url))  # what the bucket holds after the kill is whole or absent
+    kit.whole_checkpoints(kit.objects(s3, url))  # what the bucket holds after the kill is whole or absent
     shutil.rmtree(work)  # the same command on another machine
     resumed = kit.ptk(config, nproc=2)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    files = objects(s3, url)
-    assert whole_checkpoints(files) == ["step-0000014", "step-0000016"]
+    files = kit.objects(s3, url)
+    assert kit.whole_checkpoints(files) == ["step-0000014", "step-0000016"]
     local_run = reference.parent / "run"
-    assert logged(bucket_rows(s3, url)) == logged(local_rows(local_run))
+    assert logged(bucket_rows(kit, s3, url)) == logged(local_rows(local_run))
     local = {p.relative_to(local_run).as_posix(): p.read_bytes() for p in local_run.rglob("*") if p.is_file()}
     assert weights(files, 16) == weights(local, 16)
 
@@ -161,7 +144,7 @@ def test_export_eval_and_report_read_a_run_in_a_bucket_as_a_local_one(kit, s3, w
 
     assert main(["export", url, "-o", f"{s3.bucket}/models/read"]) == 0
     assert main(["export", str(local_run), "-o", str(tmp_path / "model")]) == 0
-    exported = objects(s3, f"{s3.bucket}/models/read")
+    exported = kit.objects(s3, f"{s3.bucket}/models/read")
     assert exported["model.safetensors"] == (tmp_path / "model" / "model.safetensors").read_bytes()
     out = capsys.readouterr().out
     assert f"of {url} " in out and f"-> {s3.bucket}/models/read/model.safetensors" in out and str(work) not in out

@@ -2,7 +2,9 @@
 whole into the local cache, checked against its manifest as it arrives, reused by the next run, and
 trained on exactly as the same shards on a local path, as it is when streamed under a smaller bound
 (`data.cache.max_bytes`); a corrupt object is one line naming it; the cache's size bound evicts sets
-not in use and refuses a set that cannot fit beside those in use."""
+not in use and refuses a set that cannot fit beside those in use. A mixture file in the bucket
+(`data.mixture: s3://...`) names its sources relative to its own prefix, trains as the local file does
+and is recorded by its URL."""
 
 from __future__ import annotations
 
@@ -118,3 +120,43 @@ def test_the_cache_bound_evicts_a_set_not_in_use_and_refuses_one_that_cannot_fit
     assert line.startswith(f"ptk: error: {tmp_path / 'mix.yaml'}: sources[1].shards: {MAX_BYTES_ENV}="), line
     assert "does not fit beside the 1 shard set(s) in use" in line, line
     assert len(copies(cache)) == 1
+
+
+def test_a_mixture_file_in_a_bucket_trains_as_the_local_file_and_is_recorded_by_its_url(
+    kit, s3, cache, tmp_path, capsys
+):
+    # The file beside its shard sets' folder, as the local one: `../tokens/NAME` resolves against its prefix.
+    for name in SETS:
+        upload_tree(kit.mixture.parent / name, f"{s3.bucket}/corpus/tokens/{name}")
+    sources = yaml.safe_load(kit.mixture.read_text())["sources"]
+    for source in sources:
+        source["shards"] = f"../tokens/{source['shards']}"
+    upload(mixture_file(tmp_path / "mix.yaml", sources), f"{s3.bucket}/corpus/mixes/mix.yaml")
+    url = f"{s3.bucket}/corpus/mixes/mix.yaml"
+    local = kit.config(tmp_path / "local", **RUN)
+    remote = kit.config(tmp_path / "remote", **RUN, data={"mixture": url, "seq_len": 32})
+    for config in (local, remote):
+        assert main(["train", str(config), "--set", "max_steps=2"]) == 0
+    assert trained(tmp_path / "remote" / "run") == trained(tmp_path / "local" / "run")
+    assert yaml.safe_load((tmp_path / "remote" / "run" / "config.yaml").read_text())["data"]["mixture"] == url
+    assert len(copies(cache)) == 2
+
+    # A key that is not there, a source that leads out of the bucket, a replay (not done yet): one line each.
+    capsys.readouterr()
+    missing = f"{s3.bucket}/corpus/mixes/nothing.yaml"
+    assert main(["mix", "inspect", missing]) == 2
+    assert capsys.readouterr().err.strip().startswith(f"ptk: error: {missing}: cannot download: no such bucket or key")
+    sources[0]["shards"] = "../../../elsewhere"
+    upload(mixture_file(tmp_path / "mix.yaml", sources), url)
+    assert main(["mix", "inspect", url]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"ptk: error: {url}: sources[0].shards: ../../../elsewhere leads out of the bucket {s3.bucket}"
+    )
+    sources[0]["shards"] = "../tokens/shakespeare"
+    sources[0]["replay"] = {"from": "../runs/base"}
+    upload(mixture_file(tmp_path / "mix.yaml", sources), url)
+    assert main(["mix", "inspect", url]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"ptk: error: {url}: sources[0].replay.from: a mixture file in a bucket cannot replay a run yet; "
+        "keep this mixture file local"
+    )
