@@ -22,6 +22,11 @@ by its sha256, checked on every read, evicted least recently used.
   process has let go of its own: no two processes wait for each other. Each store lists the folder
   once (O(files), a few ms per ten thousand files), which is why it happens once per window of
   batches, not once per batch.
+- Forks: a process forked while one of its threads holds a lock here (a loader's workers start while
+  its prefetch thread stores a window) would hold that lock too, for as long as it lives: an flock
+  belongs to the open file, which the child shares. Every lock's descriptor is therefore registered
+  while open, and a forked child closes the ones it inherited at once (`os.register_at_fork`); the
+  parent's thread still holds its lock and lets go of it as usual.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +43,38 @@ from pretrainkit.files import atomic_write, is_temporary
 from pretrainkit.remote.urls import filesystem, storage_errors
 
 LOCK_NAME = ".lock"
+_OPEN_LOCKS: set[int] = set()  # the descriptors of this process's locks (claims and `.lock`) now open
+_OPEN_LOCKS_GUARD = threading.Lock()  # held across a fork, so the child's copy of the set is complete
+
+
+def _open_lock(path: Path) -> int:
+    """A new descriptor of lock file `path`, registered until `_close_lock` (see "Forks")."""
+    with _OPEN_LOCKS_GUARD:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        _OPEN_LOCKS.add(fd)
+    return fd
+
+
+def _close_lock(fd: int) -> None:
+    """Close a descriptor from `_open_lock`, which releases its lock."""
+    with _OPEN_LOCKS_GUARD:
+        _OPEN_LOCKS.discard(fd)
+        os.close(fd)
+
+
+def _close_inherited_locks() -> None:
+    """In a forked child: drop the locks the parent's threads hold (their copies in this process)."""
+    for fd in _OPEN_LOCKS:
+        os.close(fd)
+    _OPEN_LOCKS.clear()
+    _OPEN_LOCKS_GUARD.release()
+
+
+os.register_at_fork(
+    before=_OPEN_LOCKS_GUARD.acquire,
+    after_in_parent=_OPEN_LOCKS_GUARD.release,
+    after_in_child=_close_inherited_locks,
+)
 
 
 @dataclass(frozen=True)
@@ -66,7 +104,7 @@ class BatchCache:
         finally:
             for name, fd in claims.items():
                 _remove(self._fetching / name)
-                os.close(fd)  # releases the claim: whoever waits for it finds the batch stored
+                _close_lock(fd)  # releases the claim: whoever waits for it finds the batch stored
         others = [i for i in missing if ranges[i].name not in claims]
         for i in others:
             self._wait_for(ranges[i])
@@ -88,22 +126,22 @@ class BatchCache:
         for r in ranges:
             if r.name in claims:
                 continue
-            fd = os.open(self._fetching / r.name, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = _open_lock(self._fetching / r.name)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                os.close(fd)
+                _close_lock(fd)
                 continue
             claims[r.name] = fd
         return claims
 
     def _wait_for(self, r: BatchRange) -> None:
         """Until whoever claimed `r` lets go of it."""
-        fd = os.open(self._fetching / r.name, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(self._fetching / r.name)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
         finally:
-            os.close(fd)
+            _close_lock(fd)
         _remove(self._fetching / r.name)
 
     def _fetch_into(self, out: list[bytes | None], ranges: list[BatchRange], indices: list[int]) -> None:
@@ -142,7 +180,7 @@ class BatchCache:
         if not fetched:
             return
         self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(self.root / LOCK_NAME)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             if self.max_bytes is not None:
@@ -151,7 +189,7 @@ class BatchCache:
                 with atomic_write(self.root / r.name, "wb", durable=False) as f:
                     f.write(data)
         finally:
-            os.close(fd)  # releases the lock
+            _close_lock(fd)  # releases the lock
 
     def _make_room(self, fetched: list[tuple[BatchRange, bytes]]) -> list[tuple[BatchRange, bytes]]:
         """Remove the least recently used files until `fetched` fits; the part of it that fits."""

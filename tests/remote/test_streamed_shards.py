@@ -5,8 +5,11 @@ corrupt object and a server gone each one line naming the object."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
 import re
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -175,3 +178,31 @@ def test_readers_sharing_the_cache_fetch_each_batch_once(s3, speeches, tmp_path,
     for got in results:
         assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(got, local, strict=True))
     assert len(fetched) == len(set(fetched)) == len(wanted)
+
+
+def test_a_process_forked_while_a_cache_lock_is_held_does_not_keep_it(tmp_path: Path) -> None:
+    """Regression: loader workers forked while the parent's prefetch thread held the cache's `.lock`
+    (storing a window) kept that lock for their lifetime through the inherited descriptor, so the next
+    store waited for ever and its claims with it (two workers deadlocked in the suite)."""
+    lock = tmp_path / LOCK_NAME
+    fd = batch_cache._open_lock(lock)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a thread of this process holds it in `_store`
+    ready_r, ready_w = os.pipe()
+    child = os.fork()
+    if child == 0:  # the loader worker: alive, never touching the cache
+        os.write(ready_w, b"forked")
+        time.sleep(60)
+        os._exit(0)
+    try:
+        assert os.read(ready_r, 6) == b"forked"
+        batch_cache._close_lock(fd)  # the parent's thread is done with it
+        other = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError if the child still held it
+        finally:
+            os.close(other)
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        os.close(ready_r)
+        os.close(ready_w)
