@@ -73,8 +73,8 @@ class GopherQuality:
             return removal
         # the ratio of each symbol to the words, the hash and the ellipsis each on its own (datatrove
         # divides by all its tokens, punctuation included; the paper's ratio is to words)
-        hashes = ratio(text.count("#"), n)
-        ellipses = ratio(text.count("...") + text.count("…"), n)
+        ellipsis_count = text.count("...") + text.count("…")
+        hashes, ellipses = ratio(text.count("#"), n), ratio(ellipsis_count, n)
         removal = above(name, "max_symbol_word_ratio", max(hashes, ellipses), s.max_symbol_word_ratio)
         if removal:
             return removal
@@ -84,7 +84,7 @@ class GopherQuality:
             if removal := above(name, "max_bullet_lines_ratio", ratio(bulleted, lines), s.max_bullet_lines_ratio):
                 return removal
         if s.max_ellipsis_lines_ratio is not None:
-            trailing = len(_ELLIPSIS_LINE_END.findall(text))
+            trailing = len(_ELLIPSIS_LINE_END.findall(text)) if ellipsis_count else 0  # most texts have none
             if removal := above(name, "max_ellipsis_lines_ratio", ratio(trailing, lines), s.max_ellipsis_lines_ratio):
                 return removal
         if s.min_alpha_words_ratio is not None:
