@@ -152,14 +152,14 @@ class GopherRepetition:
         ws = doc.words()
         # Words and n-grams as 64-bit hashes: two distinct ones of a document share one with odds of
         # about 2^-64, the only way a decision here could differ from comparing the strings.
-        top, repeated = ngram_repeats(ws, self.most_n)
+        top, repeated = (a.tolist() for a in ngram_repeats(ws, self.most_n))  # ints: numpy's scalars are slow
         for n, (top_rule, most_top), (dup_rule, most_dup) in self.ngram_rules:
             # the most common n-gram; only a repeated one (datatrove also counts an n-gram seen
             # once, which says nothing of repetition)
-            if removal := above(name, top_rule, ratio(int(top[n]), size), most_top):
+            if removal := above(name, top_rule, ratio(top[n], size), most_top):
                 return removal
             # datatrove's reading of "the fraction of characters contained within all duplicate
             # n-grams": a repeated run's words are counted once, not n times
-            if removal := above(name, dup_rule, ratio(int(repeated[n]), size), most_dup):
+            if removal := above(name, dup_rule, ratio(repeated[n], size), most_dup):
                 return removal
         return None
