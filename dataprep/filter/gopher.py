@@ -154,6 +154,8 @@ class GopherRepetition:
         # about 2^-64, the only way a decision here could differ from comparing the strings.
         top, repeated = (a.tolist() for a in ngram_repeats(ws, self.most_n))  # ints: numpy's scalars are slow
         for n, (top_rule, most_top), (dup_rule, most_dup) in self.ngram_rules:
+            if not top[n]:  # no n-gram repeats, so no longer one does: every fraction from here on is 0
+                break
             # the most common n-gram; only a repeated one (datatrove also counts an n-gram seen
             # once, which says nothing of repetition)
             if removal := above(name, top_rule, ratio(top[n], size), most_top):
