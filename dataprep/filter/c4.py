@@ -67,19 +67,22 @@ class C4:
         javascript = s.drop_javascript_lines and "javascript" in lower_page
         curly = s.curly_bracket and "{" in doc.text
         policy = s.drop_policy_lines and any(p in lower_page for p in POLICY_PHRASES)
-        longest = s.max_word_length
-        kept: list[str] = []
-        for line in doc.text.splitlines():
-            line = line.strip()
-            if longest is not None and len(line) > longest and any(len(w) > longest for w in line.split()):
-                continue
-            if s.remove_citations and "[" in line:
-                line = CITATION.sub("", line)
-            if s.require_terminal_punctuation and (not line.endswith(TERMINAL_MARKS) or line.endswith("...")):
-                continue
-            if s.min_words_per_line is not None and len(line.split(None, s.min_words_per_line)) < s.min_words_per_line:
-                continue
-            if lorem or javascript or curly or policy:
+        longest, least = s.max_word_length, s.min_words_per_line
+        # Each line rule reads the line alone, so each runs over all lines in turn (a comprehension
+        # per rule, rather than one Python loop with a branch per rule per line); the page rules then
+        # meet the kept lines in their order, as the reference code's single loop does.
+        kept = [line.strip() for line in doc.text.splitlines()]
+        if longest is not None:
+            kept = [line for line in kept if len(line) <= longest or all(len(w) <= longest for w in line.split())]
+        if s.remove_citations and "[" in doc.text:
+            kept = [CITATION.sub("", line) if "[" in line else line for line in kept]
+        if s.require_terminal_punctuation:
+            kept = [line for line in kept if line.endswith(TERMINAL_MARKS) and not line.endswith("...")]
+        if least is not None:
+            kept = [line for line in kept if len(line.split(None, least)) >= least]
+        if lorem or javascript or curly or policy:
+            kept, lines = [], kept
+            for line in lines:
                 lower = line.lower()
                 if lorem and "lorem ipsum" in lower:
                     return Removal(f"{self.name}.lorem_ipsum", "lorem ipsum", True)
@@ -89,7 +92,7 @@ class C4:
                     return Removal(f"{self.name}.curly_bracket", "{", True)
                 if policy and any(p in lower for p in POLICY_PHRASES):
                     continue
-            kept.append(line)
+                kept.append(line)
         text = "\n".join(kept)
         if s.min_sentences is not None:
             # a line's sentences: its end marks followed by more of the line, and one more

@@ -73,8 +73,8 @@ class GopherQuality:
             return removal
         # the ratio of each symbol to the words, the hash and the ellipsis each on its own (datatrove
         # divides by all its tokens, punctuation included; the paper's ratio is to words)
-        hashes = ratio(text.count("#"), n)
-        ellipses = ratio(text.count("...") + text.count("…"), n)
+        ellipsis_count = text.count("...") + text.count("…")
+        hashes, ellipses = ratio(text.count("#"), n), ratio(ellipsis_count, n)
         removal = above(name, "max_symbol_word_ratio", max(hashes, ellipses), s.max_symbol_word_ratio)
         if removal:
             return removal
@@ -84,7 +84,7 @@ class GopherQuality:
             if removal := above(name, "max_bullet_lines_ratio", ratio(bulleted, lines), s.max_bullet_lines_ratio):
                 return removal
         if s.max_ellipsis_lines_ratio is not None:
-            trailing = len(_ELLIPSIS_LINE_END.findall(text))
+            trailing = len(_ELLIPSIS_LINE_END.findall(text)) if ellipsis_count else 0  # most texts have none
             if removal := above(name, "max_ellipsis_lines_ratio", ratio(trailing, lines), s.max_ellipsis_lines_ratio):
                 return removal
         if s.min_alpha_words_ratio is not None:
@@ -118,39 +118,50 @@ class GopherRepetition:
     name = "gopher_repetition"
 
     def __init__(self, settings: GopherRepetitionSettings):
-        self.s = settings
+        self.s = s = settings
+        # each rule's name and threshold, made once rather than per document (an f-string per rule
+        # per document was a fifth of this step's time)
+        self.units = [
+            (
+                unit,
+                (f"max_dup_{unit}_fraction", getattr(s, f"max_dup_{unit}_fraction")),
+                (f"max_dup_{unit}_char_fraction", getattr(s, f"max_dup_{unit}_char_fraction")),
+            )
+            for unit in ("paragraph", "line")
+        ]
+        self.most_n = max([*s.max_top_ngram_char_fraction, *s.max_dup_ngram_char_fraction, 1])
+        self.ngram_rules = [
+            (
+                n,
+                (f"max_top_ngram_char_fraction.{n}", s.max_top_ngram_char_fraction.get(n)),
+                (f"max_dup_ngram_char_fraction.{n}", s.max_dup_ngram_char_fraction.get(n)),
+            )
+            for n in range(2, self.most_n + 1)
+        ]
 
     def check(self, doc: Doc) -> Removal | None:
-        s, text, name = self.s, doc.text, self.name
+        text, name = doc.text, self.name
         size = len(text)
-        for unit, pieces in (("paragraph", paragraphs(text)), ("line", lines(text))):
+        for unit, (count_rule, most_count), (chars_rule, most_chars) in self.units:
+            pieces = paragraphs(text) if unit == "paragraph" else lines(text)
             count, chars = duplicates(pieces)
-            removal = above(
-                name, f"max_dup_{unit}_fraction", ratio(count, len(pieces)), getattr(s, f"max_dup_{unit}_fraction")
-            )
-            removal = removal or above(
-                name, f"max_dup_{unit}_char_fraction", ratio(chars, size), getattr(s, f"max_dup_{unit}_char_fraction")
-            )
+            removal = above(name, count_rule, ratio(count, len(pieces)), most_count)
+            removal = removal or above(name, chars_rule, ratio(chars, size), most_chars)
             if removal:
                 return removal
         ws = doc.words()
         # Words and n-grams as 64-bit hashes: two distinct ones of a document share one with odds of
         # about 2^-64, the only way a decision here could differ from comparing the strings.
-        top, repeated = ngram_repeats(ws, max([*s.max_top_ngram_char_fraction, *s.max_dup_ngram_char_fraction, 1]))
-        for n in range(2, len(top)):
+        top, repeated = (a.tolist() for a in ngram_repeats(ws, self.most_n))  # ints: numpy's scalars are slow
+        for n, (top_rule, most_top), (dup_rule, most_dup) in self.ngram_rules:
+            if not top[n]:  # no n-gram repeats, so no longer one does: every fraction from here on is 0
+                break
             # the most common n-gram; only a repeated one (datatrove also counts an n-gram seen
             # once, which says nothing of repetition)
-            if removal := above(
-                name, f"max_top_ngram_char_fraction.{n}", ratio(int(top[n]), size), s.max_top_ngram_char_fraction.get(n)
-            ):
+            if removal := above(name, top_rule, ratio(top[n], size), most_top):
                 return removal
             # datatrove's reading of "the fraction of characters contained within all duplicate
             # n-grams": a repeated run's words are counted once, not n times
-            if removal := above(
-                name,
-                f"max_dup_ngram_char_fraction.{n}",
-                ratio(int(repeated[n]), size),
-                s.max_dup_ngram_char_fraction.get(n),
-            ):
+            if removal := above(name, dup_rule, ratio(repeated[n], size), most_dup):
                 return removal
         return None

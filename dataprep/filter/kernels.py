@@ -70,13 +70,7 @@ class Words:
 
 def scan_words(text: str) -> Words:
     classes, lower = tables()
-    cps = code_points(text)
-    word = classes[cps] & np.uint8(WORD)
-    # runs of word characters: at least as many as words (joiners merge runs), so the arrays are
-    # sized to the text's words rather than to its characters (a 48 MB document has ~8M of them)
-    runs = int(np.count_nonzero(word[1:] > word[:-1])) + int(word[:1].sum()) if len(cps) else 0
-    del word
-    return Words(*_scan(cps, classes, lower, JOINERS, runs))
+    return Words(*_scan(code_points(text), classes, lower, JOINERS))
 
 
 def word_hash(word: str) -> tuple[int, int]:
@@ -88,8 +82,23 @@ def word_hash(word: str) -> tuple[int, int]:
 
 
 @numba.njit(cache=True)
-def _scan(cps, classes, lower, joiners, runs):
+def _runs(cps, classes):
+    """Runs of word characters: at least as many as words (joiners merge runs), so that `_scan`'s
+    arrays are sized to the text's words rather than to its characters (a 48 MB document has ~8M)."""
+    runs = 0
+    inside = False
+    for c in cps:
+        word = (classes[c] & 1) != 0
+        if word and not inside:
+            runs += 1
+        inside = word
+    return runs
+
+
+@numba.njit(cache=True)
+def _scan(cps, classes, lower, joiners):
     n = len(cps)
+    runs = _runs(cps, classes)
     lengths = np.empty(runs, np.int64)
     alpha = np.empty(runs, np.bool_)
     hashes = np.empty(runs, np.uint64)
