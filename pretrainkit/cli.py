@@ -92,11 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def console() -> NoReturn:
     """The `ptk` program: `main`, then an exit that a late SIGTERM does not turn into a silent death by
-    signal (the command has done its work and said so; only the interpreter's teardown is left).
-
-    Ctrl-C and SIGTERM are unblocked first: a signal mask is inherited through exec, and a parent that
-    started ptk from a thread or moment with them blocked would leave both pending for the whole run."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal (the command has done its work and said so; only the interpreter's teardown is left)."""
     status = main()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.exit(status)

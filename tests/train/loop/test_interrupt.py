@@ -31,15 +31,16 @@ def rows_logged(metrics: Path) -> int:
 def test_ctrl_c_is_one_line_exit_130_with_the_steps_to_redo(kit, tmp_path: Path, nproc: int) -> None:
     config = kit.config(tmp_path, **RUN)
     metrics = tmp_path / "run" / "metrics.jsonl"
-    # A session of its own, so that SIGINT to its group is what a terminal's Ctrl-C sends ptk; started
-    # with SIGINT and SIGTERM blocked, as a parent's thread may leave them (a mask survives exec): ptk
-    # unblocks them (regression: in the whole suite the Ctrl-C stayed pending and the run went to its end).
+    # A session of its own, so that SIGINT to its group is what a terminal's Ctrl-C sends ptk; with
+    # SIGINT's default action, as a shell starts it: ptk inherits an ignored SIGINT (nohup, a script's
+    # background job) and keeps ignoring it, and something earlier in the suite leaves pytest's SIGINT
+    # (and SIGQUIT) ignored, which made this test run the whole 400 steps.
     victim = kit.start(
         kit.ptk_command(config, nproc=nproc),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         while rows_logged(metrics) < 6 and victim.poll() is None:  # past the step-4 checkpoint
