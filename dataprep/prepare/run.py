@@ -88,6 +88,7 @@ def _prepare(
 ) -> dict:
     raw = discover_inputs(inputs, INPUT_SUFFIXES) if stages[0].name == FIRST else discover_inputs(inputs)
     output_directory(out_dir)
+    runner.check_paths([f.path for f in raw] + [str(p) for s in stages for p in s.files()], out_dir)
     work = out_dir / WORK_NAME
     plan = {
         "inputs": input_stamps(raw),

@@ -56,11 +56,13 @@ from pretrainkit.remote.urls import filesystem, is_url, join, scheme
 
 WORK_DIR_ENV = "PTK_WORK_DIR"
 WORK_NAME = ".work"  # a command's resume files: they stay in the staging folder
+RAY_WORK_NAME = ".ptk-work"  # the staging folder carried to Ray nodes without the driver's filesystem
 FINISHING_NAMES = ("stats.json", "manifest.json")  # published last: their presence says the rest is there
 BATCH_FILES, BATCH_BYTES = 64, 512 << 20  # transferred at once (concurrent requests), between progress updates
 
 _SHOWN: dict[str, str] = {}  # staging path -> the URL it stands for, for messages
 _RUN = {"work": None, "fetched": []}  # the running command's work folder, and the inputs fetched for it
+_OUTPUTS: dict[Path, str] = {}  # staging folder -> the output URL it is published to
 
 
 @dataclass(frozen=True)
@@ -112,16 +114,27 @@ def local_arguments(args: argparse.Namespace, spec: UrlArguments) -> Iterator[No
         staging = staging_folder(output_url, work)
         setattr(args, spec.output, staging)
         show_as(staging, output_url)
+        _OUTPUTS[staging] = output_url.rstrip("/")
     with showing_urls():
         yield
     if staging is not None:
         publish(staging, output_url)
         shutil.rmtree(staging, ignore_errors=True)
+        del _OUTPUTS[staging]
     for local in _RUN["fetched"]:  # kept after a failure: the rerun takes them as they are
         if local.is_dir():
             shutil.rmtree(local, ignore_errors=True)
         else:
             local.unlink(missing_ok=True)
+
+
+def output_url_of(path: str | os.PathLike) -> tuple[Path, str] | None:
+    """(staging folder, output URL) of the running command's staging folder holding `path`, if one does."""
+    path = Path(path).absolute()
+    for staging, url in _OUTPUTS.items():
+        if path.is_relative_to(staging):
+            return staging, url
+    return None
 
 
 def show_as(local: Path, url: str) -> None:
@@ -246,7 +259,9 @@ def staging_folder(url: str, work: Path) -> Path:
         if not (staging / MARKER_NAME).is_file():
             download(join(url, MARKER_NAME), staging / MARKER_NAME)
     else:
-        others = [rel for rel in listing if not is_temporary(rel.rsplit("/", 1)[-1])]
+        others = [
+            rel for rel in listing if not is_temporary(rel.rsplit("/", 1)[-1]) and rel.split("/")[0] != RAY_WORK_NAME
+        ]
         if others:
             shown_names = ", ".join(shortened(n, 60) for n in others[:3])
             more = f" and {len(others) - 3} more" if len(others) > 3 else ""

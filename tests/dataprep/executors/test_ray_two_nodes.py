@@ -3,8 +3,13 @@
 tokenize` write the bytes and print the summary `--executor local` does, and their tasks ran on both
 nodes (a worker of each node's raylet was seen running a `ptk` task).
 
-What one machine cannot show: nodes with their own filesystems (here every node sees every path),
-a network between them (both nodes have this machine's address: Ray turns 127.0.0.1 into it).
+Nodes without a shared filesystem: the second node runs in a mount namespace of its own, where an
+empty tmpfs covers the work folder (`Cluster.work`) of the drivers that use it, as another machine's
+disk would at that path. With URL inputs and output, its tasks work in their own copy of the staged
+output, carried through the bucket (a real S3 server on the loopback).
+
+What one machine cannot show: a network between the nodes (both have this machine's address: Ray
+turns 127.0.0.1 into it).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import contextlib
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -53,6 +59,8 @@ def free_port() -> int:
 class Cluster:
     address: str
     temp_dir: str  # every process of the cluster names it (or is a child of one that does)
+    env: dict[str, str]  # of the nodes and the drivers: the cluster's token, the S3 server's variables
+    work: str  # a work folder that the second node does not share with the first (a tmpfs of its own there)
 
     def processes(self, table: dict[int, tuple[int, str]]) -> set[int]:
         """The cluster's processes: those whose command line names its temp dir, and their descendants
@@ -77,9 +85,11 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def start_node(temp_dir: str, *args: str) -> None:
+def start_node(cluster: Cluster, *args: str, own_work: bool = False) -> None:
     """`ray start` for one node, with every port it would take by default (and a second node on this
-    machine would then find in use) taken from the free ones."""
+    machine would then find in use) taken from the free ones. `own_work`: in a mount namespace where an
+    empty tmpfs covers `cluster.work` (the node's processes stay in it after `ray start` returns)."""
+    temp_dir = cluster.temp_dir
     cmd = [
         RAY,
         "start",
@@ -90,28 +100,34 @@ def start_node(temp_dir: str, *args: str) -> None:
         f"--temp-dir={temp_dir}",
         f"--dashboard-agent-listen-port={free_port()}",
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=START_SECONDS, env=RAY_ENV)
+    if own_work:
+        mount = f"mount -t tmpfs ptk-node-work {shlex.quote(cluster.work)} && exec {shlex.join(cmd)}"
+        cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=START_SECONDS, env=cluster.env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
 @pytest.fixture(scope="module")
-def cluster(process_table) -> Iterator[Cluster]:
+def cluster(process_table, s3_server_session) -> Iterator[Cluster]:
     # Ray's sockets live under the temp dir and a socket path has at most 107 bytes: a short one.
     temp_dir = tempfile.mkdtemp(prefix="ptkray", dir="/tmp")
     port = free_port()
-    cluster = Cluster(f"127.0.0.1:{port}", temp_dir)
+    work = Path(temp_dir) / "work"
+    work.mkdir()
+    env = {**RAY_ENV, **s3_server_session.environment()}
+    cluster = Cluster(f"127.0.0.1:{port}", temp_dir, env, str(work))
     try:
         # Ray turns 127.0.0.1 into this machine's network address for every node and driver, as it
         # would another node's: both nodes and the drivers meet there.
         start_node(
-            temp_dir,
+            cluster,
             "--head",
             f"--port={port}",
             "--include-dashboard=false",
             f"--ray-client-server-port={free_port()}",
             f"--dashboard-port={free_port()}",
         )
-        start_node(temp_dir, f"--address={cluster.address}")
+        start_node(cluster, f"--address={cluster.address}", own_work=True)
         assert len(cluster.raylets(process_table())) == 2
         yield cluster
     finally:
@@ -164,16 +180,18 @@ def snapshot(out: Path) -> dict[str, bytes]:
     return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
 
-def summary(proc: subprocess.CompletedProcess, out: Path) -> list[str]:
+def summary(proc: subprocess.CompletedProcess, out: str | Path) -> list[str]:
     """The summary a command printed, its output folder as OUT and its timings left out."""
     return [
-        line for line in proc.stdout.replace(str(out), "OUT").splitlines() if not re.search(r" in [\d.]+ s\b", line)
+        line
+        for line in proc.stdout.replace(str(out), "OUT").splitlines()
+        if not re.search(r"( in|took) +[\d.]+ s\b", line)
     ]
 
 
-def ptk(*args: str) -> subprocess.CompletedProcess:
+def ptk(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pretrainkit.cli", *args, "--workers", "2"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=START_SECONDS, env=RAY_ENV)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=START_SECONDS, env=env or RAY_ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -194,3 +212,83 @@ def test_two_ray_nodes_write_what_local_writes(tmp_path, cluster, corpus, reuter
         local, tmp_path / "local"
     )
     assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")
+
+
+def objects(s3, prefix: str) -> dict[str, bytes]:
+    bucket = s3.bucket.removeprefix("s3://")
+    return {k[len(prefix) + 1 :]: v for k, v in s3.objects(bucket).items() if k.startswith(prefix + "/")}
+
+
+def apart_raylet(cluster: Cluster, process_table) -> int:
+    """The raylet of the node with a mount namespace of its own (the second node)."""
+    own = os.readlink("/proc/self/ns/mnt")
+    (apart,) = [pid for pid in cluster.raylets(process_table()) if os.readlink(f"/proc/{pid}/ns/mnt") != own]
+    return apart
+
+
+def node_files(cluster: Cluster, raylet: int) -> list[str]:
+    """The files under the work folder as the node of `raylet` sees it (through its mount namespace)."""
+    root = Path(f"/proc/{raylet}/root{cluster.work}")
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def test_nodes_without_a_shared_filesystem_write_what_local_writes(
+    tmp_path, s3, cluster, corpus, reuters_docs, process_table
+):
+    """`ptk prepare --tokenizer` (its dedup and tokenize stages in one output tree) from and to a bucket."""
+    from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
+    from pretrainkit.remote.staging import WORK_DIR_ENV, publish
+
+    (tmp_path / "tok").mkdir()
+    train_tokenizer([text for _, text in reuters_docs[:300]], 512).save(str(tmp_path / "tok" / "tok.json"))
+    publish(tmp_path / "tok", f"{s3.bucket}/tok")
+    publish(corpus, f"{s3.bucket}/in")
+    options = ["--shard-size", "20K", "--tokenizer"]
+    args = ["prepare", f"{s3.bucket}/in", *options, f"{s3.bucket}/tok/tok.json"]
+    local_args = ["prepare", str(corpus), *options, str(tmp_path / "tok" / "tok.json")]
+    apart = apart_raylet(cluster, process_table)
+    assert not node_files(cluster, apart)
+
+    local = ptk(*local_args, "-o", str(tmp_path / "local"), env=cluster.env)
+    env = {**cluster.env, WORK_DIR_ENV: cluster.work}
+    with task_parents(process_table) as parents:
+        remote = ptk(*args, "-o", f"{s3.bucket}/out", "--executor", "ray", "--ray-address", cluster.address, env=env)
+    assert cluster.raylets(process_table()) <= parents, "the tasks did not run on both nodes"
+    assert summary(remote, f"{s3.bucket}/out") == summary(local, tmp_path / "local")
+
+    want = {k: v for k, v in snapshot(tmp_path / "local").items() if k != ".pretrainkit-lock"}
+    got = {
+        k: v.replace(f"{s3.bucket}/tok".encode(), str(tmp_path / "tok").encode()) for k, v in objects(s3, "out").items()
+    }
+    assert got == want, "the same objects as the local run's files, the work area removed"
+    assert not node_files(cluster, apart), "the node's copy is removed after success"
+    assert not any(Path(cluster.work).rglob("*.jsonl*")), "and the driver's"
+
+
+def test_nodes_without_a_shared_filesystem_resume_after_kill_9(tmp_path, s3, cluster, corpus, process_table):
+    """The driver killed once both it and the second node hold work files: the same command ends with
+    the local run's bytes (the node's copy of the killed run is discarded, not trusted)."""
+    from pretrainkit.remote.staging import WORK_DIR_ENV, publish
+
+    publish(corpus, f"{s3.bucket}/in")
+    local = ptk("dedup", str(corpus), "-o", str(tmp_path / "local"), env=cluster.env)
+    apart = apart_raylet(cluster, process_table)
+    argv = ["dedup", f"{s3.bucket}/in", "-o", f"{s3.bucket}/out", "--executor", "ray", "--ray-address", cluster.address]
+    env = {**cluster.env, WORK_DIR_ENV: cluster.work}
+    cmd = [sys.executable, "-m", "pretrainkit.cli", *argv, "--workers", "2"]
+    process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        while process.poll() is None and not (
+            any(Path(cluster.work, "outputs").glob("*/.work/*/*")) and node_files(cluster, apart)
+        ):
+            time.sleep(0.005)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait(60)
+    assert process.returncode == -signal.SIGKILL, "the run ended before it was killed"
+    assert "stats.json" not in objects(s3, "out")
+
+    remote = ptk(*argv, env=env)
+    assert summary(remote, f"{s3.bucket}/out") == summary(local, tmp_path / "local")
+    assert objects(s3, "out") == {k: v for k, v in snapshot(tmp_path / "local").items() if k != ".pretrainkit-lock"}
+    assert not node_files(cluster, apart)
