@@ -10,7 +10,7 @@ sources:
   - name: web
     shards: ../shards/web     # relative to this YAML file, or a URL: s3://bucket/tokens/web
     weight: 0.25              # > 0 and finite; weights are normalized
-    replay: {from: ../runs/base, mode: continue}   # optional (continue | seen)
+    replay: {from: ../runs/base, mode: continue}   # optional (continue | seen); a URL too
   - name: medical
     shards: ../shards/medical
     weight: 0.75
@@ -49,7 +49,7 @@ REPLAY_MODES = ("continue", "seen")
 class ReplayConfig:
     """Start a source where a base run's saved loader state left it (issue 7 resolves `from_path`)."""
 
-    from_path: Path
+    from_path: Path | str  # resolved like a source's `shards`: a local path, or a URL (s3://...)
     mode: str = "continue"  # continue: the next unseen sequence; seen: re-read from the base run's start
 
 
@@ -232,9 +232,13 @@ def _parse_replay(c: _Checker, raw: Any, key: str, base: Path | str) -> ReplayCo
     m = c.mapping(raw, key, _REPLAY_KEYS)
     if "from" not in m:
         raise c.fail(f"{key}.from", "missing required key (a base run directory or checkpoint)")
-    if isinstance(base, str):
-        raise c.fail(f"{key}.from", "a mixture file in a bucket cannot replay a run yet; keep this mixture file local")
-    from_path = base / c.string(m["from"], f"{key}.from")
+    given = c.string(m["from"], f"{key}.from")
+    if is_url(given):
+        from_path: Path | str = given.rstrip("/")
+    elif isinstance(base, str):
+        from_path = _beside(c, base, given, f"{key}.from")
+    else:
+        from_path = base / given
     mode = m.get("mode", "continue")
     if mode not in REPLAY_MODES:
         raise c.fail(f"{key}.mode", f"expected one of {', '.join(REPLAY_MODES)}, got {quoted(mode)}")

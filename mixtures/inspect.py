@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pretrainkit.mixtures.mixture import Mixture, Source
 from pretrainkit.mixtures.schedule import InterleaveSchedule
+from pretrainkit.remote.transfer import exists
+from pretrainkit.remote.urls import is_url
 
 EPOCHS_WARNING = 4.0  # beyond about four epochs repeated data adds little (Muennighoff et al., 2023)
 UPSAMPLING_WARNING = 10.0  # a share this many times a source's share of the tokens
@@ -81,7 +84,7 @@ def _warn(report: MixtureReport, row: SourceReport, total_tokens: int) -> None:
         )
     if s.eval_only:
         return
-    if s.replay is not None and not s.replay.from_path.exists():
+    if s.replay is not None and not run_exists(s.replay.from_path):
         report.missing_replays.append(s.name)
         report.warnings.append(
             f"{s.name}: sources[{s.index}].replay.from: {s.replay.from_path} does not exist: "
@@ -145,3 +148,8 @@ def format_report(mix: Mixture, report: MixtureReport) -> str:
     lines += ["", "warnings:" if report.warnings else "warnings: none"]
     lines += [f"  {w}" for w in report.warnings]
     return "\n".join(lines)
+
+
+def run_exists(path: Path | str) -> bool:
+    """A replayed run (or checkpoint) is there: a local folder, or objects under a URL."""
+    return exists(path) if is_url(path) else Path(path).exists()

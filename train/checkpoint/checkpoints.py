@@ -60,6 +60,9 @@ from torch.distributed.checkpoint.stateful import Stateful
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import fsync_directory, sha256_file, write_bytes_atomic, write_text_atomic
+from pretrainkit.remote.run_files import complete_checkpoints
+from pretrainkit.remote.transfer import list_tree, read_bytes
+from pretrainkit.remote.urls import is_url, join
 from pretrainkit.train.checkpoint.names import TMP_PREFIX, checkpoint_dirs, checkpoint_name, step_of
 from pretrainkit.train.loop.loop_state import LoopState
 from pretrainkit.train.model.llama import ModelConfig
@@ -406,7 +409,10 @@ def load_states(ckpt: Checkpoint, tensors: Mapping[str, Stateful]) -> None:
 
 def loader_state_of(path: str | Path) -> dict:
     """The mixture loader state saved in a run directory's newest valid checkpoint, or in the
-    checkpoint directory `path` itself: what a mixture's `replay: {from: ...}` continues from."""
+    checkpoint directory `path` itself: what a mixture's `replay: {from: ...}` continues from. A URL:
+    the newest complete checkpoint in the bucket (its meta.json, published last, is all that is read)."""
+    if is_url(path):
+        return _loader_state_in_bucket(str(path))
     path = Path(path)
     if (path / META_FILE).exists():
         ckpt = verify(path)
@@ -419,6 +425,27 @@ def loader_state_of(path: str | Path) -> dict:
         raise UserError(
             f"{ckpt.path / META_FILE}: no training loop state (not a training run's checkpoint) to replay from"
         )
+    return state.loader
+
+
+def _loader_state_in_bucket(url: str) -> dict:
+    listing = list_tree(url)
+    if META_FILE in listing:
+        meta_url = join(url, META_FILE)
+    else:
+        complete = complete_checkpoints(listing)
+        if not complete:
+            raise UserError(
+                f"{url}: no complete checkpoint to replay from (expected {url}/checkpoints/step-*/meta.json)"
+            )
+        meta_url = join(url, max(complete, key=lambda ckpt: step_of(Path(ckpt))), META_FILE)
+    try:
+        meta = json.loads(read_bytes(meta_url))
+    except ValueError as e:
+        raise UserError(f"{meta_url}: not valid JSON ({e})") from None
+    state = LoopState.from_meta(meta, meta_url) if isinstance(meta, dict) else None
+    if state is None:
+        raise UserError(f"{meta_url}: no training loop state (not a training run's checkpoint) to replay from")
     return state.loader
 
 

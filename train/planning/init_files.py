@@ -12,11 +12,16 @@ from pathlib import Path
 
 import yaml
 
+from pretrainkit.remote.urls import is_url
+
 MIXTURE_FILE, TRAIN_FILE = "mixture.yaml", "train.yaml"
 
 
-def _rel(path: Path, start: Path) -> str:
-    return os.path.relpath(path.resolve(), start.resolve())
+def _rel(path: Path | str, start: Path) -> str:
+    """`path` relative to `start`; a URL as it is."""
+    if is_url(path):
+        return str(path)
+    return os.path.relpath(Path(path).resolve(), start.resolve())
 
 
 def mixture_from_shards(dirs: list[str], run: Path) -> str:

@@ -3,8 +3,8 @@ whole into the local cache, checked against its manifest as it arrives, reused b
 trained on exactly as the same shards on a local path, as it is when streamed under a smaller bound
 (`data.cache.max_bytes`); a corrupt object is one line naming it; the cache's size bound evicts sets
 not in use and refuses a set that cannot fit beside those in use. A mixture file in the bucket
-(`data.mixture: s3://...`) names its sources relative to its own prefix, trains as the local file does
-and is recorded by its URL."""
+(`data.mixture: s3://...`) names its sources (and a replayed run) relative to its own prefix, trains
+as the local file does and is recorded by its URL."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def test_a_mixture_file_in_a_bucket_trains_as_the_local_file_and_is_recorded_by_
     assert yaml.safe_load((tmp_path / "remote" / "run" / "config.yaml").read_text())["data"]["mixture"] == url
     assert len(copies(cache)) == 2
 
-    # A key that is not there, a source that leads out of the bucket, a replay (not done yet): one line each.
+    # A key that is not there, a source that leads out of the bucket: one line each.
     capsys.readouterr()
     missing = f"{s3.bucket}/corpus/mixes/nothing.yaml"
     assert main(["mix", "inspect", missing]) == 2
@@ -152,11 +152,39 @@ def test_a_mixture_file_in_a_bucket_trains_as_the_local_file_and_is_recorded_by_
     assert capsys.readouterr().err.strip() == (
         f"ptk: error: {url}: sources[0].shards: ../../../elsewhere leads out of the bucket {s3.bucket}"
     )
+
+    # A replay of a run in the bucket (`../runs/base` beside the file): the continuation the local
+    # mixture replaying the same run on a local path trains.
+    base = tmp_path / "local" / "run"
+    upload_tree(base, f"{s3.bucket}/corpus/runs/base")
     sources[0]["shards"] = "../tokens/shakespeare"
     sources[0]["replay"] = {"from": "../runs/base"}
     upload(mixture_file(tmp_path / "mix.yaml", sources), url)
-    assert main(["mix", "inspect", url]) == 2
-    assert capsys.readouterr().err.strip() == (
-        f"ptk: error: {url}: sources[0].replay.from: a mixture file in a bucket cannot replay a run yet; "
-        "keep this mixture file local"
+    local_sources = [dict(s, shards=str(kit.mixture.parent / s["shards"].removeprefix("../tokens/"))) for s in sources]
+    local_sources[0]["replay"] = {"from": str(base)}
+    local_mix = mixture_file(tmp_path / "local-mix.yaml", local_sources)
+    assert main(["mix", "inspect", url]) == 0
+    assert f"replays {s3.bucket}/corpus/runs/base (continue)" in capsys.readouterr().out
+    del local_sources[0]["replay"]
+    fresh_mix = mixture_file(tmp_path / "fresh-mix.yaml", local_sources)
+    continued = {}
+    for name, mixture in (("local", str(local_mix)), ("remote", url), ("fresh", str(fresh_mix))):
+        config = kit.config(tmp_path / f"{name}-continued", **RUN, data={"mixture": mixture, "seq_len": 32})
+        assert main(["train", str(config), "--set", "max_steps=2"]) == 0
+        continued[name] = trained(tmp_path / f"{name}-continued" / "run")
+    assert continued["remote"] == continued["local"] != continued["fresh"], "replayed: not the stream's start"
+
+    # A replay of a prefix that holds no complete checkpoint: one line naming it.
+    sources[0]["replay"] = {"from": "../tokens"}
+    upload(mixture_file(tmp_path / "mix.yaml", sources), url)
+    config = kit.config(tmp_path / "no-base", **RUN, data={"mixture": url, "seq_len": 32})
+    capsys.readouterr()
+    assert main(["train", str(config), "--set", "max_steps=2"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            f"{s3.bucket}/corpus/tokens: no complete checkpoint to replay from "
+            f"(expected {s3.bucket}/corpus/tokens/checkpoints/step-*/meta.json)"
+        )
     )
