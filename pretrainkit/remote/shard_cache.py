@@ -19,9 +19,8 @@ the same bytes, and a shard set's fingerprint is its manifest's.
   shared lock on it until it exits, so no other process evicts a set in use.
 - Bound: `$PTK_SHARD_CACHE_BYTES` (K/M/G suffixes; default unbounded). Before a fetch, copies of other
   sets not in use are evicted, least recently used first, until the fetched set fits; a set that cannot
-  fit beside the sets in use is one line naming both figures. The bound is on whole sets: a run reads
-  every shard of its sources in each window of the shuffle, so a cache smaller than the run's shard
-  sets would fetch them again and again (that streaming is not supported).
+  fit beside the sets in use is one line naming both figures. The bound is on whole sets; a set larger
+  than the bound itself is streamed a record batch at a time instead (`remote.streamed_shards`).
 """
 
 from __future__ import annotations
