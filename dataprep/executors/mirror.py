@@ -89,7 +89,10 @@ def plan_mirror(inputs: Sequence[str], out_dir: Path, session: str) -> Mirror | 
         source = shown(str(local))
         if source == str(local):
             return f"{path}: a local input"
-        carried.append((str(local), source, local.stat().st_size))
+        files = sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]  # --against's index
+        for file in files:
+            rel = file.relative_to(local).as_posix()
+            carried.append((str(file), join(source, rel) if rel != "." else source, file.stat().st_size))
     return Mirror(str(tree), join(url, RAY_WORK_NAME), tuple(carried), session)
 
 

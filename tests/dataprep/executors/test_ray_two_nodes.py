@@ -265,9 +265,12 @@ def test_nodes_without_a_shared_filesystem_write_what_local_writes(
     assert not any(Path(cluster.work).rglob("*.jsonl*")), "and the driver's"
 
 
-def test_nodes_without_a_shared_filesystem_resume_after_kill_9(tmp_path, s3, cluster, corpus, process_table):
+def test_nodes_without_a_shared_filesystem_resume_after_kill_9(
+    tmp_path, s3, cluster, corpus, reuters_docs, process_table
+):
     """The driver killed once both it and the second node hold work files: the same command ends with
-    the local run's bytes (the node's copy of the killed run is discarded, not trusted)."""
+    the local run's bytes (the node's copy of the killed run is discarded, not trusted). Then a later
+    corpus deduplicated against the first's index in the bucket."""
     from pretrainkit.remote.staging import WORK_DIR_ENV, publish
 
     publish(corpus, f"{s3.bucket}/in")
@@ -292,3 +295,15 @@ def test_nodes_without_a_shared_filesystem_resume_after_kill_9(tmp_path, s3, clu
     assert summary(remote, f"{s3.bucket}/out") == summary(local, tmp_path / "local")
     assert objects(s3, "out") == {k: v for k, v in snapshot(tmp_path / "local").items() if k != ".pretrainkit-lock"}
     assert not node_files(cluster, apart)
+
+    # a later corpus against that index in the bucket (a folder the nodes fetch file by file)
+    later = write_jsonl(reuters_docs[1000:1400], tmp_path / "later" / "c.jsonl").parent
+    publish(later, f"{s3.bucket}/later")
+    ptk("dedup", str(later), "-o", str(tmp_path / "local-later"), "--against", str(tmp_path / "local" / "index"))
+    later_argv = [*argv[:1], f"{s3.bucket}/later", "-o", f"{s3.bucket}/later-out", *argv[4:]]
+    ptk(*later_argv, "--against", f"{s3.bucket}/out/index", env=env)
+    want = {k: v for k, v in snapshot(tmp_path / "local-later").items() if k != ".pretrainkit-lock"}
+    got = objects(s3, "later-out")
+    assert b'"against_docs": 0' not in got["stats.json"]
+    index = (f"{s3.bucket}/out".encode(), str(tmp_path / "local").encode())
+    assert {k: v.replace(*index) for k, v in got.items()} == want
