@@ -102,7 +102,7 @@ def start_node(cluster: Cluster, *args: str, own_work: bool = False) -> None:
     ]
     if own_work:
         mount = f"mount -t tmpfs ptk-node-work {shlex.quote(cluster.work)} && exec {shlex.join(cmd)}"
-        cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount]
+        cmd = ["unshare", "--map-root-user", "--mount", "--propagation", "private", "sh", "-c", mount]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=START_SECONDS, env=cluster.env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
