@@ -23,7 +23,9 @@ of that tree at the same path:
   tree. The jobs of one stage never read each other's files, so a stage sees what the stages before
   it wrote, as on a shared filesystem, and the outputs are the same bytes.
 
-Every transfer is atomic at its destination (`remote.transfer`). The area is deleted by the
+Downloads are atomic at their destination (`remote.transfer`). The area's files are written straight
+to their keys (no temporary key and copy: none is read before its writer has returned, the driver
+then lists it), and `tree.json` through a temporary key, as outputs are. The area is deleted by the
 publication that ends the command (`remote.staging.publish` removes what the run did not write) and
 the nodes' copies by the runner when the command succeeds. Cost: each such node fetches the URL
 inputs whole once and the work files of every stage; a node that sees the driver's files (the
@@ -33,6 +35,7 @@ driver's own) runs its jobs in the driver's tree directly.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import shutil
@@ -45,7 +48,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import is_temporary, write_text_atomic
 from pretrainkit.output_folders import LOCK_NAME
 from pretrainkit.remote.staging import RAY_WORK_NAME, output_url_of, shown
-from pretrainkit.remote.transfer import download_all, list_tree, read_bytes, remove_all, upload, upload_all
+from pretrainkit.remote.transfer import download_all, list_tree, put_all, read_bytes, remove_all, upload
 from pretrainkit.remote.urls import join
 
 TREE_NAME = "tree.json"
@@ -58,6 +61,7 @@ class Mirror:
     area: str  # its URL area, `OUT/.ptk-work`
     inputs: tuple[tuple[str, str, int], ...]  # (local path, URL, size) of the URL inputs read from outside the tree
     session: str  # written in `tree`.driver on the driver's filesystem
+    generation: int = 0  # how many times the driver has published `tree.json` (once per stage)
 
     def sees_driver_files(self) -> bool:
         """On a node: does it see the driver's filesystem (and so run in the driver's tree)?"""
@@ -108,6 +112,8 @@ class DriverCopy:
         write_text_atomic(f"{mirror.tree}.driver", mirror.session)
 
     def publish(self) -> None:
+        """Upload what the tree gained and its listing, as the next generation (`self.mirror` then names it)."""
+        self.mirror = dataclasses.replace(self.mirror, generation=self.mirror.generation + 1)
         files, dirs = {}, []
         for path in sorted(self.tree.rglob("*")):
             rel = path.relative_to(self.tree).as_posix()
@@ -118,9 +124,9 @@ class DriverCopy:
                 files[rel] = (stat.st_size, stat.st_mtime_ns)
         changed = [rel for rel, version in files.items() if self._in_area.get(rel) != version]
         for batch in _batches(changed):
-            upload_all([(self.tree / rel, self._url(rel)) for rel in batch], self.mirror.area)
+            put_all([(self.tree / rel, self._url(rel)) for rel in batch], self.mirror.area)
         self._in_area.update({rel: files[rel] for rel in changed})
-        listing = {"session": self.mirror.session, "files": files, "dirs": dirs}
+        listing = {"session": self.mirror.session, "generation": self.mirror.generation, "files": files, "dirs": dirs}
         text = json.dumps(listing, sort_keys=True)
         local = Path(f"{self.mirror.tree}.tree.json")
         write_text_atomic(local, text)
@@ -141,9 +147,9 @@ class DriverCopy:
         return join(self.mirror.area, "files", rel)
 
 
-def run_on_node(mirror: Mirror, fn: Callable[[Any], Any], job: Any) -> tuple[Any, list[str]]:
-    """On a node that does not see the driver's files: fn(job) in the node's copy of the tree;
-    returns its result and the files it wrote (uploaded to the area)."""
+def run_on_node(mirror: Mirror, fn: Callable[[Any], Any], job: Any, node: str) -> tuple[Any, list[str]]:
+    """On a node that does not see the driver's files (`node` names it in messages): fn(job) in the
+    node's copy of the tree; returns its result and the files it wrote (uploaded to the area)."""
     folder = Path(mirror.tree).parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -152,9 +158,23 @@ def run_on_node(mirror: Mirror, fn: Callable[[Any], Any], job: Any) -> tuple[Any
             f"{folder}: cannot create the work folder on a Ray node ({e.strerror or e}); "
             "give --work-dir a folder every node can write"
         ) from None
-    _bring_up_to_date(mirror)
+    with _naming(node):
+        _bring_up_to_date(mirror)
     result = fn(job)
-    return result, _upload_written(mirror)
+    with _naming(node):
+        return result, _upload_written(mirror)
+
+
+@contextlib.contextmanager
+def _naming(node: str) -> Iterator[None]:
+    """A storage error while carrying the tree, with the node that met it (its credentials are its own)."""
+    try:
+        yield
+    except UserError as e:
+        raise UserError(
+            f"{e} (on {node}, which reaches the bucket with the credentials and endpoint of its own environment: "
+            "the standard variables where its `ray start` ran)"
+        ) from None
 
 
 def forget(mirror: Mirror) -> None:
@@ -170,11 +190,14 @@ def forget(mirror: Mirror) -> None:
 def _bring_up_to_date(mirror: Mirror) -> None:
     tree = Path(mirror.tree)
     with _node_lock(mirror):
-        listing = json.loads(read_bytes(join(mirror.area, TREE_NAME)))
         record = _read_record(mirror)
+        if (record.get("session"), record.get("generation")) == (mirror.session, mirror.generation):
+            return  # an earlier task of this stage on this node brought it up to date
+        listing = json.loads(read_bytes(join(mirror.area, TREE_NAME)))
         if record.get("session") != listing["session"]:
             shutil.rmtree(tree, ignore_errors=True)
             record = {"session": listing["session"], "files": {}}
+        record["generation"] = listing["generation"]
         held = record["files"]  # rel -> {"version": the driver's, or None for a file this node wrote; "local": stat}
         wanted = listing["files"]
         for rel, entry in list(held.items()):
@@ -215,7 +238,7 @@ def _upload_written(mirror: Mirror) -> list[str]:
                 if rel not in held or tuple(held[rel]["local"]) != stat:
                     written[rel] = stat
     for batch in _batches(list(written)):
-        upload_all([(tree / rel, join(mirror.area, "files", rel)) for rel in batch], mirror.area)
+        put_all([(tree / rel, join(mirror.area, "files", rel)) for rel in batch], mirror.area)
     with _node_lock(mirror):
         record = _read_record(mirror)
         record["files"].update({rel: {"version": None, "local": stat} for rel, stat in written.items()})

@@ -67,7 +67,7 @@ def _run_job(fn: Callable, job: Any, cwd: str, cpus: int, mirror: Mirror | None)
         with contextlib.suppress(OSError):  # the paths in a carried tree's jobs are absolute
             os.chdir(cwd)
         try:
-            return NodeResult(*run_on_node(mirror, fn, job))
+            return NodeResult(*run_on_node(mirror, fn, job, _node()))
         except FileNotFoundError as e:
             raise UserError(f"{e.filename}: not found on {_node()}, which has no shared filesystem") from None
     try:
@@ -168,9 +168,9 @@ class RayRunner:
         results: list = [None] * len(jobs)
         task = self._task.options(name=f"ptk {desc}")  # what `ray status` and the dashboard show
         cwd = os.getcwd()
-        mirror = self._carried.mirror if self._carried else None
         if self._carried:
             self._carried.publish()
+        mirror = self._carried.mirror if self._carried else None
         pending: dict = {}
         with stage_progress(desc, weights, unit) as bar:
 
@@ -259,7 +259,7 @@ class RayRunner:
             self._carried = DriverCopy(mirror)
         elif self._carried.mirror.tree == mirror.tree:  # a later stage of the same command
             inputs = tuple(dict.fromkeys(self._carried.mirror.inputs + mirror.inputs))
-            self._carried.mirror = dataclasses.replace(mirror, inputs=inputs)
+            self._carried.mirror = dataclasses.replace(self._carried.mirror, inputs=inputs)
         else:
             raise UserError(f"{out_dir}: a second output folder in one Ray run of nodes without a shared filesystem")
         self._carried_to = sorted(set(self._carried_to) | set(nodes))

@@ -81,6 +81,15 @@ def upload_all(files: Sequence[tuple[str | os.PathLike, str]], where: str) -> No
         fs.rm(tmps)
 
 
+def put_all(files: Sequence[tuple[str | os.PathLike, str]], where: str) -> None:
+    """Write each (local file, URL) straight to its key, the files at once: for work files that no
+    reader takes before the writer has returned (`dataprep.executors.mirror`), not for outputs."""
+    if files:
+        fs, _ = filesystem(where, writing=True)
+        with storage_errors(where, "write"):
+            fs.put([os.fspath(local) for local, _ in files], [filesystem(url, writing=True)[1] for _, url in files])
+
+
 def download_all(files: Sequence[tuple[str, str | os.PathLike]], where: str) -> None:
     """Copy each (URL, local file) as `download` does, the objects at once; errors name `where`."""
     if not files:
