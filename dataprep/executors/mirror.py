@@ -200,10 +200,11 @@ def _bring_up_to_date(mirror: Mirror) -> None:
         record["generation"] = listing["generation"]
         held = record["files"]  # rel -> {"version": the driver's, or None for a file this node wrote; "local": stat}
         wanted = listing["files"]
-        for rel, entry in list(held.items()):
-            if rel not in wanted and entry["version"] is not None:
-                (tree / rel).unlink(missing_ok=True)
-                del held[rel]
+        # No job of this stage has run here yet (they wait for this lock), and the driver took every file
+        # of the stages before: a file the listing lacks is one the driver deleted, or a killed job's.
+        for rel in _tree_files(tree) - wanted.keys():
+            (tree / rel).unlink(missing_ok=True)
+            held.pop(rel, None)
         for rel in listing["dirs"]:
             (tree / rel).mkdir(parents=True, exist_ok=True)
         fetch = []
@@ -231,12 +232,10 @@ def _upload_written(mirror: Mirror) -> list[str]:
     with _node_lock(mirror):
         held = _read_record(mirror)["files"]
         written = {}
-        for path in sorted(tree.rglob("*")):
-            if path.is_file() and _carried(path.name):
-                rel = path.relative_to(tree).as_posix()
-                stat = _stat(path)
-                if rel not in held or tuple(held[rel]["local"]) != stat:
-                    written[rel] = stat
+        for rel in sorted(_tree_files(tree)):
+            stat = _stat(tree / rel)
+            if rel not in held or tuple(held[rel]["local"]) != stat:
+                written[rel] = stat
     for batch in _batches(list(written)):
         put_all([(tree / rel, join(mirror.area, "files", rel)) for rel in batch], mirror.area)
     with _node_lock(mirror):
@@ -244,6 +243,11 @@ def _upload_written(mirror: Mirror) -> list[str]:
         record["files"].update({rel: {"version": None, "local": stat} for rel, stat in written.items()})
         write_text_atomic(_record_path(mirror), json.dumps(record))
     return list(written)
+
+
+def _tree_files(tree: Path) -> set[str]:
+    """The carried files of a node's copy of the tree, by relative path."""
+    return {p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file() and _carried(p.name)}
 
 
 def _carried(name: str) -> bool:
