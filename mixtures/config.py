@@ -39,7 +39,7 @@ from typing import Any
 from pretrainkit.errors import UserError, quoted, shortened
 from pretrainkit.quantities import config_number
 from pretrainkit.remote.transfer import download
-from pretrainkit.remote.urls import is_url, scheme
+from pretrainkit.remote.urls import beside, is_url
 from pretrainkit.user_yaml import read_user_yaml
 
 REPLAY_MODES = ("continue", "seen")
@@ -220,12 +220,10 @@ def _parse_source(c: _Checker, raw: Any, key: str, base: Path | str) -> SourceCo
 
 def _beside(c: _Checker, folder: str, relative: str, key: str) -> str:
     """The URL of `relative` (`../tokens/web`) in the bucket folder `folder` (a mixture file's)."""
-    head = f"{scheme(folder)}://"
-    bucket, _, prefix = folder[len(head) :].partition("/")
-    key_path = posixpath.normpath(posixpath.join(prefix, relative))
-    if key_path == ".." or key_path.startswith("../"):
-        raise c.fail(key, f"{relative} leads out of the bucket {head}{bucket}")
-    return f"{head}{bucket}/{key_path}" if key_path != "." else f"{head}{bucket}"
+    try:
+        return beside(folder, relative)
+    except ValueError as e:
+        raise c.fail(key, str(e)) from None
 
 
 def _parse_replay(c: _Checker, raw: Any, key: str, base: Path | str) -> ReplayConfig:

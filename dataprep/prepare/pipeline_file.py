@@ -33,7 +33,7 @@ from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions
 from pretrainkit.errors import UserError
 from pretrainkit.quantities import count
 from pretrainkit.remote.staging import local_copy, shown
-from pretrainkit.remote.urls import is_url, join
+from pretrainkit.remote.urls import beside, is_url
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
 from pretrainkit.user_yaml import read_named_items
 
@@ -125,7 +125,10 @@ def _relative(base: Path, path: str) -> str:
     file fetched from a bucket is its folder there; a URL is fetched."""
     folder = shown(str(base))
     if not is_url(path) and is_url(folder) and not Path(path).is_absolute():
-        path = join(folder, path)
+        try:
+            path = beside(folder, path)
+        except ValueError as e:
+            raise UserError(f"{folder}: {e}") from None
     return str(local_copy(path)) if is_url(path) else str(base / path)
 
 

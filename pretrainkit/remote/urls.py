@@ -13,6 +13,7 @@ files, `AWS_ENDPOINT_URL` for MinIO and other compatible stores): nothing here i
 from __future__ import annotations
 
 import contextlib
+import posixpath
 import re
 from collections.abc import Iterator
 
@@ -62,6 +63,17 @@ def filesystem(url: str, writing: bool = False):
 def join(url: str, *names: str) -> str:
     """`url` with `names` appended as path segments (empty ones: none)."""
     return "/".join([url.rstrip("/"), *(name for name in names if name)])
+
+
+def beside(folder: str, relative: str) -> str:
+    """The URL of the relative path `relative` (`../tokens/web`) from the bucket folder `folder`, `..`
+    resolved as on a filesystem; ValueError when it leads out of the bucket."""
+    head = f"{scheme(folder)}://"
+    bucket, _, prefix = folder[len(head) :].rstrip("/").partition("/")
+    key = posixpath.normpath(posixpath.join(prefix, relative))
+    if key == ".." or key.startswith("../"):
+        raise ValueError(f"{relative} leads out of the bucket {head}{bucket}")
+    return f"{head}{bucket}/{key}" if key != "." else f"{head}{bucket}"
 
 
 @contextlib.contextmanager

@@ -221,10 +221,11 @@ def test_storage_errors_are_one_line_naming_the_url(s3, tmp_path, work, corpus, 
 
 def test_a_pipeline_file_in_a_bucket_names_its_files_relative_to_its_prefix(s3, tmp_path, work, corpus, tokenizer):
     """`ptk prepare --pipeline s3://.../pipeline.yaml`: the tokenizer and evaluation set it names by
-    relative paths are fetched from beside it, and a filters file from its URL."""
+    relative paths are fetched from beside it (`..` too), and a filters file from its URL."""
     config = tmp_path / "config"
     config.mkdir()
-    (config / "tokenizer.json").write_bytes(tokenizer.read_bytes())
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_bytes(tokenizer.read_bytes())
     write_jsonl(reuters_documents(3)[100:110], config / "evals.jsonl")
     (config / "filters.yaml").write_text("filters:\n  - min_length: {min_chars: 200}\n  - pii\n")
     (config / "pipeline.yaml").write_text(
@@ -232,14 +233,16 @@ def test_a_pipeline_file_in_a_bucket_names_its_files_relative_to_its_prefix(s3, 
         "  - filter: {filters: filters.yaml}\n"
         "  - dedup\n"
         "  - decontaminate: {eval: [evals.jsonl]}\n"
-        "  - tokenize: {tokenizer: tokenizer.json, shard_size: 20000}\n"
+        "  - tokenize: {tokenizer: ../tok/tokenizer.json, shard_size: 20000}\n"
     )
     upload_tree(config, f"{s3.bucket}/config")
+    upload_tree(tmp_path / "tok", f"{s3.bucket}/tok")
     upload_tree(corpus, f"{s3.bucket}/in")
     ok(["prepare", str(corpus), "--pipeline", str(config / "pipeline.yaml"), "-o", str(tmp_path / "local")])
     ok(["prepare", f"{s3.bucket}/in", "--pipeline", f"{s3.bucket}/config/pipeline.yaml", "-o", f"{s3.bucket}/out"])
     got, want = objects(s3, "out"), files(tmp_path / "local")
     assert sorted(got) == sorted(want)
     for name in want:  # the same bytes but for the files' names: the URLs in the bucket's run
-        assert got[name].replace(f"{s3.bucket}/config".encode(), str(config).encode()) == want[name], name
+        named = got[name].replace(f"{s3.bucket}/tok".encode(), f"{config}/../tok".encode())
+        assert named.replace(f"{s3.bucket}/config".encode(), str(config).encode()) == want[name], name
     assert f"{s3.bucket}/config/evals.jsonl".encode() in got["decontaminate/contaminated.jsonl"]
