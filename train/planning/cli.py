@@ -405,7 +405,7 @@ def run_init(args: argparse.Namespace) -> int:
 def _run_init(args: argparse.Namespace) -> int:
     from pretrainkit.mixtures import load_mixture
     from pretrainkit.train.config import load_config
-    from pretrainkit.train.planning.first_run import Corpus, plan_first_run, this_machine
+    from pretrainkit.train.planning.first_run import Corpus, plan_first_run, this_machine, validates
     from pretrainkit.train.planning.plan import load_law
     from pretrainkit.train.planning.probe import measured_plan
 
@@ -425,7 +425,10 @@ def _run_init(args: argparse.Namespace) -> int:
         mix = load_mixture(run / MIXTURE_FILE)  # verified: a plan for altered shards would fail in ptk train
         lengths = np.concatenate([s.shard_set.doc_lengths() for s in mix.train_sources])
         corpus = Corpus(
-            sum(s.train_tokens for s in mix.train_sources), int(np.median(lengths)), mix.tokenizer.vocab_size
+            sum(s.train_tokens for s in mix.train_sources),
+            int(np.median(lengths)),
+            mix.tokenizer.vocab_size,
+            min(s.split.heldout.tokens for s in mix.train_sources),
         )
         machine, probe = this_machine(), None
         plan = plan_first_run(corpus, machine, args.minutes, law)
@@ -445,6 +448,11 @@ def _run_init(args: argparse.Namespace) -> int:
         f"about {minutes_text(plan.minutes)} min on {machine.name}"
         + ("" if probe is None else f" (measured: {probe.step_s:.3g} s per step, {probe.fixed_s:.1f} s start-up)")
     )
+    if not validates(plan, corpus):
+        print(
+            f"ptk init: note: validation is off in {run / TRAIN_FILE}: a source's held-out split "
+            f"({corpus.heldout_tokens:,} tokens) is shorter than one sequence of {plan.seq_len + 1:,} tokens"
+        )
     print(f"next: ptk train {run / TRAIN_FILE}" + (f" --nproc {plan.nproc}" if plan.nproc > 1 else ""))
     return 0
 

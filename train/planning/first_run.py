@@ -63,6 +63,13 @@ class Corpus:
     train_tokens: int  # tokens (with EOS) a run can train on, all sources together
     median_doc_tokens: int
     vocab_size: int
+    heldout_tokens: int | None = None  # the smallest held-out split of a training source; None: not known
+
+
+def validates(plan: FirstRun, corpus: Corpus) -> bool:
+    """Whether every source's held-out split holds one sequence of the plan's (seq_len + 1 tokens), so
+    that validation can run; a source of one document has none."""
+    return corpus.heldout_tokens is None or corpus.heldout_tokens > plan.seq_len
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def mixture_from_yaml(given: str, run: Path) -> str:
 
 
 def train_yaml(run: Path, plan, machine, corpus, minutes: float, law_name: str, probe=None) -> str:
-    from pretrainkit.train.planning.first_run import checkpoint_every, eval_every
+    from pretrainkit.train.planning.first_run import checkpoint_every, eval_every, validates
 
     m = plan.model
     speed = (
@@ -117,10 +117,19 @@ optim:
   warmup_steps: {plan.warmup_steps}
   schedule: cosine  # or wsd (warmup-stable-decay)
 precision: {plan.precision}
-eval: {{every: {eval_every(plan.max_steps)}, batches: 4}}  # validation loss per source
+{_eval_line(eval_every(plan.max_steps), validates(plan, corpus), corpus.heldout_tokens)}
 checkpoint: {{every: {checkpoint_every(plan.max_steps)}, keep: 2}}  # the same command resumes from the newest
 # logging: {{tensorboard: true}}  # or wandb: {{project: NAME, mode: offline}}  (pip install 'pretrainkit[tracking]')
 """
+
+
+def _eval_line(every: int, validating: bool, heldout_tokens: int | None) -> str:
+    if validating:
+        return f"eval: {{every: {every}, batches: 4}}  # validation loss per source"
+    return (
+        f"eval: {{every: 0, batches: 4}}  # off: a source's held-out split ({heldout_tokens:,} tokens)\n"
+        "# is shorter than one sequence; with more documents per source, every: N gives a validation loss"
+    )
 
 
 def minutes_text(m: float) -> str:

@@ -40,6 +40,7 @@ from pretrainkit.train.planning.first_run import (
     Machine,
     eval_every,
     plan_first_run,
+    validates,
     warmup_steps,
 )
 from pretrainkit.train.planning.init_files import train_yaml
@@ -74,8 +75,9 @@ def probe_steps(plan: FirstRun, machine: Machine) -> int:
     return max(lo, min(hi, round(PROBE_SECONDS * machine.flops_per_s / step_flops)))
 
 
-def measure(config: str | Path, nproc: int, steps: int) -> Probe:
-    """Run `ptk train CONFIG --nproc N` for `steps` steps in a temporary run directory and time it."""
+def measure(config: str | Path, nproc: int, steps: int, validate: bool = True) -> Probe:
+    """Run `ptk train CONFIG --nproc N` for `steps` steps in a temporary run directory and time it (with
+    one evaluation at the last step when `validate`)."""
     run_dir = Path(tempfile.mkdtemp(prefix="ptk-init-probe-"))
     cmd = [
         sys.executable,
@@ -90,7 +92,7 @@ def measure(config: str | Path, nproc: int, steps: int) -> Probe:
         "--set",
         f"max_steps={steps}",
         "--set",
-        f"eval.every={steps}",
+        f"eval.every={steps if validate else 0}",
         "--set",
         "checkpoint.every=0",
         "--set",
@@ -112,7 +114,7 @@ def measure(config: str | Path, nproc: int, steps: int) -> Probe:
     train = [r for r in rows if "loss" in r]
     step_tokens = train[0]["tokens"]
     step_s = statistics.fmean(step_tokens / r["tokens_per_s"] for r in train[1:])
-    eval_s = next(r["val_seconds"] for r in rows if "val_seconds" in r)
+    eval_s = next((r["val_seconds"] for r in rows if "val_seconds" in r), 0.0)
     return Probe(steps, step_s, eval_s, max(0.0, wall - steps * step_s - eval_s))
 
 
@@ -161,6 +163,6 @@ def _probe(run: Path, plan, machine, corpus, minutes: float, law_name: str):
     path = run / PROBE_FILE
     write_text_atomic(path, train_yaml(run, plan, machine, corpus, minutes, law_name))
     try:
-        return measure(path, plan.nproc, probe_steps(plan, machine))
+        return measure(path, plan.nproc, probe_steps(plan, machine), validates(plan, corpus))
     finally:
         path.unlink(missing_ok=True)

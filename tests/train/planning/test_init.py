@@ -223,3 +223,24 @@ def test_init_refuses_an_altered_shard_before_writing_anything(kit, tmp_path: Pa
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{shard.name}: altered: sha256 differs from the manifest" in err[0], err
     assert not run.exists() or list(run.iterdir()) == []
+
+
+def test_a_source_of_one_document_gets_a_run_without_validation_that_trains(kit, tmp_path: Path, capsys) -> None:
+    """One document cannot be split into training and held-out documents: `ptk init` (its probe run too)
+    writes a config with validation off, says so, and `ptk train` runs it."""
+    import numpy as np
+
+    from fixtures.corpora import DATA, need_data
+    from pretrainkit.shards import write_shards
+
+    book = need_data(DATA / "tinyshakespeare" / "input.txt").read_bytes()[:200_000]  # the whole as one document
+    write_shards([np.frombuffer(book, dtype=np.uint8).astype(np.uint16)], tmp_path / "book", vocab_size=257, eos_id=256)
+    run = tmp_path / "run"
+    assert main(["init", str(run), "--shards", str(tmp_path / "book"), "--minutes", "0.2"]) == 0
+    out = capsys.readouterr().out
+    cfg = yaml.safe_load((run / "train.yaml").read_text())
+    assert cfg["eval"]["every"] == 0 and "held-out split (0 tokens)" in (run / "train.yaml").read_text()
+    assert f"ptk init: note: validation is off in {run / 'train.yaml'}" in out
+    overrides = ["--set", "max_steps=3", "--set", "optim.warmup_steps=1", "--set", "batch.micro_size=1"]
+    assert main(["train", str(run / "train.yaml"), *overrides, "--set", "batch.global_size=2"]) == 0
+    assert [r["step"] for r in kit.rows(run) if "loss" in r] == [1, 2, 3]
