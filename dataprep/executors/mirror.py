@@ -194,8 +194,10 @@ def _bring_up_to_date(mirror: Mirror) -> None:
         if (record.get("session"), record.get("generation")) == (mirror.session, mirror.generation):
             return  # an earlier task of this stage on this node brought it up to date
         listing = json.loads(read_bytes(join(mirror.area, TREE_NAME)))
-        if record.get("session") != listing["session"]:
+        if record.get("session") != listing["session"]:  # the inputs too: an object may have changed since
             shutil.rmtree(tree, ignore_errors=True)
+            for local, _, _ in mirror.inputs:
+                Path(local).unlink(missing_ok=True)
             record = {"session": listing["session"], "files": {}}
         record["generation"] = listing["generation"]
         held = record["files"]  # rel -> {"version": the driver's, or None for a file this node wrote; "local": stat}

@@ -12,8 +12,10 @@ Running the unchanged command on a local folder keeps all of them; publishing is
 
 - Inputs: a URL input (an object or a prefix, read as a folder) is downloaded into
   `WORK/inputs/<scheme>/<bucket>/<key>`, mirroring the bucket's layout, so records are named relative to
-  the inputs exactly as for a local copy of them. A file already there at the object's size is taken
-  as it is (a rerun after a kill does not fetch it again); the copies are removed when the command succeeds.
+  the inputs exactly as for a local copy of them. A file already there at the object's size and version
+  (ETag, generation or modification time, as `WORK/fetched/<hash of the URL>.json` recorded it when it
+  was fetched) is taken as it is (a rerun after a kill does not fetch it again; a changed object is);
+  the copies are removed when the command succeeds.
 - Output: OUT is written in `WORK/outputs/<hash of the URL>/`; the command's work files (`.work/`)
   never leave it. When the command succeeds, every other file is uploaded through a temporary key
   (`remote.transfer.upload_all`): first the stats and manifests the bucket already holds are deleted, then
@@ -37,6 +39,7 @@ import argparse
 import contextlib
 import functools
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -47,11 +50,19 @@ from pathlib import Path
 from typing import TextIO
 
 from pretrainkit.errors import UserError, shortened
-from pretrainkit.files import is_temporary
+from pretrainkit.files import is_temporary, write_text_atomic
 from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME, own_name
 from pretrainkit.progress import progress_bar
 from pretrainkit.remote.run_files import run_files_read
-from pretrainkit.remote.transfer import download, download_all, list_tree, remove_all, upload, upload_all
+from pretrainkit.remote.transfer import (
+    download,
+    download_all,
+    list_tree,
+    list_versions,
+    remove_all,
+    upload,
+    upload_all,
+)
 from pretrainkit.remote.urls import filesystem, is_url, join, scheme
 
 WORK_DIR_ENV = "PTK_WORK_DIR"
@@ -121,11 +132,12 @@ def local_arguments(args: argparse.Namespace, spec: UrlArguments) -> Iterator[No
         publish(staging, output_url)
         shutil.rmtree(staging, ignore_errors=True)
         del _OUTPUTS[staging]
-    for local in _RUN["fetched"]:  # kept after a failure: the rerun takes them as they are
+    for local, record in _RUN["fetched"]:  # kept after a failure: a rerun takes those still of this version
         if local.is_dir():
             shutil.rmtree(local, ignore_errors=True)
         else:
             local.unlink(missing_ok=True)
+        record.unlink(missing_ok=True)
 
 
 def output_url_of(path: str | os.PathLike) -> tuple[Path, str] | None:
@@ -181,7 +193,8 @@ def local_copy(
         return value
     work = _RUN["work"] or work_dir()
     url = str(value).rstrip("/")
-    listing = {rel: size for rel, size in list_tree(url).items() if not is_temporary(rel.rsplit("/", 1)[-1])}
+    versions = {rel: v for rel, v in list_versions(url).items() if not is_temporary(rel.rsplit("/", 1)[-1])}
+    listing = {rel: size for rel, (size, _) in versions.items()}
     if not listing:
         raise UserError(f"{url}: no such file or directory")
     if read_as_input:
@@ -190,11 +203,31 @@ def local_copy(
         listing = select(listing)
     fs, key = filesystem(url)
     local = work / "inputs" / scheme(url) / key.strip("/")
-    wanted = {rel: size for rel, size in listing.items() if not _have(local / rel if rel else local, size)}
-    in_batches(wanted, "fetch", lambda batch: download_all([(join(url, rel), local / rel) for rel in batch], url))
+    record = work / "fetched" / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.json"
+    held = _read_record(record)  # rel -> the version fetched, by an earlier, interrupted run too
+    wanted = {
+        rel: size
+        for rel, size in listing.items()
+        if not (_have(local / rel if rel else local, size) and held.get(rel) == versions[rel][1])
+    }
+
+    def fetch(batch: list[str]) -> None:
+        download_all([(join(url, rel), local / rel) for rel in batch], url)
+        held.update({rel: versions[rel][1] for rel in batch})
+        write_text_atomic(record, json.dumps(held, sort_keys=True))
+
+    in_batches(wanted, "fetch", fetch)
     _SHOWN[str(work / "inputs" / scheme(url))] = f"{scheme(url)}:/"  # the layout mirrors the bucket's
-    _RUN["fetched"].append(local)
+    _RUN["fetched"].append((local, record))
     return str(local)
+
+
+def _read_record(path: Path) -> dict[str, str]:
+    try:
+        held = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # none, or cut short: every file is fetched again
+    return held if isinstance(held, dict) else {}
 
 
 def _without_unread(url: str, listing: dict[str, int]) -> dict[str, int]:

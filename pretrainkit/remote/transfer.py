@@ -22,20 +22,35 @@ from pretrainkit.remote.urls import filesystem, storage_errors
 CHUNK = 8 << 20  # bytes per read from a remote file
 
 
+# What backends report as an object's version, in order of preference (S3, Azure; GCS; mtimes).
+VERSION_KEYS = ("ETag", "etag", "md5Hash", "generation", "LastModified", "last_modified", "mtime")
+
+
 def list_tree(url: str) -> dict[str, int]:
     """Every object under `url` (a folder prefix) by its path relative to `url`, with its size;
     {} when there is none. A single object is listed as {"": size}."""
+    return {rel: size for rel, (size, _) in list_versions(url).items()}
+
+
+def list_versions(url: str) -> dict[str, tuple[int, str]]:
+    """`list_tree`, each object with its version as its backend reports it (`VERSION_KEYS`: the first
+    one given, as text; "" when none is), so that a changed object of the same size is told apart."""
     fs, root = filesystem(url)
     with storage_errors(url, "list"):
         if fs.isfile(root):
-            return {"": int(fs.size(root))}
+            return {"": _sized(fs.info(root))}
         found = fs.find(root, detail=True)
     root = root.rstrip("/")
     return {
-        name[len(root) + 1 :]: int(info.get("size") or 0)
+        name[len(root) + 1 :]: _sized(info)
         for name, info in sorted(found.items())
         if info.get("type") != "directory" and name.startswith(root + "/")
     }
+
+
+def _sized(info: dict) -> tuple[int, str]:
+    version = next((info[key] for key in VERSION_KEYS if info.get(key) is not None), "")
+    return int(info.get("size") or 0), str(version)
 
 
 def exists(url: str) -> bool:

@@ -3,6 +3,7 @@ same bytes as on local paths, published with the stats last, resumed after a kil
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import time
@@ -197,6 +198,27 @@ def test_a_prefix_of_another_command_or_of_other_objects_is_refused(s3, tmp_path
     assert f"{s3.bucket}/raw: holds objects of no ptk output (a.jsonl, more/b.jsonl)" in error_line(result.stderr)
     result = run_ptk(["dedup", f"{s3.bucket}/raw", "-o", s3.bucket])
     assert f"{s3.bucket}/raw: input lies inside the output directory {s3.bucket}" in error_line(result.stderr)
+
+
+def test_an_input_changed_in_the_bucket_at_the_same_size_is_fetched_again(s3, tmp_path, work, corpus):
+    """A failed run leaves its fetched inputs for the rerun; one whose object has changed since (same size,
+    new content) is fetched again, not taken as it is."""
+    upload_tree(corpus, f"{s3.bucket}/raw")
+    upload(corpus / "a.jsonl", f"{s3.bucket}/out/someone-elses.jsonl")
+    result = run_ptk(["dedup", f"{s3.bucket}/raw", "-o", f"{s3.bucket}/out"])
+    assert result.returncode == 2 and "holds objects of no ptk output" in error_line(result.stderr)
+    assert any(work.rglob("a.jsonl")), "the failed run's fetched inputs are kept"
+
+    changed = tmp_path / "changed"
+    shutil.copytree(corpus, changed)
+    text = (changed / "a.jsonl").read_text()
+    (changed / "a.jsonl").write_text(text.replace("a", "e"))  # the same size, other text
+    assert (changed / "a.jsonl").stat().st_size == (corpus / "a.jsonl").stat().st_size
+    upload(changed / "a.jsonl", f"{s3.bucket}/raw/a.jsonl")
+    s3.client().delete_object(Bucket=s3.bucket.removeprefix("s3://"), Key="out/someone-elses.jsonl")
+    ok(["dedup", f"{s3.bucket}/raw", "-o", f"{s3.bucket}/out"])
+    ok(["dedup", str(changed), "-o", str(tmp_path / "local")])
+    assert objects(s3, "out") == files(tmp_path / "local")
 
 
 def test_storage_errors_are_one_line_naming_the_url(s3, tmp_path, work, corpus, monkeypatch):
