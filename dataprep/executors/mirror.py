@@ -1,11 +1,11 @@
 """Ray tasks on nodes that do not see the driver's files: the output's staging folder carried through
 the output's bucket, so that `--executor ray` needs no shared filesystem when inputs and output are URLs.
 
-    mirror = plan_mirror(inputs, out_dir, session)   # None: out_dir is no URL's staging folder
+    mirror = plan_mirror(inputs, out_dir, session)        # or a str: why out_dir cannot be carried
     driver = DriverCopy(mirror)
-    driver.publish()                                 # before each stage: the tree as the driver has it
-    result, files = run_on_node(mirror, fn, job)     # on a node that does not see the tree
-    driver.take(files)                               # the files that job wrote, into the driver's tree
+    driver.publish()                                      # before each stage: the tree as the driver has it
+    result, files = run_on_node(driver.mirror, fn, job, node)  # on a node that does not see the tree
+    driver.take(files)                                    # the files that job wrote, into the driver's tree
 
 A command with a URL output runs in a local staging folder (`pretrainkit.remote.staging`), its URL
 inputs fetched under the work folder. A node whose filesystem is not the driver's holds its own copy
@@ -47,12 +47,11 @@ from typing import Any
 from pretrainkit.errors import UserError
 from pretrainkit.files import is_temporary, write_text_atomic
 from pretrainkit.output_folders import LOCK_NAME
-from pretrainkit.remote.staging import RAY_WORK_NAME, output_url_of, shown
+from pretrainkit.remote.staging import BATCH_FILES, RAY_WORK_NAME, output_url_of, shown
 from pretrainkit.remote.transfer import download_all, list_tree, put_all, read_bytes, remove_all, upload
 from pretrainkit.remote.urls import join
 
 TREE_NAME = "tree.json"
-BATCH = 64  # files transferred at once (concurrent requests)
 
 
 @dataclass(frozen=True)
@@ -62,6 +61,10 @@ class Mirror:
     inputs: tuple[tuple[str, str, int], ...]  # (local path, URL, size) of the URL inputs read from outside the tree
     session: str  # written in `tree`.driver on the driver's filesystem
     generation: int = 0  # how many times the driver has published `tree.json` (once per stage)
+
+    def file_url(self, rel: str) -> str:
+        """Where the area holds the tree's file `rel`."""
+        return join(self.area, "files", rel)
 
     def sees_driver_files(self) -> bool:
         """On a node: does it see the driver's filesystem (and so run in the driver's tree)?"""
@@ -124,7 +127,7 @@ class DriverCopy:
                 files[rel] = (stat.st_size, stat.st_mtime_ns)
         changed = [rel for rel, version in files.items() if self._in_area.get(rel) != version]
         for batch in _batches(changed):
-            put_all([(self.tree / rel, self._url(rel)) for rel in batch], self.mirror.area)
+            put_all([(self.tree / rel, self.mirror.file_url(rel)) for rel in batch], self.mirror.area)
         self._in_area.update({rel: files[rel] for rel in changed})
         listing = {"session": self.mirror.session, "generation": self.mirror.generation, "files": files, "dirs": dirs}
         text = json.dumps(listing, sort_keys=True)
@@ -134,7 +137,7 @@ class DriverCopy:
 
     def take(self, files: Sequence[str]) -> None:
         for batch in _batches(sorted(files)):
-            download_all([(self._url(rel), self.tree / rel) for rel in batch], self.mirror.area)
+            download_all([(self.mirror.file_url(rel), self.tree / rel) for rel in batch], self.mirror.area)
         for rel in files:
             stat = (self.tree / rel).stat()
             self._in_area[rel] = (stat.st_size, stat.st_mtime_ns)
@@ -142,9 +145,6 @@ class DriverCopy:
     def close(self) -> None:
         Path(f"{self.mirror.tree}.driver").unlink(missing_ok=True)
         Path(f"{self.mirror.tree}.tree.json").unlink(missing_ok=True)
-
-    def _url(self, rel: str) -> str:
-        return join(self.mirror.area, "files", rel)
 
 
 def run_on_node(mirror: Mirror, fn: Callable[[Any], Any], job: Any, node: str) -> tuple[Any, list[str]]:
@@ -184,7 +184,7 @@ def forget(mirror: Mirror) -> None:
         for local, _, _ in mirror.inputs:
             Path(local).unlink(missing_ok=True)
         Path(_record_path(mirror)).unlink(missing_ok=True)
-        Path(f"{mirror.tree}.node.lock").unlink(missing_ok=True)  # the command's last task on the node
+        _lock_path(mirror).unlink(missing_ok=True)  # the command's last task on the node
 
 
 def _bring_up_to_date(mirror: Mirror) -> None:
@@ -220,7 +220,7 @@ def _bring_up_to_date(mirror: Mirror) -> None:
                     continue
             fetch.append(rel)
         for batch in _batches(fetch):
-            download_all([(join(mirror.area, "files", rel), tree / rel) for rel in batch], mirror.area)
+            download_all([(mirror.file_url(rel), tree / rel) for rel in batch], mirror.area)
         for rel in fetch:
             held[rel] = {"version": wanted[rel], "local": _stat(tree / rel)}
         missing = [(url, local) for local, url, size in mirror.inputs if _stat(Path(local))[0] != size]
@@ -239,7 +239,7 @@ def _upload_written(mirror: Mirror) -> list[str]:
             if rel not in held or tuple(held[rel]["local"]) != stat:
                 written[rel] = stat
     for batch in _batches(list(written)):
-        put_all([(tree / rel, join(mirror.area, "files", rel)) for rel in batch], mirror.area)
+        put_all([(tree / rel, mirror.file_url(rel)) for rel in batch], mirror.area)
     with _node_lock(mirror):
         record = _read_record(mirror)
         record["files"].update({rel: {"version": None, "local": stat} for rel, stat in written.items()})
@@ -268,6 +268,10 @@ def _record_path(mirror: Mirror) -> str:
     return f"{mirror.tree}.node.json"
 
 
+def _lock_path(mirror: Mirror) -> Path:
+    return Path(f"{mirror.tree}.node.lock")
+
+
 def _read_record(mirror: Mirror) -> dict:
     try:
         return json.loads(Path(_record_path(mirror)).read_text())
@@ -277,7 +281,7 @@ def _read_record(mirror: Mirror) -> dict:
 
 @contextlib.contextmanager
 def _node_lock(mirror: Mirror) -> Iterator[None]:
-    path = Path(f"{mirror.tree}.node.lock")
+    path = _lock_path(mirror)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -289,5 +293,5 @@ def _node_lock(mirror: Mirror) -> Iterator[None]:
 
 def _batches(items: Sequence) -> Iterator[list]:
     items = list(items)
-    for start in range(0, len(items), BATCH):
-        yield items[start : start + BATCH]
+    for start in range(0, len(items), BATCH_FILES):
+        yield items[start : start + BATCH_FILES]

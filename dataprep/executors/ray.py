@@ -238,8 +238,8 @@ class RayRunner:
         finally:
             for p in out_dir.glob(f"{probe.name}*"):
                 p.unlink()
-        for problem, apart in filter(None, problems.values()):
-            if not apart:
+        for problem, unseen in filter(None, problems.values()):
+            if not unseen:  # a node that sees the files but cannot write there: carrying cannot help
                 raise UserError(problem)
         apart = [node for node, problem in problems.items() if problem]
         if apart:

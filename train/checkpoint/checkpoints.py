@@ -420,12 +420,7 @@ def loader_state_of(path: str | Path) -> dict:
         ckpt = Checkpoints(path / "checkpoints", keep=1).latest_valid()
         if ckpt is None:
             raise UserError(f"{path}: no valid checkpoint to replay from (expected {path}/checkpoints/step-*/)")
-    state = LoopState.from_meta(ckpt.meta, ckpt.path / META_FILE)
-    if state is None:
-        raise UserError(
-            f"{ckpt.path / META_FILE}: no training loop state (not a training run's checkpoint) to replay from"
-        )
-    return state.loader
+    return _replayed_loader(ckpt.meta, ckpt.path / META_FILE)
 
 
 def _loader_state_in_bucket(url: str) -> dict:
@@ -443,9 +438,14 @@ def _loader_state_in_bucket(url: str) -> dict:
         meta = json.loads(read_bytes(meta_url))
     except ValueError as e:
         raise UserError(f"{meta_url}: not valid JSON ({e})") from None
-    state = LoopState.from_meta(meta, meta_url) if isinstance(meta, dict) else None
+    return _replayed_loader(meta, meta_url)
+
+
+def _replayed_loader(meta: object, where: Path | str) -> dict:
+    """The loader state in a checkpoint's meta.json (`where`, for errors)."""
+    state = LoopState.from_meta(meta, where) if isinstance(meta, dict) else None
     if state is None:
-        raise UserError(f"{meta_url}: no training loop state (not a training run's checkpoint) to replay from")
+        raise UserError(f"{where}: no training loop state (not a training run's checkpoint) to replay from")
     return state.loader
 
 
