@@ -281,8 +281,7 @@ def raw_range_reads(ranges: list, per_call: int = 64) -> float:
 def streaming_main(args: argparse.Namespace) -> int:
     from fixtures.s3_server import s3_server
     from pretrainkit.remote import batch_cache
-    from pretrainkit.remote.shard_cache import MAX_BYTES_ENV
-    from pretrainkit.remote.streamed_shards import BATCHES_FOLDER
+    from pretrainkit.remote.shard_cache import BATCHES_FOLDER, MAX_BYTES_ENV
     from pretrainkit.remote.transfer import upload
     from pretrainkit.shards.verify import listed_files
 

@@ -9,10 +9,13 @@ by its sha256, checked on every read, evicted least recently used.
   sha256 (from the shard's sidecar, which the manifest vouches for). A short or corrupt download is
   fetched again once, then is one line naming the object and the byte range; a storage error (an
   unreachable bucket, after the backend's retries) is one line naming the object.
-- Bound: `max_bytes` (None: unbounded). Fetched batches are stored under an exclusive lock on
-  `.lock` in the folder: the least recently used files are removed until the new ones fit, then the
-  new ones are written (each to a temporary name, renamed), so the folder never holds more than the
-  bound, whatever the processes sharing it do. What does not fit is used and not kept.
+- Bound: `max_bytes` (None: unbounded), less what the rest of the cache holds under the same bound:
+  `others(wanted)`, which may first let go of some of it (the unused whole shard sets of
+  `remote.shard_cache`, which also makes room in this folder under the same lock). Fetched batches
+  are stored under an exclusive lock on `.lock` in the folder: the least recently used files are
+  removed until the new ones fit, then the new ones are written (each to a temporary name, renamed),
+  so the folder never holds more than its share of the bound, whatever the processes sharing it do.
+  What does not fit is used and not kept.
 - Sharing: any number of processes (ranks, loader workers) use one folder. A file is whole or absent
   (renamed into place), and a reader that loses a file to another process's eviction fetches it again:
   nothing depends on a cached file staying. A batch is fetched by one process at a time: each claims
@@ -35,6 +38,8 @@ import fcntl
 import hashlib
 import os
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,9 +95,11 @@ class BatchRange:
 
 
 class BatchCache:
-    def __init__(self, root: Path, max_bytes: int | None):
+    def __init__(self, root: Path, max_bytes: int | None, others: Callable[[int], int] | None = None):
+        """`others(wanted)`: the bytes the rest of the cache holds under the same bound once it has made
+        what room it can for `wanted` more bytes here; asked under the lock."""
         self.root = Path(root)
-        self.max_bytes = max_bytes
+        self.max_bytes, self.others = max_bytes, others
 
     def get(self, ranges: list[BatchRange]) -> list[bytes]:
         """The bytes of each range, from the cache or the bucket (see the module docstring)."""
@@ -179,20 +186,44 @@ class BatchCache:
     def _store(self, fetched: list[tuple[BatchRange, bytes]]) -> None:
         if not fetched:
             return
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = _open_lock(self.root / LOCK_NAME)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with self.locked():
             if self.max_bytes is not None:
                 fetched = self._make_room(fetched)
             for r, data in fetched:
                 with atomic_write(self.root / r.name, "wb", durable=False) as f:
                     f.write(data)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """The folder's exclusive lock, held by whatever stores batches or makes room in it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = _open_lock(self.root / LOCK_NAME)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
         finally:
             _close_lock(fd)  # releases the lock
 
+    def shrink_to(self, limit: int) -> None:
+        """Under `locked()`: remove the least recently used files until the folder holds at most `limit` bytes."""
+        self._evict_down_to(self._files(), limit)
+
     def _make_room(self, fetched: list[tuple[BatchRange, bytes]]) -> list[tuple[BatchRange, bytes]]:
         """Remove the least recently used files until `fetched` fits; the part of it that fits."""
+        files = self._files()
+        taken = {name for _, name, _ in files}  # already there (another process stored it): kept as it is
+        wanted = sum(size for _, _, size in files) + sum(len(data) for r, data in fetched if r.name not in taken)
+        new, room = [], self.max_bytes - (self.others(wanted) if self.others else 0)
+        for r, data in fetched:
+            if r.name not in taken and len(data) <= room:
+                new.append((r, data))
+                taken.add(r.name)
+                room -= len(data)
+        self._evict_down_to(files, room)
+        return new
+
+    def _files(self) -> list[tuple[float, str, int]]:
+        """(time of use, name, size) of each batch file; a dead writer's temporary removed."""
         files = []
         for entry in os.scandir(self.root):
             if entry.name == LOCK_NAME:
@@ -205,20 +236,15 @@ class BatchCache:
             except OSError:
                 continue
             files.append((stat.st_mtime, entry.name, stat.st_size))
-        taken = {name for _, name, _ in files}  # already there (another process stored it): kept as it is
-        new, room = [], self.max_bytes
-        for r, data in fetched:
-            if r.name not in taken and len(data) <= room:
-                new.append((r, data))
-                taken.add(r.name)
-                room -= len(data)
+        return files
+
+    def _evict_down_to(self, files: list[tuple[float, str, int]], limit: int) -> None:
         used = sum(size for _, _, size in files)
         for _, name, size in sorted(files):
-            if used <= room:
+            if used <= limit:
                 break
             _remove(self.root / name)
             used -= size
-        return new
 
 
 def _fetch(ranges: list[BatchRange]) -> list[bytes]:

@@ -17,10 +17,14 @@ the same bytes, and a shard set's fingerprint is its manifest's.
 - Sharing: the processes of a machine fetch a set one at a time (an exclusive lock on
   `<hash>.lock`); the others wait and then find it complete. Each process that uses a copy keeps a
   shared lock on it until it exits, so no other process evicts a set in use.
-- Bound: `$PTK_SHARD_CACHE_BYTES` (K/M/G suffixes; default unbounded). Before a fetch, copies of other
-  sets not in use are evicted, least recently used first, until the fetched set fits; a set that cannot
-  fit beside the sets in use is one line naming both figures. The bound is on whole sets; a set larger
-  than the bound itself is streamed a record batch at a time instead (`remote.streamed_shards`).
+- Bound: `$PTK_SHARD_CACHE_BYTES` (K/M/G suffixes; default unbounded), on the whole cache: these
+  copies and the streamed record batches (`batch_cache()`) together, accounted under the batch
+  folder's lock. Before a fetch, copies of other sets not in use are evicted, least recently used
+  first, then batch files, until the fetched set fits; its size is then reserved (`<hash>.bytes`),
+  so batches stored while it arrives leave it room. Batches to store evict unused copies the same
+  way before they evict older batches. A set that cannot fit beside the sets in use is `NoRoom` (one line
+  naming both figures): `remote.streamed_shards` then streams it a record batch at a time, as it does
+  a set larger than the bound itself.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_bytes_atomic
 from pretrainkit.quantities import byte_size, quantity
 from pretrainkit.remote import staging
+from pretrainkit.remote.batch_cache import BatchCache
 from pretrainkit.remote.transfer import download_all, read_bytes
 from pretrainkit.remote.urls import join
 from pretrainkit.shards.formats import MANIFEST_NAME
@@ -45,11 +50,32 @@ from pretrainkit.shards.verify import listed_files
 
 MAX_BYTES_ENV = "PTK_SHARD_CACHE_BYTES"
 FOLDER = "shard-sets"
+BATCHES_FOLDER = "record-batches"
+RESERVED_SUFFIX = ".bytes"  # beside a copy: the bytes it takes once complete, reserved before its fetch
 _IN_USE: dict[Path, int] = {}  # copy -> the descriptor of this process's lock on it
 
 
+class NoRoom(UserError):
+    """A shard set that fits the bound, but not beside the sets in use."""
+
+
+def batch_cache() -> BatchCache:
+    """The machine's cache of streamed record batches, under the same bound as the whole copies."""
+    return BatchCache(cache_dir() / BATCHES_FOLDER, max_bytes(), _copies_beside_batches)
+
+
+def _copies_beside_batches(wanted: int) -> int:
+    """For the batch cache, under its lock: unused copies evicted, least recently used first, until
+    `wanted` bytes of batches fit beside the copies; the bytes the copies then hold."""
+    root = cache_dir() / FOLDER
+    sizes = {p: _held(p) for p in root.iterdir() if p.is_dir()} if root.is_dir() else {}
+    _evict_unused(sizes, wanted)
+    return sum(sizes.values())
+
+
 def shard_set_copy(url: str) -> Path:
-    """The shard set at `url` as a complete local copy in the cache (see the module docstring)."""
+    """The shard set at `url` as a complete local copy in the cache (see the module docstring); NoRoom
+    when it cannot fit beside the sets in use."""
     url = url.rstrip("/")
     root = cache_dir() / FOLDER
     copy = root / hashlib.sha256(url.encode()).hexdigest()[:16]
@@ -61,10 +87,14 @@ def shard_set_copy(url: str) -> Path:
         fcntl.flock(fd, fcntl.LOCK_EX)  # waits for the processes still reading an older copy
         try:
             if not _complete(copy, manifest_bytes, shards):
-                _make_room(root, copy, sum(size for size, _ in shards.values()))
+                _make_room(root, copy, len(manifest_bytes) + sum(size for size, _ in shards.values()))
                 _fetch(url, copy, manifest_bytes, shards)
+        except NoRoom:
+            os.close(_IN_USE.pop(copy))  # nothing of it is kept: no lock to hold
+            raise
         finally:
-            fcntl.flock(fd, fcntl.LOCK_SH)
+            if copy in _IN_USE:
+                fcntl.flock(fd, fcntl.LOCK_SH)
     os.utime(copy)  # its time of use, for eviction
     staging.show_as(copy, url)
     return copy
@@ -149,27 +179,41 @@ def max_bytes() -> int | None:
 
 
 def _make_room(root: Path, copy: Path, needed: int) -> None:
-    """Evict other unused copies, least recently used first, until `needed` bytes fit the bound."""
+    """Evict unused copies of other sets, least recently used first, then batch files, until `needed`
+    bytes fit the bound; reserve them. NoRoom when the sets in use leave too little."""
     limit = max_bytes()
     if limit is None:
         return
-    others = [p for p in root.iterdir() if p.is_dir() and p != copy] if root.is_dir() else []
-    sizes = {p: _size(p) for p in others}
-    for victim in sorted(others, key=lambda p: p.stat().st_mtime):
-        if sum(sizes.values()) + needed <= limit:
+    batches = batch_cache()
+    with batches.locked():
+        sizes = {p: _held(p) for p in root.iterdir() if p.is_dir() and p != copy}
+        _evict_unused(sizes, needed)
+        if sum(sizes.values()) + needed > limit:
+            raise NoRoom(
+                f"{MAX_BYTES_ENV}={byte_size(limit)}: the shard set {copy.name} ({byte_size(needed)}) does not fit "
+                f"beside the {len(sizes)} shard set(s) in use in {root} ({byte_size(sum(sizes.values()))})"
+            )
+        batches.shrink_to(limit - sum(sizes.values()) - needed)
+        write_bytes_atomic(copy.with_suffix(RESERVED_SUFFIX), str(needed).encode())
+
+
+def _evict_unused(sizes: dict[Path, int], needed: int) -> None:
+    """Evict copies of `sizes` (copy: bytes) that no process uses, least recently used first, until
+    `needed` more bytes fit the bound beside the rest; the evicted ones leave `sizes`."""
+    limit = max_bytes()
+    for victim in sorted(sizes, key=lambda p: p.stat().st_mtime):
+        if limit is None or sum(sizes.values()) + needed <= limit:
             break
         if _evict(victim):
             del sizes[victim]
-    if sum(sizes.values()) + needed > limit:
-        raise UserError(
-            f"{MAX_BYTES_ENV}={byte_size(limit)}: the shard set {copy.name} ({byte_size(needed)}) does not fit "
-            f"beside the {len(sizes)} shard set(s) in use in {root} ({byte_size(sum(sizes.values()))}); "
-            "raise the bound or free the cache"
-        )
 
 
-def _size(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+def _held(copy: Path) -> int:
+    """A copy's bytes: its reservation, or (a copy made before reservations, or one being evicted) its files."""
+    try:
+        return int(copy.with_suffix(RESERVED_SUFFIX).read_text())
+    except (OSError, ValueError):
+        return sum(p.stat().st_size for p in copy.rglob("*") if p.is_file())
 
 
 def _evict(copy: Path) -> bool:
@@ -182,6 +226,7 @@ def _evict(copy: Path) -> bool:
         except BlockingIOError:
             return False
         shutil.rmtree(copy, ignore_errors=True)
+        copy.with_suffix(RESERVED_SUFFIX).unlink(missing_ok=True)
         return True
     finally:
         os.close(fd)

@@ -5,15 +5,17 @@ streamed one record batch at a time through the bounded batch cache.
     ss.read_batches([17, 4, 230])     # fetched at once (range reads), checked, decoded
     ss.prefetch([88, 3, 41])          # a background thread fetches these while the caller computes
 
-Which way a URL is read: a set whose files fit `PTK_SHARD_CACHE_BYTES` (or with no bound) is copied
-whole (`remote.shard_cache`): the fastest to read once there. A larger Arrow set whose shards have
-record-batch sidecars (`shards/batch_ranges.py`) is a `StreamedShardSet`: its manifest and sidecars
-(a few bytes per batch, each checked against the manifest) are read when it opens, which is all the
-batch index and the held-out split need; record batches are then fetched as the loader's windows
-ask for them, through `remote.batch_cache` (one file per batch, checked against the sidecar's sha256,
-LRU-evicted under the same bound). A larger set without sidecars (WebDataset, or written before
-them) is one line saying so. Either way the tokens are the same bytes as on a local path, and the
-fingerprint is the manifest's: the data order and losses do not depend on how a set is read.
+Which way a URL is read: a set whose files fit `PTK_SHARD_CACHE_BYTES` (or with no bound) beside the
+copies in use is copied whole (`remote.shard_cache`): the fastest to read once there. A larger Arrow
+set, or one the copies in use leave no room for, whose shards have record-batch sidecars
+(`shards/batch_ranges.py`) is a `StreamedShardSet`: its manifest and sidecars (a few bytes per
+batch, each checked against the manifest) are read when it opens, which is all the batch index and
+the held-out split need; record batches are then fetched as the loader's windows ask for them,
+through `remote.batch_cache` (one file per batch, checked against the sidecar's sha256, LRU-evicted
+under the same bound, which the whole copies and the batches share). Such a set without sidecars
+(WebDataset, or written before them) is one line saying so. Either way the tokens are the same bytes
+as on a local path, and the fingerprint is the manifest's: the data order and losses do not depend
+on how a set is read.
 
 Prefetch: `SourceStream` asks for the next window's record batches while it reads a window; a
 thread fetches them, and the read of that window takes them from memory, so a step waits on the
@@ -22,6 +24,7 @@ network only when the network is slower than the loader.
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -34,7 +37,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.quantities import byte_size
 from pretrainkit.remote import staging
 from pretrainkit.remote.batch_cache import BatchCache, BatchRange
-from pretrainkit.remote.shard_cache import MAX_BYTES_ENV, max_bytes, shard_set_copy
+from pretrainkit.remote.shard_cache import MAX_BYTES_ENV, NoRoom, batch_cache, max_bytes, shard_set_copy
 from pretrainkit.remote.transfer import read_bytes
 from pretrainkit.remote.urls import filesystem, is_url, join, storage_errors
 from pretrainkit.shards import ShardSet
@@ -44,27 +47,28 @@ from pretrainkit.shards.formats import MANIFEST_NAME
 from pretrainkit.shards.manifest import parse_manifest
 from pretrainkit.shards.verify import listed_files
 
-BATCHES_FOLDER = "record-batches"
 STREAMS_FOLDER = "shard-streams"  # a streamed set's stand-in path, named in messages as its URL; never written
 
 
 def open_shard_set(path: str | Path) -> ShardSet:
     """The shard set at a local path or URL (see the module docstring)."""
-    if is_url(path):
-        url = path.rstrip("/")
-        where = join(url, MANIFEST_NAME)
-        manifest = parse_manifest(read_bytes(where), where)
-        limit, size = max_bytes(), sum(size for size, _ in listed_files(manifest).values())
+    if not is_url(path):
+        return ShardSet.open(path)
+    url = path.rstrip("/")
+    where = join(url, MANIFEST_NAME)
+    manifest = parse_manifest(read_bytes(where), where)
+    limit, size = max_bytes(), sum(size for size, _ in listed_files(manifest).values())
+    try:
         if limit is not None and size > limit:
-            if manifest["format"] != "arrow" or not all("batches" in e for e in manifest["shards"]):
-                raise UserError(
-                    f"{MAX_BYTES_ENV}={byte_size(limit)}: the shard set {url} ({byte_size(size)}) does not fit, and "
-                    "cannot be streamed: its shards have no record-batch sidecars (WebDataset shards, or Arrow "
-                    "shards written before them; `ptk tokenize` them again); raise the bound"
-                )
-            return StreamedShardSet.open(url, manifest, BatchCache(cache_dir() / BATCHES_FOLDER, limit))
-        path = shard_set_copy(url)
-    return ShardSet.open(path)
+            raise NoRoom(f"{MAX_BYTES_ENV}={byte_size(limit)}: the shard set {url} ({byte_size(size)}) does not fit")
+        return ShardSet.open(shard_set_copy(url))
+    except NoRoom as e:
+        if manifest["format"] != "arrow" or not all("batches" in entry for entry in manifest["shards"]):
+            raise UserError(
+                f"{e}, and cannot be streamed: its shards have no record-batch sidecars (WebDataset shards, or "
+                "Arrow shards written before them; `ptk tokenize` them again); raise the bound"
+            ) from None
+        return StreamedShardSet.open(url, manifest, batch_cache())
 
 
 class StreamedShardSet(ShardSet):
@@ -121,6 +125,12 @@ class StreamedShardSet(ShardSet):
             self._executor = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="ptk-prefetch"))
         ranges = [self._range(b) for b in batches]
         self._prefetched = (list(batches), self._executor[1].submit(self.cache.get, ranges))
+
+    def settle(self) -> None:
+        """Until the prefetch in flight, if any, has stored its batches: what the cache holds is then
+        what this process's reads left there."""
+        if self._prefetched is not None:
+            concurrent.futures.wait([self._prefetched[1]])
 
     def _take_prefetched(self, batches: list[int]) -> list[bytes] | None:
         if self._prefetched is None or self._prefetched[0] != list(batches):

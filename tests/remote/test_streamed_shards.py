@@ -20,12 +20,13 @@ import s3fs
 import yaml
 
 from fixtures.corpora import DATA, need_data
+from fixtures.fault_commands import run_ptk
 from pretrainkit.errors import UserError
 from pretrainkit.mixtures import MixtureSampler, TrainLoader, load_mixture
 from pretrainkit.remote import batch_cache
 from pretrainkit.remote.batch_cache import LOCK_NAME
-from pretrainkit.remote.shard_cache import MAX_BYTES_ENV
-from pretrainkit.remote.streamed_shards import BATCHES_FOLDER, StreamedShardSet, open_shard_set
+from pretrainkit.remote.shard_cache import BATCHES_FOLDER, FOLDER, MAX_BYTES_ENV
+from pretrainkit.remote.streamed_shards import StreamedShardSet, open_shard_set
 from pretrainkit.remote.transfer import upload
 from pretrainkit.shards import ShardSet, write_shards
 from pretrainkit.shards.batch_ranges import BatchRanges
@@ -33,15 +34,22 @@ from pretrainkit.shards.batch_ranges import BatchRanges
 SEQ_LEN, BATCH = 63, 8
 
 
+def byte_shards(text: str, out: Path, fmt: str = "arrow") -> Path:
+    """`text`'s paragraphs as documents of byte tokens, in record batches of ~1k tokens."""
+    docs = [np.frombuffer(s.encode(), np.uint8).astype(np.uint16) for s in text.split("\n\n") if s.strip()]
+    write_shards(docs, out, vocab_size=257, eos_id=256, fmt=fmt, batch_tokens=1024, shard_tokens=32 * 1024)
+    return out
+
+
+def shakespeare(start: int, end: int) -> str:
+    return need_data(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[start:end]
+
+
 @pytest.fixture(scope="module")
 def speeches(tmp_path_factory) -> Path:
     """Tiny Shakespeare's first 200 kB, byte tokens, in record batches of ~1k tokens: ~190 batches in
     7 shards, so a source has 3 shuffle windows of 64 batches and a window reads from every shard."""
-    text = need_data(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:200_000]
-    docs = [np.frombuffer(s.encode(), np.uint8).astype(np.uint16) for s in text.split("\n\n") if s.strip()]
-    out = tmp_path_factory.mktemp("speeches") / "shards"
-    write_shards(docs, out, vocab_size=257, eos_id=256, batch_tokens=1024, shard_tokens=32 * 1024)
-    return out
+    return byte_shards(shakespeare(0, 200_000), tmp_path_factory.mktemp("speeches") / "shards")
 
 
 def uploaded(local: Path, url: str) -> str:
@@ -50,9 +58,9 @@ def uploaded(local: Path, url: str) -> str:
     return url
 
 
-def mixture(path: Path, shards: str) -> Path:
-    source = {"name": "speeches", "shards": shards, "weight": 1}
-    path.write_text(yaml.safe_dump({"seed": 3, "holdout": {"fraction": 0.02, "min_tokens": 1024}, "sources": [source]}))
+def mixture(path: Path, shards: str, *more: str) -> Path:
+    sources = [{"name": f"speeches{i or ''}", "shards": s, "weight": 1} for i, s in enumerate((shards, *more))]
+    path.write_text(yaml.safe_dump({"seed": 3, "holdout": {"fraction": 0.02, "min_tokens": 1024}, "sources": sources}))
     return path
 
 
@@ -62,11 +70,36 @@ def rows(mix: Path, batches: int, check=lambda: None) -> np.ndarray:
     for k in range(batches):
         out.append(sampler.rows(k, 0, BATCH)[0])
         check()
+    for source in sampler.sources:  # no fetch left running into the next part of a test
+        if isinstance(source.shard_set, StreamedShardSet):
+            source.shard_set.settle()
     return np.concatenate(out)
 
 
+def sizes(files) -> int:
+    """The bytes of these files that still exist: a prefetch thread may be storing (and evicting) meanwhile."""
+    total = 0
+    for p in files:
+        try:
+            total += p.stat().st_size if p.is_file() else 0
+        except FileNotFoundError:
+            pass
+    return total
+
+
 def cached_bytes(cache: Path) -> int:
-    return sum(p.stat().st_size for p in cache.iterdir() if p.name != LOCK_NAME)
+    return sizes(p for p in cache.iterdir() if p.name != LOCK_NAME)
+
+
+def cache_bytes(cache: Path) -> int:
+    """What the cache's bound is on: the whole copies and the streamed batches."""
+    return sizes(
+        p for folder in (FOLDER, BATCHES_FOLDER) if (cache / folder).is_dir() for p in (cache / folder).rglob("*")
+    )
+
+
+def set_bytes(shards: Path) -> int:
+    return sum(p.stat().st_size for p in shards.iterdir())
 
 
 def batches_per_epoch(shards: Path) -> int:
@@ -133,6 +166,69 @@ def test_a_set_larger_than_the_bound_streams_the_rows_of_the_local_set_within_th
         "differs from the shard's record-batch sidecar"
     )
     assert hashlib.sha256(bytes(data[start : start + size])).digest() != ranges.sha256[local_batch]
+
+
+def test_whole_copies_and_streamed_batches_share_one_bound(s3, speeches, tmp_path, monkeypatch):
+    """A set that fits the bound alone but not beside a set in use is streamed, not refused; the copies
+    and the batches together never pass the bound, and the rows are those of the local sets."""
+    later = byte_shards(shakespeare(200_000, 380_000), tmp_path / "later")
+    bound = set_bytes(speeches) + set_bytes(later) // 2  # one whole copy, and half of the other
+    monkeypatch.setenv(MAX_BYTES_ENV, str(bound))
+    monkeypatch.setenv("PTK_CACHE_DIR", str(tmp_path / "cache"))
+    remote = mixture(
+        tmp_path / "remote.yaml",
+        uploaded(speeches, f"{s3.bucket}/tokens/speeches"),
+        uploaded(later, f"{s3.bucket}/tokens/later"),
+    )
+    first, second = (source.shard_set for source in load_mixture(remote).sources)
+    assert not isinstance(first, StreamedShardSet) and isinstance(second, StreamedShardSet)
+    local = mixture(tmp_path / "local.yaml", str(speeches), str(later))
+    batches = 2 * load_mixture(local).sources[1].train_tokens // (SEQ_LEN + 1) // BATCH + 2  # `later` twice
+    sizes = []
+    assert np.array_equal(
+        rows(remote, batches, lambda: sizes.append(cache_bytes(tmp_path / "cache"))), rows(local, batches)
+    )
+    assert max(sizes) <= bound
+    assert cached_bytes(second.cache.root) > 0  # the streamed set kept what the copy left room for
+
+    # The other way: a set copied whole into a cache full of batches makes room by evicting them
+    monkeypatch.setenv("PTK_CACHE_DIR", str(tmp_path / "cache2"))
+    monkeypatch.setenv(MAX_BYTES_ENV, str(set_bytes(later) // 2))
+    rows(mixture(tmp_path / "later.yaml", f"{s3.bucket}/tokens/later"), batches)
+    full = cache_bytes(tmp_path / "cache2")
+    assert full > set_bytes(later) // 3
+    monkeypatch.setenv(MAX_BYTES_ENV, str(set_bytes(speeches) + set_bytes(later) // 4))
+    assert not isinstance(open_shard_set(f"{s3.bucket}/tokens/speeches"), StreamedShardSet)
+    assert 0 < cached_bytes(tmp_path / "cache2" / BATCHES_FOLDER) < full
+    assert cache_bytes(tmp_path / "cache2") <= set_bytes(speeches) + set_bytes(later) // 4
+
+    # And batches to store evict a whole copy that no process uses (another process made it and ended)
+    monkeypatch.setenv("PTK_CACHE_DIR", str(tmp_path / "cache3"))
+    monkeypatch.setenv(MAX_BYTES_ENV, str(set_bytes(later) // 2))
+    small = byte_shards(shakespeare(380_000, 400_000), tmp_path / "small")
+    small_url = uploaded(small, f"{s3.bucket}/tokens/small")
+    inspected = run_ptk(["mix", "inspect", str(mixture(tmp_path / "small.yaml", small_url))])
+    assert inspected.returncode == 0, inspected.stderr[-2000:]
+    (copy,) = (tmp_path / "cache3" / FOLDER).glob("*/manifest.json")
+    rows(mixture(tmp_path / "later.yaml", f"{s3.bucket}/tokens/later"), batches)
+    assert not copy.exists()  # evicted
+    assert set_bytes(later) // 2 - set_bytes(small) < cache_bytes(tmp_path / "cache3") <= set_bytes(later) // 2
+
+
+def test_a_set_without_sidecars_that_does_not_fit_beside_one_in_use_is_one_line(s3, speeches, tmp_path, monkeypatch):
+    samples = byte_shards(shakespeare(200_000, 300_000), tmp_path / "samples", fmt="webdataset")
+    monkeypatch.setenv(MAX_BYTES_ENV, str(set_bytes(speeches) + set_bytes(samples) // 2))
+    monkeypatch.setenv("PTK_CACHE_DIR", str(tmp_path / "cache"))
+    open_shard_set(uploaded(speeches, f"{s3.bucket}/tokens/speeches"))
+    url = uploaded(samples, f"{s3.bucket}/tokens/samples")
+    with pytest.raises(UserError) as e:
+        open_shard_set(url)
+    assert "does not fit beside the 1 shard set(s) in use" in str(e.value), e.value
+    assert str(e.value).endswith(
+        "and cannot be streamed: its shards have no record-batch sidecars (WebDataset "
+        "shards, or Arrow shards written before them; `ptk tokenize` them again); raise the bound"
+    )
+    assert "\n" not in str(e.value)
 
 
 def test_a_server_gone_mid_stream_is_one_line_naming_the_object(speeches, tmp_path, monkeypatch):
