@@ -30,6 +30,8 @@ from pretrainkit.errors import UserError
 from pretrainkit.mixtures.mixture import STATE_VERSION, Mixture, StreamStart, matching_state_entry
 from pretrainkit.mixtures.sampler import MixtureSampler, to_inputs_targets
 
+WORKER_START = "forkserver"  # how loader workers start (see TrainLoader.__iter__)
+
 _STATE_KEYS = {
     "version": int,
     "fingerprint": str,
@@ -93,7 +95,14 @@ class TrainLoader:
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         dataset = _RankMicroBatches(self.sampler, self.rank, self.world_size, self.micro_size, self.batch, self.micro)
-        extra = {"prefetch_factor": self.prefetch_factor} if self.num_workers > 0 else {}
+        # Workers start from forkserver's single-threaded process, not forked from this one: a fork
+        # copies the locks that this process's threads (a streamed set's prefetch, fsspec's event loop,
+        # Arrow's allocator) hold at that moment, and a worker that then takes one hangs or crashes.
+        extra = (
+            {"prefetch_factor": self.prefetch_factor, "multiprocessing_context": WORKER_START}
+            if self.num_workers
+            else {}
+        )
         loader = DataLoader(dataset, batch_size=None, num_workers=self.num_workers, pin_memory=self.pin_memory, **extra)
         it = iter(loader)
         while True:

@@ -25,8 +25,9 @@ by its sha256, checked on every read, evicted least recently used.
   process has let go of its own: no two processes wait for each other. Each store lists the folder
   once (O(files), a few ms per ten thousand files), which is why it happens once per window of
   batches, not once per batch.
-- Forks: a process forked while one of its threads holds a lock here (a loader's workers start while
-  its prefetch thread stores a window) would hold that lock too, for as long as it lives: an flock
+- Forks: a process forked while one of its threads holds a lock here (a caller's own fork, or a
+  DataLoader of its own with forked workers, while a prefetch thread stores a window; TrainLoader's
+  workers start from forkserver instead) would hold that lock too, for as long as it lives: an flock
   belongs to the open file, which the child shares. Every lock's descriptor is therefore registered
   while open, and a forked child closes the ones it inherited at once (`os.register_at_fork`); the
   parent's thread still holds its lock and lets go of it as usual.

@@ -121,7 +121,7 @@ class StreamedShardSet(ShardSet):
         return [self._decoded(b, d) for b, d in zip(batches, data)]
 
     def prefetch(self, batches: list[int]) -> None:
-        if self._executor is None or self._executor[0] != os.getpid():  # a forked loader worker: its own thread
+        if self._executor is None or self._executor[0] != os.getpid():  # a copy in a loader worker: its own thread
             self._executor = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="ptk-prefetch"))
         ranges = [self._range(b) for b in batches]
         self._prefetched = (list(batches), self._executor[1].submit(self.cache.get, ranges))

@@ -130,7 +130,7 @@ def test_a_set_larger_than_the_bound_streams_the_rows_of_the_local_set_within_th
     assert max(sizes) <= bound and min(sizes) > 0
     assert not (tmp_path / "cache" / "shard-sets").exists()  # never copied whole
 
-    # Loader workers (forked processes, each with its prefetch thread) share the cache: the same
+    # Loader workers (processes of their own, each with its prefetch thread) share the cache: the same
     # micro-batches as the local set read in the caller's process
     def loader_rows(mix: Path, workers: int) -> list:
         sampler = MixtureSampler(load_mixture(mix), seq_len=SEQ_LEN, global_batch_size=BATCH)
