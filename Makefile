@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist), each given whole files: a file's module fixtures (a Ray cluster, the
+# reference runs of the parallel layouts) are made once. Most tests wait on subprocesses, so two
+# workers on 2 cores take about 0.8x the wall time of one.
+TEST_WORKERS ?= 2
 TORCH_INDEX ?=
 
 .PHONY: setup test test-fast lint format demo bench clean
@@ -19,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 test: setup
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff format --check .
@@ -30,7 +34,7 @@ format: setup
 	$(VENV)/bin/ruff check --fix .
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
 
 demo: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash demo/run.sh
