@@ -20,7 +20,9 @@ batch with every source whose shard set matches continuing from its saved positi
 
 from __future__ import annotations
 
+import functools
 import itertools
+import os
 from collections.abc import Iterator
 
 import torch
@@ -98,8 +100,14 @@ class TrainLoader:
         # Workers start from forkserver's single-threaded process, not forked from this one: a fork
         # copies the locks that this process's threads (a streamed set's prefetch, fsspec's event loop,
         # Arrow's allocator) hold at that moment, and a worker that then takes one hangs or crashes.
+        # That process was started once, with the environment of that moment: each worker takes this
+        # one's (a bucket's credentials and endpoint may have been set since).
         extra = (
-            {"prefetch_factor": self.prefetch_factor, "multiprocessing_context": WORKER_START}
+            {
+                "prefetch_factor": self.prefetch_factor,
+                "multiprocessing_context": WORKER_START,
+                "worker_init_fn": functools.partial(_take_environment, dict(os.environ)),
+            }
             if self.num_workers
             else {}
         )
@@ -197,3 +205,9 @@ def _check_state(state: object) -> None:
     for i, entry in enumerate(state["sources"]):
         if not isinstance(entry, dict) or not all(isinstance(entry.get(k), t) for k, t in _SOURCE_KEYS.items()):
             raise fail(f"sources[{i}]: needs " + ", ".join(f"{k!r} ({t.__name__})" for k, t in _SOURCE_KEYS.items()))
+
+
+def _take_environment(environment: dict[str, str], worker_id: int) -> None:
+    """In a loader worker: the environment of the process that made the loader."""
+    os.environ.clear()
+    os.environ.update(environment)

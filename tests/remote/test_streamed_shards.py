@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import multiprocessing.forkserver
 import os
 import re
 import signal
@@ -139,6 +140,13 @@ def test_a_set_larger_than_the_bound_streams_the_rows_of_the_local_set_within_th
 
     for name in list(cache.iterdir()):
         name.unlink()
+    # The process the workers start from (forkserver) is made once, here before the bucket's credentials
+    # are set, as by an earlier loader of the same process: the workers take the loader's environment.
+    multiprocessing.forkserver._forkserver._stop()
+    with monkeypatch.context() as env:
+        for name in s3.environment():
+            env.delenv(name)
+        loader_rows(local, 2)
     assert all(np.array_equal(a, b) for a, b in zip(loader_rows(remote, 2), loader_rows(local, 0), strict=True))
     assert 0 < cached_bytes(cache) <= bound
 
