@@ -197,6 +197,15 @@ def read_json_object(path: str | os.PathLike, what: str) -> dict:
     return data
 
 
+def json_object_or_none(path: str | os.PathLike) -> dict | None:
+    """The JSON object in `path`; None when there is none (absent, cut short by a kill, or not an object)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from pretrainkit.errors import UserError
-from pretrainkit.files import is_temporary, write_text_atomic
+from pretrainkit.files import is_temporary, json_object_or_none, write_text_atomic
 from pretrainkit.output_folders import LOCK_NAME
 from pretrainkit.remote.staging import BATCH_FILES, RAY_WORK_NAME, output_url_of, shown
 from pretrainkit.remote.transfer import download_all, list_tree, put_all, read_bytes, remove_all, upload
@@ -273,10 +273,7 @@ def _lock_path(mirror: Mirror) -> Path:
 
 
 def _read_record(mirror: Mirror) -> dict:
-    try:
-        return json.loads(Path(_record_path(mirror)).read_text())
-    except (OSError, ValueError):
-        return {"session": None, "files": {}}
+    return json_object_or_none(_record_path(mirror)) or {"session": None, "files": {}}
 
 
 @contextlib.contextmanager

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pretrainkit.errors import UserError, shortened
-from pretrainkit.files import is_temporary, write_text_atomic
+from pretrainkit.files import is_temporary, json_object_or_none, write_text_atomic
 from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME, own_name
 from pretrainkit.progress import progress_bar
 from pretrainkit.remote.run_files import run_files_read
@@ -223,11 +223,7 @@ def local_copy(
 
 
 def _read_record(path: Path) -> dict[str, str]:
-    try:
-        held = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}  # none, or cut short: every file is fetched again
-    return held if isinstance(held, dict) else {}
+    return json_object_or_none(path) or {}  # none, or cut short: every file is fetched again
 
 
 def _without_unread(url: str, listing: dict[str, int]) -> dict[str, int]:
