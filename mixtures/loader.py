@@ -111,7 +111,16 @@ class TrainLoader:
             if self.num_workers
             else {}
         )
-        loader = DataLoader(dataset, batch_size=None, num_workers=self.num_workers, pin_memory=self.pin_memory, **extra)
+        # Its own generator for the workers' base seed, which a DataLoader draws at each iterator from the
+        # global one otherwise: a resumed run would then be a draw ahead of the run it continues.
+        loader = DataLoader(
+            dataset,
+            batch_size=None,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            generator=torch.Generator(),
+            **extra,
+        )
         it = iter(loader)
         while True:
             # Checked here, in the caller's process, so that max_epochs ends training with a one-line

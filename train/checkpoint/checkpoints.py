@@ -20,7 +20,9 @@ every file's size and sha256. The directory is first written as
 `.tmp-step-0000050` and renamed once `meta.json` is complete, so a killed run never leaves a
 directory named `step-*` that is incomplete. On restore the newest `step-*` whose files match their
 `meta.json` is loaded; a newer one that does not match is reported (one line on stderr) and skipped.
-After a save only the newest `keep` are kept.
+After a save the newest `keep` written on schedule are kept, and the newest of all: one written only
+because the run was stopped (SIGTERM; `interim` in its `meta.json`) is removed once a newer one
+exists, so a run stopped and resumed keeps the checkpoints an uninterrupted run keeps.
 
 A run_dir in a bucket trains in a local mirror per node (`Mirror`, `pretrainkit/remote/runs.py`): each
 node's processes write into their node's copy, each file is hashed on a node that holds it, every node
@@ -59,7 +61,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.stateful import Stateful
 
 from pretrainkit.errors import UserError
-from pretrainkit.files import fsync_directory, sha256_file, write_bytes_atomic, write_text_atomic
+from pretrainkit.files import fsync_directory, json_object_or_none, sha256_file, write_bytes_atomic, write_text_atomic
 from pretrainkit.remote.run_files import complete_checkpoints
 from pretrainkit.remote.transfer import list_tree, read_bytes
 from pretrainkit.remote.urls import is_url, join
@@ -69,6 +71,7 @@ from pretrainkit.train.model.llama import ModelConfig
 from pretrainkit.train.parallel.agree import AgreedError, failure_message, rank, together, world
 
 META_FILE = "meta.json"
+INTERIM_KEY = "interim"  # in meta.json: written only to stop (see `Checkpoints.save`)
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,11 @@ class Finalization:
             raise UserError(self.problem)
 
 
+def _is_interim(path: Path) -> bool:
+    meta = json_object_or_none(path / META_FILE)
+    return bool(meta and meta.get(INTERIM_KEY))
+
+
 class Checkpoints:
     def __init__(
         self,
@@ -261,15 +269,16 @@ class Checkpoints:
             )
         return None
 
-    def save(self) -> Path:
+    def save(self, interim: bool = False) -> Path:
         """Collective: every process calls it at the same step. Returns once the files are written; the
         checkpoint is named `step-*` later, when its finalization (in the background) is done: `wait`.
+        `interim`: written off the schedule only to stop (a SIGTERM), so pruned once a newer one exists.
 
         A failure on any process (a full disk, a read-only directory) stops every process with the
         same one-line UserError naming the path, here or at the next `wait`; the temporary directory is
         removed and the older checkpoints stay as they were, so the run resumes from the newest of them."""
         self.wait()
-        meta = {"world_size": world()}
+        meta = {"world_size": world()} | ({INTERIM_KEY: True} if interim else {})
         for record in self.records:
             meta.update(copy.deepcopy(record.state_dict()))
         name = checkpoint_name(meta["step"])
@@ -346,10 +355,18 @@ class Checkpoints:
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         fsync_directory(self.dir)  # so that the rename itself survives a power loss
-        for old in self.candidates()[self.keep :]:
+        for old in self._prunable():
             shutil.rmtree(old, ignore_errors=True)
         if self.mirror is not None:
             self.mirror.push()
+
+    def _prunable(self) -> list[Path]:
+        """All but the newest checkpoint and the newest `keep` of those written on schedule: an interim one
+        goes once a newer one exists, so a run stopped and resumed keeps what an uninterrupted one keeps."""
+        found = self.candidates()
+        scheduled = [path for path in found if not _is_interim(path)]
+        kept = set(found[:1]) | set(scheduled[: self.keep])
+        return [path for path in found if path not in kept]
 
     def restore(self, ckpt: Checkpoint) -> None:
         """Load every tensor state, every record and this process's RNG from `ckpt` (collective)."""

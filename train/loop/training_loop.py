@@ -359,11 +359,11 @@ class TrainingLoop:
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{row['tokens_per_s']:,.0f}")
             bar.update(1)
             stopped = grads.stop
-            checkpoint_due |= bool(cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last or stopped
+            checkpoint_due |= bool(cfg.checkpoint.every and trainer.step % cfg.checkpoint.every == 0) or last
             # A dropped update may begin a divergence (max_consecutive_skips): a checkpoint due then waits for
             # the next applied one, so that none holds the model of a run that stops for having diverged.
-            if checkpoint_due and (result.applied or last):
-                self.ckpts.save()
+            if (checkpoint_due or stopped) and (result.applied or last):
+                self.ckpts.save(interim=not checkpoint_due)
                 checkpoint_due = False
             if stopped:
                 break

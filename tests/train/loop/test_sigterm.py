@@ -1,6 +1,8 @@
 """SIGTERM to `ptk train`, as Slurm, Kubernetes and spot instances send it before they kill: every process
 stops after the same step, that step is checkpointed, one line says so, exit status 143; the same
-command then resumes bitwise where the run stopped, redoing no step.
+command then resumes bitwise where the run stopped, redoing no step, and ends with the checkpoints of the
+uninterrupted run, byte for byte (the step's checkpoint, off the schedule, pruned once a newer one exists;
+the RNG states those of a run that never stopped).
 
 Under `--nproc 2` the signal goes where each scheduler sends it: to ptk alone (Kubernetes' PID 1), to
 every process of the job (Slurm), or to torchrun; and to every process of a plain `torchrun -m
@@ -20,12 +22,19 @@ import torch
 
 from pretrainkit.train.checkpoint.export import export_model, load_exported
 
-RUN = {"max_steps": 160, "checkpoint": {"every": 0, "keep": 2}, "eval": {"every": 40, "batches": 1}}
+RUN = {"max_steps": 160, "checkpoint": {"every": 40, "keep": 5}, "eval": {"every": 40, "batches": 1}}
 NOISE = ("Traceback", "KeyboardInterrupt", "Terminated", "WARNING", "ChildFailedError", "torch.distributed.elastic")
 
 
 def losses(rows: list[dict]) -> list[tuple[int, float, float]]:
     return [(r["step"], r["loss"], r["grad_norm"]) for r in rows]
+
+
+def checkpoint_files(run_dir: Path) -> dict[str, bytes]:
+    """Every checkpoint's tensors and RNG states (`meta.json` names the run's own paths, DCP's `.metadata`
+    a save id of its own)."""
+    found = sorted((run_dir / "checkpoints").glob("step-*/*"))
+    return {f"{p.parent.name}/{p.name}": p.read_bytes() for p in found if p.suffix in (".distcp", ".pt")}
 
 
 def final_weights(run_dir: Path, out: Path) -> dict[str, torch.Tensor]:
@@ -35,15 +44,20 @@ def final_weights(run_dir: Path, out: Path) -> dict[str, torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def references(session_kit, tmp_path_factory):
-    """nproc -> (losses, final weights) of an uninterrupted run (made once per nproc)."""
-    made: dict[int, tuple[list, dict]] = {}
+    """nproc -> (losses, final weights, checkpoint files) of an uninterrupted run (made once per nproc)."""
+    made: dict[int, tuple[list, dict, dict]] = {}
 
-    def reference(nproc: int) -> tuple[list, dict]:
+    def reference(nproc: int) -> tuple[list, dict, dict]:
         if nproc not in made:
             root = tmp_path_factory.mktemp(f"reference-{nproc}")
             proc = session_kit.ptk(session_kit.config(root, **RUN), nproc=nproc)
             assert proc.returncode == 0, proc.stderr[-3000:]
-            made[nproc] = (losses(session_kit.rows(root / "run")), final_weights(root / "run", root / "w.safetensors"))
+            run = root / "run"
+            made[nproc] = (
+                losses(session_kit.rows(run)),
+                final_weights(run, root / "w.safetensors"),
+                checkpoint_files(run),
+            )
         return made[nproc]
 
     return reference
@@ -100,7 +114,7 @@ def test_sigterm_checkpoints_the_step_in_flight_and_the_same_command_resumes_bit
     steps = [r["step"] for r in kit.rows(run_dir)]
     last = steps[-1]
     assert 3 <= last < RUN["max_steps"], "the run finished before the SIGTERM reached it"
-    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == [f"step-{last:07d}"]
+    assert max(p.name for p in (run_dir / "checkpoints").iterdir()) == f"step-{last:07d}"
     assert stopped.stderr.strip().splitlines()[-1] == stop_line(last)
     check_resume(kit, tmp_path, config, references, nproc, last, kit.ptk(config, nproc=nproc))
 
@@ -115,7 +129,7 @@ def test_sigterm_under_a_plain_torchrun_stops_every_process_after_the_same_check
     stopped = stop_with_sigterm(kit, config, plain_torchrun(config), "every process")
     last = kit.rows(tmp_path / "run")[-1]["step"]
     assert 3 <= last < RUN["max_steps"], "the run finished before the SIGTERM reached it"
-    assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == [f"step-{last:07d}"]
+    assert max(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == f"step-{last:07d}"
     assert [line for line in stopped.stderr.splitlines() if line.startswith("ptk")] == [stop_line(last)]  # rank 0's
     resumed = subprocess.run(plain_torchrun(config), capture_output=True, text=True, cwd=kit.root)
     check_resume(kit, tmp_path, config, references, 2, last, resumed)
@@ -131,8 +145,9 @@ def check_resume(kit, tmp_path: Path, config: Path, references, nproc: int, last
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"ptk train: resuming from {run_dir}/checkpoints/step-{last:07d} (step {last})" in resumed.stderr
     assert f"steps {last + 1}-{RUN['max_steps']} of" in resumed.stderr  # its first step is the one after the stop
-    reference_losses, reference_weights = references(nproc)
+    reference_losses, reference_weights, reference_checkpoints = references(nproc)
     assert losses(kit.rows(run_dir)) == reference_losses  # every step once, bitwise the uninterrupted run's
+    assert checkpoint_files(run_dir) == reference_checkpoints
     weights = final_weights(run_dir, tmp_path / "w.safetensors")
     assert weights.keys() == reference_weights.keys()
     for name, tensor in weights.items():
