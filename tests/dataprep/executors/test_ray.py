@@ -41,6 +41,16 @@ ROOT = Path(__file__).resolve().parents[3]
 def ray_address(process_table):
     """One local Ray instance for the module: 2 CPUs, no dashboard, a small object store; none of
     its processes may outlive it."""
+
+    def descendants() -> set[int]:
+        procs = process_table()
+        found, frontier = set(), {os.getpid()}
+        while frontier:
+            frontier = {pid for pid, (ppid, _) in procs.items() if ppid in frontier} - found
+            found |= frontier
+        return found
+
+    before = descendants()  # children of this process that are not Ray's (a loader's forkserver)
     context = ray.init(
         num_cpus=2,
         include_dashboard=False,
@@ -48,11 +58,7 @@ def ray_address(process_table):
         log_to_driver=False,
         logging_level=logging.ERROR,
     )
-    procs = process_table()
-    started, frontier = set(), {os.getpid()}
-    while frontier:  # every descendant of this process: the instance's servers, agents and workers
-        frontier = {pid for pid, (ppid, _) in procs.items() if ppid in frontier} - started
-        started |= frontier
+    started = descendants() - before  # the instance's servers, agents and workers
     yield context.address_info["gcs_address"]
     ray.shutdown()
     deadline = time.monotonic() + 120  # Ray's agents exit on their own schedule after the raylet
