@@ -4,7 +4,8 @@ processes, bit for bit: one process per node under FSDP2 against `ptk train --np
 from its step-8 checkpoint on two nodes; with `run_dir` in a bucket (a real S3 server on the loopback,
 a work folder per node for its mirror), killed (-9) during a save and resumed from the bucket on two
 nodes with empty work folders, then on one node; two per node under HSDP (sharded within a node,
-replicated across) against `--nproc 4`.
+replicated across) against `--nproc 4`; a loss spike rolled back on two nodes with `run_dir` in the
+bucket, against the same spike rolled back on one node.
 
 What this cannot show on one machine: a real network between the nodes, hostnames other than the
 loopback, run directories on a network filesystem.
@@ -22,10 +23,15 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+import yaml
 
+from fixtures.corpora import DATA, need_data
+from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.remote.staging import WORK_DIR_ENV
+from pretrainkit.shards import write_shards
 from pretrainkit.train.checkpoint.export import checkpoint_model, find_checkpoint
 
 # FSDP2: all-gathers and reduce-scatters cross the nodes every step, not only DDP's all-reduce. On the
@@ -38,6 +44,7 @@ RUN = {
     "eval": {"every": 6, "batches": 1},
 }
 RESUME_FROM = 8
+RUN_SEQ_LEN, RUN_BATCH = 32, 8  # the kit's (tests/train/conftest.py)
 SAVING = "outputs/*/checkpoints/.tmp-step-*/*"  # in a work folder: a checkpoint being written into a mirror
 
 
@@ -237,3 +244,64 @@ def test_hsdp_over_two_nodes_of_two_processes_matches_one_node_of_four(kit, two_
     assert trained(kit.rows(tmp_path / "two" / "run")) == trained(kit.rows(tmp_path / "one" / "run"))
     assert validated(tmp_path / "two" / "run") == validated(tmp_path / "one" / "run")
     assert_same_weights(tmp_path / "two" / "run", tmp_path / "one" / "run")
+
+
+NOISE = 200  # the noise document's bytes are 200-255: Shakespeare's text has none (EOS is 256)
+
+
+@pytest.fixture(scope="module")
+def spiking_mixture(tmp_path_factory) -> tuple[Path, list[int]]:
+    """Shakespeare's speeches (byte tokens) and one document of random high bytes, in a mixture whose seed
+    puts that document in global batches after the first checkpoint and the spike detector's history:
+    (the mixture file, the batches holding some of it)."""
+    root = tmp_path_factory.mktemp("spiking")
+    text = need_data(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:8_000]  # ~3 runs' worth
+    docs = [np.frombuffer(s.encode(), np.uint8).astype(np.uint16) for s in text.split("\n\n") if s.strip()]
+    docs.append(np.random.default_rng(0).integers(NOISE, 256, 400).astype(np.uint16))
+    write_shards(docs, root / "speeches", vocab_size=257, eos_id=256, tokenizer_sha256="b" * 64)
+    mix = root / "mix.yaml"
+    for seed in range(100):
+        source = {"name": "speeches", "shards": "speeches", "weight": 1}
+        mix.write_text(
+            yaml.safe_dump({"seed": seed, "holdout": {"fraction": 0.02, "min_tokens": 1024}, "sources": [source]})
+        )
+        sampler = MixtureSampler(load_mixture(mix), seq_len=RUN_SEQ_LEN, global_batch_size=RUN_BATCH)
+        tokens = [sampler.batch(k)[0] for k in range(RUN["max_steps"])]
+        noisy = [k for k, t in enumerate(tokens) if ((t >= NOISE) & (t < 256)).any()]
+        if noisy and 5 <= noisy[0] <= 6:
+            return mix, noisy
+    raise AssertionError("no seed below 100 puts the noise document after step 5")
+
+
+@pytest.mark.distributed
+def test_a_spike_rolled_back_on_two_nodes_with_a_run_dir_in_a_bucket_matches_one_node(
+    kit, two_nodes, spiking_mixture, s3, tmp_path: Path
+) -> None:
+    """Each node restores the checkpoint before the spike from its own mirror and the bucket: the same
+    events, losses and weights as the rollback on one node of two processes."""
+    mixture, noisy = spiking_mixture
+    spiky = {
+        **RUN,
+        "data": {"mixture": str(mixture), "seq_len": RUN_SEQ_LEN},
+        "spikes": {"action": "rollback", "window": 3, "min_history": 3},
+    }
+    one = kit.config(tmp_path / "one", **spiky)
+    proc = kit.ptk(one, nproc=2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = spike_events(tmp_path / "one" / "run")
+    assert events and events[0]["action"] == "rollback" and events[0]["batch"] in noisy, events
+    assert events[0]["rollback_to"] == 4
+
+    url = f"{s3.bucket}/runs/spiky"
+    two = kit.config(tmp_path / "two", **spiky, run_dir=url)
+    two_nodes(two, work=(tmp_path / "work0", tmp_path / "work1"))
+    checkpoints, run = bucket_run(kit, s3, url, tmp_path / "bucket")
+    assert spike_events(run) == events
+    assert trained(kit.rows(run)) == trained(kit.rows(tmp_path / "one" / "run"))  # bitwise
+    assert_same_weights(run, tmp_path / "one" / "run")
+
+
+def spike_events(run_dir: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    keys = ("step", "batch", "action", "rollback_to")
+    return [{k: r[k] for k in keys if k in r} for r in rows]
