@@ -11,17 +11,28 @@ being finalized completed) runs for it too; the command then says so in one line
 `SIGTERM_STATUS` (143 = 128 + SIGTERM, the status a shell reports for a process SIGTERM ended). Only
 the first SIGTERM raises: another one while the first is handled (Slurm signals every process of a
 job, and ptk passes the signal on to its workers) only asks to stop again.
+
+A signal's exception is raised wherever the main thread is, and Python ignores one raised in a
+finalizer or a weakref callback (an import's module lock has one): it prints "Exception ignored in
+..." with a traceback and goes on, and the SIGTERM would be lost. Within handling_sigterm() such a
+Terminated is caught by `sys.unraisablehook`, said nothing of, and raised again: a thread signals the
+process once more a moment later, so that the handler runs in the code the callback interrupted (a
+signal that still finds the main thread in the hook is sent again the same way).
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import FrameType
+from types import CodeType, FrameType
 
 SIGTERM_STATUS = 128 + signal.SIGTERM
+RESIGNAL_DELAY_S = 0.01
 
 
 class Terminated(KeyboardInterrupt):
@@ -32,13 +43,45 @@ class _State:
     handling = False  # inside handling_sigterm()
     received = False  # a SIGTERM arrived since handling_sigterm() began
     deferring = 0  # inside deferred_sigterm(): a SIGTERM waits to be read with sigterm_received()
+    lost = False  # the Terminated raised was ignored (raised in a finalizer or callback): raise it again
+    unraisable_before = sys.unraisablehook  # outside handling_sigterm()
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    first = not _State.received
-    _State.received = True
-    if first and not _State.deferring:
+    if _State.lost and _within(frame, _on_unraisable.__code__):  # it would be ignored again
+        _signal_again()
+        return
+    again = not _State.received or _State.lost
+    _State.received, _State.lost = True, False
+    if again and not _State.deferring:
         raise Terminated
+
+
+def _on_unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    """A Terminated that Python ignored (module docstring): raised again from a fresh SIGTERM."""
+    if isinstance(unraisable.exc_value, Terminated):
+        _State.lost = True
+        _signal_again()
+    else:
+        _State.unraisable_before(unraisable)
+
+
+def _signal_again() -> None:
+    """SIGTERM to this process from a thread, a moment later: by then the main thread has left the hook."""
+
+    def send() -> None:
+        time.sleep(RESIGNAL_DELAY_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=send, daemon=True).start()
+
+
+def _within(frame: FrameType | None, code: CodeType) -> bool:
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextmanager
@@ -48,14 +91,16 @@ def handling_sigterm() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _State.received, _State.deferring = False, 0
-    before = signal.signal(signal.SIGTERM, _on_sigterm)
+    _State.received, _State.deferring, _State.lost = False, 0, False
+    before, _State.unraisable_before = signal.signal(signal.SIGTERM, _on_sigterm), sys.unraisablehook
+    sys.unraisablehook = _on_unraisable
     _State.handling = True
     try:
         yield
     finally:
         _State.handling = False
         signal.signal(signal.SIGTERM, before)
+        sys.unraisablehook = _State.unraisable_before
 
 
 def reclaim_sigterm() -> None:
