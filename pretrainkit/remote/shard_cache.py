@@ -213,7 +213,14 @@ def _held(copy: Path) -> int:
     try:
         return int(copy.with_suffix(RESERVED_SUFFIX).read_text())
     except (OSError, ValueError):
-        return sum(p.stat().st_size for p in copy.rglob("*") if p.is_file())
+        pass
+    held = 0
+    for path in copy.rglob("*"):
+        try:
+            held += path.stat().st_size if path.is_file() else 0
+        except OSError:  # a temporary renamed by a process fetching into an unbounded cache
+            pass
+    return held
 
 
 def _evict(copy: Path) -> bool:
