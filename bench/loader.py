@@ -98,8 +98,11 @@ def build_short_corpus(cache: Path, n_docs: int) -> tuple[Path, Path]:
         shutil.rmtree(root)  # an interrupted build
     tokenizer_path = cache / "loader-tokenizer.json"
     if not tokenizer_path.exists():
+        cache.mkdir(parents=True, exist_ok=True)
         texts = _texts()
-        train_tokenizer((t for docs in texts.values() for t in docs), vocab_size=8192).save(str(tokenizer_path))
+        partial = tokenizer_path.with_name(tokenizer_path.name + ".partial")
+        train_tokenizer((t for docs in texts.values() for t in docs), vocab_size=8192).save(str(partial))
+        partial.rename(tokenizer_path)
     tok = load_tokenizer(tokenizer_path)
     pool = np.array(
         tok.tokenizer.encode("\n\n".join(t for docs in _texts().values() for t in docs)).ids, dtype=np.uint16
@@ -155,7 +158,8 @@ def measure_loader_process(mixture: Path, seq_len: int, batch: int, batches: int
             x, y = next(it)
             assert x.shape == y.shape == (batch, seq_len)
         result["loader_s"] = time.perf_counter() - start
-        workers = sorted(child_pids().get(os.getpid(), []))
+        children = child_pids()  # the workers are the children of the forkserver process this one started
+        workers = sorted(pid for child in children.get(os.getpid(), []) for pid in children.get(child, []))
         result["rss_mb"] = {
             "main": rss_kb(os.getpid()) / 1024,
             **{f"worker {i}": rss_kb(k) / 1024 for i, k in enumerate(workers)},
