@@ -30,6 +30,7 @@ the same bytes, and a shard set's fingerprint is its manifest's.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -61,15 +62,15 @@ class NoRoom(UserError):
 
 def batch_cache() -> BatchCache:
     """The machine's cache of streamed record batches, under the same bound as the whole copies."""
-    return BatchCache(cache_dir() / BATCHES_FOLDER, max_bytes(), _copies_beside_batches)
+    limit = max_bytes()
+    return BatchCache(cache_dir() / BATCHES_FOLDER, limit, functools.partial(_copies_beside_batches, limit))
 
 
-def _copies_beside_batches(wanted: int) -> int:
+def _copies_beside_batches(limit: int | None, wanted: int) -> int:
     """For the batch cache, under its lock: unused copies evicted, least recently used first, until
-    `wanted` bytes of batches fit beside the copies; the bytes the copies then hold."""
-    root = cache_dir() / FOLDER
-    sizes = {p: _held(p) for p in root.iterdir() if p.is_dir()} if root.is_dir() else {}
-    _evict_unused(sizes, wanted)
+    `wanted` bytes of batches fit beside the copies under `limit`; the bytes the copies then hold."""
+    sizes = _copies(cache_dir() / FOLDER)
+    _evict_unused(sizes, wanted, limit)
     return sum(sizes.values())
 
 
@@ -186,8 +187,8 @@ def _make_room(root: Path, copy: Path, needed: int) -> None:
         return
     batches = batch_cache()
     with batches.locked():
-        sizes = {p: _held(p) for p in root.iterdir() if p.is_dir() and p != copy}
-        _evict_unused(sizes, needed)
+        sizes = _copies(root, but=copy)
+        _evict_unused(sizes, needed, limit)
         if sum(sizes.values()) + needed > limit:
             raise NoRoom(
                 f"{MAX_BYTES_ENV}={byte_size(limit)}: the shard set {copy.name} ({byte_size(needed)}) does not fit "
@@ -197,10 +198,14 @@ def _make_room(root: Path, copy: Path, needed: int) -> None:
         write_bytes_atomic(copy.with_suffix(RESERVED_SUFFIX), str(needed).encode())
 
 
-def _evict_unused(sizes: dict[Path, int], needed: int) -> None:
+def _copies(root: Path, but: Path | None = None) -> dict[Path, int]:
+    """The copies in `root` (but `but`), each with the bytes it holds."""
+    return {p: _held(p) for p in root.iterdir() if p.is_dir() and p != but} if root.is_dir() else {}
+
+
+def _evict_unused(sizes: dict[Path, int], needed: int, limit: int | None) -> None:
     """Evict copies of `sizes` (copy: bytes) that no process uses, least recently used first, until
-    `needed` more bytes fit the bound beside the rest; the evicted ones leave `sizes`."""
-    limit = max_bytes()
+    `needed` more bytes fit `limit` beside the rest; the evicted ones leave `sizes`."""
     for victim in sorted(sizes, key=lambda p: p.stat().st_mtime):
         if limit is None or sum(sizes.values()) + needed <= limit:
             break

@@ -204,7 +204,8 @@ def local_copy(
     fs, key = filesystem(url)
     local = work / "inputs" / scheme(url) / key.strip("/")
     record = work / "fetched" / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.json"
-    held = _read_record(record)  # rel -> the version fetched, by an earlier, interrupted run too
+    # rel -> the version fetched, by an earlier, interrupted run too (none, or cut short: all fetched again)
+    held: dict[str, str] = json_object_or_none(record) or {}
     wanted = {
         rel: size
         for rel, size in listing.items()
@@ -220,10 +221,6 @@ def local_copy(
     _SHOWN[str(work / "inputs" / scheme(url))] = f"{scheme(url)}:/"  # the layout mirrors the bucket's
     _RUN["fetched"].append((local, record))
     return str(local)
-
-
-def _read_record(path: Path) -> dict[str, str]:
-    return json_object_or_none(path) or {}  # none, or cut short: every file is fetched again
 
 
 def _without_unread(url: str, listing: dict[str, int]) -> dict[str, int]:

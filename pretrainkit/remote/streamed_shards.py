@@ -24,10 +24,9 @@ network only when the network is slower than the loader.
 
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
@@ -130,7 +129,7 @@ class StreamedShardSet(ShardSet):
         """Until the prefetch in flight, if any, has stored its batches: what the cache holds is then
         what this process's reads left there."""
         if self._prefetched is not None:
-            concurrent.futures.wait([self._prefetched[1]])
+            wait([self._prefetched[1]])
 
     def _take_prefetched(self, batches: list[int]) -> list[bytes] | None:
         if self._prefetched is None or self._prefetched[0] != list(batches):
