@@ -1,0 +1,461 @@
+"""A fastText supervised model file read into arrays, and its best label for a line, compiled (numba).
+
+    model = FastTextModel.load(path)        # lid.176.ftz: quantized, hierarchical softmax
+    label, score = model.predict(line)     # ('__label__de', 0.99870...): what fastText's predict(line) gives
+
+The language step calls this once or more per document, so its cost is the step's: fastText's own
+C++ `predict` (the fasttext-predict package) builds a string per character n-gram and looks each up
+in a hash map, ~0.1 us per character of the line; this reads the same model and computes the same
+numbers, several times faster, with no extension module of its own.
+
+The computation is fastText's (https://github.com/facebookresearch/fastText, src/), step by step in
+the same float32 operations and order, so labels and scores equal those of fasttext-predict (the
+tests compare them on real documents in 23 languages):
+- Tokens: the line split at ASCII whitespace and NUL (`Dictionary::readWord`), then the end-of-line
+  token `</s>` (the line feed fastText's `predict` appends).
+- Each token in the vocabulary: its row and its character n-grams' rows, as the model file's
+  dictionary made them (`Dictionary::initNgrams`); any other token: the rows of its n-grams of
+  `minn`..`maxn` characters of `<token>` (`computeSubwords`: FNV-1a of the bytes, read as signed
+  chars, modulo `bucket`), those the pruned model kept (`pruneidx`); a token that starts with
+  `__label__` and is no word of the vocabulary is skipped, as fastText takes it for a label.
+- Hidden vector: the average of those rows of the (product-quantized) input matrix
+  (`QuantMatrix::averageRowsToVector`).
+- Output: hierarchical softmax, the Huffman tree of the labels' counts (`buildTree`), searched depth
+  first for the best leaf with fastText's pruning (`HierarchicalSoftmaxLoss::dfs`, k = 1, threshold
+  0); the score is exp of the leaf's summed log-probabilities, each log of (p + 1e-5) (`std_log`).
+
+Only what a released language-ID model uses is read: a supervised model (`-model sup`) with
+hierarchical softmax, one word per n-gram (`wordNgrams` 1), a quantized input matrix and a plain
+output matrix (`-qout` off); any other file is a UserError naming it.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pretrainkit.dataprep.dedup import kernels as _cache  # noqa: F401  (numba's cache directory, before numba loads)
+from pretrainkit.errors import UserError
+
+# isort: split
+import numba  # noqa: E402
+
+MAGIC = 793712314
+VERSIONS = (11, 12)
+SUPERVISED, HIERARCHICAL_SOFTMAX = 3, 1  # args' model_name::sup, loss_name::hs
+WORD, LABEL = 0, 1  # a dictionary entry's type
+EOS = b"</s>"
+EOS_BYTES = np.frombuffer(EOS, np.uint8)
+LABEL_BYTES = np.frombuffer(b"__label__", np.uint8)
+KSUB = 256  # centroids per sub-quantizer (ProductQuantizer::ksub_)
+_FNV_OFFSET, _FNV_PRIME = np.uint32(2166136261), np.uint32(16777619)
+_LOG_OF_ZERO = np.float32(math.log(1e-5))  # std_log(threshold 0): the dfs prunes below it
+
+
+class _Reader:
+    """Little-endian fields of a model file, in order; a short file is a UserError naming it."""
+
+    def __init__(self, path: Path):
+        self.path, self.data, self.at = path, path.read_bytes(), 0
+
+    def take(self, fmt: str) -> tuple:
+        size = struct.calcsize(fmt)
+        if self.at + size > len(self.data):
+            raise UserError(f"{self.path}: not a readable fastText model (it ends at byte {len(self.data)})")
+        values = struct.unpack_from("<" + fmt, self.data, self.at)
+        self.at += size
+        return values
+
+    def array(self, dtype, count: int) -> np.ndarray:
+        size = np.dtype(dtype).itemsize * count
+        if self.at + size > len(self.data):
+            raise UserError(f"{self.path}: not a readable fastText model (it ends at byte {len(self.data)})")
+        values = np.frombuffer(self.data, dtype, count, self.at).copy()
+        self.at += size
+        return values
+
+    def word(self) -> bytes:
+        end = self.data.find(b"\0", self.at)
+        if end < 0:
+            raise UserError(f"{self.path}: not a readable fastText model (a dictionary word without its end)")
+        word, self.at = self.data[self.at : end], end + 1
+        return word
+
+
+def _quantizer(r: _Reader) -> tuple[np.ndarray, int, int, int, int]:
+    """A ProductQuantizer: (centroids, dim, nsubq, dsub, lastdsub)."""
+    dim, nsubq, dsub, lastdsub = r.take("4i")
+    return r.array(np.float32, dim * KSUB), dim, nsubq, dsub, lastdsub
+
+
+def _quantized_matrix(r: _Reader) -> tuple:
+    """A QuantMatrix: (rows, cols, codes [rows, nsubq], quantizer, norms [rows] or None)."""
+    (qnorm,) = r.take("?")
+    rows, cols, codesize = r.take("qqi")
+    codes = r.array(np.uint8, codesize)
+    pq = _quantizer(r)
+    norms = None
+    if qnorm:
+        norm_codes = r.array(np.uint8, rows)
+        norm_centroids = _quantizer(r)[0]  # one dimension: a centroid is one number
+        norms = norm_centroids[norm_codes]
+    return rows, cols, codes.reshape(rows, pq[2]), pq, norms
+
+
+def _input_rows(codes: np.ndarray, pq: tuple, norms: np.ndarray | None) -> tuple:
+    """The input matrix as `_add_rows` reads it: (codes [rows, nsubq], centroids [nsubq, KSUB, dsub],
+    the last sub-quantizer's padded past lastdsub, norms [rows], 1 where the file has none). Its rows
+    stay encoded, 8 bytes each for lid.176 rather than 64 decoded: the rows a line reads are spread
+    over the matrix, and this way they stay in the processor's caches."""
+    centroids, _, nsubq, dsub, lastdsub = pq
+    table = np.zeros((nsubq, KSUB, dsub), np.float32)
+    for m in range(nsubq):
+        d = lastdsub if m == nsubq - 1 else dsub
+        table[m, :, :d] = centroids[m * KSUB * dsub : m * KSUB * dsub + KSUB * d].reshape(KSUB, d)
+    return codes, table, norms if norms is not None else np.ones(len(codes), np.float32)
+
+
+@numba.njit(cache=True)
+def _fnv_step(h, byte):
+    """FNV-1a's step as fastText takes it: the byte as a signed char, sign-extended."""
+    b = np.int64(byte)
+    if b >= 128:
+        b -= 256
+    return np.uint32((h ^ np.uint32(b & 0xFFFFFFFF)) * _FNV_PRIME)  # numba widens a product: wrapped here
+
+
+@numba.njit(cache=True)
+def _fnv(data, start, end):
+    h = _FNV_OFFSET
+    for i in range(start, end):
+        h = _fnv_step(h, data[i])
+    return h
+
+
+@numba.njit(cache=True)
+def _modulo(h, bucket, inverse):
+    """h % bucket, by a multiplication rather than a 64-bit division (several times slower, and an
+    n-gram's bucket is the most frequent operation here); `inverse` is 1 / bucket."""
+    q = np.int64(np.float64(h) * inverse)
+    r = np.int64(h) - q * bucket
+    if r < 0:
+        r += bucket
+    elif r >= bucket:
+        r -= bucket
+    return r
+
+
+@numba.njit(cache=True)
+def _kept_ngrams(word, minn, maxn, bucket, nwords, kept_bits, prune_keys, prune_values, out):
+    """`computeSubwords` of `word` (the bytes of "<token>"): the rows of the n-grams the pruned model
+    kept, written to `out` (room for len(word) * (maxn - minn + 1)); returns how many. Most n-grams
+    were not kept: a bit per bucket (256 KB for lid.176, in the processor's cache) says which were,
+    so the table is read for those only. An n-gram's hash continues the hash of the one before it,
+    one character shorter, as FNV-1a over its bytes does."""
+    n_bytes = len(word)
+    mask = len(prune_keys) - 1
+    inverse = 1.0 / bucket
+    count = 0
+    for i in range(n_bytes):
+        if (word[i] & 0xC0) == 0x80:
+            continue
+        h = _FNV_OFFSET
+        j = i
+        n = 1
+        while j < n_bytes and n <= maxn:
+            h = _fnv_step(h, word[j])
+            j += 1
+            while j < n_bytes and (word[j] & 0xC0) == 0x80:
+                h = _fnv_step(h, word[j])
+                j += 1
+            if n >= minn and not (n == 1 and (i == 0 or j == n_bytes)):
+                key = _modulo(h, bucket, inverse)
+                if (kept_bits[key >> 6] >> np.uint64(key & 63)) & np.uint64(1):
+                    slot = (key * 2654435761) & mask
+                    while prune_keys[slot] != key:  # in the table: its bit is set
+                        slot = (slot + 1) & mask
+                    out[count] = nwords + prune_values[slot]
+                    count += 1
+            n += 1
+    return count
+
+
+@numba.njit(cache=True)
+def _same(a, b):
+    if len(a) != len(b):
+        return False
+    for k in range(len(a)):
+        if a[k] != b[k]:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def _add_rows(hidden, rows, which):
+    """hidden += each row of `which`, in order, as `ProductQuantizer::addcode` adds it (each element
+    norm * centroid in float32, then the sum); `rows` as `_input_rows` gives it. Returns how many."""
+    codes, centroids, norms = rows
+    dim = len(hidden)
+    dsub = centroids.shape[2]
+    for r in which:
+        norm = norms[r]
+        for m in range(codes.shape[1]):
+            c = centroids[m, codes[r, m]]
+            for k in range(min(dsub, dim - m * dsub)):
+                hidden[m * dsub + k] += norm * c[k]
+    return len(which)
+
+
+@numba.njit(cache=True)
+def _is_space(b):
+    return b == 32 or b == 10 or b == 13 or b == 9 or b == 11 or b == 12 or b == 0
+
+
+@numba.njit(cache=True)
+def _best_label(line, ints, words, rows, output, tree):
+    """The best label's index and score for `line` (UTF-8 bytes, without the line feed), or (-1, 0)
+    where no row is read. `ints`: [minn, maxn, bucket, nwords, dim]; `words`: (table, word bytes,
+    word offsets, subword rows, subword offsets, kept n-grams' bits, prune keys, prune values); `rows`: the input matrix
+    (`_input_rows`); `output`: a row per inner node of `tree`, (left, right) per node, -1 for a leaf."""
+    hidden = np.zeros(ints[4], np.float32)
+    count = _add_line(line, ints, words, rows, hidden)
+    if count == 0:
+        return -1, np.float32(0.0)
+    scale = np.float32(1.0 / count)
+    for d in range(len(hidden)):
+        hidden[d] *= scale
+    return _best_leaf(hidden, output, tree[0], tree[1])
+
+
+@numba.njit(cache=True)
+def _add_line(line, ints, words, rows, hidden):
+    """Adds to `hidden` the rows of every token of `line`, then of "</s>"; returns how many."""
+    minn, maxn, bucket, nwords = ints[0], ints[1], ints[2], ints[3]
+    table, word_bytes, word_at, sub_rows, sub_at, kept_bits, prune_keys, prune_values = words
+    n = len(line)
+    buffer = np.empty(n + 6, np.uint8)  # "<" + a token (or "</s>") + ">": the token's n-grams' word
+    buffer[0] = 60
+    found = np.empty((n + 6) * max(maxn - minn + 1, 1), np.int32)
+    count = 0
+    mask = len(table) - 1
+    i = 0
+    while True:
+        while i < n and _is_space(line[i]):
+            i += 1
+        if i < n:
+            start = i
+            while i < n and not _is_space(line[i]):
+                i += 1
+            size = i - start
+            buffer[1 : size + 1] = line[start:i]
+        else:  # the line's end: "</s>", the last token
+            size = 4
+            buffer[1:5] = EOS_BYTES
+        token = buffer[1 : size + 1]
+        end = _same(token, EOS_BYTES)  # fastText stops at "</s>", even one in the text
+        slot = np.int64(_fnv(token, 0, size)) & mask
+        wid = -1
+        while table[slot] != -1:
+            w = table[slot]
+            if _same(token, word_bytes[word_at[w] : word_at[w + 1]]):
+                wid = w
+                break
+            slot = (slot + 1) & mask
+        if wid >= 0:
+            if wid < nwords:  # else a label of the vocabulary: no input
+                count += _add_rows(hidden, rows, sub_rows[sub_at[wid] : sub_at[wid + 1]])
+        elif not end and not (size >= len(LABEL_BYTES) and _same(token[: len(LABEL_BYTES)], LABEL_BYTES)):
+            buffer[size + 1] = 62
+            kept = _kept_ngrams(
+                buffer[: size + 2], minn, maxn, bucket, nwords, kept_bits, prune_keys, prune_values, found
+            )
+            count += _add_rows(hidden, rows, found[:kept])
+        if end:
+            return count
+
+
+@numba.njit(cache=True)
+def _best_leaf(hidden, output, left, right):
+    """`HierarchicalSoftmaxLoss::dfs` with k = 1 and threshold 0, its recursion as a stack (left
+    child first): the best leaf and exp of its score."""
+    nodes = len(left)
+    labels = (nodes + 1) // 2
+    stack_node = np.empty(nodes, np.int32)
+    stack_score = np.empty(nodes, np.float32)
+    stack_node[0], stack_score[0] = nodes - 1, np.float32(0.0)
+    top = 1
+    best, best_score = -1, np.float32(0.0)
+    while top > 0:
+        top -= 1
+        node, score = stack_node[top], stack_score[top]
+        if score < _LOG_OF_ZERO or (best >= 0 and score < best_score):
+            continue
+        if left[node] == -1 and right[node] == -1:
+            best, best_score = node, score  # a later leaf as good replaces the earlier, as fastText's heap does
+            continue
+        weights = output[node - labels]
+        f = np.float32(0.0)
+        for d in range(len(hidden)):
+            f += weights[d] * hidden[d]
+        f = np.float32(1.0 / (np.float32(1.0) + np.exp(-f)))
+        # std_log takes a float: its argument rounded to float32, then log(x + 1e-5) in double
+        right_score = score + np.float32(math.log(np.float64(f) + 1e-5))
+        left_score = score + np.float32(math.log(np.float64(np.float32(1.0 - np.float64(f))) + 1e-5))
+        stack_node[top], stack_score[top] = right[node], right_score
+        stack_node[top + 1], stack_score[top + 1] = left[node], left_score
+        top += 2
+    return best, np.float32(np.exp(best_score))
+
+
+def _table_size(entries: int) -> int:
+    """A power of two at least twice `entries`: open addressing at most half full."""
+    return 1 << max(4, (2 * entries).bit_length())
+
+
+def _hash_table(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`pruneidx` (an n-gram's bucket -> its row among the kept n-grams) as open addressing arrays,
+    probed as `_kept_ngrams` probes them; empty slots hold -1."""
+    size = _table_size(len(keys))
+    table_keys, table_values = np.full(size, -1, np.int64), np.zeros(size, np.int32)
+    for key, value in zip(keys.tolist(), values.tolist()):
+        slot = (key * 2654435761) & (size - 1)
+        while table_keys[slot] != -1:
+            slot = (slot + 1) & (size - 1)
+        table_keys[slot], table_values[slot] = key, value
+    return table_keys, table_values
+
+
+def _word_table(words: list[bytes]) -> np.ndarray:
+    """Every dictionary entry's index in an open addressing table of its hash, as `_add_line`
+    probes it; empty slots hold -1."""
+    table = np.full(_table_size(len(words)), -1, np.int32)
+    mask = len(table) - 1
+    for i, word in enumerate(words):
+        slot = int(_fnv(np.frombuffer(word, np.uint8), 0, len(word))) & mask
+        while table[slot] != -1:
+            slot = (slot + 1) & mask
+        table[slot] = i
+    return table
+
+
+def _tree(counts: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The hierarchical softmax's Huffman tree of the labels' counts, as fastText's `buildTree` makes
+    it: (left child, right child) of each of its 2 * labels - 1 nodes, -1 for a leaf; the root last."""
+    osz = len(counts)
+    count = counts + [10**15] * (osz - 1)
+    left, right = np.full(2 * osz - 1, -1, np.int32), np.full(2 * osz - 1, -1, np.int32)
+    leaf, node = osz - 1, osz
+    for i in range(osz, 2 * osz - 1):
+        mini = []
+        for _ in range(2):
+            if leaf >= 0 and count[leaf] < count[node]:
+                mini.append(leaf)
+                leaf -= 1
+            else:
+                mini.append(node)
+                node += 1
+        left[i], right[i] = mini
+        count[i] = count[mini[0]] + count[mini[1]]
+    return left, right
+
+
+@dataclass(frozen=True)
+class FastTextModel:
+    labels: list[str]
+    ints: np.ndarray
+    words: tuple
+    rows: tuple
+    output: tuple
+    tree: tuple
+
+    @classmethod
+    def load(cls, path: Path) -> FastTextModel:
+        r = _Reader(path)
+        magic, version = r.take("ii")
+        if magic != MAGIC or version not in VERSIONS:
+            raise UserError(f"{path}: not a fastText model file (magic {magic}, version {version})")
+        dim, _ws, _epoch, _min_count, _neg, word_ngrams, loss, model, bucket, minn, maxn, _rate = r.take("12i")
+        r.take("d")
+        if version == 11:
+            maxn = 0  # fastText: old supervised models use no character n-grams
+        size, nwords, nlabels = r.take("3i")
+        _ntokens, prune_size = r.take("2q")
+        entries = []
+        for _ in range(size):
+            word = r.word()
+            count, kind = r.take("qb")
+            entries.append((word, count, kind))
+        pruned = r.array(np.int32, 2 * max(prune_size, 0)).reshape(-1, 2)
+        (quant_input,) = r.take("?")
+        if (model, loss, word_ngrams, quant_input) != (SUPERVISED, HIERARCHICAL_SOFTMAX, 1, True):
+            raise UserError(
+                f"{path}: a fastText model this reader does not run (it reads quantized supervised models "
+                f"with hierarchical softmax and no word n-grams, as lid.176.ftz)"
+            )
+        rows_n, cols, codes, pq, norms = _quantized_matrix(r)
+        (qout,) = r.take("?")
+        if qout:
+            raise UserError(f"{path}: a fastText model this reader does not run (its output matrix is quantized)")
+        out_rows, out_cols = r.take("qq")
+        output = r.array(np.float32, out_rows * out_cols).reshape(out_rows, out_cols)
+        if (
+            cols != dim
+            or out_cols != dim
+            or rows_n != nwords + len(pruned)
+            or out_rows != nlabels
+            or r.at != len(r.data)
+        ):
+            raise UserError(f"{path}: not a readable fastText model (its matrices do not match its dictionary)")
+        prune_keys, prune_values = _hash_table(pruned[:, 0], pruned[:, 1])
+        kept_bits = np.zeros((bucket + 63) // 64, np.uint64)
+        np.bitwise_or.at(
+            kept_bits, pruned[:, 0] >> 6, np.left_shift(np.uint64(1), (pruned[:, 0] & 63).astype(np.uint64))
+        )
+        ints = np.array([minn, maxn, bucket, nwords, dim], np.int64)
+        word_list = [e[0] for e in entries]
+        word_bytes = np.frombuffer(b"".join(word_list), np.uint8).copy() if word_list else np.zeros(0, np.uint8)
+        word_at = np.zeros(size + 1, np.int64)
+        word_at[1:] = np.cumsum([len(w) for w in word_list])
+        table = _word_table(word_list)
+        sub_rows, sub_at = [], [0]
+        for i, (word, _, _) in enumerate(entries):
+            found = [i]
+            if word != EOS and maxn > 0:
+                bounded = np.frombuffer(b"<" + word + b">", np.uint8)
+                out = np.empty(len(bounded) * (maxn - minn + 1), np.int32)
+                kept = _kept_ngrams(bounded, minn, maxn, bucket, nwords, kept_bits, prune_keys, prune_values, out)
+                found.extend(out[:kept].tolist())
+            sub_rows.extend(found)
+            sub_at.append(len(sub_rows))
+        words = (
+            table,
+            word_bytes,
+            word_at,
+            np.array(sub_rows, np.int32),
+            np.array(sub_at, np.int64),
+            kept_bits,
+            prune_keys,
+            prune_values,
+        )
+        counts = [e[1] for e in entries if e[2] == LABEL]
+        labels = [e[0].decode("utf-8", "replace") for e in entries if e[2] == LABEL]
+        return cls(
+            labels=labels,
+            ints=ints,
+            words=words,
+            rows=_input_rows(codes, pq, norms),
+            output=output,
+            tree=_tree(counts),
+        )
+
+    def predict(self, line: str) -> tuple[str, float] | None:
+        """fastText's best label and its probability for `line`, a line without a line feed; None
+        where nothing of the line is in the model (fastText's `predict` then gives no label). A lone
+        surrogate, which has no UTF-8 form (fastText's binding refuses it), is read as "?"."""
+        data = np.frombuffer(line.encode("utf-8", "replace"), np.uint8)  # a lone surrogate: "?"
+        best, score = _best_label(data, self.ints, self.words, self.rows, self.output, self.tree)
+        return (self.labels[best], float(score)) if best >= 0 else None
