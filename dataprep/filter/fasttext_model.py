@@ -453,9 +453,11 @@ class FastTextModel:
         )
 
     def predict(self, line: str) -> tuple[str, float] | None:
-        """fastText's best label and its probability for `line`, a line without a line feed; None
-        where nothing of the line is in the model (fastText's `predict` then gives no label). A lone
-        surrogate, which has no UTF-8 form (fastText's binding refuses it), is read as "?"."""
-        data = np.frombuffer(line.encode("utf-8", "replace"), np.uint8)  # a lone surrogate: "?"
+        """fastText's best label and its probability for `line` (up to its first line feed, where
+        fastText stops reading); None where nothing of it is in the model (fastText's `predict` then
+        gives no label). A lone surrogate, which has no UTF-8 form (fastText's binding refuses it), is
+        read as "?"."""
+        line = line.partition("\n")[0]
+        data = np.frombuffer(line.encode("utf-8", "replace"), np.uint8)
         best, score = _best_label(data, self.ints, self.words, self.rows, self.output, self.tree)
         return (self.labels[best], float(score)) if best >= 0 else None

@@ -5,6 +5,8 @@ fastText treats specially."""
 
 from __future__ import annotations
 
+import random
+
 import fasttext
 import pytest
 
@@ -14,8 +16,9 @@ from pretrainkit.dataprep.filter.fasttext_model import FastTextModel
 from pretrainkit.errors import UserError
 
 # Lines whose tokens fastText reads in its own way: no token but the line's end, NUL and the other
-# ASCII separators, a token that looks like a label, "</s>" inside the text (fastText stops there),
-# a token longer than any word, scripts outside Latin, emoji, invalid-for-the-model nothing.
+# ASCII separators, a token that looks like a label, "</s>" or a line feed inside the text (fastText
+# stops there), a token longer than any word, scripts outside Latin, emoji, Unicode spaces (no
+# separators to fastText).
 SPECIAL_LINES = [
     "",
     " ",
@@ -24,6 +27,7 @@ SPECIAL_LINES = [
     "__label__de das ist ein deutscher satz",
     "__label__ alone and __label__xx",
     "das ist </s> the end of it",
+    "the first line\nund die zweite zeile auf deutsch",
     "</s>",
     "x" * 5000,
     "ça c'est très façile à lire, n'est-ce pas",
@@ -66,6 +70,16 @@ def test_same_labels_and_scores_as_fasttext_on_every_sample(models):
 def test_same_answer_on_lines_fasttext_reads_in_its_own_way(models, line):
     ours, theirs = models
     assert ours.predict(line) == reference(theirs, line)
+
+
+def test_same_answer_on_random_lines(models):
+    ours, theirs = models
+    rng = random.Random(7)
+    pieces = [*"abcdefghijklmnopqrstuvwxyz   \n\t\x0b\x0c\r\x00..,;'<>/_-", "</s>", "__label__", "😀", "\u00a0", "ß"]
+    pieces += [chr(c) for c in range(0x80, 0x3000, 37)]
+    lines = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 120))) for _ in range(3000)]
+    differ = [line for line in lines if ours.predict(line) != reference(theirs, line)]
+    assert not differ, f"{len(differ)} of {len(lines)} random lines differ, e.g. {differ[:3]!r}"
 
 
 def test_a_file_that_is_no_model_is_one_line_error(tmp_path):
