@@ -16,7 +16,8 @@ Layout: `checkpoints/step-0000050/` holds the DCP files (model and optimizer, ke
 so FSDP2 shards, DDP replicas and a plain model all read and write the same checkpoint), one
 `rng-rank<r>.pt` per process, and `meta.json`, written last: the records' keys (step, tokens, the
 resolved config, the model's shape for `ptk export`, the loop's state in `extra`), the world size, and
-every file's size and sha256. The directory is first written as
+every file's size and sha256. The DCP files and RNG states are the same bytes for the same run,
+wherever its run_dir is (`.metadata` holds no path or save id). The directory is first written as
 `.tmp-step-0000050` and renamed once `meta.json` is complete, so a killed run never leaves a
 directory named `step-*` that is incomplete. On restore the newest `step-*` whose files match their
 `meta.json` is loaded; a newer one that does not match is reported (one line on stderr) and skipped.
@@ -403,9 +404,18 @@ def _fresh_directory(path: Path) -> None:
     path.mkdir(parents=True)
 
 
+class _ReproducibleWriter(dcp.FileSystemWriter):
+    """DCP's file writer without the storage record it puts in `.metadata` (the directory being written
+    and a random save id), which no load reads: a run's checkpoints are then the same bytes as the same
+    run's anywhere, `.metadata` included."""
+
+    def storage_meta(self) -> None:
+        return None
+
+
 def _write_states(tensors: Mapping[str, Stateful], tmp: Path) -> None:
     """The tensor states through DCP (collective), then this process's RNG states."""
-    dcp.save({name: state.state_dict() for name, state in tensors.items()}, checkpoint_id=tmp)
+    dcp.save({name: state.state_dict() for name, state in tensors.items()}, storage_writer=_ReproducibleWriter(tmp))
     buffer = io.BytesIO()  # torch.save straight into a file reports a full disk as "unexpected pos"
     torch.save(rng_states(), buffer)
     write_bytes_atomic(tmp / f"rng-rank{rank()}.pt", buffer.getvalue())

@@ -31,10 +31,10 @@ def losses(rows: list[dict]) -> list[tuple[int, float, float]]:
 
 
 def checkpoint_files(run_dir: Path) -> dict[str, bytes]:
-    """Every checkpoint's tensors and RNG states (`meta.json` names the run's own paths, DCP's `.metadata`
-    a save id of its own)."""
+    """Every checkpoint's files but `meta.json` (which names the run's own paths): DCP's tensors and
+    `.metadata`, the RNG states."""
     found = sorted((run_dir / "checkpoints").glob("step-*/*"))
-    return {f"{p.parent.name}/{p.name}": p.read_bytes() for p in found if p.suffix in (".distcp", ".pt")}
+    return {f"{p.parent.name}/{p.name}": p.read_bytes() for p in found if p.name != "meta.json"}
 
 
 def final_weights(run_dir: Path, out: Path) -> dict[str, torch.Tensor]:
