@@ -42,12 +42,16 @@ def _take(loader: TrainLoader, n: int) -> list[tuple[torch.Tensor, torch.Tensor]
     return out
 
 
-def _global_batches(sampler, world_size: int, micro: int, batches: int, workers: int = 0, state=None) -> np.ndarray:
+def _global_batches(
+    sampler, world_size: int, micro: int, batches: int, workers: int = 0, state=None, pin_memory: bool = False
+) -> np.ndarray:
     """Run one loader per rank and reassemble [batches, B, SEQ + 1] from their micro-batches."""
     per_rank = B // world_size // micro * batches
     ranks = []
     for r in range(world_size):
-        loader = TrainLoader(sampler, rank=r, world_size=world_size, micro_size=micro, num_workers=workers)
+        loader = TrainLoader(
+            sampler, rank=r, world_size=world_size, micro_size=micro, num_workers=workers, pin_memory=pin_memory
+        )
         if state is not None:
             loader.load_state_dict(state)
         items = _take(loader, per_rank)
@@ -77,6 +81,12 @@ def test_world_sizes_and_micro_sizes_give_identical_global_batches(sampler, worl
 def test_loader_workers_give_identical_global_batches(sampler):
     expected = np.stack([sampler.batch(k)[0] for k in range(3)])
     assert np.array_equal(_global_batches(sampler, 2, 2, 3, workers=2), expected)
+
+
+def test_pinned_memory_gives_the_same_batches(sampler):
+    """Pinned where there is a CUDA device; without one skipped, as a DataLoader does, not an error."""
+    expected = np.stack([sampler.batch(k)[0] for k in range(2)])
+    assert np.array_equal(_global_batches(sampler, 1, 4, 2, workers=2, pin_memory=True), expected)
 
 
 def test_resume_at_batch_k_equals_the_uninterrupted_run(sampler, mixture_path):
