@@ -131,5 +131,5 @@ class MixtureSampler:
 
 
 def to_inputs_targets(rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sequences of seq_len + 1 tokens as (inputs, targets) int64 tensors shifted by one."""
-    return torch.from_numpy(np.ascontiguousarray(rows[:, :-1])), torch.from_numpy(np.ascontiguousarray(rows[:, 1:]))
+    """Sequences of seq_len + 1 tokens (any integer type) as (inputs, targets) int64 tensors shifted by one."""
+    return torch.from_numpy(rows[:, :-1].astype(np.int64)), torch.from_numpy(rows[:, 1:].astype(np.int64))
