@@ -6,7 +6,7 @@
 The language step calls this once or more per document, so its cost is the step's: fastText's own
 C++ `predict` (the fasttext-predict package) builds a string per character n-gram and looks each up
 in a hash map, ~0.1 us per character of the line; this reads the same model and computes the same
-numbers 2-3x faster on the samples the step reads, with no extension module of its own.
+numbers 2.6-3.2x faster on the samples the step reads, with no extension module of its own.
 
 The computation is fastText's (https://github.com/facebookresearch/fastText, src/), step by step in
 the same float32 operations and order, so labels and scores equal those of fasttext-predict (the
