@@ -29,6 +29,7 @@ with "e.g." or "Mr."). FineWeb ran this filter with `require_terminal_punctuatio
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -95,8 +96,10 @@ class C4:
                 kept.append(line)
         text = "\n".join(kept)
         if s.min_sentences is not None:
-            # a line's sentences: its end marks followed by more of the line, and one more
-            sentences = len(kept) + len(_SENTENCE_END.findall(text))
+            # a line's sentences: its end marks followed by more of the line, and one more; the marks are
+            # counted only as far as the threshold needs (a page's kept lines alone often reach it)
+            needed = max(s.min_sentences - len(kept), 0)
+            sentences = len(kept) + sum(1 for _ in itertools.islice(_SENTENCE_END.finditer(text), needed))
             if removal := below(self.name, "min_sentences", sentences, s.min_sentences):
                 return removal
         doc.text = text.strip()
