@@ -292,8 +292,9 @@ def _ngram_repeats(hashes, lengths, most_n):
             c = counts[slot]
             if c > best_count or (c == best_count and c > 1 and first[slot] < best_first):
                 best_count, best_first = c, first[slot]
-        if best_count > 1:
-            top[n] = (ends[best_first + n] - ends[best_first] + n - 1) * best_count
+        if best_count == 1:  # no n-gram repeats, so no longer one does: every count from here on is 0
+            break
+        top[n] = (ends[best_first + n] - ends[best_first] + n - 1) * best_count
         i = 0
         while i < count:
             if seen[slot_of[i]] == n:
