@@ -13,26 +13,35 @@ as `\\w` is), with inner apostrophes, hyphens and periods joining runs (`don't`,
 `3.14`); punctuation and symbols are no words. The published filters say "word" without saying how
 words are found; this is close to what a word tokenizer keeps (datatrove uses spaCy's, then drops its
 punctuation tokens for counts and lengths). The character classes and the
-lower-case mapping are tables over every code point, made once per process from Python's own
-`str` methods (~0.3 s), so the kernels agree with `re` and `str.lower` character by character
+lower-case mapping are tables over every code point, made from Python's own `str` methods (~0.4 s,
+once per Python and Unicode version: saved beside numba's cache), so the kernels agree with `re`
+and `str.lower` character by character
 (a character whose lower case is several characters keeps its own code point in `lower_hashes`).
 Word hashes are FNV-1a over code points: the same in every process (Python's `hash` of a str is not).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
+import os
 import sys
+import unicodedata
+import zipfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from pretrainkit.dataprep.dedup import kernels as _cache  # noqa: F401  (numba's cache directory, before numba loads)
+from pretrainkit.files import write_bytes_atomic
 
 # isort: split
 import numba  # noqa: E402
 
 WORD, ALPHA = 1, 2  # character class bits
+_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint32))  # of the tables: (classes, lower)
 JOINERS = np.array([ord(c) for c in "'’.-"], np.uint32)
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -40,7 +49,34 @@ _FNV_PRIME = np.uint64(0x100000001B3)
 
 @functools.cache
 def tables() -> tuple[np.ndarray, np.ndarray]:
-    """(class bits per code point, lower-case code point per code point)."""
+    """(class bits per code point, lower-case code point per code point), read from the file a process
+    before this one saved where numba keeps its machine code (`_tables_file`), else made and saved:
+    making them takes ~0.4 s, which every worker of a run paid at its start."""
+    path = _tables_file()
+    with contextlib.suppress(OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # none, or not whole
+        with np.load(path) as saved:
+            classes, lower = saved["classes"], saved["lower"]
+        if classes.shape == lower.shape == (sys.maxunicode + 1,) and (classes.dtype, lower.dtype) == _DTYPES:
+            return classes, lower
+    classes, lower = _made_tables()
+    buffer = io.BytesIO()
+    np.savez(buffer, classes=classes, lower=lower)
+    with contextlib.suppress(OSError):  # a folder this user cannot write: made again by the next process
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, buffer.getvalue())
+    return classes, lower
+
+
+def _tables_file() -> Path:
+    """Where numba keeps this module's machine code (NUMBA_CACHE_DIR, else `__pycache__` beside it),
+    named by what the tables depend on: Python's version and its Unicode database's."""
+    folder = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(__file__).resolve().parent / "__pycache__")
+    return (
+        folder / f"filter-unicode-tables-py{sys.version_info[0]}{sys.version_info[1]}-{unicodedata.unidata_version}.npz"
+    )
+
+
+def _made_tables() -> tuple[np.ndarray, np.ndarray]:
     every = "".join(map(chr, range(sys.maxunicode + 1)))
     size = len(every)
     classes = np.fromiter(map(str.isalnum, every), np.uint8, size) * np.uint8(WORD)
