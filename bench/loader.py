@@ -56,6 +56,7 @@ from bench.results import child_pids, rss_kb, write_result  # noqa: E402
 from fixtures.corpora import pep_documents, reuters_documents, sentences, shared_data_dir, wikitext_documents  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import write_text_shards  # noqa: E402
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
+from pretrainkit.files import write_text_atomic  # noqa: E402
 from pretrainkit.mixtures import MixtureSampler, TrainLoader, load_mixture  # noqa: E402
 from pretrainkit.shards import ShardSet, ShardWriter  # noqa: E402
 from pretrainkit.shards.manifest import build_manifest, write_manifest  # noqa: E402
@@ -100,9 +101,8 @@ def build_short_corpus(cache: Path, n_docs: int) -> tuple[Path, Path]:
     if not tokenizer_path.exists():
         cache.mkdir(parents=True, exist_ok=True)
         texts = _texts()
-        partial = tokenizer_path.with_name(tokenizer_path.name + ".partial")
-        train_tokenizer((t for docs in texts.values() for t in docs), vocab_size=8192).save(str(partial))
-        partial.rename(tokenizer_path)
+        tokenizer = train_tokenizer((t for docs in texts.values() for t in docs), vocab_size=8192)
+        write_text_atomic(tokenizer_path, tokenizer.to_str(pretty=True))
     tok = load_tokenizer(tokenizer_path)
     pool = np.array(
         tok.tokenizer.encode("\n\n".join(t for docs in _texts().values() for t in docs)).ids, dtype=np.uint16
