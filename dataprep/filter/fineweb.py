@@ -14,13 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
+from pretrainkit.dataprep.filter.line_kernels import fineweb_lines
 from pretrainkit.dataprep.filter.rules import Doc, Removal, above, below, ratio
-from pretrainkit.dataprep.filter.text import duplicates
 
 # Marks that end a sentence, in the scripts that have their own (Latin, CJK full stops, Arabic,
 # Devanagari, Armenian, Ethiopic, Greek question mark, ...): datatrove's list is longer; these are
 # the ones that end lines of text in the languages FineWeb's successors cover most.
-TERMINAL_PUNCTUATION = tuple(".!?…。！？．｡؟۔।॥։።፧\u037e᙮᠃᠉")
+TERMINAL_PUNCTUATION = ".!?…。！？．｡؟۔।॥։።፧\u037e᙮᠃᠉"
+_TERMINAL_CODE_POINTS = np.array([ord(c) for c in TERMINAL_PUNCTUATION], np.uint32)
 
 
 @dataclass(frozen=True)
@@ -38,18 +41,12 @@ class FineWebQuality:
         self.s = settings
 
     def check(self, doc: Doc) -> Removal | None:
-        s, text, name = self.s, doc.text, self.name
-        ls = [line for line in text.split("\n") if line.strip()]
-        if s.min_line_punct_ratio is not None:
-            ending = sum(1 for line in ls if line.rstrip().endswith(TERMINAL_PUNCTUATION))
-            if removal := below(name, "min_line_punct_ratio", ratio(ending, len(ls)), s.min_line_punct_ratio):
-                return removal
-        if s.max_short_line_ratio is not None:
-            short = sum(1 for line in ls if len(line) <= s.short_line_length)
-            if removal := above(name, "max_short_line_ratio", ratio(short, len(ls)), s.max_short_line_ratio):
-                return removal
-        if s.max_dup_line_char_fraction is not None:
-            _, chars = duplicates(ls)
-            fraction = ratio(chars, len(text) - text.count("\n"))
-            return above(name, "max_dup_line_char_fraction", fraction, s.max_dup_line_char_fraction)
-        return None
+        s, name = self.s, self.name
+        # the lines that are not blank; one ends in punctuation when its last character but blanks does
+        f = fineweb_lines(doc.code_points(), s.short_line_length, _TERMINAL_CODE_POINTS)
+        if removal := below(name, "min_line_punct_ratio", ratio(f.ending, f.lines), s.min_line_punct_ratio):
+            return removal
+        if removal := above(name, "max_short_line_ratio", ratio(f.short, f.lines), s.max_short_line_ratio):
+            return removal
+        fraction = ratio(f.repeated_chars, f.chars)
+        return above(name, "max_dup_line_char_fraction", fraction, s.max_dup_line_char_fraction)

@@ -12,14 +12,13 @@ rule; where this module differs from datatrove, the comment says so and why.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pretrainkit.dataprep.filter.kernels import distinct_members, ngram_repeats, word_hash
+from pretrainkit.dataprep.filter.line_kernels import bullet_marks, line_marks, repeated_lines
 from pretrainkit.dataprep.filter.rules import Doc, Removal, above, below, ratio
-from pretrainkit.dataprep.filter.text import duplicates, lines, paragraphs
 
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")  # Appendix A, quality filtering
 
@@ -43,23 +42,18 @@ class GopherQualitySettings:
     bullets: list[str] = field(default_factory=lambda: ["•", "-"])  # datatrove's bullet marks
 
 
-_ELLIPSIS_LINE_END = re.compile(r"(?:\.\.\.|…)[^\S\n]*$", re.M)
-
-
 class GopherQuality:
     name = "gopher_quality"
 
     def __init__(self, settings: GopherQualitySettings):
         self.s = settings
-        # a line whose first character but blanks is a bullet; one that ends in an ellipsis but blanks
-        marks = "|".join(re.escape(b) for b in settings.bullets)
-        self.bulleted = re.compile(rf"^[^\S\n]*(?:{marks})", re.M) if marks else None
+        self.bullets = bullet_marks(settings.bullets)
         # stop words as scan_words hashes them in lower case: any letter case counts (datatrove's
         # set intersection of tokens misses "The")
         self.stop_hashes = np.array(sorted({word_hash(w.lower())[1] for w in settings.stop_words}), np.uint64)
 
     def check(self, doc: Doc) -> Removal | None:
-        s, text, name = self.s, doc.text, self.name
+        s, name = self.s, self.name
         ws = doc.words()
         n = ws.count
         removal = below(name, "min_words", n, s.min_words) or above(name, "max_words", n, s.max_words)
@@ -71,22 +65,21 @@ class GopherQuality:
         )
         if removal:
             return removal
+        # a line whose first character but blanks is a bullet; one that ends in an ellipsis but blanks
+        marks = line_marks(doc.code_points(), self.bullets)
         # the ratio of each symbol to the words, the hash and the ellipsis each on its own (datatrove
         # divides by all its tokens, punctuation included; the paper's ratio is to words)
-        ellipsis_count = text.count("...") + text.count("…")
-        hashes, ellipses = ratio(text.count("#"), n), ratio(ellipsis_count, n)
+        hashes, ellipses = ratio(marks.hashes, n), ratio(marks.ellipses, n)
         removal = above(name, "max_symbol_word_ratio", max(hashes, ellipses), s.max_symbol_word_ratio)
         if removal:
             return removal
-        lines = len(text.splitlines())
-        if s.max_bullet_lines_ratio is not None:
-            bulleted = len(self.bulleted.findall(text)) if self.bulleted else 0
-            if removal := above(name, "max_bullet_lines_ratio", ratio(bulleted, lines), s.max_bullet_lines_ratio):
-                return removal
-        if s.max_ellipsis_lines_ratio is not None:
-            trailing = len(_ELLIPSIS_LINE_END.findall(text)) if ellipsis_count else 0  # most texts have none
-            if removal := above(name, "max_ellipsis_lines_ratio", ratio(trailing, lines), s.max_ellipsis_lines_ratio):
-                return removal
+        lines = marks.lines
+        bulleted = ratio(marks.bulleted, lines)
+        if removal := above(name, "max_bullet_lines_ratio", bulleted, s.max_bullet_lines_ratio):
+            return removal
+        trailing = ratio(marks.ellipsis_lines, lines)
+        if removal := above(name, "max_ellipsis_lines_ratio", trailing, s.max_ellipsis_lines_ratio):
+            return removal
         if s.min_alpha_words_ratio is not None:
             alpha = int(np.count_nonzero(ws.alpha))
             if removal := below(name, "min_alpha_words_ratio", ratio(alpha, n), s.min_alpha_words_ratio):
@@ -123,9 +116,10 @@ class GopherRepetition:
         # per document was a fifth of this step's time)
         self.units = [
             (
-                unit,
-                (f"max_dup_{unit}_fraction", getattr(s, f"max_dup_{unit}_fraction")),
-                (f"max_dup_{unit}_char_fraction", getattr(s, f"max_dup_{unit}_char_fraction")),
+                f"max_dup_{unit}_fraction",
+                getattr(s, f"max_dup_{unit}_fraction"),
+                f"max_dup_{unit}_char_fraction",
+                getattr(s, f"max_dup_{unit}_char_fraction"),
             )
             for unit in ("paragraph", "line")
         ]
@@ -140,12 +134,16 @@ class GopherRepetition:
         ]
 
     def check(self, doc: Doc) -> Removal | None:
-        text, name = doc.text, self.name
-        size = len(text)
-        for unit, (count_rule, most_count), (chars_rule, most_chars) in self.units:
-            pieces = paragraphs(text) if unit == "paragraph" else lines(text)
-            count, chars = duplicates(pieces)
-            removal = above(name, count_rule, ratio(count, len(pieces)), most_count)
+        name, size = self.name, len(doc.text)
+        # paragraphs: pieces of the stripped text between blank lines (what re.split(r"\n{2,}", ...)
+        # gives); lines: pieces between line feeds, blank lines no lines
+        r = repeated_lines(doc.code_points())
+        measured = (
+            (r.paragraphs, r.repeated_paragraphs, r.repeated_paragraph_chars),
+            (r.lines, r.repeated_lines, r.repeated_line_chars),
+        )
+        for (count_rule, most_count, chars_rule, most_chars), (pieces, count, chars) in zip(self.units, measured):
+            removal = above(name, count_rule, ratio(count, pieces), most_count)
             removal = removal or above(name, chars_rule, ratio(chars, size), most_chars)
             if removal:
                 return removal

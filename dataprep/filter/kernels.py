@@ -40,11 +40,12 @@ from pretrainkit.files import write_bytes_atomic
 # isort: split
 import numba  # noqa: E402
 
-WORD, ALPHA = 1, 2  # character class bits
+WORD, ALPHA, SPACE = 1, 2, 4  # character class bits (SPACE: str.isspace, what str.strip and str.split take away)
+TABLES_FORMAT = 2  # in the saved file's name: a file of an earlier layout (without SPACE) is never read
 _DTYPES = (np.dtype(np.uint8), np.dtype(np.uint32))  # of the tables: (classes, lower)
 JOINERS = np.array([ord(c) for c in "'’.-"], np.uint32)
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
 
 
 @functools.cache
@@ -69,11 +70,10 @@ def tables() -> tuple[np.ndarray, np.ndarray]:
 
 def _tables_file() -> Path:
     """Where numba keeps this module's machine code (NUMBA_CACHE_DIR, else `__pycache__` beside it),
-    named by what the tables depend on: Python's version and its Unicode database's."""
+    named by what the tables depend on: their layout, Python's version and its Unicode database's."""
     folder = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(__file__).resolve().parent / "__pycache__")
-    return (
-        folder / f"filter-unicode-tables-py{sys.version_info[0]}{sys.version_info[1]}-{unicodedata.unidata_version}.npz"
-    )
+    python = f"py{sys.version_info[0]}{sys.version_info[1]}"
+    return folder / f"filter-unicode-tables-v{TABLES_FORMAT}-{python}-{unicodedata.unidata_version}.npz"
 
 
 def _made_tables() -> tuple[np.ndarray, np.ndarray]:
@@ -82,6 +82,7 @@ def _made_tables() -> tuple[np.ndarray, np.ndarray]:
     classes = np.fromiter(map(str.isalnum, every), np.uint8, size) * np.uint8(WORD)
     classes[ord("_")] |= WORD
     classes |= np.fromiter(map(str.isalpha, every), np.uint8, size) * np.uint8(ALPHA)
+    classes |= np.fromiter(map(str.isspace, every), np.uint8, size) * np.uint8(SPACE)
     lowered = list(map(str.lower, every))
     for i in np.flatnonzero(np.fromiter(map(len, lowered), np.int64, size) != 1).tolist():
         lowered[i] = every[i]  # "İ".lower() is two characters: such a character stands for itself
@@ -106,8 +107,13 @@ class Words:
 
 
 def scan_words(text: str) -> Words:
+    return words_of(code_points(text))
+
+
+def words_of(cps: np.ndarray) -> Words:
+    """`scan_words` of the text whose `code_points` are `cps`."""
     classes, lower = tables()
-    return Words(*_scan(code_points(text), classes, lower, JOINERS))
+    return Words(*_scan(cps, classes, lower, JOINERS))
 
 
 def word_hash(word: str) -> tuple[int, int]:
@@ -147,16 +153,16 @@ def _scan(cps, classes, lower, joiners):
             i += 1
             continue
         start = i
-        h = _FNV_OFFSET
-        lh = _FNV_OFFSET
+        h = FNV_OFFSET
+        lh = FNV_OFFSET
         has_alpha = False
         while i < n:
             c = cps[i]
             k = classes[c]
             if k & 1:
                 has_alpha = has_alpha or (k & 2) != 0
-                h = (h ^ np.uint64(c)) * _FNV_PRIME
-                lh = (lh ^ np.uint64(lower[c])) * _FNV_PRIME
+                h = (h ^ np.uint64(c)) * FNV_PRIME
+                lh = (lh ^ np.uint64(lower[c])) * FNV_PRIME
                 i += 1
                 continue
             joined = False
@@ -167,8 +173,8 @@ def _scan(cps, classes, lower, joiners):
                         break
             if not joined:
                 break
-            h = (h ^ np.uint64(c)) * _FNV_PRIME
-            lh = (lh ^ np.uint64(c)) * _FNV_PRIME
+            h = (h ^ np.uint64(c)) * FNV_PRIME
+            lh = (lh ^ np.uint64(c)) * FNV_PRIME
             i += 1
         lengths[count] = i - start
         alpha[count] = has_alpha
@@ -332,7 +338,7 @@ def _ngram_repeats(hashes, lengths, most_n):
             break
         best_count, best_first = 1, count
         for i in range(count):  # the n-gram at i from the (n-1)-gram at i; open addressing, linear probing
-            g = grams[i] * _FNV_PRIME ^ hashes[i + n - 1]
+            g = grams[i] * FNV_PRIME ^ hashes[i + n - 1]
             grams[i] = g
             slot = np.int64(g & np.uint64(size - 1))
             while used[slot] == n and keys[slot] != g:

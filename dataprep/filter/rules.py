@@ -12,24 +12,37 @@ whose threshold the document failed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from pretrainkit.dataprep.filter.kernels import Words, scan_words
+import numpy as np
+
+from pretrainkit.dataprep.filter.kernels import Words, code_points, words_of
 
 
 @dataclass
 class Doc:
     text: str
     fields: dict = field(default_factory=dict)  # added to the kept record (lang, lang_score, pii)
-    _words: tuple = (None, None)  # (the text they are of, its Words)
+    _found: dict = field(default_factory=dict)  # what the steps found of `_found_in`, kept for the next step
+    _found_in: str | None = None
+
+    def code_points(self) -> np.ndarray:
+        """The text's code points (`kernels.code_points`), for the compiled kernels."""
+        return self._once("code_points", lambda: code_points(self.text))
 
     def words(self) -> Words:
         """The text's words (`kernels.scan_words`), found once for the steps that read the same text."""
-        of, found = self._words
-        if of is not self.text:
-            found = scan_words(self.text)
-            self._words = (self.text, found)
-        return found
+        return self._once("words", lambda: words_of(self.code_points()))
+
+    def _once(self, key: str, find: Callable[[], Any]) -> Any:
+        if self._found_in is not self.text:  # a step changed the text: what was found is of the old one
+            self._found.clear()
+            self._found_in = self.text
+        if key not in self._found:
+            self._found[key] = find()
+        return self._found[key]
 
 
 @dataclass(frozen=True)
