@@ -24,21 +24,16 @@ Sentences are counted as runs of text ending in . ! or ? before a space or the l
 reference code uses NLTK's Punkt, which also knows abbreviations; this count can be higher on lines
 with "e.g." or "Mr."). FineWeb ran this filter with `require_terminal_punctuation` off
 (https://github.com/huggingface/datatrove/blob/main/examples/fineweb.py:
-`C4QualityFilter(filter_no_terminal_punct=False)`).
+`C4QualityFilter(filter_no_terminal_punct=False)`). The lines are cut, tested and joined by one
+compiled call (`c4_kernel`, whose docstring spells the rules out as Python expressions).
 """
 
 from __future__ import annotations
 
-import itertools
-import re
 from dataclasses import dataclass
 
+from pretrainkit.dataprep.filter.c4_kernel import CURLY_BRACKET, FEW_SENTENCES, LOREM_IPSUM, C4Kernel
 from pretrainkit.dataprep.filter.rules import Doc, Removal, below
-
-CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]")
-TERMINAL_MARKS = (".", "?", "!", '"', "'")
-POLICY_PHRASES = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
-_SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=[^\S\n]+\S)")  # an end mark with more of its line after it
 
 
 @dataclass(frozen=True)
@@ -59,48 +54,15 @@ class C4:
 
     def __init__(self, settings: C4Settings):
         self.s = settings
+        self.kernel = C4Kernel(settings)
 
     def check(self, doc: Doc) -> Removal | None:
-        s = self.s
-        # the phrases looked for in each line are looked for in the page first: most pages have none
-        lower_page = doc.text.lower()
-        lorem = s.lorem_ipsum and "lorem ipsum" in lower_page
-        javascript = s.drop_javascript_lines and "javascript" in lower_page
-        curly = s.curly_bracket and "{" in doc.text
-        policy = s.drop_policy_lines and any(p in lower_page for p in POLICY_PHRASES)
-        longest, least = s.max_word_length, s.min_words_per_line
-        # Each line rule reads the line alone, so each runs over all lines in turn (a comprehension
-        # per rule, rather than one Python loop with a branch per rule per line); the page rules then
-        # meet the kept lines in their order, as the reference code's single loop does.
-        kept = [line.strip() for line in doc.text.splitlines()]
-        if longest is not None:
-            kept = [line for line in kept if len(line) <= longest or all(len(w) <= longest for w in line.split())]
-        if s.remove_citations and "[" in doc.text:
-            kept = [CITATION.sub("", line) if "[" in line else line for line in kept]
-        if s.require_terminal_punctuation:
-            kept = [line for line in kept if line.endswith(TERMINAL_MARKS) and not line.endswith("...")]
-        if least is not None:
-            kept = [line for line in kept if len(line.split(None, least)) >= least]
-        if lorem or javascript or curly or policy:
-            kept, lines = [], kept
-            for line in lines:
-                lower = line.lower()
-                if lorem and "lorem ipsum" in lower:
-                    return Removal(f"{self.name}.lorem_ipsum", "lorem ipsum", True)
-                if javascript and "javascript" in lower:
-                    continue
-                if curly and "{" in line:
-                    return Removal(f"{self.name}.curly_bracket", "{", True)
-                if policy and any(p in lower for p in POLICY_PHRASES):
-                    continue
-                kept.append(line)
-        text = "\n".join(kept)
-        if s.min_sentences is not None:
-            # a line's sentences: its end marks followed by more of the line, and one more; the marks are
-            # counted only as far as the threshold needs (a page's kept lines alone often reach it)
-            needed = max(s.min_sentences - len(kept), 0)
-            sentences = len(kept) + sum(1 for _ in itertools.islice(_SENTENCE_END.finditer(text), needed))
-            if removal := below(self.name, "min_sentences", sentences, s.min_sentences):
-                return removal
-        doc.text = text.strip()
+        found = self.kernel.run(doc.code_points())
+        if found.outcome == LOREM_IPSUM:
+            return Removal(f"{self.name}.lorem_ipsum", "lorem ipsum", True)
+        if found.outcome == CURLY_BRACKET:
+            return Removal(f"{self.name}.curly_bracket", "{", True)
+        if found.outcome == FEW_SENTENCES:
+            return below(self.name, "min_sentences", found.sentences, self.s.min_sentences)
+        doc.text = found.text
         return None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pretrainkit.dataprep.filter.kernels import distinct_members, ngram_repeats, word_hash
-from pretrainkit.dataprep.filter.line_kernels import bullet_marks, line_marks, repeated_lines
+from pretrainkit.dataprep.filter.line_kernels import joined_code_points, line_marks, repeated_lines
 from pretrainkit.dataprep.filter.rules import Doc, Removal, above, below, ratio
 
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")  # Appendix A, quality filtering
@@ -47,7 +47,7 @@ class GopherQuality:
 
     def __init__(self, settings: GopherQualitySettings):
         self.s = settings
-        self.bullets = bullet_marks(settings.bullets)
+        self.bullets = joined_code_points(settings.bullets)
         # stop words as scan_words hashes them in lower case: any letter case counts (datatrove's
         # set intersection of tokens misses "The")
         self.stop_hashes = np.array(sorted({word_hash(w.lower())[1] for w in settings.stop_words}), np.uint64)

@@ -40,8 +40,10 @@ from pretrainkit.files import write_bytes_atomic
 # isort: split
 import numba  # noqa: E402
 
-WORD, ALPHA, SPACE = 1, 2, 4  # character class bits (SPACE: str.isspace, what str.strip and str.split take away)
-TABLES_FORMAT = 2  # in the saved file's name: a file of an earlier layout (without SPACE) is never read
+# character class bits: WORD what \w matches, ALPHA str.isalpha, SPACE str.isspace (what str.strip and
+# str.split take away, and \s matches), DECIMAL str.isdecimal (what \d matches)
+WORD, ALPHA, SPACE, DECIMAL = 1, 2, 4, 8
+TABLES_FORMAT = 3  # in the saved file's name: a file of an earlier layout (fewer bits) is never read
 _DTYPES = (np.dtype(np.uint8), np.dtype(np.uint32))  # of the tables: (classes, lower)
 JOINERS = np.array([ord(c) for c in "'’.-"], np.uint32)
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
@@ -83,6 +85,7 @@ def _made_tables() -> tuple[np.ndarray, np.ndarray]:
     classes[ord("_")] |= WORD
     classes |= np.fromiter(map(str.isalpha, every), np.uint8, size) * np.uint8(ALPHA)
     classes |= np.fromiter(map(str.isspace, every), np.uint8, size) * np.uint8(SPACE)
+    classes |= np.fromiter(map(str.isdecimal, every), np.uint8, size) * np.uint8(DECIMAL)
     lowered = list(map(str.lower, every))
     for i in np.flatnonzero(np.fromiter(map(len, lowered), np.int64, size) != 1).tolist():
         lowered[i] = every[i]  # "İ".lower() is two characters: such a character stands for itself

@@ -2,7 +2,7 @@
 compared and counted over its code points (`kernels.code_points(text)`), one call per step.
 
     r = repeated_lines(cps)                 # Gopher repetition: paragraphs and lines, and their repeats
-    m = line_marks(cps, bullet_marks(["•", "-"]))   # Gopher quality: lines, bulleted and ellipsis lines, # and ...
+    m = line_marks(cps, joined_code_points(["•", "-"]))   # Gopher quality: lines, bulleted and ellipsis ones, ...
     f = fineweb_lines(cps, 30, terminal)    # FineWeb: non-blank lines, those ending in punctuation, short ones
 
 Each count is what the Python expression its field names gives on the text (`str.split`,
@@ -59,14 +59,15 @@ def repeated_lines(cps: np.ndarray) -> RepeatedLines:
     return RepeatedLines(*_repeated_lines(cps, tables()[0]).tolist())
 
 
-def bullet_marks(bullets: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The marks as `line_marks` takes them: (their code points one after another, where each ends)."""
-    code_points = np.array([ord(c) for b in bullets for c in b], np.uint32)
-    return code_points, np.cumsum([len(b) for b in bullets], dtype=np.int64)
+def joined_code_points(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as the kernels take them (bullet marks, policy phrases): (their code points one after
+    another, where each ends)."""
+    code_points = np.array([ord(c) for string in strings for c in string], np.uint32)
+    return code_points, np.cumsum([len(string) for string in strings], dtype=np.int64)
 
 
 def line_marks(cps: np.ndarray, bullets: tuple[np.ndarray, np.ndarray]) -> LineMarks:
-    """`bullets`: `bullet_marks(...)`, made once per step rather than per page."""
+    """`bullets`: `joined_code_points(marks)`, made once per step rather than per page."""
     return LineMarks(*_line_marks(cps, tables()[0], *bullets).tolist())
 
 
@@ -175,7 +176,7 @@ def _repeated_lines(cps, classes):
 
 
 @numba.njit(cache=True)
-def _is_line_end(c):
+def is_line_end(c):
     """What str.splitlines ends a line at: \\n \\x0b \\x0c \\r \\x1c \\x1d \\x1e \\x85 \\u2028 \\u2029 (no branch:
     most characters are none, and the counting loop stays one the compiler can widen)."""
     return ((c >= 10) & (c <= 13)) | ((c >= 0x1C) & (c <= 0x1E)) | (c == 0x85) | ((c >= 0x2028) & (c <= 0x2029))
@@ -210,13 +211,13 @@ def _line_marks(cps, classes, marks, ends):
         c = cps[k]
         hashes += c == HASH
         ellipses += c == ELLIPSIS
-        line_ends += _is_line_end(c)
+        line_ends += is_line_end(c)
     for k in range(n - 1):
         pairs += (cps[k] == CARRIAGE_RETURN) & (cps[k + 1] == NEWLINE)
     for k in range(n - 2):
         windows += (cps[k] == PERIOD) & (cps[k + 1] == PERIOD) & (cps[k + 2] == PERIOD)
     # len(text.splitlines()): "\r\n" ends one line, and a last line needs no end
-    out[0] = line_ends - pairs + (1 if n and not _is_line_end(cps[n - 1]) else 0)
+    out[0] = line_ends - pairs + (1 if n and not is_line_end(cps[n - 1]) else 0)
     if windows:  # text.count("...") takes a run of periods len // 3 times
         run = 0
         for k in range(n + 1):

@@ -1,7 +1,8 @@
-"""The compiled line counts (`line_kernels`) give what the Python expressions they stand for give, on
+"""The compiled line work (`line_kernels`) gives what the Python expressions it stands for give, on
 real texts and on random texts made of the characters where the two could part: every line end
 `str.splitlines` knows, "\\r\\n", runs of line feeds, blanks of other scripts, periods and ellipses,
-bullets (marks that begin with a blank or hold a line feed among them), repeated pieces."""
+bullets (marks that begin with a blank or hold a line feed among them), repeated pieces; for C4, its
+citation marks (digits of other scripts), its phrases in any letter case, closing quotes, long words."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import re
 
 import pytest
 
+from pretrainkit.dataprep.filter.c4 import C4, C4Settings
+from pretrainkit.dataprep.filter.c4_kernel import POLICY_PHRASES
 from pretrainkit.dataprep.filter.fineweb import TERMINAL_PUNCTUATION
 from pretrainkit.dataprep.filter.kernels import code_points
-from pretrainkit.dataprep.filter.line_kernels import bullet_marks, fineweb_lines, line_marks, repeated_lines
+from pretrainkit.dataprep.filter.line_kernels import fineweb_lines, joined_code_points, line_marks, repeated_lines
+from pretrainkit.dataprep.filter.rules import Doc
 
 
 def repeats(items: list[str]) -> tuple[int, int]:
@@ -72,7 +76,9 @@ def check(text: str) -> None:
     cps = code_points(text)
     assert tuple(vars(repeated_lines(cps)).values()) == expected_repeated_lines(text), repr(text)
     for bullets in BULLETS:
-        assert tuple(vars(line_marks(cps, bullet_marks(bullets))).values()) == expected_line_marks(text, bullets), (
+        assert tuple(vars(line_marks(cps, joined_code_points(bullets))).values()) == expected_line_marks(
+            text, bullets
+        ), (
             text,
             bullets,
         )
@@ -100,3 +106,105 @@ def test_random_texts_of_the_characters_where_the_counts_could_part():
 def test_real_texts(reuters_docs, license_docs):
     for _, text in reuters_docs[:400] + license_docs[:60]:
         check(text)
+
+
+# ---- C4 (the step's Python definition, line by line as TFDS's clean_page does it) ----
+
+CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]")
+SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=[^\S\n]+\S)")
+
+
+def expected_c4(text: str, s: C4Settings):
+    """(the removal's filter and value, or None; the text left), as C4's rules define them in Python."""
+    lower_page = text.lower()
+    lorem = s.lorem_ipsum and "lorem ipsum" in lower_page
+    javascript = s.drop_javascript_lines and "javascript" in lower_page
+    curly = s.curly_bracket and "{" in text
+    policy = s.drop_policy_lines and any(p in lower_page for p in POLICY_PHRASES)
+    kept = []
+    for line in text.splitlines():
+        line = line.strip()
+        if s.max_word_length is not None and any(len(w) > s.max_word_length for w in line.split()):
+            continue
+        if s.remove_citations:
+            line = CITATION.sub("", line)
+        if s.require_terminal_punctuation and not (
+            line.endswith((".", "?", "!", '"', "'")) and not line.endswith("...")
+        ):
+            continue
+        if s.min_words_per_line is not None and len(line.split()) < s.min_words_per_line:
+            continue
+        lower = line.lower()
+        if lorem and "lorem ipsum" in lower:
+            return ("c4.lorem_ipsum", "lorem ipsum"), None
+        if javascript and "javascript" in lower:
+            continue
+        if curly and "{" in line:
+            return ("c4.curly_bracket", "{"), None
+        if policy and any(p in lower for p in POLICY_PHRASES):
+            continue
+        kept.append(line)
+    joined = "\n".join(kept)
+    if s.min_sentences is not None:
+        sentences = len(kept) + len(SENTENCE_END.findall(joined))
+        if sentences < s.min_sentences:
+            return ("c4.min_sentences", sentences), None
+    return None, joined.strip()
+
+
+C4_SETTINGS = [
+    C4Settings(),
+    C4Settings(require_terminal_punctuation=False),  # as FineWeb ran it
+    C4Settings(min_words_per_line=None, min_sentences=None),
+    C4Settings(max_word_length=6, min_words_per_line=1, min_sentences=2),
+    C4Settings(remove_citations=False, min_sentences=0, min_words_per_line=0, require_terminal_punctuation=False),
+]
+C4_PIECES = [
+    *"\n\n\r\x0b\x85\u2028  \t\xa0\u3000",
+    "\r\n",
+    *".?!\"'”’)]…{",
+    "[1]",
+    "[12",
+    "[٣]",  # an Arabic-Indic digit: \d
+    "[]",
+    "[edit]",
+    "[citation needed]",
+    "[[2]]",
+    "lorem ipsum",
+    "Lorem Ipsum",
+    "lorem[3] ipsum",
+    "JavaScript",
+    "JAVASCRİPT",
+    "Terms of Use",
+    "use cookies",
+    "COO\u212aIE POLICY",  # the Kelvin sign, whose lower case is "k"
+    "word",
+    "longwordlonger",
+    "Mr.",
+    "e.g.",
+    "the end. ",
+    "ΣΑΣ",
+]
+
+
+def c4_random_texts(count: int, seed: int = 11) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choices(C4_PIECES, k=rng.randint(0, 50))) for _ in range(count)]
+
+
+def check_c4(text: str) -> None:
+    for settings in C4_SETTINGS:
+        doc = Doc(text)
+        removal = C4(settings).check(doc)
+        found = (None if removal is None else (removal.filter, removal.value)), (doc.text if removal is None else None)
+        assert found == expected_c4(text, settings), (text, settings)
+
+
+def test_c4_on_random_texts_of_the_characters_where_it_could_part():
+    for text in c4_random_texts(3000):
+        check_c4(text)
+
+
+def test_c4_on_real_texts(reuters_docs, license_docs):
+    for _, text in reuters_docs[:300] + license_docs[:60]:
+        check_c4(text)
