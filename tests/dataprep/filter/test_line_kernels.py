@@ -67,12 +67,12 @@ PIECES = [
 BULLETS = [["•", "-"], [], ["*"], [" -", "•"], ["-\n", "\n"], ["...", "…"]]
 
 
-def random_texts(count: int, seed: int = 7) -> list[str]:
+def random_texts(pieces: list[str], count: int, seed: int = 7) -> list[str]:
     rng = random.Random(seed)
-    return ["".join(rng.choices(PIECES, k=rng.randint(0, 60))) for _ in range(count)]
+    return ["".join(rng.choices(pieces, k=rng.randint(0, 60))) for _ in range(count)]
 
 
-def check(text: str) -> None:
+def check_counts(text: str) -> None:
     cps = code_points(text)
     assert tuple(vars(repeated_lines(cps)).values()) == expected_repeated_lines(text), repr(text)
     for bullets in BULLETS:
@@ -95,17 +95,7 @@ def check(text: str) -> None:
     ["", " ", "\n", "\n\n", "a", "a\n\n\nb", "a\n\n\n\n\nb\n\na", "\r\n", "a\r\n\r\nb", "....", "......", "- a\n\n- a"],
 )
 def test_edge_texts(text):
-    check(text)
-
-
-def test_random_texts_of_the_characters_where_the_counts_could_part():
-    for text in random_texts(3000):
-        check(text)
-
-
-def test_real_texts(reuters_docs, license_docs):
-    for _, text in reuters_docs[:400] + license_docs[:60]:
-        check(text)
+    check_counts(text)
 
 
 # ---- C4 (the step's Python definition, line by line as TFDS's clean_page does it) ----
@@ -187,11 +177,6 @@ C4_PIECES = [
 ]
 
 
-def c4_random_texts(count: int, seed: int = 11) -> list[str]:
-    rng = random.Random(seed)
-    return ["".join(rng.choices(C4_PIECES, k=rng.randint(0, 50))) for _ in range(count)]
-
-
 def check_c4(text: str) -> None:
     for settings in C4_SETTINGS:
         doc = Doc(text)
@@ -200,11 +185,16 @@ def check_c4(text: str) -> None:
         assert found == expected_c4(text, settings), (text, settings)
 
 
-def test_c4_on_random_texts_of_the_characters_where_it_could_part():
-    for text in c4_random_texts(3000):
-        check_c4(text)
+# ---- both, on random and real texts ----
 
 
-def test_c4_on_real_texts(reuters_docs, license_docs):
+@pytest.mark.parametrize("check, pieces", [(check_counts, PIECES), (check_c4, C4_PIECES)], ids=["counts", "c4"])
+def test_random_texts_of_the_characters_where_the_two_could_part(check, pieces):
+    for text in random_texts(pieces, 3000):
+        check(text)
+
+
+@pytest.mark.parametrize("check", [check_counts, check_c4], ids=["counts", "c4"])
+def test_real_texts(check, reuters_docs, license_docs):
     for _, text in reuters_docs[:300] + license_docs[:60]:
-        check_c4(text)
+        check(text)
