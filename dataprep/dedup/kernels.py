@@ -1,7 +1,8 @@
-"""Where dedup's compiled (numba) kernels are cached, and whether any is yet.
+"""Where the compiled (numba) kernels are cached, and whether any of a package's is yet.
 
     use_cache_dir()     # the package's __init__, before numba is imported
-    kernels_cached()    # False on a machine's first run: the kernels are compiled then (10-55 s)
+    kernels_cached()    # dedup's: False on a machine's first run, when they are compiled (10-55 s)
+    kernels_cached("pretrainkit.dataprep.filter")   # the filters'
 
 Every kernel is compiled with `cache=True`: numba keeps its machine code beside the module
 (`__pycache__`), or in `NUMBA_CACHE_DIR` where that is set. Where the package's folder is not
@@ -38,14 +39,15 @@ def use_cache_dir() -> None:
         os.environ[CACHE_ENV] = chosen
 
 
-def kernels_cached() -> bool:
-    """Whether any kernel has machine code in the cache for this code (its index exists and matches
-    the module's source): a few small reads. Only a first run (or one after an upgrade) has none."""
+def kernels_cached(package_name: str = __package__) -> bool:
+    """Whether any kernel of the package has machine code in the cache for this code (its index
+    exists and matches the module's source): a few small reads. Only a first run (or one after an
+    upgrade) has none."""
     from numba.core.dispatcher import Dispatcher
 
-    package = importlib.import_module(__package__)
+    package = importlib.import_module(package_name)
     for info in pkgutil.iter_modules(package.__path__):  # every module, so a new kernel's is never left out
-        module = importlib.import_module(f"{__package__}.{info.name}")
+        module = importlib.import_module(f"{package_name}.{info.name}")
         for kernel in vars(module).values():
             # numba's own cache index (`_load_index`: empty where missing or stale); its layout is numba's
             if isinstance(kernel, Dispatcher) and kernel._cache._cache_file._load_index():

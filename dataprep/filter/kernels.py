@@ -94,7 +94,9 @@ def _made_tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 def code_points(text: str) -> np.ndarray:
-    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    """The text's code points (a lone surrogate as itself), in a writable array: the kernels then see
+    one array type, so that each is compiled once for the text and its own buffers."""
+    return np.frombuffer(bytearray(text.encode("utf-32-le", "surrogatepass")), np.uint32)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from pathlib import Path
 import zstandard
 
 from pretrainkit import __version__
+from pretrainkit.dataprep.dedup.kernels import kernels_cached
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.filter.records import kept_record, removed_row
 from pretrainkit.dataprep.filter.rules import Doc, Removal
@@ -99,6 +101,8 @@ def run_filter(inputs: list[str], out_dir: Path, options: FilterOptions, runner:
     together, of the jobs this run did) for the summary."""
     out_dir = Path(out_dir)
     refuse_inputs_inside(inputs, out_dir)
+    if not kernels_cached(__package__):  # else the first run on a machine would be silent while they compile
+        print("filter: compiling kernels (first run only, ~20 s)", file=sys.stderr, flush=True)
     with output_folder(out_dir, FILTER), writing_into(out_dir, *owned_directories(out_dir)):
         return _filter(inputs, out_dir, options, runner)
 
