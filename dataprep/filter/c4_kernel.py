@@ -264,7 +264,7 @@ def _line_verdict(line, a, b, classes, lower, rules, phrases, phrase_ends, held,
 @numba.njit(cache=True)
 def _c4_page(cps, classes, lower, rules, phrases, phrase_ends, letters):
     n = len(cps)
-    line = np.empty(n, np.uint32)  # a stripped line whose citation marks were cut
+    line = np.empty(0, np.uint32)  # a stripped line whose citation marks were cut (rare: made when needed)
     out = np.empty(n, np.uint32)  # the kept lines, "\n" between them: never more than the text
     size, kept, found, s = 0, 0, 0, 0
     while s < n:  # the lines of text.splitlines()
@@ -294,7 +294,11 @@ def _c4_page(cps, classes, lower, rules, phrases, phrase_ends, letters):
             b -= 1
         if rules[LONGEST] >= 0 and b - a > rules[LONGEST] and _has_longer_word(cps, a, b, classes, rules[LONGEST]):
             continue
-        width = _cut_citations(cps, a, b, classes, line) if rules[CITATIONS] and bracket else -1
+        width = -1
+        if rules[CITATIONS] and bracket:
+            if len(line) < b - a:
+                line = np.empty(b - a, np.uint32)
+            width = _cut_citations(cps, a, b, classes, line)
         if width >= 0:  # the line lost a citation mark: it is in `line`
             held = _line_phrases(line, 0, width, lower, phrases, phrase_ends, letters)
             outcome, keep = _line_verdict(line, 0, width, classes, lower, rules, phrases, phrase_ends, held, cps, True)

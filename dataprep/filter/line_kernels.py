@@ -135,10 +135,19 @@ def _repeats(cps, starts, ends, count):
 
 
 @numba.njit(cache=True)
+def _piece_arrays(cps):
+    """(starts, ends) for the text's lines: one entry more than it has line feeds, not one per two
+    characters, which for a 48 MB page would be 384 MB."""
+    newlines = 0
+    for c in cps:
+        newlines += c == NEWLINE
+    return np.empty(newlines + 1, np.int64), np.empty(newlines + 1, np.int64)
+
+
+@numba.njit(cache=True)
 def _repeated_lines(cps, classes):
     n = len(cps)
-    starts = np.empty(n // 2 + 1, np.int64)
-    ends = np.empty(n // 2 + 1, np.int64)
+    starts, ends = _piece_arrays(cps)
     out = np.zeros(6, np.int64)
     # lines: the non-empty pieces of text.split("\n")
     count, s = 0, 0
@@ -266,8 +275,7 @@ def _line_marks(cps, classes, marks, ends):
 @numba.njit(cache=True)
 def _fineweb_lines(cps, classes, short, terminal):
     n = len(cps)
-    starts = np.empty(n // 2 + 2, np.int64)
-    ends = np.empty(n // 2 + 2, np.int64)
+    starts, ends = _piece_arrays(cps)
     out = np.zeros(5, np.int64)
     count, ending, shorter, newlines, s = 0, 0, 0, 0, 0
     for k in range(n + 1):
