@@ -4,10 +4,8 @@ and fills the cache, workers included; a second run finds it and says nothing.""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
+from fixtures.first_run import run_twice_from_an_empty_cache
 from pretrainkit.dataprep.dedup.kernels import cache_dir
 
 MESSAGE = "compiling kernels (first run only)"
@@ -17,28 +15,8 @@ def test_a_first_run_says_it_compiles_and_fills_the_cache_a_second_run_is_silent
     from fixtures.corpora import write_jsonl
 
     src = write_jsonl(reuters_docs[:200] + reuters_docs[:20], tmp_path / "in" / "r.jsonl")
+    runs = run_twice_from_an_empty_cache(["dedup", str(src), "--workers", "2"], tmp_path)
     cache = tmp_path / "numba-cache"
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
-    runs = [
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pretrainkit.cli",
-                "dedup",
-                str(src),
-                "-o",
-                str(tmp_path / f"out{i}"),
-                "--workers",
-                "2",
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        for i in range(2)
-    ]
-    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
     assert MESSAGE in runs[0].stderr and MESSAGE not in runs[1].stderr
     cached = {p.name.split("-")[0] for p in cache.rglob("*.nbi")}
     # minhash's kernels compile in the scan's workers, rows' in the resolve's: all in the one cache

@@ -3,9 +3,7 @@ would otherwise pass in silence); a second run, with the kernels in the cache, s
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from fixtures.first_run import run_twice_from_an_empty_cache
 
 MESSAGE = "filter: compiling kernels (first run only"
 
@@ -16,17 +14,6 @@ def test_a_first_run_says_it_compiles_a_second_run_is_silent(tmp_path, reuters_d
     src = write_jsonl(reuters_docs[:50], tmp_path / "in" / "r.jsonl")
     filters = tmp_path / "filters.yaml"
     filters.write_text("filters:\n  - min_length: {min_words: 20}\n")  # one small kernel: the words
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
-    runs = [
-        subprocess.run(
-            [sys.executable, "-m", "pretrainkit.cli", "filter", str(src), "-o", str(tmp_path / f"out{i}")]
-            + ["--filters", str(filters), "--workers", "1"],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        for i in range(2)
-    ]
-    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
+    runs = run_twice_from_an_empty_cache(["filter", str(src), "--filters", str(filters), "--workers", "1"], tmp_path)
     assert MESSAGE in runs[0].stderr and MESSAGE not in runs[1].stderr
     assert (tmp_path / "out0" / "stats.json").read_bytes() == (tmp_path / "out1" / "stats.json").read_bytes()
