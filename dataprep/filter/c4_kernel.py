@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pretrainkit.dataprep.filter.kernels import DECIMAL, SPACE, code_points, tables
-from pretrainkit.dataprep.filter.line_kernels import NEWLINE, PERIOD, is_line_end, joined_code_points
+from pretrainkit.dataprep.filter.line_kernels import NEWLINE, PERIOD, among, is_line_end, joined_code_points, mark_at
 
 # isort: split
 import numba  # noqa: E402
@@ -49,7 +49,7 @@ OPEN_BRACKET, CLOSE_BRACKET, OPEN_BRACE = 91, 93, 123
 BRACE = np.uint64(1 << 63)  # among the bits of the phrases a line holds: it holds a "{"
 # the rules' settings in one array (a call with fewer arguments costs less): their places in it
 LONGEST, LEAST, CITATIONS, TERMINAL, MIN_SENTENCES, LOREM_RULE, JAVASCRIPT_RULE, CURLY_RULE, POLICY_RULE = range(9)
-_EDIT, _CITATION_NEEDED = code_points("[edit]"), code_points("[citation needed]")
+_CITATION_WORDS = joined_code_points(["[edit]", "[citation needed]"])
 _TERMINAL = code_points(".?!\"'")
 _SENTENCE_MARKS, _CLOSERS = code_points(".!?"), code_points("\"'”’)]")
 
@@ -97,14 +97,6 @@ class C4Kernel:
 
 
 @numba.njit(cache=True)
-def _among(c, marks):
-    for mark in marks:
-        if c == mark:
-            return True
-    return False
-
-
-@numba.njit(cache=True)
 def _holds_at(cps, q, b, lower, phrases, begin, end):
     """Whether cps[:b] in lower case holds phrases[begin:end] at q."""
     if q + end - begin > b:
@@ -132,16 +124,7 @@ def _citation_end(cps, k, b, classes):
         j += 1
     if j < b and cps[j] == CLOSE_BRACKET:
         return j + 1
-    for word in (_EDIT, _CITATION_NEEDED):
-        if k + len(word) <= b:
-            same = True
-            for q in range(len(word)):
-                if cps[k + q] != word[q]:
-                    same = False
-                    break
-            if same:
-                return k + len(word)
-    return -1
+    return mark_at(cps, k, b, *_CITATION_WORDS)
 
 
 @numba.njit(cache=True)
@@ -176,13 +159,13 @@ def _sentence_ends(line, a, b, classes, most):
     the line after it (a match never reaches past its line: the blanks after it are no line feed)."""
     found, p = 0, a
     while p < b and found < most:
-        if not _among(line[p], _SENTENCE_MARKS):
+        if not among(line[p], _SENTENCE_MARKS):
             p += 1
             continue
         j = p
-        while j < b and _among(line[j], _SENTENCE_MARKS):
+        while j < b and among(line[j], _SENTENCE_MARKS):
             j += 1
-        while j < b and _among(line[j], _CLOSERS):
+        while j < b and among(line[j], _CLOSERS):
             j += 1
         k = j
         while k < b and classes[line[k]] & SPACE:
@@ -234,7 +217,7 @@ def _line_verdict(line, a, b, classes, lower, rules, phrases, phrase_ends, held,
     size = b - a
     if rules[TERMINAL]:
         ellipsis = size >= 3 and line[b - 1] == PERIOD and line[b - 2] == PERIOD and line[b - 3] == PERIOD
-        if size == 0 or not _among(line[b - 1], _TERMINAL) or ellipsis:
+        if size == 0 or not among(line[b - 1], _TERMINAL) or ellipsis:
             return KEPT, False
     if rules[LEAST] > 0 and not _has_words(line, a, b, classes, rules[LEAST]):
         return KEPT, False

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
+from pretrainkit.dataprep.filter.kernels import code_points
 from pretrainkit.dataprep.filter.line_kernels import fineweb_lines
 from pretrainkit.dataprep.filter.rules import Doc, Removal, above, below, ratio
 
@@ -23,7 +22,7 @@ from pretrainkit.dataprep.filter.rules import Doc, Removal, above, below, ratio
 # Devanagari, Armenian, Ethiopic, Greek question mark, ...): datatrove's list is longer; these are
 # the ones that end lines of text in the languages FineWeb's successors cover most.
 TERMINAL_PUNCTUATION = ".!?…。！？．｡؟۔।॥։።፧\u037e᙮᠃᠉"
-_TERMINAL_CODE_POINTS = np.array([ord(c) for c in TERMINAL_PUNCTUATION], np.uint32)
+_TERMINAL_CODE_POINTS = code_points(TERMINAL_PUNCTUATION)
 
 
 @dataclass(frozen=True)

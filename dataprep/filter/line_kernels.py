@@ -192,13 +192,22 @@ def is_line_end(c):
 
 
 @numba.njit(cache=True)
-def _mark_at(cps, q, marks, ends):
-    """The end of the first of the marks (marks[ends[m-1]:ends[m]]) that cps holds at q, or -1."""
-    n = len(cps)
+def among(c, marks):
+    """Whether code point c is one of `marks`."""
+    for mark in marks:
+        if c == mark:
+            return True
+    return False
+
+
+@numba.njit(cache=True)
+def mark_at(cps, q, b, marks, ends):
+    """The end of the first of the marks (marks[ends[m-1]:ends[m]], `joined_code_points`) that cps[:b]
+    holds at q, or -1."""
     begin = 0
     for m in range(len(ends)):
         size = ends[m] - begin
-        if q + size <= n:
+        if q + size <= b:
             same = True
             for k in range(size):
                 if cps[q + k] != marks[begin + k]:
@@ -246,7 +255,7 @@ def _line_marks(cps, classes, marks, ends):
             while r < n and cps[r] != NEWLINE and classes[cps[r]] & SPACE:
                 r += 1
             for q in range(r, p - 1, -1):
-                end = _mark_at(cps, q, marks, ends)
+                end = mark_at(cps, q, n, marks, ends)
                 if end >= 0:
                     bulleted += 1
                     after = end
@@ -289,11 +298,7 @@ def _fineweb_lines(cps, classes, short, terminal):
         if t > s:  # not blank
             starts[count], ends[count] = s, k
             count += 1
-            last = cps[t - 1]
-            for mark in terminal:
-                if last == mark:
-                    ending += 1
-                    break
+            ending += among(cps[t - 1], terminal)
             if k - s <= short:
                 shorter += 1
         s = k + 1
