@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pretrainkit.dataprep.filter.kernels import DECIMAL, SPACE, code_points, tables
-from pretrainkit.dataprep.filter.line_kernels import NEWLINE, PERIOD, among, is_line_end, joined_code_points, mark_at
+from pretrainkit.dataprep.filter.kernels import DECIMAL, SPACE, among, code_points, tables
+from pretrainkit.dataprep.filter.line_kernels import NEWLINE, PERIOD, is_line_end, joined_code_points, mark_at
 
 # isort: split
 import numba  # noqa: E402

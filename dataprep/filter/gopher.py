@@ -16,9 +16,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pretrainkit.dataprep.filter.kernels import distinct_members, ngram_repeats, word_hash
-from pretrainkit.dataprep.filter.line_kernels import joined_code_points, line_marks, repeated_lines
-from pretrainkit.dataprep.filter.rules import Doc, Removal, above, below, ratio
+from pretrainkit.dataprep.filter.gopher_kernel import (
+    QUALITY_COUNTS,
+    QUALITY_RULES,
+    REPETITION_LINE_RULES,
+    limits_array,
+    quality_verdict,
+    repetition_verdict,
+)
+from pretrainkit.dataprep.filter.kernels import word_hash
+from pretrainkit.dataprep.filter.line_kernels import joined_code_points
+from pretrainkit.dataprep.filter.rules import Doc, Removal, shown
 
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")  # Appendix A, quality filtering
 
@@ -46,48 +54,26 @@ class GopherQuality:
     name = "gopher_quality"
 
     def __init__(self, settings: GopherQualitySettings):
-        self.s = settings
         self.bullets = joined_code_points(settings.bullets)
         # stop words as scan_words hashes them in lower case: any letter case counts (datatrove's
         # set intersection of tokens misses "The")
         self.stop_hashes = np.array(sorted({word_hash(w.lower())[1] for w in settings.stop_words}), np.uint64)
+        # the thresholds in the order the kernel checks them (gopher_kernel.QUALITY_RULES)
+        self.thresholds = [getattr(settings, rule) for rule in QUALITY_RULES]
+        self.limits = limits_array(self.thresholds)
 
     def check(self, doc: Doc) -> Removal | None:
-        s, name = self.s, self.name
-        ws = doc.words()
-        n = ws.count
-        removal = below(name, "min_words", n, s.min_words) or above(name, "max_words", n, s.max_words)
-        if removal:
-            return removal
-        mean = ratio(int(ws.lengths.sum()), n)
-        removal = below(name, "min_mean_word_length", mean, s.min_mean_word_length) or above(
-            name, "max_mean_word_length", mean, s.max_mean_word_length
-        )
-        if removal:
-            return removal
-        # a line whose first character but blanks is a bullet; one that ends in an ellipsis but blanks
-        marks = line_marks(doc.code_points(), self.bullets)
-        # the ratio of each symbol to the words, the hash and the ellipsis each on its own (datatrove
-        # divides by all its tokens, punctuation included; the paper's ratio is to words)
-        hashes, ellipses = ratio(marks.hashes, n), ratio(marks.ellipses, n)
-        removal = above(name, "max_symbol_word_ratio", max(hashes, ellipses), s.max_symbol_word_ratio)
-        if removal:
-            return removal
-        lines = marks.lines
-        bulleted = ratio(marks.bulleted, lines)
-        if removal := above(name, "max_bullet_lines_ratio", bulleted, s.max_bullet_lines_ratio):
-            return removal
-        trailing = ratio(marks.ellipsis_lines, lines)
-        if removal := above(name, "max_ellipsis_lines_ratio", trailing, s.max_ellipsis_lines_ratio):
-            return removal
-        if s.min_alpha_words_ratio is not None:
-            alpha = int(np.count_nonzero(ws.alpha))
-            if removal := below(name, "min_alpha_words_ratio", ratio(alpha, n), s.min_alpha_words_ratio):
-                return removal
-        if s.min_stop_words is not None:
-            found = distinct_members(ws.lower_hashes, self.stop_hashes)
-            return below(name, "min_stop_words", found, s.min_stop_words)
-        return None
+        # Words: what kernels.scan_words finds. In order: their count; their mean length; the ratio
+        # of each symbol to the words, the hash and the ellipsis each on its own (datatrove divides by
+        # all its tokens, punctuation included; the paper's ratio is to words); lines whose first
+        # character but blanks is a bullet, and lines that end in an ellipsis but blanks, each to all
+        # lines; words with a letter; how many of the stop words occur.
+        rule, value = quality_verdict(doc.code_points(), doc.words(), self.bullets, self.stop_hashes, self.limits)
+        if rule < 0:
+            return None
+        name = QUALITY_RULES[rule]
+        value = int(value) if name in QUALITY_COUNTS else shown(value)
+        return Removal(f"{self.name}.{name}", value, self.thresholds[rule])
 
 
 @dataclass(frozen=True)
@@ -111,55 +97,26 @@ class GopherRepetition:
     name = "gopher_repetition"
 
     def __init__(self, settings: GopherRepetitionSettings):
-        self.s = s = settings
-        # each rule's name and threshold, made once rather than per document (an f-string per rule
-        # per document was a fifth of this step's time)
-        self.units = [
-            (
-                f"max_dup_{unit}_fraction",
-                getattr(s, f"max_dup_{unit}_fraction"),
-                f"max_dup_{unit}_char_fraction",
-                getattr(s, f"max_dup_{unit}_char_fraction"),
-            )
-            for unit in ("paragraph", "line")
-        ]
+        s = settings
         self.most_n = max([*s.max_top_ngram_char_fraction, *s.max_dup_ngram_char_fraction, 1])
-        self.ngram_rules = [
-            (
-                n,
-                (f"max_top_ngram_char_fraction.{n}", s.max_top_ngram_char_fraction.get(n)),
-                (f"max_dup_ngram_char_fraction.{n}", s.max_dup_ngram_char_fraction.get(n)),
-            )
+        # (rule, threshold) in the order the kernel checks them (gopher_kernel.REPETITION_LINE_RULES)
+        rules = [(rule, getattr(s, rule)) for rule in REPETITION_LINE_RULES] + [
+            (f"{rule}.{n}", getattr(s, rule).get(n))
             for n in range(2, self.most_n + 1)
+            for rule in ("max_top_ngram_char_fraction", "max_dup_ngram_char_fraction")
         ]
+        self.rules, self.thresholds = [r for r, _ in rules], [t for _, t in rules]
+        self.limits = limits_array(self.thresholds)
 
     def check(self, doc: Doc) -> Removal | None:
-        name, size = self.name, len(doc.text)
-        # paragraphs: pieces of the stripped text between blank lines (what re.split(r"\n{2,}", ...)
-        # gives); lines: pieces between line feeds, blank lines no lines
-        r = repeated_lines(doc.code_points())
-        measured = (
-            (r.paragraphs, r.repeated_paragraphs, r.repeated_paragraph_chars),
-            (r.lines, r.repeated_lines, r.repeated_line_chars),
-        )
-        for (count_rule, most_count, chars_rule, most_chars), (pieces, count, chars) in zip(self.units, measured):
-            removal = above(name, count_rule, ratio(count, pieces), most_count)
-            removal = removal or above(name, chars_rule, ratio(chars, size), most_chars)
-            if removal:
-                return removal
-        ws = doc.words()
-        # Words and n-grams as 64-bit hashes: two distinct ones of a document share one with odds of
-        # about 2^-64, the only way a decision here could differ from comparing the strings.
-        top, repeated = (a.tolist() for a in ngram_repeats(ws, self.most_n))  # ints: numpy's scalars are slow
-        for n, (top_rule, most_top), (dup_rule, most_dup) in self.ngram_rules:
-            if not top[n]:  # no n-gram repeats, so no longer one does: every fraction from here on is 0
-                break
-            # the most common n-gram; only a repeated one (datatrove also counts an n-gram seen
-            # once, which says nothing of repetition)
-            if removal := above(name, top_rule, ratio(top[n], size), most_top):
-                return removal
-            # datatrove's reading of "the fraction of characters contained within all duplicate
-            # n-grams": a repeated run's words are counted once, not n times
-            if removal := above(name, dup_rule, ratio(repeated[n], size), most_dup):
-                return removal
-        return None
+        # Paragraphs: pieces of the stripped text between blank lines (what re.split(r"\n{2,}", ...)
+        # gives); lines: pieces between line feeds, blank lines no lines. Then the n-grams of words
+        # (kernels.scan_words) as 64-bit hashes: two distinct ones of a document share one with odds of
+        # about 2^-64, the only way a decision here could differ from comparing the strings. The
+        # most common n-gram counts only if it repeats (datatrove also counts an n-gram seen once,
+        # which says nothing of repetition); "the fraction of characters contained within all
+        # duplicate n-grams" is datatrove's reading: a repeated run's words count once, not n times.
+        rule, value = repetition_verdict(doc.code_points(), doc.words(), self.most_n, self.limits)
+        if rule < 0:
+            return None
+        return Removal(f"{self.name}.{self.rules[rule]}", shown(value), self.thresholds[rule])

@@ -4,7 +4,6 @@
     word_hash("the")         # the hash scan_words gives that word (lower_hashes: of its lower case)
     candidate_windows(text, "ipv4")   # where an address could be: the PII patterns run there only
     ngram_repeats(grams, chars, n)    # Gopher's top and duplicate n-gram characters, in one hash table
-    distinct_members(w.lower_hashes, stop_hashes)   # how many of the stop words occur
 
 Python's regular expressions find words at ~15 MB/s; one compiled pass over the code points
 (`str.encode("utf-32-le")`, a copy at memory speed) does it at several hundred. A word is what
@@ -143,50 +142,59 @@ def _runs(cps, classes):
     return runs
 
 
+SMALL_TEXT = 1 << 16  # code points: up to here `_scan`'s arrays take half a word per character, with no counting pass
+
+
 @numba.njit(cache=True)
 def _scan(cps, classes, lower, joiners):
     n = len(cps)
-    runs = _runs(cps, classes)
-    lengths = np.empty(runs, np.int64)
-    alpha = np.empty(runs, np.bool_)
-    hashes = np.empty(runs, np.uint64)
-    lower_hashes = np.empty(runs, np.uint64)
+    room = n // 2 + 1 if n <= SMALL_TEXT else _runs(cps, classes)  # a word and its end take 2 characters
+    lengths = np.empty(room, np.int64)
+    alpha = np.empty(room, np.bool_)
+    hashes = np.empty(room, np.uint64)
+    lower_hashes = np.empty(room, np.uint64)
     count = 0
     i = 0
     while i < n:
-        if not classes[cps[i]] & 1:
+        c = cps[i]
+        k = classes[c]
+        if not k & 1:
             i += 1
             continue
         start = i
         h = FNV_OFFSET
         lh = FNV_OFFSET
-        has_alpha = False
-        while i < n:
-            c = cps[i]
-            k = classes[c]
+        bits = np.uint8(0)  # the word's characters' classes, or-ed: ALPHA where one is a letter
+        while True:  # c = cps[i], k its classes
             if k & 1:
-                has_alpha = has_alpha or (k & 2) != 0
+                bits |= k
                 h = (h ^ np.uint64(c)) * FNV_PRIME
                 lh = (lh ^ np.uint64(lower[c])) * FNV_PRIME
-                i += 1
-                continue
-            joined = False
-            if i + 1 < n and classes[cps[i + 1]] & 1:
-                for j in joiners:
-                    if c == j:
-                        joined = True
-                        break
-            if not joined:
+            elif i + 1 < n and classes[cps[i + 1]] & 1 and among(c, joiners):
+                h = (h ^ np.uint64(c)) * FNV_PRIME
+                lh = (lh ^ np.uint64(c)) * FNV_PRIME
+            else:
                 break
-            h = (h ^ np.uint64(c)) * FNV_PRIME
-            lh = (lh ^ np.uint64(c)) * FNV_PRIME
             i += 1
+            if i == n:
+                break
+            c = cps[i]
+            k = classes[c]
         lengths[count] = i - start
-        alpha[count] = has_alpha
+        alpha[count] = (bits & 2) != 0
         hashes[count] = h
         lower_hashes[count] = lh
         count += 1
     return lengths[:count], alpha[:count], hashes[:count], lower_hashes[:count]
+
+
+@numba.njit(cache=True)
+def among(c, marks):
+    """Whether code point c is one of `marks`."""
+    for mark in marks:
+        if c == mark:
+            return True
+    return False
 
 
 def candidate_windows(text: str, kinds: tuple[str, ...]) -> dict[str, list[tuple[int, int]]]:
@@ -291,25 +299,6 @@ def _ipv6_windows(cps):
     return out
 
 
-def distinct_members(hashes: np.ndarray, members: np.ndarray) -> int:
-    """How many of `members` (distinct uint64 hashes) occur in `hashes`."""
-    return _distinct_members(hashes, members)
-
-
-@numba.njit(cache=True)
-def _distinct_members(hashes, members):
-    found = np.zeros(len(members), np.bool_)
-    count = 0
-    for h in hashes:
-        for j in range(len(members)):
-            if h == members[j] and not found[j]:
-                found[j] = True
-                count += 1
-                if count == len(members):
-                    return count
-    return count
-
-
 def ngram_repeats(words: Words, most_n: int) -> tuple[np.ndarray, np.ndarray]:
     """(top, repeated), each indexed by n for n = 2 .. most_n (0 below): `top[n]`, the characters of
     all occurrences of the most common n-gram seen twice or more (the first to occur among equally
@@ -324,52 +313,83 @@ def _ngram_repeats(hashes, lengths, most_n):
     words = len(hashes)
     top = np.zeros(most_n + 1, np.int64)
     repeated = np.zeros(most_n + 1, np.int64)
-    size = 1
+    if words < 2:
+        return top, repeated
+    size = 16
     while size < 2 * words:
         size *= 2
-    keys = np.zeros(size, np.uint64)
+    mask = size - 1
+    keys = np.empty(size, np.uint64)
     used = np.zeros(size, np.int32)  # the n whose table holds the slot: no clearing between the n
-    seen = np.zeros(size, np.int32)  # the n whose scan has met the slot's n-gram
-    counts = np.zeros(size, np.int32)
-    first = np.zeros(size, np.int32)
-    slot_of = np.zeros(words, np.int32)
+    counts = np.empty(size, np.int32)  # its n-gram's occurrences, negative once the repeat scan passed one
+    first = np.empty(size, np.int32)
+    slot_of = np.empty(words, np.int32)
     grams = hashes.copy()
-    ends = np.zeros(words + 1, np.int64)
+    ends = np.empty(words + 1, np.int64)
+    ends[0] = 0
     for i in range(words):
         ends[i + 1] = ends[i] + lengths[i]
+    # The positions whose n-gram may repeat, in order: an (n+1)-gram can repeat only where the n-grams
+    # at i and at i + 1 both do, so each n reads the few positions the n before it left (any other
+    # n-gram occurs once: it is neither the most common repeat nor a repeat).
+    live = np.arange(words - 1)
+    alive = len(live)
+    repeats = np.zeros(words + 1, np.bool_)
     for n in range(2, most_n + 1):
         count = words - n + 1
-        if count < 1:
+        kept = 0
+        for j in range(alive):
+            if live[j] < count:
+                live[kept] = live[j]
+                kept += 1
+        alive = kept
+        if alive == 0:
             break
         best_count, best_first = 1, count
-        for i in range(count):  # the n-gram at i from the (n-1)-gram at i; open addressing, linear probing
+        for j in range(alive):  # the n-gram at i from the (n-1)-gram at i; open addressing, linear probing
+            i = live[j]
             g = grams[i] * FNV_PRIME ^ hashes[i + n - 1]
             grams[i] = g
-            slot = np.int64(g & np.uint64(size - 1))
+            slot = np.int64(g & np.uint64(mask))
             while used[slot] == n and keys[slot] != g:
-                slot = (slot + 1) & (size - 1)
+                slot = (slot + 1) & mask
+            slot_of[i] = slot
             if used[slot] != n:
                 used[slot] = n
                 keys[slot] = g
                 first[slot] = i
-                counts[slot] = 0
-            counts[slot] += 1
-            slot_of[i] = slot
+                counts[slot] = 1
+                continue
+            c = counts[slot] + 1
+            counts[slot] = c
             # the most common so far, the first to occur among equally common ones
-            c = counts[slot]
-            if c > best_count or (c == best_count and c > 1 and first[slot] < best_first):
+            if c > best_count or (c == best_count and first[slot] < best_first):
                 best_count, best_first = c, first[slot]
         if best_count == 1:  # no n-gram repeats, so no longer one does: every count from here on is 0
             break
         top[n] = (ends[best_first + n] - ends[best_first] + n - 1) * best_count
-        i = 0
-        while i < count:
-            if seen[slot_of[i]] == n:
+        after = 0
+        for j in range(alive):
+            i = live[j]
+            if i < after:
+                continue
+            slot = slot_of[i]
+            if counts[slot] < 0:  # its first occurrence was passed: a repeat, and the scan goes on after it
                 repeated[n] += ends[i + n] - ends[i]
-                i += n
+                after = i + n
             else:
-                seen[slot_of[i]] = n
-                i += 1
+                counts[slot] = -counts[slot]
+        for j in range(alive):
+            repeats[live[j]] = abs(counts[slot_of[live[j]]]) > 1
+        kept = 0
+        for j in range(alive):
+            i = live[j]
+            both = repeats[i] and repeats[i + 1]
+            repeats[i] = False  # read no more: the positions after i read i + 1 and on
+            if both:
+                live[kept] = i
+                kept += 1
+        alive = kept
     return top, repeated
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pretrainkit.dataprep.filter.kernels import FNV_OFFSET, FNV_PRIME, SPACE, tables
+from pretrainkit.dataprep.filter.kernels import FNV_OFFSET, FNV_PRIME, SPACE, among, tables
 
 # isort: split
 import numba  # noqa: E402
@@ -189,15 +189,6 @@ def is_line_end(c):
     """What str.splitlines ends a line at: \\n \\x0b \\x0c \\r \\x1c \\x1d \\x1e \\x85 \\u2028 \\u2029 (no branch:
     most characters are none, and the counting loop stays one the compiler can widen)."""
     return ((c >= 10) & (c <= 13)) | ((c >= 0x1C) & (c <= 0x1E)) | (c == 0x85) | ((c >= 0x2028) & (c <= 0x2029))
-
-
-@numba.njit(cache=True)
-def among(c, marks):
-    """Whether code point c is one of `marks`."""
-    for mark in marks:
-        if c == mark:
-            return True
-    return False
 
 
 @numba.njit(cache=True)
