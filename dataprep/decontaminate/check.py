@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import zstandard
 
+from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.decontaminate.evalindex import EvalIndex, Match
 from pretrainkit.dataprep.decontaminate.ngrams import first_hits, gram_hashes, normalized_words
 from pretrainkit.dataprep.dedup.index import part_name
-from pretrainkit.dataprep.dedup.kept import COMPRESSION_LEVEL
 from pretrainkit.dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.files import atomic_write, write_text_atomic
 
@@ -78,9 +77,7 @@ def check_task(job: CheckJob) -> dict:
         kept = None
         if not job.report_only:
             raw = stack.enter_context(atomic_write(job.kept_path))
-            kept = stack.enter_context(
-                zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).stream_writer(raw, closefd=False)
-            )
+            kept = stack.enter_context(compressed_part(raw))
         batch: list[Document] = []
         chars = 0
 
@@ -101,9 +98,7 @@ def check_task(job: CheckJob) -> dict:
                 row |= {"eval_file": match.eval_file, "ngram": " ".join(match.ngram)}
                 rows.write(json.dumps(row, ensure_ascii=False) + "\n")
             if kept is not None and kept_records:
-                kept.write(
-                    b"\n".join(kept_records) + b"\n"
-                )  # one write per batch: the compressor's cost is per call too
+                kept.write(b"\n".join(kept_records) + b"\n")
             batch.clear()
 
         for item in read_task(job.task, job.text_field, job.id_field, records=not job.report_only):

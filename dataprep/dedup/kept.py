@@ -20,13 +20,13 @@ from typing import BinaryIO
 import numpy as np
 import zstandard
 
+from pretrainkit.dataprep.compressed_parts import COMPRESSION_LEVEL
 from pretrainkit.dataprep.dedup.index import part_name
 from pretrainkit.dataprep.dedup.pieces import copy_kept
 from pretrainkit.dataprep.readers import ReadTask
 from pretrainkit.files import atomic_write
 
 BLOCK_BYTES = 1 << 20
-COMPRESSION_LEVEL = 3
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,7 @@ def write_kept(job: WriteJob, keep: np.ndarray, lines: np.ndarray) -> int:
         source = _Lines(input_file, job.task.start, job.task.file.path)
         next_line = job.task.first_line  # the input line `source` reads next
         with atomic_write(Path(job.out_dir) / f"{part_name(job.index)}.jsonl.zst") as raw:
+            # written as it is: its pieces are views of one reused buffer, and a megabyte or more at a time
             with zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).stream_writer(raw, closefd=False) as out:
                 for lo, hi in zip(runs, runs[1:]):
                     if not verbatim[lo]:

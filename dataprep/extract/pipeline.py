@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-import zstandard
 from resiliparse.parse.html import HTMLParserException
 
 from pretrainkit import __version__
+from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.extract.charset import decode_html
 from pretrainkit.dataprep.extract.html import main_text
@@ -58,7 +58,6 @@ WARC_JOB_BYTES = 256 << 20  # a larger .warc.gz is read by several jobs (Common 
 REJECTED_NAME = "rejected.jsonl"
 STATS_NAME = "stats.json"
 WORK_NAME = ".work"
-COMPRESSION_LEVEL = 3  # as dedup's kept parts
 EXTRACTOR = (
     f"resiliparse {importlib.metadata.version('resiliparse')}"  # in the plan and stats: another version, other texts
 )
@@ -174,7 +173,7 @@ def extract_part(job: ExtractJob) -> dict:
     counts = _Counts()
     part = Path(job.out_dir) / f"{part_name(job.index)}.jsonl.zst"
     with atomic_write(part) as raw, atomic_write(f"{base}.rejected", "wb", durable=False) as rejected:
-        with zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).stream_writer(raw, closefd=False) as out:
+        with compressed_part(raw) as out:
             for f in job.files:
                 for row in _file_rows(f, counts, job.start, job.end):
                     if "text" in row:

@@ -30,9 +30,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import zstandard
-
 from pretrainkit import __version__
+from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.dedup.kernels import kernels_cached
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.filter.records import kept_record, removed_row
@@ -64,7 +63,6 @@ from pretrainkit.output_folders import FILTER, output_folder
 WORK_NAME = ".work"
 REMOVED_NAME = "removed.jsonl"
 REJECTED_NAME = "rejected.jsonl"
-COMPRESSION_LEVEL = 3
 
 
 @dataclass(frozen=True)
@@ -216,7 +214,7 @@ def filter_part(job: FilterJob) -> dict:
         removed_rows = stack.enter_context(atomic_write(job.path("removed"), durable=False))
         rejected_rows = stack.enter_context(atomic_write(job.path("rejected"), durable=False))
         raw = stack.enter_context(atomic_write(Path(job.out_dir) / f"part-{job.index:05d}.jsonl.zst"))
-        kept = stack.enter_context(zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).stream_writer(raw, closefd=False))
+        kept = stack.enter_context(compressed_part(raw))
         for item in read_task(job.task, job.options.text_field, job.options.id_field):
             if type(item) is not Document:
                 rejected_rows.write(json.dumps(item.to_json(), ensure_ascii=False).encode("utf-8") + b"\n")

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import zstandard
 
-from pretrainkit.dataprep.dedup.kept import COMPRESSION_LEVEL
+from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.filter.length import MinLength, MinLengthSettings
 from pretrainkit.dataprep.filter.records import kept_record, removed_row
 from pretrainkit.dataprep.filter.rules import Doc, Removal
@@ -35,7 +34,6 @@ from pretrainkit.dataprep.paragraphs.scan import scan_path
 from pretrainkit.dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.files import atomic_write, write_text_atomic
 
-WRITE_BYTES = 1 << 20
 WINDOW_DOCS = 1 << 16  # documents whose removals a job holds at a time
 MIN_LENGTH_REASON = "paragraphs.min_length"
 
@@ -71,9 +69,7 @@ def write_part(job: WriteJob) -> dict:
     with contextlib.ExitStack() as stack:
         removed_rows = stack.enter_context(atomic_write(job.path("removed"), durable=False))
         raw = stack.enter_context(atomic_write(Path(job.out_dir) / f"part-{job.index:05d}.jsonl.zst"))
-        kept = stack.enter_context(zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).stream_writer(raw, closefd=False))
-        pending: list[bytes] = []  # written a batch at a time: a call per record costs more than compressing it
-        pending_bytes = 0
+        kept = stack.enter_context(compressed_part(raw))
         documents = (i for i in read_task(job.task, job.text_field, job.id_field) if type(i) is Document)
         for ordinal, item in enumerate(documents):  # the rejected rows are the scan's
             size = len(item.text.encode("utf-8", "surrogatepass"))
@@ -97,16 +93,10 @@ def write_part(job: WriteJob) -> dict:
                     counts["removed_bytes"] += size
                     continue
                 record, left = kept_record(item, doc, job.text_field), len(doc.text.encode("utf-8", "surrogatepass"))
-            pending.append(record)
-            pending_bytes += len(record)
-            if pending_bytes >= WRITE_BYTES:
-                kept.write(b"\n".join(pending) + b"\n")
-                pending, pending_bytes = [], 0
+            kept.write(record + b"\n")
             counts["kept"] += 1
             counts["kept_input_bytes"] += size
             counts["output_bytes"] += left
-        if pending:
-            kept.write(b"\n".join(pending) + b"\n")
         _check_applied(window, removals, job)  # before the part is published
     result = {
         k: counts[k]
