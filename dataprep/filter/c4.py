@@ -64,5 +64,5 @@ class C4:
             return Removal(f"{self.name}.curly_bracket", "{", True)
         if found.outcome == FEW_SENTENCES:
             return below(self.name, "min_sentences", found.sentences, self.s.min_sentences)
-        doc.text = found.text
+        doc.set_text(found.text, found.code_points)
         return None

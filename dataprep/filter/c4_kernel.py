@@ -59,6 +59,7 @@ class C4Found:
     outcome: int  # KEPT, or the page rule that removes the page
     sentences: int  # kept lines and sentence ends (counted as far as min_sentences needs); exact when FEW_SENTENCES
     text: str  # the kept lines joined by "\n", stripped (KEPT)
+    code_points: np.ndarray | None = None  # text's code points (`kernels.code_points`), where the kernel has them
 
 
 class C4Kernel:
@@ -92,8 +93,11 @@ class C4Kernel:
     def run(self, cps: np.ndarray) -> C4Found:
         classes, lower = tables()
         outcome, sentences, out, size = _c4_page(cps, classes, lower, self.rules, *self.phrases, self.letters)
-        text = out[:size].tobytes().decode("utf-32-le", "surrogatepass").strip() if outcome == KEPT else ""
-        return C4Found(outcome, sentences, text)
+        if outcome != KEPT:
+            return C4Found(outcome, sentences, "")
+        joined = out[:size].tobytes().decode("utf-32-le", "surrogatepass")
+        text = joined.strip()  # kept lines are stripped: only blank lines kept at an end (no words rule) go
+        return C4Found(outcome, sentences, text, out[:size] if len(text) == size else None)
 
 
 @numba.njit(cache=True)

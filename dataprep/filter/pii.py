@@ -74,7 +74,7 @@ class PII:
     def check(self, doc: Doc) -> Removal | None:
         counts = {"email": 0, "ip": 0}
         text = doc.text
-        windows = candidate_windows(text, self.kinds)
+        windows = candidate_windows(text, self.kinds, doc.code_points())
         for kind, pattern, replace in self.passes:  # emails first: a bracketed address in one goes with it
             redacted = _substitute(pattern, text, windows[kind], lambda m, replace=replace: replace(m, counts))
             if redacted is not text:  # the offsets after a replacement moved

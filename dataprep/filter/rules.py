@@ -32,6 +32,12 @@ class Doc:
         """The text's code points (`kernels.code_points`), for the compiled kernels."""
         return self._once("code_points", lambda: code_points(self.text))
 
+    def set_text(self, text: str, code_points: np.ndarray | None) -> None:
+        """The text a step leaves, with its code points where the step has them (else found when read)."""
+        self.text = text
+        self._found = {} if code_points is None else {"code_points": code_points}
+        self._found_in = text
+
     def words(self) -> Words:
         """The text's words (`kernels.scan_words`), found once for the steps that read the same text."""
         return self._once("words", lambda: words_of(self.code_points()))

@@ -183,6 +183,8 @@ def check_c4(text: str) -> None:
         removal = C4(settings).check(doc)
         found = (None if removal is None else (removal.filter, removal.value)), (doc.text if removal is None else None)
         assert found == expected_c4(text, settings), (text, settings)
+        if removal is None:  # the code points the kernel leaves for the next steps are those of the text left
+            assert doc.code_points().tolist() == code_points(doc.text).tolist(), (text, settings)
 
 
 # ---- both, on random and real texts ----
