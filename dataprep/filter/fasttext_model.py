@@ -232,6 +232,19 @@ def _best_label(line, ints, words, rows, output, tree):
 
 
 @numba.njit(cache=True)
+def _best_labels(data, ends, ints, words, rows, output, tree):
+    """`_best_label` of each line, line i data[ends[i - 1]:ends[i]] (from 0 for the first)."""
+    best = np.empty(len(ends), np.int64)
+    scores = np.empty(len(ends), np.float64)
+    start = 0
+    for i in range(len(ends)):
+        b, s = _best_label(data[start : ends[i]], ints, words, rows, output, tree)
+        best[i], scores[i] = b, s
+        start = ends[i]
+    return best, scores
+
+
+@numba.njit(cache=True)
 def _add_line(line, ints, words, rows, hidden):
     """Adds to `hidden` the rows of every token of `line`, then of "</s>"; returns how many."""
     minn, maxn, bucket, nwords = ints[0], ints[1], ints[2], ints[3]
@@ -450,7 +463,12 @@ class FastTextModel:
         fastText stops reading); None where nothing of it is in the model (fastText's `predict` then
         gives no label). A lone surrogate, which has no UTF-8 form (fastText's binding refuses it), is
         read as "?"."""
-        line = line.partition("\n")[0]
-        data = np.frombuffer(line.encode("utf-8", "replace"), np.uint8)
-        best, score = _best_label(data, self.ints, self.words, self.rows, self.output, self.tree)
-        return (self.labels[best], float(score)) if best >= 0 else None
+        return self.predict_many([line])[0]
+
+    def predict_many(self, lines: list[str]) -> list[tuple[str, float] | None]:
+        """`predict` of each line, in one compiled call."""
+        encoded = [line.partition("\n")[0].encode("utf-8", "replace") for line in lines]
+        ends = np.cumsum([len(e) for e in encoded], dtype=np.int64)
+        data = np.frombuffer(b"".join(encoded), np.uint8)
+        best, scores = _best_labels(data, ends, self.ints, self.words, self.rows, self.output, self.tree)
+        return [(self.labels[b], s) if b >= 0 else None for b, s in zip(best.tolist(), scores.tolist())]

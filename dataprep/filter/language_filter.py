@@ -29,13 +29,19 @@ class LanguageStep:
     def __init__(self, settings: LanguageSettings):
         from pretrainkit.dataprep.filter import language  # the model loads once per process, when a run needs it
 
-        self.identify = language.identify
+        self.identify_many = language.identify_many
         self.s = settings
         self.keep = frozenset(settings.languages) if settings.languages is not None else None
 
     def check(self, doc: Doc) -> Removal | None:
-        lang, score = self.identify(doc.text)
-        score = round(float(score), 4)
+        return self.check_many([doc])[0]
+
+    def check_many(self, docs: list[Doc]) -> list[Removal | None]:
+        """`check` of each document, the model reading their samples together (`identify_many`)."""
+        answers = self.identify_many([doc.text for doc in docs])
+        return [self._verdict(doc, lang, score) for doc, (lang, score) in zip(docs, answers)]
+
+    def _verdict(self, doc: Doc, lang: str, score: float) -> Removal | None:
         doc.fields["lang"], doc.fields["lang_score"] = lang, score
         if self.keep is not None and lang not in self.keep:
             return Removal(f"{self.name}.languages", lang, sorted(self.keep))

@@ -288,9 +288,9 @@ def _run_steps(steps: list, docs: list[Doc], seconds: dict[str, float]) -> list[
     for step in steps:
         began = clock()
         left = []
-        for i in alive:
-            doc = docs[i]
-            removal = step.check(doc)
+        batch = [docs[i] for i in alive]
+        found = step.check_many(batch) if hasattr(step, "check_many") else [step.check(doc) for doc in batch]
+        for i, doc, removal in zip(alive, batch, found):
             if removal is None and (not doc.text or doc.text.isspace()):
                 removal = Removal(f"{step.name}.no_text_left", 0, 1)
             if removal is None:

@@ -4,10 +4,12 @@
     removal = step.check(doc)           # None: kept (the step may have changed doc.text)
     removal.filter, removal.value       # "gopher_quality.min_words", 12 (with removal.threshold 50)
 
-A step is a class with a `name` (its key in the filters file, `pretrainkit.dataprep.filter.steps`) and
-`check(doc) -> Removal | None`. Its rules are its settings: a rule whose setting is None (null in the
-file) is off. A rule is named in `removed.jsonl` and `stats.json` as `<step>.<setting>`, the setting
-whose threshold the document failed.
+A step is a class with a `name` (its key in the filters file, `pretrainkit.dataprep.filter.steps`)
+and `check(doc) -> Removal | None`; a step that gains from seeing documents together (the language
+model's one compiled call) also has `check_many(docs) -> [Removal | None]`, the same verdicts. Its
+rules are its settings: a rule whose setting is None (null in the file) is off. A rule is named in
+`removed.jsonl` and `stats.json` as `<step>.<setting>`, the setting whose threshold the document
+failed.
 """
 
 from __future__ import annotations
