@@ -259,10 +259,13 @@ def _c4_page(cps, classes, lower, rules, phrases, phrase_ends, letters):
         while e < n:
             c = cps[e]
             if 0x20 <= c < 0x80 and c != OPEN_BRACKET and c != OPEN_BRACE:  # most characters
-                if letters[0, c]:
-                    candidates = _candidates(cps, e, n, letters)
-                    if candidates:
-                        held |= _phrases_at(cps, e, n, lower, phrases, phrase_ends, candidates)
+                # the phrases the two letters from here begin, without a branch on the first (a fifth
+                # of the characters begin one): row 127 of `letters` is empty, so a next character
+                # past ASCII gives none; at the text's end the pair is the last character twice,
+                # which `_phrases_at` then finds no room for
+                candidates = letters[0, c] & letters[1, min(cps[min(e + 1, n - 1)], 127)]
+                if candidates:
+                    held |= _phrases_at(cps, e, n, lower, phrases, phrase_ends, candidates)
                 e += 1
                 continue
             if is_line_end(c):
