@@ -24,7 +24,7 @@ from pretrainkit.arguments import CommandParser
 from pretrainkit.errors import UserError
 from pretrainkit.progress import end_bars
 from pretrainkit.remote.staging import local_arguments, shown
-from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, deferred_sigterm, handling_sigterm, sigterm_received
+from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, handling_sigterm
 
 # Each folder's cli.py registers the commands it owns (`register(subparsers)`), in the order `ptk --help`
 # lists them. Imported once the SIGTERM handler is in place: the imports take most of a second, and a
@@ -51,15 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="ptk", description="pretrainkit: data pipeline and pretraining toolkit")
     parser.add_argument("--version", action="version", version=f"pretrainkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    # A SIGTERM during the imports is raised once they are done: raised inside a native module's
-    # initialization (resiliparse's, numba's), it left that module half made, and the command ended in
-    # a Rust panic's traceback or a segfault instead of its one line (about 1 run in 100).
-    with deferred_sigterm():
-        modules = [importlib.import_module(name) for name in COMMAND_MODULES]
-    if sigterm_received():
-        raise Terminated
-    for module in modules:
-        module.register(sub)
+    for name in COMMAND_MODULES:  # a SIGTERM meanwhile is raised between imports (pretrainkit.sigterm)
+        importlib.import_module(name).register(sub)
     return parser
 
 

@@ -18,6 +18,12 @@ finalizer or a weakref callback (an import's module lock has one): it prints "Ex
 Terminated is caught by `sys.unraisablehook`, said nothing of, and raised again: a thread signals the
 process once more a moment later, so that the handler runs in the code the callback interrupted (a
 signal that still finds the main thread in the hook is sent again the same way).
+
+Nor is a Terminated raised inside an import: it would leave the module half made, and a native
+module whose initialization runs Python code (resiliparse's Rust module, numba's, torch's) then
+ended the command in a Rust panic's traceback or a segfault rather than its one line (about 1 run
+in 100 of `ptk` signalled at random in its first half second). A SIGTERM that finds the main thread
+importing is sent again a moment later, until the import is done, and raised there.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ class _State:
     received = False  # a SIGTERM arrived since handling_sigterm() began
     deferring = 0  # inside deferred_sigterm(): a SIGTERM waits to be read with sigterm_received()
     lost = False  # the Terminated raised was ignored (raised in a finalizer or callback): raise it again
+    pending = False  # a SIGTERM came during an import: it is raised once the import is done
     unraisable_before = sys.unraisablehook  # outside handling_sigterm()
 
 
@@ -51,8 +58,12 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     if _State.lost and _within(frame, _on_unraisable.__code__):  # it would be ignored again
         _signal_again()
         return
-    again = not _State.received or _State.lost
-    _State.received, _State.lost = True, False
+    if not _State.deferring and _importing(frame):
+        _State.received = _State.pending = True
+        _signal_again()
+        return
+    again = not _State.received or _State.lost or _State.pending
+    _State.received, _State.lost, _State.pending = True, False, False
     if again and not _State.deferring:
         raise Terminated
 
@@ -76,6 +87,18 @@ def _signal_again() -> None:
     threading.Thread(target=send, daemon=True).start()
 
 
+def _importing(frame: FrameType | None) -> bool:
+    """Whether `frame` runs inside an import (importlib's machinery is below it)."""
+    while frame is not None:
+        if frame.f_code.co_filename in _IMPORT_MACHINERY:
+            return True
+        frame = frame.f_back
+    return False
+
+
+_IMPORT_MACHINERY = frozenset({"<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"})
+
+
 def _within(frame: FrameType | None, code: CodeType) -> bool:
     while frame is not None:
         if frame.f_code is code:
@@ -91,7 +114,7 @@ def handling_sigterm() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _State.received, _State.deferring, _State.lost = False, 0, False
+    _State.received, _State.deferring, _State.lost, _State.pending = False, 0, False, False
     before, _State.unraisable_before = signal.signal(signal.SIGTERM, _on_sigterm), sys.unraisablehook
     sys.unraisablehook = _on_unraisable
     _State.handling = True

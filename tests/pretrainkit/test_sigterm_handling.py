@@ -1,12 +1,14 @@
 """`pretrainkit.sigterm`: a SIGTERM whose Terminated Python ignores (it came while a finalizer ran) is
 raised again where the main thread was, silently, instead of being lost; one that comes while `ptk`
-imports its commands is raised once the imports are done, not inside one."""
+imports a module (its commands', or a library it imports lazily) is raised once that import is done,
+not inside it."""
 
 from __future__ import annotations
 
 import importlib
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -40,20 +42,53 @@ def test_a_sigterm_raised_in_a_finalizer_is_raised_again_outside_it(capfd) -> No
     assert "Exception ignored" not in capfd.readouterr().err
 
 
-def test_a_sigterm_while_the_commands_are_imported_is_raised_after_the_imports(monkeypatch) -> None:
+SIGNALLING_MODULE = """
+import os, signal, time
+from pretrainkit.sigterm import sigterm_received
+
+os.kill(os.getpid(), signal.SIGTERM)
+deadline = time.monotonic() + 5
+while not sigterm_received() and time.monotonic() < deadline:  # the handler runs here, inside the import
+    pass
+time.sleep(0.05)  # the signal sent again meanwhile finds the import still running
+DONE = True
+"""
+
+
+def signalling_module(tmp_path, monkeypatch) -> str:
+    """A module whose body sends SIGTERM to its process and goes on: the signal is handled inside the import."""
+    name = "signalled_while_imported_" + "".join(c if c.isalnum() else "_" for c in tmp_path.name)  # once per test
+    (tmp_path / f"{name}.py").write_text(SIGNALLING_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+def raised_after(block, timeout_s: float = 5) -> None:
+    """Runs `block` inside handling_sigterm() and then waits: the Terminated must come after the block."""
+    with pytest.raises(Terminated), handling_sigterm():
+        block()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            time.sleep(0.001)
+
+
+def test_a_sigterm_during_an_import_is_raised_once_the_import_is_done(tmp_path, monkeypatch) -> None:
     """Raised inside a native module's initialization (resiliparse's Rust module), the Terminated left
-    the module half made: a panic's traceback, or a segfault. It now waits for the imports to end."""
-    imported = []
+    the module half made: a panic's traceback, or a segfault. It now waits for the import to end."""
+    name = signalling_module(tmp_path, monkeypatch)
+    raised_after(lambda: importlib.import_module(name))
+    assert sys.modules[name].DONE
+
+
+def test_a_sigterm_while_the_commands_are_imported_is_raised_after_that_import(tmp_path, monkeypatch) -> None:
+    name = signalling_module(tmp_path, monkeypatch)
     real_import = importlib.import_module
 
-    def importing(name: str, *package):  # importlib's own: the modules' imports call it too
-        if name in cli.COMMAND_MODULES:
-            if not imported:
-                os.kill(os.getpid(), signal.SIGTERM)  # handled at the next instruction: inside this import
-            imported.append(name)
-        return real_import(name, *package)
+    def importing(module: str, *package):  # the first command module's import signals the process
+        if module == cli.COMMAND_MODULES[0]:
+            real_import(name)
+        return real_import(module, *package)
 
     monkeypatch.setattr(cli.importlib, "import_module", importing)
-    with pytest.raises(Terminated), handling_sigterm():
-        cli.build_parser()
-    assert imported == list(cli.COMMAND_MODULES)
+    raised_after(cli.build_parser)
+    assert sys.modules[name].DONE
