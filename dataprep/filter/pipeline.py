@@ -226,15 +226,14 @@ def filter_part(job: FilterJob) -> dict:
         kept = stack.enter_context(compressed_part(raw))
         for batch in _batches(read_task(job.task, job.options.text_field, job.options.id_field)):
             docs = [Doc(item.text) for item in batch if type(item) is Document]
-            removals = iter(_run_steps(steps, docs, seconds))
-            docs = iter(docs)
+            verdicts = zip(docs, _run_steps(steps, docs, seconds))  # in the order of the batch's documents
             for item in batch:
                 if type(item) is not Document:
                     rejected_rows.write(json.dumps(item.to_json(), ensure_ascii=False).encode("utf-8") + b"\n")
                     counts["rejected"] += 1
                     reasons[reason_kind(item.reason)] += 1
                     continue
-                doc, removal = next(docs), next(removals)
+                doc, removal = next(verdicts)
                 size = len(item.text.encode("utf-8", "surrogatepass"))
                 counts["docs"] += 1
                 counts["text_bytes"] += size

@@ -122,6 +122,22 @@ def test_the_same_bytes_for_one_and_two_workers(tmp_path, corpus, no_language_fi
     assert outs[0] == outs[1]
 
 
+@pytest.mark.parametrize("batch_docs", [1, 7])
+def test_batches_of_documents_give_the_bytes_of_one_document_at_a_time(
+    tmp_path, corpus, no_language_filters, monkeypatch, batch_docs
+):
+    """A job runs each step on a batch of documents before the next step; batch edges fall between
+    unreadable records, removed and kept documents, and the rows come out as from the default batches."""
+    from pretrainkit.dataprep.filter import pipeline
+
+    inputs, _ = corpus
+    argv = ["filter", str(inputs), "--filters", str(no_language_filters), "--workers", "1"]
+    assert main([*argv, "-o", str(tmp_path / "default")]) == 0
+    monkeypatch.setattr(pipeline, "BATCH_DOCS", batch_docs)
+    assert main([*argv, "-o", str(tmp_path / "small")]) == 0
+    assert snapshot(tmp_path / "small") == snapshot(tmp_path / "default")
+
+
 def test_kill_9_then_the_same_command_resumes_to_the_same_bytes(tmp_path, reuters_docs, no_language_filters):
     inputs = tmp_path / "in"
     for i in range(6):
