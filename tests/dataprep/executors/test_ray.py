@@ -35,6 +35,7 @@ from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer  # noqa: E40
 from pretrainkit.errors import UserError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.ray_in_process
 
 
 @pytest.fixture(scope="module")
