@@ -34,7 +34,7 @@ import re
 import sys
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -323,6 +323,23 @@ def _open_or_fail(path: str) -> BinaryIO:
         return open(path, "rb")
     except OSError as e:
         raise UserError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def in_batches(items: Iterable[Item], max_docs: int, max_chars: int) -> Iterator[list[Item]]:
+    """`items` (a task's, in order) a list at a time, each closed once it holds `max_docs` documents
+    or `max_chars` characters of their texts; a Rejected row stays in its place and counts for neither."""
+    batch: list[Item] = []
+    docs = chars = 0
+    for item in items:
+        batch.append(item)
+        if type(item) is Document:
+            docs += 1
+            chars += len(item.text)
+            if docs >= max_docs or chars >= max_chars:
+                yield batch
+                batch, docs, chars = [], 0, 0
+    if batch:
+        yield batch
 
 
 def read_task(task: ReadTask, text_field: str = "text", id_field: str = "id", records: bool = True) -> Iterator[Item]:

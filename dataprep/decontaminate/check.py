@@ -26,7 +26,7 @@ from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.decontaminate.evalindex import EvalIndex, Match
 from pretrainkit.dataprep.decontaminate.ngrams import first_hits, gram_hashes, normalized_words
 from pretrainkit.dataprep.dedup.index import part_name
-from pretrainkit.dataprep.readers import Document, ReadTask, read_task
+from pretrainkit.dataprep.readers import Document, ReadTask, in_batches, read_task
 from pretrainkit.files import atomic_write, write_text_atomic
 
 BATCH_CHARS = 1 << 20  # texts per compiled call: large enough that the call's cost is nothing
@@ -78,10 +78,8 @@ def check_task(job: CheckJob) -> dict:
         if not job.report_only:
             raw = stack.enter_context(atomic_write(job.kept_path))
             kept = stack.enter_context(compressed_part(raw))
-        batch: list[Document] = []
-        chars = 0
 
-        def flush() -> None:
+        def check(batch: list[Document]) -> None:
             first, words = first_hits([d.text for d in batch], job.ngram, index.hashes, index.filter)
             kept_records: list[bytes] = []
             counts["shorter_than_ngram"] += int(np.count_nonzero(words < job.ngram))
@@ -99,21 +97,19 @@ def check_task(job: CheckJob) -> dict:
                 rows.write(json.dumps(row, ensure_ascii=False) + "\n")
             if kept is not None and kept_records:
                 kept.write(b"\n".join(kept_records) + b"\n")
-            batch.clear()
 
-        for item in read_task(job.task, job.text_field, job.id_field, records=not job.report_only):
-            if type(item) is not Document:
-                rejected.write(json.dumps(item.to_json(), ensure_ascii=False) + "\n")
-                counts["rejected"] += 1
-                continue
-            counts["docs"] += 1
-            batch.append(item)
-            chars += len(item.text)
-            if chars >= BATCH_CHARS or len(batch) >= BATCH_DOCS:
-                flush()
-                chars = 0
-        if batch:
-            flush()
+        items = read_task(job.task, job.text_field, job.id_field, records=not job.report_only)
+        for batch in in_batches(items, BATCH_DOCS, BATCH_CHARS):
+            docs = []
+            for item in batch:
+                if type(item) is not Document:
+                    rejected.write(json.dumps(item.to_json(), ensure_ascii=False) + "\n")
+                    counts["rejected"] += 1
+                    continue
+                counts["docs"] += 1
+                docs.append(item)
+            if docs:
+                check(docs)
     result = {
         k: counts[k] for k in ("docs", "kept", "contaminated", "rejected", "shorter_than_ngram", "hash_collisions")
     }

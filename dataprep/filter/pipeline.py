@@ -29,7 +29,6 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +44,7 @@ from pretrainkit.dataprep.readers import (
     Document,
     ReadTask,
     discover_inputs,
+    in_batches,
     nothing_usable,
     plan_read_tasks,
     read_task,
@@ -224,7 +224,8 @@ def filter_part(job: FilterJob) -> dict:
         rejected_rows = stack.enter_context(atomic_write(job.path("rejected"), durable=False))
         raw = stack.enter_context(atomic_write(Path(job.out_dir) / f"part-{job.index:05d}.jsonl.zst"))
         kept = stack.enter_context(compressed_part(raw))
-        for batch in _batches(read_task(job.task, job.options.text_field, job.options.id_field)):
+        items = read_task(job.task, job.options.text_field, job.options.id_field)
+        for batch in in_batches(items, BATCH_DOCS, BATCH_CHARS):
             docs = [Doc(item.text) for item in batch if type(item) is Document]
             verdicts = zip(docs, _run_steps(steps, docs, seconds))  # in the order of the batch's documents
             for item in batch:
@@ -260,22 +261,6 @@ def filter_part(job: FilterJob) -> dict:
     }
     write_text_atomic(done, json.dumps(result))
     return result
-
-
-def _batches(items: Iterator) -> Iterator[list]:
-    """The read task's items (documents and rejected records) in order, a batch at a time: up to
-    BATCH_DOCS documents or BATCH_CHARS characters of text."""
-    batch, chars, docs = [], 0, 0
-    for item in items:
-        batch.append(item)
-        if type(item) is Document:
-            chars += len(item.text)
-            docs += 1
-        if docs >= BATCH_DOCS or chars >= BATCH_CHARS:
-            yield batch
-            batch, chars, docs = [], 0, 0
-    if batch:
-        yield batch
 
 
 def _run_steps(steps: list, docs: list[Doc], seconds: dict[str, float]) -> list[Removal | None]:
