@@ -18,7 +18,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     """The tests marked ray_in_process last, in their order (with `--dist loadfile`, xdist hands the
     files out in this order, so a process that ran them runs nothing else after). Ray's gRPC threads
     outlive ray.shutdown(), and a local runner's worker that a later test forks from that process
-    crashed with signal 11 in 2 of 17 fresh-clone runs (`ptk tokenize`, `ptk filter` in `prepare`);
+    crashed with signal 11 in 2 of 17 fresh-clone runs (`ptk tokenize`, both times);
     `ptk` itself forks its workers before any thread starts."""
     items.sort(key=lambda item: item.get_closest_marker("ray_in_process") is not None)
 
