@@ -329,30 +329,63 @@ def _table_size(entries: int) -> int:
     return 1 << max(4, (2 * entries).bit_length())
 
 
-def _hash_table(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`pruneidx` (an n-gram's bucket -> its row among the kept n-grams) as open addressing arrays,
-    probed as `_kept_ngrams` probes them; empty slots hold -1."""
-    size = _table_size(len(keys))
-    table_keys, table_values = np.full(size, -1, np.int64), np.zeros(size, np.int32)
-    for key, value in zip(keys.tolist(), values.tolist()):
-        slot = (key * 2654435761) & (size - 1)
-        while table_keys[slot] != -1:
-            slot = (slot + 1) & (size - 1)
-        table_keys[slot], table_values[slot] = key, value
-    return table_keys, table_values
-
-
-def _word_table(words: list[bytes]) -> np.ndarray:
-    """Every dictionary entry's index in an open addressing table of its hash, as `_add_line`
-    probes it; empty slots hold -1."""
-    table = np.full(_table_size(len(words)), -1, np.int32)
-    mask = len(table) - 1
-    for i, word in enumerate(words):
-        slot = int(_fnv(np.frombuffer(word, np.uint8), 0, len(word))) & mask
-        while table[slot] != -1:
+@numba.njit(cache=True)
+def _placed(first_slots, size):
+    """Where each entry lands in an open addressing table of `size` slots, the entries placed in order,
+    each at the first free slot from its own on (linear probing, as the lookups probe)."""
+    taken = np.zeros(size, np.bool_)
+    slots = np.empty(len(first_slots), np.int64)
+    mask = size - 1
+    for i in range(len(first_slots)):
+        slot = first_slots[i]
+        while taken[slot]:
             slot = (slot + 1) & mask
-        table[slot] = i
-    return table
+        taken[slot] = True
+        slots[i] = slot
+    return slots
+
+
+@numba.njit(cache=True)
+def _dictionary(word_bytes, word_at, pruned, minn, maxn, bucket, nwords, kept_bits, tables):
+    """The dictionary's arrays that `_add_line` probes (`_vocabulary`), made in one compiled call (in
+    Python they took ~50 ms of each worker's start): `pruned`'s buckets and rows as an open addressing
+    table, the entries' indices in a table of their hashes (`tables`: the two tables' sizes), and each
+    entry's rows as `initNgrams` makes them: its own, then its kept n-grams' (none for "</s>" or where
+    maxn is 0)."""
+    prune_keys, prune_values = np.full(tables[0], -1, np.int64), np.zeros(tables[0], np.int32)
+    keys = pruned[:, 0].astype(np.int64)
+    slots = _placed((keys * 2654435761) & (tables[0] - 1), tables[0])
+    for i in range(len(keys)):
+        prune_keys[slots[i]], prune_values[slots[i]] = keys[i], pruned[i, 1]
+    words = len(word_at) - 1
+    hashes = np.empty(words, np.int64)
+    for i in range(words):
+        hashes[i] = np.int64(_fnv(word_bytes, word_at[i], word_at[i + 1])) & (tables[1] - 1)
+    word_table = np.full(tables[1], -1, np.int32)
+    slots = _placed(hashes, tables[1])
+    for i in range(words):
+        word_table[slots[i]] = i
+    longest = 0
+    for i in range(words):
+        longest = max(longest, word_at[i + 1] - word_at[i])
+    rows = np.empty(words + (word_at[words] + 2 * words) * max(maxn - minn + 1, 1), np.int32)
+    at = np.zeros(words + 1, np.int64)
+    bounded = np.empty(longest + 2, np.uint8)  # "<" + the word + ">"
+    bounded[0] = 60
+    count = 0
+    for i in range(words):
+        rows[count] = i
+        count += 1
+        word = word_bytes[word_at[i] : word_at[i + 1]]
+        if maxn > 0 and not _same(word, EOS_BYTES):
+            size = len(word)
+            bounded[1 : size + 1] = word
+            bounded[size + 1] = 62
+            count += _kept_ngrams(
+                bounded[: size + 2], minn, maxn, bucket, nwords, kept_bits, prune_keys, prune_values, rows[count:]
+            )
+        at[i + 1] = count
+    return word_table, rows[:count].copy(), at, prune_keys, prune_values
 
 
 def _tree(counts: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -381,31 +414,17 @@ def _vocabulary(entries: list[tuple[bytes, int, int]], ints: np.ndarray, pruned:
     a hash table, each word's rows (its own and its kept n-grams', as `initNgrams` makes them), and the
     kept n-grams' buckets (`pruneidx`) as bits and as a table of their rows."""
     minn, maxn, bucket, nwords = ints[:4].tolist()
-    prune_keys, prune_values = _hash_table(pruned[:, 0], pruned[:, 1])
     kept_bits = np.zeros((bucket + 63) // 64, np.uint64)
     np.bitwise_or.at(kept_bits, pruned[:, 0] >> 6, np.left_shift(np.uint64(1), (pruned[:, 0] & 63).astype(np.uint64)))
     words = [word for word, _, _ in entries]
+    word_bytes = np.frombuffer(b"".join(words), np.uint8).copy()
     word_at = np.zeros(len(words) + 1, np.int64)
     word_at[1:] = np.cumsum([len(w) for w in words])
-    sub_rows, sub_at = [], [0]
-    for i, word in enumerate(words):
-        sub_rows.append(i)
-        if word != EOS and maxn > 0:
-            bounded = np.frombuffer(b"<" + word + b">", np.uint8)
-            out = np.empty(len(bounded) * (maxn - minn + 1), np.int32)
-            kept = _kept_ngrams(bounded, minn, maxn, bucket, nwords, kept_bits, prune_keys, prune_values, out)
-            sub_rows.extend(out[:kept].tolist())
-        sub_at.append(len(sub_rows))
-    return (
-        _word_table(words),
-        np.frombuffer(b"".join(words), np.uint8).copy(),
-        word_at,
-        np.array(sub_rows, np.int32),
-        np.array(sub_at, np.int64),
-        kept_bits,
-        prune_keys,
-        prune_values,
+    tables = np.array([_table_size(len(pruned)), _table_size(len(words))], np.int64)
+    word_table, sub_rows, sub_at, prune_keys, prune_values = _dictionary(
+        word_bytes, word_at, pruned, minn, maxn, bucket, nwords, kept_bits, tables
     )
+    return (word_table, word_bytes, word_at, sub_rows, sub_at, kept_bits, prune_keys, prune_values)
 
 
 @dataclass(frozen=True)
