@@ -117,15 +117,16 @@ def _quality(cps, classes, lengths, alpha, lower_hashes, marks, ends, stop_hashe
         if value < limits[7]:
             return 7, value
     if not np.isnan(limits[8]):
-        found = _distinct_members(lower_hashes, stop_hashes)
+        found = _distinct_members(lower_hashes, stop_hashes, limits[8])
         if found < limits[8]:
             return 8, float(found)
     return -1, 0.0
 
 
 @numba.njit(cache=True)
-def _distinct_members(hashes, members):
-    """How many of `members` (distinct hashes) occur in `hashes`."""
+def _distinct_members(hashes, members, enough):
+    """How many of `members` (distinct hashes) occur in `hashes`, counted until `enough` are found (the
+    rule needs no more: most pages hold two stop words within their first words)."""
     found = np.zeros(len(members), np.bool_)
     count = 0
     for h in hashes:
@@ -133,6 +134,6 @@ def _distinct_members(hashes, members):
             if h == members[j] and not found[j]:
                 found[j] = True
                 count += 1
-                if count == len(members):
+                if count >= enough or count == len(members):
                     return count
     return count
