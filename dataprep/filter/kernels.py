@@ -264,42 +264,72 @@ def _email_windows(cps):
 
 
 @numba.njit(cache=True)
+def _is_ipv4_part(c) -> bool:
+    return _is_digit(c) or c == 46
+
+
+@numba.njit(cache=True)
+def _is_ipv6_part(c) -> bool:
+    return _is_hex(c) or c == 58 or c == 46
+
+
+@numba.njit(cache=True)
 def _ipv4_windows(cps):
+    """The runs of digits and periods holding four digits and three periods or more. Only a run that
+    holds a period can, so the scan goes from period to period (prose has few) and reads the run
+    around one: the same runs as reading every character, several times faster."""
     n = len(cps)
     out = []
     i = 0
     while i < n:
-        if not (_is_digit(cps[i]) or cps[i] == 46):
+        if cps[i] != 46:
             i += 1
             continue
-        start, digits, dots = i, 0, 0
-        while i < n and (_is_digit(cps[i]) or cps[i] == 46):
-            if cps[i] == 46:
+        start = i
+        while start > 0 and _is_ipv4_part(cps[start - 1]):
+            start -= 1
+        end = i + 1
+        while end < n and _is_ipv4_part(cps[end]):
+            end += 1
+        digits, dots = 0, 0
+        for k in range(start, end):
+            if cps[k] == 46:
                 dots += 1
             else:
                 digits += 1
-            i += 1
         if digits >= 4 and dots >= 3:
-            out.append((start, i))
+            out.append((start, end))
+        i = end
     return out
 
 
 @numba.njit(cache=True)
 def _ipv6_windows(cps):
+    """The runs of hexadecimal digits, colons and periods, not beginning with a period, holding two
+    colons or more; found from the colons, as `_ipv4_windows` goes from the periods (the hexadecimal
+    letters are common in prose, colons are not)."""
     n = len(cps)
     out = []
     i = 0
     while i < n:
-        if not (_is_hex(cps[i]) or cps[i] == 58):
+        if cps[i] != 58:
             i += 1
             continue
-        start, colons = i, 0
-        while i < n and (_is_hex(cps[i]) or cps[i] == 58 or cps[i] == 46):
-            if cps[i] == 58:
-                colons += 1
-            i += 1
+        start = i
+        while start > 0 and _is_ipv6_part(cps[start - 1]):
+            start -= 1
+        while cps[start] == 46:  # a run begins at a digit, letter or colon: the colon at i is one
+            start += 1
+        end = i + 1
+        colons = 1
+        while end < n and _is_ipv6_part(cps[end]):
+            colons += cps[end] == 58
+            end += 1
+        for k in range(start, i):
+            colons += cps[k] == 58
         if colons >= 2:
-            out.append((start, i))
+            out.append((start, end))
+        i = end
     return out
 
 

@@ -3,8 +3,13 @@ code, private addresses, the placeholders themselves) left as it is."""
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
+from fixtures.corpora import pep_documents, reuters_documents
+from pretrainkit.dataprep.filter.kernels import candidate_windows
 from pretrainkit.dataprep.filter.pii import PII, PIISettings
 from pretrainkit.dataprep.filter.rules import Doc
 
@@ -60,3 +65,27 @@ def test_redaction_is_idempotent_and_switchable():
         "x 8.8.4.4 y <EMAIL>",
         {"email": 1, "ip": 0},
     )
+
+
+# What the IP windows are by definition (kernels.candidate_windows): maximal runs of digits and
+# periods, and runs of hexadecimal digits, colons and periods that begin at a digit, letter or colon.
+IPV4_RUN = re.compile(r"[0-9.]+")
+IPV6_RUN = re.compile(r"[0-9A-Fa-f:][0-9A-Fa-f:.]*")
+FRAGMENTS = ["1", "25", "255", ".", "..", ":", "::", "a", "F", "fe80", "g", "x", " ", "\n", "é", "@", "-", "1.2"]
+
+
+def reference_windows(text: str) -> dict[str, list[tuple[int, int]]]:
+    return {
+        "ipv4": [m.span() for m in IPV4_RUN.finditer(text) if len(m[0].replace(".", "")) >= 4 and m[0].count(".") >= 3],
+        "ipv6": [m.span() for m in IPV6_RUN.finditer(text) if m[0].count(":") >= 2],
+    }
+
+
+def test_ip_windows_are_the_runs_of_their_definition():
+    """The kernels find the runs from the periods and colons alone; on random mixes of the characters
+    that make and break runs, and on real text, they find exactly the runs the definition gives."""
+    rng = random.Random(7)
+    texts = ["".join(rng.choices(FRAGMENTS, k=rng.randint(0, 40))) for _ in range(3000)]
+    texts += [text for _, text in pep_documents() + reuters_documents(files=1)]  # code, versions, times, numbers
+    for text in texts:
+        assert candidate_windows(text, ("ipv4", "ipv6")) == reference_windows(text), text
