@@ -6,7 +6,8 @@ where asked, the language mix.
 
 `length_chars[k]` counts the documents of [2^k, 2^(k+1)) characters (bin 0 also holds the empty
 ones, the last bin everything longer). Languages are `pretrainkit.dataprep.filter.language.identify`'s
-codes, of the text as it is in this corpus. A job per read task; the counts are sums, so the
+codes, of the text as it is in this corpus (found a batch of documents at a time, `identify_many`,
+as `ptk filter` does). A job per read task; the counts are sums, so the
 profile is the same for any number of workers.
 """
 
@@ -16,8 +17,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from pretrainkit.dataprep.executors import JobRunner
-from pretrainkit.dataprep.filter.language import identify
-from pretrainkit.dataprep.readers import Document, ReadTask, discover_inputs, plan_read_tasks, read_task
+from pretrainkit.dataprep.filter.language import identify_many
+from pretrainkit.dataprep.filter.pipeline import BATCH_CHARS, BATCH_DOCS
+from pretrainkit.dataprep.readers import Document, ReadTask, discover_inputs, in_batches, plan_read_tasks, read_task
 
 LENGTH_BINS = 24  # up to 2^23 characters and longer
 
@@ -38,15 +40,16 @@ def profile_part(job: ProfileJob) -> dict:
     docs = text_bytes = rejected = 0
     lengths = [0] * LENGTH_BINS
     languages: Counter = Counter()
-    for item in read_task(job.task, job.text_field, job.id_field, records=False):
-        if type(item) is not Document:
-            rejected += 1
-            continue
-        docs += 1
-        text_bytes += len(item.text.encode("utf-8", "surrogatepass"))
-        lengths[length_bin(len(item.text))] += 1
+    items = read_task(job.task, job.text_field, job.id_field, records=False)
+    for batch in in_batches(items, BATCH_DOCS, BATCH_CHARS):
+        texts = [item.text for item in batch if type(item) is Document]
+        rejected += len(batch) - len(texts)
+        docs += len(texts)
+        for text in texts:
+            text_bytes += len(text.encode("utf-8", "surrogatepass"))
+            lengths[length_bin(len(text))] += 1
         if job.languages:
-            languages[identify(item.text)[0]] += 1
+            languages.update(lang for lang, _ in identify_many(texts))
     return {
         "docs": docs,
         "text_bytes": text_bytes,
