@@ -321,12 +321,10 @@ def _ipv6_windows(cps):
         while cps[start] == 46:  # a run begins at a digit, letter or colon: the colon at i is one
             start += 1
         end = i + 1
-        colons = 1
+        colons = 1  # the one at i, the run's first: the scan passed every character before it
         while end < n and _is_ipv6_part(cps[end]):
             colons += cps[end] == 58
             end += 1
-        for k in range(start, i):
-            colons += cps[k] == 58
         if colons >= 2:
             out.append((start, end))
         i = end
