@@ -358,11 +358,11 @@ def _dictionary(word_bytes, word_at, pruned, minn, maxn, bucket, nwords, kept_bi
     for i in range(len(keys)):
         prune_keys[slots[i]], prune_values[slots[i]] = keys[i], pruned[i, 1]
     words = len(word_at) - 1
-    hashes = np.empty(words, np.int64)
+    first_slots = np.empty(words, np.int64)  # each word's hash, as `_add_line` probes from it
     for i in range(words):
-        hashes[i] = np.int64(_fnv(word_bytes, word_at[i], word_at[i + 1])) & (tables[1] - 1)
+        first_slots[i] = np.int64(_fnv(word_bytes, word_at[i], word_at[i + 1])) & (tables[1] - 1)
     word_table = np.full(tables[1], -1, np.int32)
-    slots = _placed(hashes, tables[1])
+    slots = _placed(first_slots, tables[1])
     for i in range(words):
         word_table[slots[i]] = i
     longest = 0
