@@ -14,43 +14,53 @@ failed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from pretrainkit.dataprep.filter.kernels import Words, code_points, words_of
 
 
-@dataclass
 class Doc:
-    text: str
-    fields: dict = field(default_factory=dict)  # added to the kept record (lang, lang_score, pii)
-    _found: dict = field(default_factory=dict)  # what the steps found of `_found_in`, kept for the next step
-    _found_in: str | None = None
+    """A document as the steps see it: its text, the fields the steps add to the kept record (lang,
+    lang_score, pii), and what the steps found of the text (its code points, its words), kept for the
+    next step until the text changes. Slots and plain attributes: every step reads these for every
+    document."""
 
-    def code_points(self) -> np.ndarray:
-        """The text's code points (`kernels.code_points`), for the compiled kernels."""
-        return self._once("code_points", lambda: code_points(self.text))
+    __slots__ = ("_text", "fields", "_code_points", "_words")
+
+    def __init__(self, text: str, fields: dict | None = None):
+        self._text = text
+        self.fields = {} if fields is None else fields
+        self._code_points: np.ndarray | None = None
+        self._words: Words | None = None
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    @text.setter
+    def text(self, text: str) -> None:
+        if text is not self._text:  # a step that changed nothing may still assign the text it read
+            self.set_text(text, None)
 
     def set_text(self, text: str, code_points: np.ndarray | None) -> None:
         """The text a step leaves, with its code points where the step has them (else found when read)."""
-        self.text = text
-        self._found = {} if code_points is None else {"code_points": code_points}
-        self._found_in = text
+        self._text = text
+        self._code_points = code_points
+        self._words = None
+
+    def code_points(self) -> np.ndarray:
+        """The text's code points (`kernels.code_points`), for the compiled kernels."""
+        if self._code_points is None:
+            self._code_points = code_points(self._text)
+        return self._code_points
 
     def words(self) -> Words:
         """The text's words (`kernels.scan_words`), found once for the steps that read the same text."""
-        return self._once("words", lambda: words_of(self.code_points()))
-
-    def _once(self, key: str, find: Callable[[], Any]) -> Any:
-        if self._found_in is not self.text:  # a step changed the text: what was found is of the old one
-            self._found.clear()
-            self._found_in = self.text
-        if key not in self._found:
-            self._found[key] = find()
-        return self._found[key]
+        if self._words is None:
+            self._words = words_of(self.code_points())
+        return self._words
 
 
 @dataclass(frozen=True)
