@@ -4,6 +4,7 @@ the same bytes for any number of workers and after a kill -9 and the same comman
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import os
@@ -120,6 +121,39 @@ def test_the_same_bytes_for_one_and_two_workers(tmp_path, corpus, no_language_fi
         )
         outs.append(snapshot(out))
     assert outs[0] == outs[1]
+
+
+def test_a_job_leaves_the_cycle_collector_as_it_found_it(tmp_path, corpus, no_language_filters, monkeypatch):
+    """A job runs its steps with Python's cycle collector off (its objects make no cycles); after the
+    job, also one whose step failed, the collector is as the caller had it."""
+    from pretrainkit.dataprep.filter import pipeline
+
+    inputs, _ = corpus
+    argv = ["filter", str(inputs), "--filters", str(no_language_filters), "--workers", "1"]  # jobs in this process
+    run_steps, seen = pipeline._run_steps, []
+
+    def watched(steps, docs, seconds):
+        seen.append(gc.isenabled())
+        return run_steps(steps, docs, seconds)
+
+    def failing(steps, docs, seconds):
+        raise OSError("a step failed")
+
+    monkeypatch.setattr(pipeline, "_run_steps", watched)
+    assert gc.isenabled()
+    assert main([*argv, "-o", str(tmp_path / "on")]) == 0
+    assert seen and not any(seen) and gc.isenabled()
+    gc.disable()
+    try:
+        assert main([*argv, "-o", str(tmp_path / "off")]) == 0
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert snapshot(tmp_path / "off") == snapshot(tmp_path / "on")
+    monkeypatch.setattr(pipeline, "_run_steps", failing)
+    with pytest.raises(OSError, match="a step failed"):
+        main([*argv, "-o", str(tmp_path / "failed")])
+    assert gc.isenabled()
 
 
 @pytest.mark.parametrize("batch_docs", [1, 7])

@@ -16,7 +16,7 @@ from pretrainkit.dataprep.filter.gopher import (
     GopherRepetitionSettings,
 )
 from pretrainkit.dataprep.filter.length import MinLength, MinLengthSettings
-from pretrainkit.dataprep.filter.rules import Doc
+from pretrainkit.dataprep.filter.rules import Doc, Removal
 
 
 def only(settings_class, **chosen):
@@ -322,3 +322,22 @@ def test_the_compiled_word_scan_finds_what_its_regular_expression_does(reuters_d
         lower = {}  # equal lower-case words hash equal, and unequal ones apart
         for word, h in zip(found, w.lower_hashes.tolist()):
             assert lower.setdefault(h, word.lower()) == word.lower()
+
+
+# ---- what the steps share ----
+
+
+def test_a_doc_keeps_its_code_points_and_words_until_its_text_changes():
+    from pretrainkit.dataprep.filter.kernels import code_points
+
+    doc = Doc("one two three")
+    words = doc.words()
+    assert words.count == 3 and doc.words() is words
+    doc.text = doc.text  # a step that changed nothing may assign the text it read
+    assert doc.words() is words
+    doc.text = "four five"  # PII's way: the new text alone
+    assert doc.code_points().tolist() == [ord(c) for c in "four five"] and doc.words().count == 2
+    kept = code_points("six seven eight")
+    doc.set_text("six seven eight", kept)  # C4's way: with the code points it made
+    assert doc.code_points() is kept and doc.words().count == 3
+    assert MinLength(MinLengthSettings(min_chars=None, min_words=4)).check(doc) == Removal("min_length.min_words", 3, 4)
