@@ -29,9 +29,9 @@ class Doc:
 
     __slots__ = ("_text", "fields", "_code_points", "_words")
 
-    def __init__(self, text: str, fields: dict | None = None):
+    def __init__(self, text: str):
         self._text = text
-        self.fields = {} if fields is None else fields
+        self.fields: dict = {}
         self._code_points: np.ndarray | None = None
         self._words: Words | None = None
 
