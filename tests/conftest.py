@@ -1,14 +1,12 @@
-"""Session-wide test settings: the order the test files are handed out in (slow ones first, those that
-start Ray inside the test process last); the loader-index cache lives in the session's temporary
-folder; copies of a tokenizer.json that keep or change its vocabulary; in-process training on one
-thread."""
+"""Session-wide test settings: the loader-index cache lives in the session's temporary folder; copies
+of a tokenizer.json that keep or change its vocabulary; in-process training on one thread; the tests
+that start Ray inside the test process run last in it."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import os
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -16,32 +14,13 @@ import pytest
 _BUCKET_NUMBERS = itertools.count()
 
 
-def pytest_configure(config) -> None:
-    """xdist hands the files out in the order below only when told not to reorder them: by default
-    (from xdist 3.5; 3.8 added the setting, hence pyproject's pin) it sorts them by their number of
-    tests, which put the Ray file 33rd of 106 and the README's quick start, the slowest test, third from
-    last."""
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False
-
-
 def pytest_collection_modifyitems(config, items) -> None:
-    """Files in the order `make test` (`--dist loadfile`) hands them out: those with a test marked slow
-    first and then the rest, each by its number of tests (most first), so the two processes end
-    together instead of one of them running a long test alone at the end; the files marked
-    ray_in_process last, so a process that ran them runs nothing else after. Ray's gRPC threads outlive
-    ray.shutdown(), and a local runner's worker that a later test forks from that process crashed with
-    signal 11 in 2 of 17 fresh-clone runs (`ptk tokenize`, both times); `ptk` itself forks its workers
-    before any thread starts."""
-    tests_in_file = Counter(item.path for item in items)
-    with_slow_tests = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(
-        key=lambda item: (
-            item.get_closest_marker("ray_in_process") is not None,
-            item.path not in with_slow_tests,
-            -tests_in_file[item.path],
-        )
-    )
+    """The tests marked ray_in_process last, in their order (with `--dist loadfile`, xdist hands the
+    files out in this order, so a process that ran them runs nothing else after). Ray's gRPC threads
+    outlive ray.shutdown(), and a local runner's worker that a later test forks from that process
+    crashed with signal 11 in 2 of 17 fresh-clone runs (`ptk tokenize`, both times);
+    `ptk` itself forks its workers before any thread starts."""
+    items.sort(key=lambda item: item.get_closest_marker("ray_in_process") is not None)
 
 
 @pytest.fixture(scope="session", autouse=True)
