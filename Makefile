@@ -22,8 +22,18 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# The tests that start Ray inside the test process (marker ray_in_process) run after the others, in a
+# pytest process of their own: Ray's gRPC threads outlive ray.shutdown(), and a local runner's worker
+# that a later test forked from such a process crashed with signal 11 in 2 of 17 fresh-clone runs.
+# Ordering them last within one run does not hold: pytest-xdist hands out loadfile's files by their
+# number of tests. $(1): more of the -m expression.
+define run_tests
+$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not ray_in_process$(1)" $(PYTEST_ARGS)
+$(PY) -m pytest -q -m "ray_in_process$(1)" $(PYTEST_ARGS)
+endef
+
 test: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(call run_tests,)
 
 lint: setup
 	$(VENV)/bin/ruff format --check .
@@ -34,7 +44,7 @@ format: setup
 	$(VENV)/bin/ruff check --fix .
 
 test-fast: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
+	$(call run_tests, and not slow)
 
 demo: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash demo/run.sh

@@ -1,6 +1,6 @@
 """Session-wide test settings: the loader-index cache lives in the session's temporary folder; copies
-of a tokenizer.json that keep or change its vocabulary; in-process training on one thread; the tests
-that start Ray inside the test process run last in it."""
+of a tokenizer.json that keep or change its vocabulary; in-process training on one thread. (The tests
+that start Ray inside the test process run in a pytest process of their own: Makefile, run_tests.)"""
 
 from __future__ import annotations
 
@@ -12,15 +12,6 @@ from pathlib import Path
 import pytest
 
 _BUCKET_NUMBERS = itertools.count()
-
-
-def pytest_collection_modifyitems(config, items) -> None:
-    """The tests marked ray_in_process last, in their order (with `--dist loadfile`, xdist hands the
-    files out in this order, so a process that ran them runs nothing else after). Ray's gRPC threads
-    outlive ray.shutdown(), and a local runner's worker that a later test forks from that process
-    crashed with signal 11 in 2 of 17 fresh-clone runs (`ptk tokenize`, both times);
-    `ptk` itself forks its workers before any thread starts."""
-    items.sort(key=lambda item: item.get_closest_marker("ray_in_process") is not None)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -72,11 +72,13 @@ def test_the_readme_quick_start_runs_as_printed(tmp_path: Path) -> None:
     assert [r["step"] for r in rows if "loss" in r] == list(range(1, max_steps + 1))
     assert (run / "report.png").read_bytes().startswith(b"\x89PNG")
     evaluated = re.search(r"^tokens +\d+ +[\d,]+ +([\d.]+) ", out, re.M)
-    # the held-out loss is below a uniform guess over the vocabulary and below the first step's loss:
-    # the minute of training taught the model something
+    # the held-out loss is below a uniform guess over the vocabulary and below the first step's loss (the
+    # untrained model's): the training taught the model something. How much depends on the steps, which
+    # `ptk init` sizes from this machine's measured speed: 135 on an idle machine, 8 on a loaded CI one
+    # (start-up took 17 s of the 30). Here 1 step lowered it by 0.036, 8 steps by 0.18, 10 by 0.24.
     first_loss = next(r["loss"] for r in rows if "loss" in r)
     assert evaluated and 0 < float(evaluated.group(1)) < math.log(manifest["tokenizer"]["vocab_size"]), out
-    assert float(evaluated.group(1)) < first_loss - 0.2, out
+    assert float(evaluated.group(1)) < first_loss - (0.2 if max_steps >= 10 else 0.03), out
     assert "def parse(" in out
 
     loaded = run_block(hugging_face, tmp_path)
