@@ -26,10 +26,11 @@ setup: $(VENV)/.installed
 # pytest process of their own: Ray's gRPC threads outlive ray.shutdown(), and a local runner's worker
 # that a later test forked from such a process crashed with signal 11 in 2 of 17 fresh-clone runs.
 # Ordering them last within one run does not hold: pytest-xdist hands out loadfile's files by their
-# number of tests. $(1): more of the -m expression.
+# number of tests. $(1): more of the -m expression. When PYTEST_ARGS selects no Ray test, the second run
+# collects nothing (pytest's exit status 5), which is not a failure.
 define run_tests
 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not ray_in_process$(1)" $(PYTEST_ARGS)
-$(PY) -m pytest -q -m "ray_in_process$(1)" $(PYTEST_ARGS)
+$(PY) -m pytest -q -m "ray_in_process$(1)" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 endef
 
 test: setup
