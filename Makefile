@@ -29,7 +29,7 @@ setup: $(VENV)/.installed
 # number of tests. $(1): more of the -m expression. When PYTEST_ARGS selects no Ray test, the second run
 # collects nothing (pytest's exit status 5), which is not a failure.
 define run_tests
-$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not ray_in_process$(1)" $(PYTEST_ARGS)
+$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 -m "not ray_in_process$(1)" $(PYTEST_ARGS)
 $(PY) -m pytest -q -m "ray_in_process$(1)" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 endef
 
@@ -44,8 +44,10 @@ format: setup
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# The tier a developer runs between edits: everything but the slow, distributed (several gloo processes),
+# fault-suite (tests/faults: process-level kill -9, SIGTERM, full disk) and Ray-in-process tests.
 test-fast: setup
-	$(call run_tests, and not slow)
+	$(call run_tests, and not slow and not distributed and not faults)
 
 demo: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash demo/run.sh

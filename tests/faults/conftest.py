@@ -14,6 +14,14 @@ from fixtures.corpora import DATA, need_data
 from fixtures.fault_commands import Command, Workspace, output_of, run_ptk
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of this folder is of the fault tier (`-m "not faults"` leaves it out: make test-fast)."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.faults)
+
+
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory) -> Workspace:
     need_data(DATA / "reuters21578")

@@ -1,5 +1,6 @@
 """Every long-running command killed (kill -9) or stopped by SIGTERM at random moments, then run again:
-the rerun gives what an undisturbed run gives; a SIGTERM is answered by one line and exit status 143.
+the rerun gives what an undisturbed run gives; a SIGTERM is answered by one line and exit status 143,
+and no worker of the command outlives it.
 And every command that holds its output folder, started while another run holds it: refused at once
 in one line naming the holder, the folder untouched.
 
@@ -87,6 +88,7 @@ def test_sigterm_at_random_moments_is_one_line_143_and_a_rerun_gives_the_same(
         _, err = victim.communicate(timeout=600)
         where = f"PTK_FAULT_SEED={SEED}: SIGTERM ({send.__name__}) at {moment:.2f} s of {seconds:.2f} s"
         assert "Traceback" not in err, (where, err[-3000:])
+        assert not outliving(victim.pid), (where, "a worker outlived the stopped command", outliving(victim.pid))
         if victim.returncode != 0:  # else it had finished before the signal came
             assert victim.returncode == 143, (where, err[-3000:])
             last = err.strip().splitlines()[-1]
@@ -94,6 +96,25 @@ def test_sigterm_at_random_moments_is_one_line_143_and_a_rerun_gives_the_same(
         rerun = run_ptk(command.argv(workspace, out))
         assert rerun.returncode == 0, (where, rerun.stderr[-3000:])
         assert contents(command, out) == contents(command, reference), where
+
+
+def outliving(group: int, grace: float = 2.0) -> list[int]:
+    """The processes of process group `group` still alive `grace` seconds after its leader ended: a
+    worker that outlived its command (workers die with it; the kernel's signal may take a moment)."""
+    deadline = time.monotonic() + grace
+    while True:
+        alive = []
+        for name in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    state, _, pgrp = f.read().rsplit(")", 1)[1].split()[:3]
+            except (OSError, ValueError):
+                continue
+            if int(pgrp) == group and state != "Z":
+                alive.append(int(name))
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
 
 
 HOLDING = [c for c in COMMANDS if c.folder_kind]
