@@ -222,6 +222,19 @@ def test_a_present_shared_data_is_used_in_place(tmp_path, server, manifest, caps
     assert server.requested == []
 
 
+def test_a_mirror_that_is_no_url_and_a_bad_manifest_line_are_one_line_each(tmp_path, manifest, capsys):
+    assert get(tmp_path, manifest, {**env_for(tmp_path), MIRROR_ENV: "datahost:8000"}) == 2
+    assert (
+        capsys.readouterr().err == f"test data: {MIRROR_ENV}=datahost:8000: not an http://, https:// or file:// URL\n"
+    )
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("# path\tsize\tsha256\turl\ncorpus/a.txt 15 95a2c91d3a8dea03 https://example.org/a.txt\n")
+    assert test_data.main(["--manifest", str(bad)]) == 2
+    assert capsys.readouterr().err == (
+        f"test data: {bad}: line 2: expected path, size, sha256 and url separated by tabs\n"
+    )
+
+
 def test_without_shared_data_the_tests_read_the_user_cache(tmp_path):
     assert data_dir(tmp_path / "repo", env_for(tmp_path)) == cache_of(tmp_path)
     assert data_dir(tmp_path / "repo", {"XDG_CACHE_HOME": ""}) == Path.home() / ".cache" / "pretrainkit" / "test-data"
