@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 TORCH_INDEX ?=
 
-.PHONY: setup test test-fast lint format demo bench clean
+.PHONY: setup test-data test test-fast lint format demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,13 @@ $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 -m "not ray
 $(PY) -m pytest -q -m "ray_in_process$(1)" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 endef
 
-test: setup
+# The corpora the tests read (fixtures/test_data.tsv; docs/tests.md): ../shared/data beside the repository
+# when present (nothing fetched), else the user cache, where missing files are fetched and checked. The
+# standard library is all it needs, so it runs without the venv.
+test-data:
+	$(PYTHON) -m fixtures.test_data
+
+test: setup test-data
 	$(call run_tests,)
 
 lint: setup
@@ -46,7 +52,7 @@ format: setup
 
 # The tier a developer runs between edits: everything but the slow, distributed (several gloo processes),
 # fault-suite (tests/faults: process-level kill -9, SIGTERM, full disk) and Ray-in-process tests.
-test-fast: setup
+test-fast: setup test-data
 	$(call run_tests, and not slow and not distributed and not faults)
 
 demo: setup

@@ -37,7 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.results import peak_tree_rss_kb, write_result  # noqa: E402
-from fixtures.corpora import sentences, shared_data_dir, wikitext_documents  # noqa: E402
+from fixtures.corpora import DATA, sentences, wikitext_documents  # noqa: E402
 
 CONTAMINATION_RATE = 0.001
 NGRAM = 13
@@ -127,8 +127,8 @@ def main() -> None:
     if args.baseline:
         baseline_check(*args.baseline, NGRAM)
         return
-    if shared_data_dir() is None:
-        sys.exit("bench/decontaminate.py needs ../shared/data")
+    if not DATA.is_dir():
+        sys.exit("bench/decontaminate.py needs the test data (make test-data)")
     cache = Path(args.cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     evals = cache / f"decon-eval-{args.eval_items}.jsonl"

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.results import peak_rss_mb, write_result  # noqa: E402
-from fixtures.corpora import shared_data_dir, text_corpora, write_jsonl  # noqa: E402
+from fixtures.corpora import DATA, text_corpora, write_jsonl  # noqa: E402
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup  # noqa: E402
 from pretrainkit.dataprep.executors.local import LocalRunner  # noqa: E402
 from pretrainkit.dataprep.executors.ray import RayRunner  # noqa: E402
@@ -73,8 +73,8 @@ def main() -> None:
         "--executor", choices=["local", "ray"], default="local", help="ray: also time the Ray executor beside local"
     )
     args = ap.parse_args()
-    if shared_data_dir() is None:
-        sys.exit("bench/dedup.py needs ../shared/data")
+    if not DATA.is_dir():
+        sys.exit("bench/dedup.py needs the test data (make test-data)")
     with tempfile.TemporaryDirectory() as tmp:
         docs = text_corpora()
         docs = docs + [perturbed(doc, copy) for copy in range(1, args.copies) for doc in docs]

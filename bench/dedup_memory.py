@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.results import peak_tree_rss_kb, write_result  # noqa: E402
-from fixtures.corpora import sentences, shared_data_dir  # noqa: E402
+from fixtures.corpora import DATA, sentences  # noqa: E402
 
 COPY_RATE, EDIT_RATE = 0.18, 0.17  # of the documents: exact copies, lightly edited copies
 RECENT = 200_000  # copies are of one of the last RECENT documents written
@@ -131,8 +131,8 @@ def main() -> None:
         help="where corpora are written once",
     )
     args = ap.parse_args()
-    if shared_data_dir() is None:
-        sys.exit("bench/dedup_memory.py needs ../shared/data")
+    if not DATA.is_dir():
+        sys.exit("bench/dedup_memory.py needs the test data (make test-data)")
     Path(args.cache_dir).mkdir(parents=True, exist_ok=True)
     results = []
     for n in args.docs:

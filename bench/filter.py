@@ -34,7 +34,7 @@ import zstandard
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.results import write_result  # noqa: E402
-from fixtures.corpora import shared_data_dir, text_corpora, write_jsonl  # noqa: E402
+from fixtures.corpora import DATA, text_corpora, write_jsonl  # noqa: E402
 from pretrainkit.dataprep.executors.local import LocalRunner  # noqa: E402
 from pretrainkit.dataprep.filter.pipeline import FilterOptions, run_filter  # noqa: E402
 from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters  # noqa: E402
@@ -118,8 +118,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--no-language", action="store_true", help="skip the run with the language step")
     args = ap.parse_args()
-    if shared_data_dir() is None:
-        sys.exit("bench/filter.py needs ../shared/data")
+    if not DATA.is_dir():
+        sys.exit("bench/filter.py needs the test data (make test-data)")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         inputs, docs, mb = corpus(tmp / "in", args.mb)

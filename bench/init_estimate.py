@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from bench.results import write_result  # noqa: E402
-from fixtures.corpora import pep_documents, shared_data_dir, wikitext_documents  # noqa: E402
+from fixtures.corpora import DATA, pep_documents, wikitext_documents  # noqa: E402
 from pretrainkit.shards import write_shards  # noqa: E402
 
 BYTE_VOCAB, BYTE_EOS = 257, 256  # token = UTF-8 byte, EOS = 256
@@ -67,8 +67,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=1.0)
     args = ap.parse_args()
-    if shared_data_dir() is None:
-        sys.exit("bench/init_estimate.py needs ../shared/data")
+    if not DATA.is_dir():
+        sys.exit("bench/init_estimate.py needs the test data (make test-data)")
     with tempfile.TemporaryDirectory(prefix="ptk-bench-init-") as tmp:
         work = Path(tmp)
         wiki = wikitext_documents("valid") + wikitext_documents("test")

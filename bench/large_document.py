@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.results import peak_tree_rss_kb, write_result  # noqa: E402
-from fixtures.corpora import SMALL_RECORD, shared_data_dir, write_document  # noqa: E402
+from fixtures.corpora import DATA, SMALL_RECORD, write_document  # noqa: E402
 
 
 def peak_of(cmd: list[str]) -> tuple[int, float]:
@@ -40,8 +40,8 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=48)
     ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
-    if shared_data_dir() is None:
-        sys.exit("bench/large_document.py needs ../shared/data")
+    if not DATA.is_dir():
+        sys.exit("bench/large_document.py needs the test data (make test-data)")
     ptk = [sys.executable, "-m", "pretrainkit.cli"]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

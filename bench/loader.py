@@ -53,7 +53,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from bench.results import child_pids, rss_kb, write_result  # noqa: E402
-from fixtures.corpora import pep_documents, reuters_documents, sentences, shared_data_dir, wikitext_documents  # noqa: E402
+from fixtures.corpora import DATA, pep_documents, reuters_documents, sentences, wikitext_documents  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import write_text_shards  # noqa: E402
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
 from pretrainkit.files import write_text_atomic  # noqa: E402
@@ -412,8 +412,8 @@ def main() -> int:
         mixture, *numbers = args.child
         print(json.dumps(measure_loader_process(Path(mixture), *map(int, numbers))))
         return 0
-    if shared_data_dir() is None:
-        print("bench/loader.py: ../shared/data is absent; nothing to measure", file=sys.stderr)
+    if not DATA.is_dir():
+        print("bench/loader.py: the test data is absent (make test-data); nothing to measure", file=sys.stderr)
         return 1
     if args.streaming:
         return streaming_main(args)

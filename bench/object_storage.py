@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from bench.results import write_result
-from fixtures.corpora import shared_data_dir, text_corpora, write_jsonl
+from fixtures.corpora import DATA, text_corpora, write_jsonl
 from fixtures.s3_server import s3_server
 from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.remote.transfer import upload
@@ -46,8 +46,8 @@ def main() -> None:
     ap.add_argument("--copies", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
-    if shared_data_dir() is None:
-        raise SystemExit("needs ../shared/data")
+    if not DATA.is_dir():
+        raise SystemExit("needs the test data (make test-data)")
     docs = text_corpora()
     with tempfile.TemporaryDirectory(prefix="ptk-bench-s3-") as tmp, s3_server() as server:
         tmp = Path(tmp)

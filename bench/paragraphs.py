@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.decontaminate import figures, timed  # noqa: E402
 from bench.results import write_result  # noqa: E402
-from fixtures.corpora import sentences, shared_data_dir  # noqa: E402
+from fixtures.corpora import DATA, sentences  # noqa: E402
 
 BOILERPLATE_RATE, QUOTE_RATE = 0.6, 0.1
 BOILERPLATE_LINES = 500
@@ -118,8 +118,8 @@ def main() -> None:
     if args.baseline:
         baseline_run(*args.baseline)
         return
-    if shared_data_dir() is None:
-        sys.exit("bench/paragraphs.py needs ../shared/data")
+    if not DATA.is_dir():
+        sys.exit("bench/paragraphs.py needs the test data (make test-data)")
     cache = Path(args.cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     runs = []

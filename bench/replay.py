@@ -30,7 +30,7 @@ import torch
 import yaml
 
 from bench.results import RESULTS, write_result
-from fixtures.corpora import pep_documents, reuters_documents, shared_data_dir, wikitext_documents
+from fixtures.corpora import DATA, pep_documents, reuters_documents, wikitext_documents
 from pretrainkit.shards import write_shards
 from pretrainkit.train.config import load_config
 from pretrainkit.train.loop.run import run_training
@@ -132,8 +132,8 @@ def main() -> int:
     )
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    if shared_data_dir() is None:
-        print("bench.replay: ../shared/data is absent; nothing to measure")
+    if not DATA.is_dir():
+        print("bench.replay: the test data is absent (make test-data); nothing to measure")
         return 1
     work = RESULTS / "replay"
     shutil.rmtree(work, ignore_errors=True)

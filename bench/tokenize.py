@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 from bench.results import write_result  # noqa: E402
-from fixtures.corpora import shared_data_dir, text_corpora, write_jsonl  # noqa: E402
+from fixtures.corpora import DATA, text_corpora, write_jsonl  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus  # noqa: E402
 from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer  # noqa: E402
 from pretrainkit.shards import ShardSet  # noqa: E402
@@ -61,8 +61,8 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=10000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    if shared_data_dir() is None:
-        sys.exit("bench/tokenize.py: ../shared/data is absent; nothing to measure")
+    if not DATA.is_dir():
+        sys.exit("bench/tokenize.py: the test data is absent (make test-data); nothing to measure")
     docs = text_corpora()
     texts = [t for _, t in docs]
     mb = sum(len(t.encode()) for t in texts) / 1e6

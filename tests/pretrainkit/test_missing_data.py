@@ -1,6 +1,6 @@
-"""A clone without ../shared/data: the tests that read the real corpora fail and say what they need,
-instead of skipping (106 of 217 used to skip and the suite passed); skipping them takes an explicit
-PTK_ALLOW_MISSING_DATA=1, which CI ignores."""
+"""A clone without ../shared/data and with an empty user cache (no `make test-data` run): the tests that
+read the real corpora fail and say what they need, instead of skipping (106 of 217 used to skip and the
+suite passed); skipping them takes an explicit PTK_ALLOW_MISSING_DATA=1, which CI ignores."""
 
 from __future__ import annotations
 
@@ -18,13 +18,14 @@ PACKAGES = ("pretrainkit", "dataprep", "shards", "mixtures", "train", "bench", "
 
 def run_suite_part(clone: Path, **env: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in ("CI", "PTK_ALLOW_MISSING_DATA")}
+    base["XDG_CACHE_HOME"] = str(clone.parent / "empty-cache")  # the data folder is there: absent
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/shards/test_shards_reader.py"]
     return subprocess.run(cmd, cwd=clone, capture_output=True, text=True, env={**base, "PYTHONPATH": str(clone), **env})
 
 
 @pytest.mark.slow
 def test_a_clone_without_the_shared_data_fails_loudly(tmp_path: Path) -> None:
-    clone = tmp_path / "clone"  # its ../shared/data is tmp_path/shared/data: absent
+    clone = tmp_path / "clone"  # its ../shared/data is tmp_path/shared/data: absent, so the cache is read
     ignore = shutil.ignore_patterns("__pycache__", "results")
     for name in PACKAGES:
         shutil.copytree(ROOT / name, clone / name, ignore=ignore)
@@ -34,7 +35,9 @@ def test_a_clone_without_the_shared_data_fails_loudly(tmp_path: Path) -> None:
 
     loud = run_suite_part(clone)
     assert loud.returncode == 1, loud.stdout[-2000:]
-    assert f"{tmp_path}/shared/data/wikitext2/valid.txt is absent: the tests read real corpora" in loud.stdout
+    data = tmp_path / "empty-cache" / "pretrainkit" / "test-data"
+    assert f"{data}/wikitext2/valid.txt is absent: the tests read real corpora" in loud.stdout
+    assert "`make test-data` fills" in loud.stdout
     assert " skipped" not in loud.stdout
 
     asked = run_suite_part(clone, PTK_ALLOW_MISSING_DATA="1")

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures.corpora import ROOT, need_data, write_document
+from fixtures.corpora import DATA, ROOT, need_data, write_document
 from pretrainkit.dataprep.dedup.minhash import MinHasher, band_hashes, near_normal_bytes
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 
@@ -68,11 +68,11 @@ print(json.dumps({"growth_bytes": (kb("VmHWM:") - base) * 1024}))
 
 @pytest.fixture(scope="module")
 def large(tmp_path_factory) -> dict:
-    data = need_data(ROOT.parent / "shared" / "data" / "wikitext2")
+    data = need_data(DATA / "wikitext2")
     root = tmp_path_factory.mktemp("large")
     text = write_document(root / "doc.jsonl", DOCUMENT_MB)  # + one small document after it
     small = [p for p in (data / "test.txt").read_text(encoding="utf-8").split("\n\n") if p.strip()][:2000]
-    medium = need_data(ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")
+    medium = need_data(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")
     with open(root / "small.jsonl", "w", encoding="utf-8") as f:  # the warm-up: short documents and one of 1.1 MB
         f.writelines(
             json.dumps({"id": f"s{i}", "text": p}, ensure_ascii=False) + "\n" for i, p in enumerate(small + [medium])

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fixtures.corpora import need_data
+from fixtures.corpora import DATA, need_data
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
 from pretrainkit.dataprep.executors.local import LocalRunner
 
@@ -100,19 +100,17 @@ def check_quality(tmp_path: Path, docs: list[tuple[str, str]]) -> tuple[int, int
 
 @pytest.mark.slow
 def test_reuters_near_duplicates_match_brute_force(tmp_path):
-    from fixtures.corpora import ROOT, reuters_documents
+    from fixtures.corpora import reuters_documents
 
-    need_data(ROOT.parent / "shared" / "data")
+    need_data(DATA)
     truth, near = check_quality(tmp_path, reuters_documents())
     assert truth > 100 and near > 100  # the corpus really has natural near duplicates
 
 
 def test_license_texts_cluster_only_within_their_license(tmp_path, license_docs):
-    from fixtures.corpora import shared_data_dir
-
     truth, near = check_quality(tmp_path, license_docs)
     assert truth > 10 and near > 10
-    labels = yaml.safe_load((shared_data_dir() / "license_texts_licensee" / "fixtures.yml").read_text())
+    labels = yaml.safe_load((DATA / "license_texts_licensee" / "fixtures.yml").read_text())
 
     files_per_fixture: dict[str, int] = defaultdict(int)
     for doc_id, _ in license_docs:

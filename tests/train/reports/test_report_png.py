@@ -18,13 +18,12 @@ import pytest
 import yaml
 from matplotlib.image import imread
 
-from fixtures.corpora import need_data
+from fixtures.corpora import DATA, need_data
 from pretrainkit.cli import main
 from pretrainkit.shards import write_shards
 from pretrainkit.train.reports.report import SPIKE_COLOR
 
 ROOT = Path(__file__).resolve().parents[3]
-DATA = ROOT.parent / "shared" / "data"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
