@@ -26,9 +26,9 @@ from pretrainkit.errors import UserError, quoted
 from pretrainkit.mixtures.config import REPLAY_MODES, MixtureConfig, ReplayConfig, SourceConfig, read_mixture_config
 from pretrainkit.mixtures.holdout import HeldoutSplit, split_heldout
 from pretrainkit.mixtures.schedule import quotas_from_weights
-from pretrainkit.remote.streamed_shards import StreamedShardSet, open_shard_set
 from pretrainkit.shards import ShardSet
 from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
+from pretrainkit.shards.streamed import StreamedShardSet, open_shard_set
 from pretrainkit.shards.verify import check_shards_whole
 
 # The version of the loader state (`TrainLoader.state_dict()`): 2 since the windowed shuffle of

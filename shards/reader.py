@@ -127,7 +127,7 @@ class ShardSet:
         return lengths, tokens
 
     def read_batches(self, batches: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """`read_batch` of each (a set in a bucket fetches them at once: `remote.streamed_shards`)."""
+        """`read_batch` of each (a set in a bucket fetches them at once: `shards.streamed`)."""
         return [self.read_batch(b) for b in batches]
 
     def prefetch(self, batches: list[int]) -> None:

@@ -23,8 +23,8 @@ import yaml
 
 from pretrainkit.errors import UserError, quoted, shortened
 from pretrainkit.quantities import config_number, quantity
-from pretrainkit.remote.shard_cache import MAX_BYTES_ENV
 from pretrainkit.remote.urls import is_url
+from pretrainkit.shards.set_copies import MAX_BYTES_ENV
 from pretrainkit.user_yaml import DuplicateKeyError, load_user_yaml, read_user_yaml
 
 SCHEDULES = ("cosine", "wsd")
@@ -39,7 +39,7 @@ PATH_KEYS = (("run_dir",), ("data", "mixture"), ("init_from",), ("data", "cache"
 
 @dataclass
 class CacheConfig:
-    """The local cache of shard sets in a bucket (pretrainkit/remote/streamed_shards.py): the explicit
+    """The local cache of shard sets in a bucket (shards/streamed.py): the explicit
     form of `PTK_CACHE_DIR` and `PTK_SHARD_CACHE_BYTES`, which `load_config` sets from it for this
     process and those it starts (unset keys leave the variables as they are)."""
 

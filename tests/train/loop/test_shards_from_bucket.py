@@ -16,8 +16,8 @@ import yaml
 
 from fixtures.fault_commands import run_ptk
 from pretrainkit.cli import main
-from pretrainkit.remote.shard_cache import BATCHES_FOLDER, FOLDER, MAX_BYTES_ENV
 from pretrainkit.remote.transfer import upload
+from pretrainkit.shards.set_copies import BATCHES_FOLDER, FOLDER, MAX_BYTES_ENV
 
 RUN = {"max_steps": 6, "checkpoint": {"every": 3, "keep": 1}, "eval": {"every": 3, "batches": 1}}
 SETS = ("wiki", "shakespeare")
@@ -67,7 +67,7 @@ def test_a_source_in_a_bucket_trains_as_on_a_local_path_and_its_copy_is_reused(
     assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in (kit.mixture.parent / "wiki").iterdir())
 
     # A cache bound below the set's size (data.cache: {dir, max_bytes}): the set is streamed one record
-    # batch at a time (tests/remote/test_streamed_shards.py), and the run is the same again
+    # batch at a time (tests/shards/test_streamed.py), and the run is the same again
     monkeypatch.setenv(MAX_BYTES_ENV, "")  # restored after the test: load_config sets it (and the dir) from data.cache
     small = tmp_path / "small-cache"
     data = {"mixture": str(mix), "seq_len": 32, "cache": {"dir": str(small), "max_bytes": 20_000}}

@@ -24,13 +24,12 @@ from fixtures.corpora import DATA, need_data
 from fixtures.fault_commands import run_ptk
 from pretrainkit.errors import UserError
 from pretrainkit.mixtures import MixtureSampler, TrainLoader, load_mixture
-from pretrainkit.remote import batch_cache
-from pretrainkit.remote.batch_cache import LOCK_NAME
-from pretrainkit.remote.shard_cache import BATCHES_FOLDER, FOLDER, MAX_BYTES_ENV
-from pretrainkit.remote.streamed_shards import StreamedShardSet, open_shard_set
 from pretrainkit.remote.transfer import upload
-from pretrainkit.shards import ShardSet, write_shards
+from pretrainkit.shards import ShardSet, batch_cache, write_shards
+from pretrainkit.shards.batch_cache import LOCK_NAME
 from pretrainkit.shards.batch_ranges import BatchRanges
+from pretrainkit.shards.set_copies import BATCHES_FOLDER, FOLDER, MAX_BYTES_ENV
+from pretrainkit.shards.streamed import StreamedShardSet, open_shard_set
 
 SEQ_LEN, BATCH = 63, 8
 

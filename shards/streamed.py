@@ -6,12 +6,12 @@ streamed one record batch at a time through the bounded batch cache.
     ss.prefetch([88, 3, 41])          # a background thread fetches these while the caller computes
 
 Which way a URL is read: a set whose files fit `PTK_SHARD_CACHE_BYTES` (or with no bound) beside the
-copies in use is copied whole (`remote.shard_cache`): the fastest to read once there. A larger Arrow
+copies in use is copied whole (`shards.set_copies`): the fastest to read once there. A larger Arrow
 set, or one the copies in use leave no room for, whose shards have record-batch sidecars
 (`shards/batch_ranges.py`) is a `StreamedShardSet`: its manifest and sidecars (a few bytes per
 batch, each checked against the manifest) are read when it opens, which is all the batch index and
 the held-out split need; record batches are then fetched as the loader's windows ask for them,
-through `remote.batch_cache` (one file per batch, checked against the sidecar's sha256, LRU-evicted
+through `shards.batch_cache` (one file per batch, checked against the sidecar's sha256, LRU-evicted
 under the same bound, which the whole copies and the batches share). Such a set without sidecars
 (WebDataset, or written before them) is one line saying so. Either way the tokens are the same bytes
 as on a local path, and the fingerprint is the manifest's: the data order and losses do not depend
@@ -35,15 +35,15 @@ from pretrainkit.cache import cache_dir
 from pretrainkit.errors import UserError
 from pretrainkit.quantities import byte_size
 from pretrainkit.remote import staging
-from pretrainkit.remote.batch_cache import BatchCache, BatchRange
-from pretrainkit.remote.shard_cache import MAX_BYTES_ENV, NoRoom, batch_cache, max_bytes, shard_set_copy
 from pretrainkit.remote.transfer import read_bytes
 from pretrainkit.remote.urls import filesystem, is_url, join, storage_errors
 from pretrainkit.shards import ShardSet
 from pretrainkit.shards.arrow_format import ID, LENGTH, TOKENS, decode_record_batch
+from pretrainkit.shards.batch_cache import BatchCache, BatchRange
 from pretrainkit.shards.batch_ranges import BatchRanges, sidecar_name
 from pretrainkit.shards.formats import MANIFEST_NAME
 from pretrainkit.shards.manifest import parse_manifest
+from pretrainkit.shards.set_copies import MAX_BYTES_ENV, NoRoom, batch_cache, max_bytes, shard_set_copy
 from pretrainkit.shards.verify import listed_files
 
 STREAMS_FOLDER = "shard-streams"  # a streamed set's stand-in path, named in messages as its URL; never written

@@ -23,7 +23,7 @@ the same bytes, and a shard set's fingerprint is its manifest's.
   first, then batch files, until the fetched set fits; its size is then reserved (`<hash>.bytes`),
   so batches stored while it arrives leave it room. Batches to store evict unused copies the same
   way before they evict older batches. A set that cannot fit beside the sets in use is `NoRoom` (one line
-  naming both figures): `remote.streamed_shards` then streams it a record batch at a time, as it does
+  naming both figures): `shards.streamed` then streams it a record batch at a time, as it does
   a set larger than the bound itself.
 """
 
@@ -43,9 +43,9 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_bytes_atomic
 from pretrainkit.quantities import byte_size, quantity
 from pretrainkit.remote import staging
-from pretrainkit.remote.batch_cache import BatchCache
 from pretrainkit.remote.transfer import download_all, read_bytes
 from pretrainkit.remote.urls import join
+from pretrainkit.shards.batch_cache import BatchCache
 from pretrainkit.shards.formats import MANIFEST_NAME
 from pretrainkit.shards.verify import listed_files
 
