@@ -16,6 +16,7 @@ from pretrainkit.dataprep.cli_options import (
 from pretrainkit.dataprep.readers import (
     Document,
     discover_inputs,
+    fetched_input_files,
     nothing_usable,
     plan_read_tasks,
     read_task,
@@ -50,7 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--min-frequency", type=int, default=2, help="least count of a pair to merge (default 2)")
     train.add_argument("--eos-token", default=DEFAULT_EOS, help=f"end-of-text token (default {DEFAULT_EOS})")
     add_field_options(train)
-    train.set_defaults(func=run_train, url_arguments=UrlArguments(inputs=("inputs",)))
+    train.set_defaults(
+        func=run_train, url_arguments=UrlArguments(inputs=("inputs",), select_inputs=fetched_input_files)
+    )
 
     tokenize = sub.add_parser(
         "tokenize",
@@ -65,7 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     tokenize.set_defaults(
         func=run_tokenize,
         resumes=True,
-        url_arguments=UrlArguments(inputs=("inputs",), files=("tokenizer",), output="output"),
+        url_arguments=UrlArguments(
+            inputs=("inputs",), select_inputs=fetched_input_files, files=("tokenizer",), output="output"
+        ),
     )
 
 
