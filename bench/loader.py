@@ -55,11 +55,11 @@ import torch  # noqa: E402
 from bench.results import child_pids, rss_kb, write_result  # noqa: E402
 from fixtures.corpora import pep_documents, reuters_documents, sentences, shared_data_dir, wikitext_documents  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import write_text_shards  # noqa: E402
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
 from pretrainkit.files import write_text_atomic  # noqa: E402
 from pretrainkit.mixtures import MixtureSampler, TrainLoader, load_mixture  # noqa: E402
 from pretrainkit.shards import ShardSet, ShardWriter  # noqa: E402
 from pretrainkit.shards.manifest import build_manifest, write_manifest  # noqa: E402
+from pretrainkit.shards.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
 from pretrainkit.train.reports.run_log import read_run  # noqa: E402
 
 SOURCES = {"reuters": 0.5, "wikitext": 0.3, "peps": 0.2}

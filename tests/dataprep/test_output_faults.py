@@ -13,8 +13,8 @@ import pytest
 
 from fixtures.namespaces import in_namespace
 from pretrainkit.cli import main
-from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.files import TMP_MARK
+from pretrainkit.shards.tokenizer import train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 

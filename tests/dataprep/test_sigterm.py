@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.signals import catches_sigterm
-from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
+from pretrainkit.shards.tokenizer import train_tokenizer
 
 HANG_SECONDS = 600  # a bound for a hang, never for speed
 

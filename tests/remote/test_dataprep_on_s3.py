@@ -14,10 +14,10 @@ import pytest
 from fixtures.corpora import DATA, need_data, reuters_documents, write_jsonl
 from fixtures.fault_commands import error_line, ptk_command, ptk_env, run_ptk
 from fixtures.warc import response, rust_book_pages, write_warc
-from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.errors import UserError
 from pretrainkit.remote import staging
 from pretrainkit.remote.transfer import upload, upload_all
+from pretrainkit.shards.tokenizer import train_tokenizer
 
 
 @pytest.fixture(scope="module")
