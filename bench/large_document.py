@@ -47,7 +47,7 @@ def main() -> None:
         tmp = Path(tmp)
         text = write_document(tmp / "doc.jsonl", args.mb)
         doc_bytes = len(text.encode("utf-8"))
-        from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
+        from pretrainkit.shards.tokenizer import train_tokenizer
 
         train_tokenizer([text[:2_000_000]], 4096).save(str(tmp / "tok.json"))
         (tmp / "small.jsonl").write_text(SMALL_RECORD)

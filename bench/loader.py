@@ -17,7 +17,7 @@ empty index cache and with a warm one (each in a fresh process), and the residen
 loader process (the main one and every DataLoader worker).
 `--streaming`: one shard set of the three corpora, in a bucket (moto's S3 server on the loopback,
 `fixtures/s3_server.py`), bounded by a cache just smaller than the set so that it is streamed one
-record batch at a time (`pretrainkit/remote/streamed_shards.py`). For at most one epoch of it:
+record batch at a time (`shards/streamed.py`). For at most one epoch of it:
 the TrainLoader on the local copy of the set, then on the bucket with an empty cache (cold), then
 again (warm: every batch in the cache); and raw fsspec: `cat_ranges` of exactly the byte ranges the
 cold run fetched, 64 at a time (a window's worth), nothing else. Each timing starts at the first
@@ -55,11 +55,11 @@ import torch  # noqa: E402
 from bench.results import child_pids, rss_kb, write_result  # noqa: E402
 from fixtures.corpora import DATA, pep_documents, reuters_documents, sentences, wikitext_documents  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import write_text_shards  # noqa: E402
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
 from pretrainkit.files import write_text_atomic  # noqa: E402
 from pretrainkit.mixtures import MixtureSampler, TrainLoader, load_mixture  # noqa: E402
 from pretrainkit.shards import ShardSet, ShardWriter  # noqa: E402
 from pretrainkit.shards.manifest import build_manifest, write_manifest  # noqa: E402
+from pretrainkit.shards.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
 from pretrainkit.train.reports.run_log import read_run  # noqa: E402
 
 SOURCES = {"reuters": 0.5, "wikitext": 0.3, "peps": 0.2}
@@ -284,9 +284,9 @@ def raw_range_reads(ranges: list, per_call: int = 64) -> float:
 
 def streaming_main(args: argparse.Namespace) -> int:
     from fixtures.s3_server import s3_server
-    from pretrainkit.remote import batch_cache
-    from pretrainkit.remote.shard_cache import BATCHES_FOLDER, MAX_BYTES_ENV
     from pretrainkit.remote.transfer import upload
+    from pretrainkit.shards import batch_cache
+    from pretrainkit.shards.set_copies import BATCHES_FOLDER, MAX_BYTES_ENV
     from pretrainkit.shards.verify import listed_files
 
     with tempfile.TemporaryDirectory() as tmp, s3_server() as server:

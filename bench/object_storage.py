@@ -26,8 +26,8 @@ from pathlib import Path
 from bench.results import write_result
 from fixtures.corpora import DATA, text_corpora, write_jsonl
 from fixtures.s3_server import s3_server
-from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.remote.transfer import upload
+from pretrainkit.shards.tokenizer import train_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -37,8 +37,8 @@ from tokenizers import Tokenizer  # noqa: E402
 from bench.results import write_result  # noqa: E402
 from fixtures.corpora import DATA, text_corpora, write_jsonl  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus  # noqa: E402
-from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer  # noqa: E402
 from pretrainkit.shards import ShardSet  # noqa: E402
+from pretrainkit.shards.tokenizer import train_tokenizer  # noqa: E402
 
 SEQ = 2049
 

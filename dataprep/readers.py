@@ -215,7 +215,7 @@ def _scan_directory(d: Path, given: str, suffixes: Sequence[str]) -> list[Path]:
 def dedup_outputs_in(rels: Sequence[str]) -> set[str]:
     """The folders (relative, "" for the top) among the files `rels` (posix paths relative to a folder
     given as input) that are `ptk dedup` outputs: a stats.json beside kept parts. Only their kept
-    parts are read (`_scan_directory`), and a bucket's copy fetches no more (`remote.staging`)."""
+    parts are read (`_scan_directory`), and a bucket's copy fetches no more (`fetched_input_files`)."""
     with_stats = {rel.rpartition("/")[0] for rel in rels if rel.rpartition("/")[2] == DEDUP_STATS_NAME}
     with_kept = {rel.rpartition("/")[0] for rel in rels if fnmatch.fnmatch(rel.rpartition("/")[2], DEDUP_KEPT_GLOB)}
     return with_stats & with_kept
@@ -245,6 +245,25 @@ def note_ignored(given: str, ignored: list[str], suffixes: Sequence[str], ptk_ou
         f"{'/'.join(suffixes)}{kept_only}): {grouped_names(ignored)}",
         file=sys.stderr,
     )
+
+
+def fetched_input_files(url: str, files: dict[str, int]) -> dict[str, int]:
+    """Of the files (relative path: size) of an input folder in a bucket, those to fetch: of its dedup
+    outputs only the kept parts (the only files a reader takes from them; their index, lists and stats
+    stay in the bucket), with a note on stderr naming the rest (`UrlArguments.select_inputs`)."""
+    outputs = dedup_outputs_in(list(files))
+    unread = unread_in_dedup_outputs(list(files), outputs)
+    if not unread:
+        return files
+    named = [rel for rel in unread if not own_name(rel.rsplit("/", 1)[-1])]  # markers: no one's data
+    print(
+        f"ptk: note: {url}: not fetched {len(named)} file{'s' if len(named) != 1 else ''} of the ptk dedup "
+        f"output{'s' if len(outputs) > 1 else ''} in it, of which only the kept records are read: "
+        f"{grouped_names(named)}",
+        file=sys.stderr,
+    )
+    skipped = set(unread)
+    return {rel: size for rel, size in files.items() if rel not in skipped}
 
 
 def grouped_names(rels: list[str], most: int = 6) -> str:

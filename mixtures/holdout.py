@@ -83,7 +83,7 @@ class HeldoutSplit:
 
 def split_heldout(ss: ShardSet, holdout: HoldoutConfig) -> HeldoutSplit:
     key = hashlib.sha256(f"{ss.fingerprint}\0{holdout.fraction!r}\0{holdout.min_tokens}".encode()).hexdigest()[:40]
-    arrays = cached_arrays("heldout-split", key, lambda: _compute_split(ss, holdout))
+    arrays = cached_arrays("heldout-split", key, lambda: _compute_split(ss, holdout), ss.cache_dir)
     last = int(arrays["last_hash"][0]) if arrays["any_heldout"][0] else None
     all_docs, all_tokens = np.diff(ss.batches.docs), ss.batches.stream_tokens
     held_docs, held_tokens = arrays["heldout_docs"], arrays["heldout_tokens"]

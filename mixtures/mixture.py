@@ -26,9 +26,10 @@ from pretrainkit.errors import UserError, quoted
 from pretrainkit.mixtures.config import REPLAY_MODES, MixtureConfig, ReplayConfig, SourceConfig, read_mixture_config
 from pretrainkit.mixtures.holdout import HeldoutSplit, split_heldout
 from pretrainkit.mixtures.schedule import quotas_from_weights
-from pretrainkit.remote.streamed_shards import StreamedShardSet, open_shard_set
 from pretrainkit.shards import ShardSet
 from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
+from pretrainkit.shards.set_copies import ShardCache
+from pretrainkit.shards.streamed import StreamedShardSet, open_shard_set
 from pretrainkit.shards.verify import check_shards_whole
 
 # The version of the loader state (`TrainLoader.state_dict()`): 2 since the windowed shuffle of
@@ -194,13 +195,19 @@ def default_stream_seed(seed: int, name: str) -> int:
 
 
 def load_mixture(
-    path: str | Path, allow_mixture_change: bool = False, verify: bool = True, progress: bool = False
+    path: str | Path,
+    allow_mixture_change: bool = False,
+    verify: bool = True,
+    progress: bool = False,
+    shard_cache: ShardCache | None = None,
 ) -> Mixture:
     """Read, validate and open a mixture; every problem is a UserError naming the file and the key.
 
     `verify` checks every shard's sha256 against its manifest (reads all the data once; `progress`
     shows a bar per source). `allow_mixture_change` lets a loader resume from a state saved for
-    a different mixture (see `pretrainkit.mixtures.loader`).
+    a different mixture (see `pretrainkit.mixtures.loader`). `shard_cache`: where shard sets in a
+    bucket and the derived arrays are kept, and its bound (None: `$PTK_CACHE_DIR`,
+    `$PTK_SHARD_CACHE_BYTES`); the sources' shard sets carry it into the loader's workers.
     """
     cfg = read_mixture_config(path)
     total = sum(s.weight for s in cfg.sources)
@@ -208,7 +215,7 @@ def load_mixture(
     for i, sc in enumerate(cfg.sources):
         key = f"{cfg.path}: sources[{i}].shards"
         try:
-            ss = open_shard_set(sc.shards)
+            ss = open_shard_set(sc.shards, shard_cache)
         except UserError as e:
             raise UserError(f"{key}: {e}") from None
         if verify and not isinstance(ss, StreamedShardSet):  # a streamed set checks each batch as it arrives

@@ -24,7 +24,7 @@ probability about 1 / window_batches (1/64) rather than 1 / number of batches, a
 in the input otherwise. A source with at most `window_batches` record batches is one window: a
 full shuffle. With `shuffle=False` (validation) the stream is the documents in input order.
 Reading window w asks the shard set to prefetch window w + 1's record batches (shards in a bucket:
-`pretrainkit.remote.streamed_shards`; a no-op on local files); the order never depends on it.
+`pretrainkit.shards.streamed`; a no-op on local files); the order never depends on it.
 `start_token` is how a source starts where another run left it (replay; see `pretrainkit.mixtures.mixture`).
 """
 

@@ -2,7 +2,8 @@
 
     arrays = cached_arrays("shard-batches", ss.fingerprint, lambda: {"docs": ..., "tokens": ...})
 
-A cache entry is a `.npz` file under `$PTK_CACHE_DIR` (default `~/.cache/pretrainkit`), written
+A cache entry is a `.npz` file under the cache directory (`cache_dir`: the one given, as a training
+config's `data.cache.dir` is, else `$PTK_CACHE_DIR`, else `~/.cache/pretrainkit`), written
 to a temporary name and renamed, so that every rank and loader worker that opens the same shard
 set reads one small file instead of recomputing it. An entry is only ever derived from
 fingerprinted content, so it is never stale; an unreadable entry is rebuilt, and a cache
@@ -20,14 +21,20 @@ import numpy as np
 
 from pretrainkit.files import atomic_write
 
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("PTK_CACHE_DIR") or Path.home() / ".cache" / "pretrainkit")
+CACHE_DIR_ENV = "PTK_CACHE_DIR"
 
 
-def cached_arrays(kind: str, key: str, build: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """The arrays stored for (kind, key), built and stored first if there are none."""
-    path = cache_dir() / kind / f"{key}.npz"
+def cache_dir(given: str | os.PathLike | None = None) -> Path:
+    """`given`, else `$PTK_CACHE_DIR`, else `~/.cache/pretrainkit`."""
+    return Path(given or os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "pretrainkit")
+
+
+def cached_arrays(
+    kind: str, key: str, build: Callable[[], dict[str, np.ndarray]], root: Path | None = None
+) -> dict[str, np.ndarray]:
+    """The arrays stored for (kind, key) in the cache directory `root` (None: `cache_dir()`), built and
+    stored first if there are none."""
+    path = cache_dir(root) / kind / f"{key}.npz"
     try:
         with np.load(path, allow_pickle=False) as f:
             return {name: f[name] for name in f.files}

@@ -13,7 +13,7 @@ options, package version), never output paths, worker counts or times, so the sa
 byte-identical manifest. It is written last: a directory without one is not a shard set.
 
 Two shard sets share a tokenizer when `tokenizer_difference` finds nothing: the same vocabulary
-fingerprint (dataprep/tokenize/tokenizer.py), or for manifests written before it was recorded, the same
+fingerprint (shards/tokenizer.py), or for manifests written before it was recorded, the same
 `tokenizer.json` sha256.
 """
 

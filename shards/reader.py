@@ -12,7 +12,7 @@ are missing or not of the listed size (a shard cut short by a crash is never rea
 adds the sha256 check. A read decompresses only the batches (about 16k tokens each) that it
 touches, and keeps recently used batches, with EOS separators already in place, in an LRU.
 The only index held in memory is per record batch (`BatchIndex`, 16 bytes per ~16k tokens), read
-from the cache directory (`pretrainkit.cache`): nothing per document.
+from the cache directory given to `open` (else `pretrainkit.cache.cache_dir()`): nothing per document.
 """
 
 from __future__ import annotations
@@ -35,9 +35,12 @@ DEFAULT_CACHE_TOKENS = 1 << 24
 
 
 class ShardSet:
-    def __init__(self, path: Path, manifest: dict, cache_tokens: int = DEFAULT_CACHE_TOKENS):
+    def __init__(
+        self, path: Path, manifest: dict, cache_tokens: int = DEFAULT_CACHE_TOKENS, cache_dir: Path | None = None
+    ):
         self.path = path
         self.manifest = manifest
+        self.cache_dir = cache_dir  # of the derived arrays (`pretrainkit.cache`); None: `cache_dir()`
         self.tokenizer: TokenizerInfo = tokenizer_info(manifest)  # sha256, vocab size, EOS of what made the shards
         self.cache_tokens = cache_tokens
         self._readers: list[ArrowShardReader | WebDatasetShardReader | None] = [None] * len(manifest["shards"])
@@ -48,13 +51,17 @@ class ShardSet:
 
     def __getstate__(self) -> dict:
         """Pickle only what names the set (for DataLoader workers); readers and cache reopen lazily."""
-        return {"path": self.path, "manifest": self.manifest, "cache_tokens": self.cache_tokens}
+        return {
+            "path": self.path, "manifest": self.manifest, "cache_tokens": self.cache_tokens, "cache_dir": self.cache_dir
+        }  # fmt: skip
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["path"], state["manifest"], state["cache_tokens"])
+        self.__init__(state["path"], state["manifest"], state["cache_tokens"], state["cache_dir"])
 
     @classmethod
-    def open(cls, path: str | Path, cache_tokens: int = DEFAULT_CACHE_TOKENS) -> ShardSet:
+    def open(
+        cls, path: str | Path, cache_tokens: int = DEFAULT_CACHE_TOKENS, cache_dir: Path | None = None
+    ) -> ShardSet:
         path = Path(path)
         manifest = load_manifest(path)
         for entry in manifest["shards"]:
@@ -64,7 +71,7 @@ class ShardSet:
             size = f.stat().st_size
             if size != entry["bytes"]:
                 raise UserError(f"{f}: {size} bytes, manifest says {entry['bytes']} (truncated or replaced shard)")
-        return cls(path, manifest, cache_tokens)
+        return cls(path, manifest, cache_tokens, cache_dir)
 
     # -- manifest facts -------------------------------------------------------------------------
     @property
@@ -127,7 +134,7 @@ class ShardSet:
         return lengths, tokens
 
     def read_batches(self, batches: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """`read_batch` of each (a set in a bucket fetches them at once: `remote.streamed_shards`)."""
+        """`read_batch` of each (a set in a bucket fetches them at once: `shards.streamed`)."""
         return [self.read_batch(b) for b in batches]
 
     def prefetch(self, batches: list[int]) -> None:
@@ -238,7 +245,7 @@ class BatchIndex:
 
     @classmethod
     def load(cls, ss: ShardSet) -> BatchIndex:
-        arrays = cached_arrays("shard-batches", ss.fingerprint, lambda: cls._build(ss))
+        arrays = cached_arrays("shard-batches", ss.fingerprint, lambda: cls._build(ss), ss.cache_dir)
         index = cls(arrays["docs"], arrays["starts"], arrays["shard_batches"])
         if int(index.docs[-1]) != ss.num_docs or int(index.starts[-1]) != ss.stream_length:
             raise UserError(f"{ss.path}: the shards hold other document or token counts than the manifest says")

@@ -80,7 +80,7 @@ def precheck(cfg: TrainConfig, where: str, nproc: int) -> None:
     from pretrainkit.train.parallel.mesh import check_layout
 
     check_run_dir(cfg.run_dir, where)
-    mix = load_mixture(cfg.data.mixture, verify=False)
+    mix = load_mixture(cfg.data.mixture, verify=False, shard_cache=cfg.data.cache.shard_cache())
     check_layout(cfg, model_config(cfg, mix.tokenizer.vocab_size, where), nproc, where)
 
 

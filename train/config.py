@@ -23,8 +23,8 @@ import yaml
 
 from pretrainkit.errors import UserError, quoted, shortened
 from pretrainkit.quantities import config_number, quantity
-from pretrainkit.remote.shard_cache import MAX_BYTES_ENV
 from pretrainkit.remote.urls import is_url
+from pretrainkit.shards.set_copies import ShardCache
 from pretrainkit.user_yaml import DuplicateKeyError, load_user_yaml, read_user_yaml
 
 SCHEDULES = ("cosine", "wsd")
@@ -39,12 +39,15 @@ PATH_KEYS = (("run_dir",), ("data", "mixture"), ("init_from",), ("data", "cache"
 
 @dataclass
 class CacheConfig:
-    """The local cache of shard sets in a bucket (pretrainkit/remote/streamed_shards.py): the explicit
-    form of `PTK_CACHE_DIR` and `PTK_SHARD_CACHE_BYTES`, which `load_config` sets from it for this
-    process and those it starts (unset keys leave the variables as they are)."""
+    """The local cache of shard sets in a bucket (shards/streamed.py): the explicit
+    form of `PTK_CACHE_DIR` and `PTK_SHARD_CACHE_BYTES`, which stay the defaults of unset keys. Given
+    to the mixture as `shard_cache()`, whose shard sets carry it into the loader's workers."""
 
     dir: str | None = None
     max_bytes: str | None = None  # a size in bytes, K/M/G suffixes allowed: 2000000000, 50G
+
+    def shard_cache(self) -> ShardCache:
+        return ShardCache.configured(self.dir, self.max_bytes)
 
 
 @dataclass
@@ -195,12 +198,7 @@ def load_config(path: str | os.PathLike, overrides: list[str] = ()) -> TrainConf
     _parallel_as_mapping(raw)
     for item in overrides:
         _apply_override(raw, item, path)
-    cfg = config_from_dict(raw, str(path))
-    if cfg.data.cache.dir is not None:
-        os.environ["PTK_CACHE_DIR"] = cfg.data.cache.dir
-    if cfg.data.cache.max_bytes is not None:
-        os.environ[MAX_BYTES_ENV] = cfg.data.cache.max_bytes
-    return cfg
+    return config_from_dict(raw, str(path))
 
 
 def config_from_dict(raw: dict, where: str) -> TrainConfig:

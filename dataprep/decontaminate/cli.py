@@ -12,6 +12,7 @@ from pretrainkit.dataprep.cli_options import (
     runner_from_args,
 )
 from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions, owned_directories, run_decontaminate
+from pretrainkit.dataprep.readers import fetched_input_files
 from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.output_folders import DECONTAMINATE
 from pretrainkit.remote.staging import UrlArguments
@@ -60,7 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_field_options(p)
     add_executor_options(p)
     p.set_defaults(
-        func=_run, resumes=True, url_arguments=UrlArguments(inputs=("inputs",), files=("eval_files",), output="output")
+        func=_run,
+        resumes=True,
+        url_arguments=UrlArguments(
+            inputs=("inputs",), select_inputs=fetched_input_files, files=("eval_files",), output="output"
+        ),
     )
 
 

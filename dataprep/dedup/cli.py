@@ -14,6 +14,7 @@ from pretrainkit.dataprep.cli_options import (
 from pretrainkit.dataprep.dedup.budget import DedupBudget
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, owned_directories, run_dedup
 from pretrainkit.dataprep.paragraphs.cli import add_paragraph_options, refuse_mixed_options, run_paragraphs_command
+from pretrainkit.dataprep.readers import fetched_input_files
 from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.output_folders import DEDUP
 from pretrainkit.quantities import quantity
@@ -75,7 +76,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_paragraph_options(p)
     p.set_defaults(
-        func=_run, resumes=True, url_arguments=UrlArguments(inputs=("inputs",), files=("against",), output="output")
+        func=_run,
+        resumes=True,
+        url_arguments=UrlArguments(
+            inputs=("inputs",), select_inputs=fetched_input_files, files=("against",), output="output"
+        ),
     )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pretrainkit.dataprep.cli_options import add_executor_options, path_or_url, runner_from_args
 from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES, REJECTED_NAME, owned_directories, run_extract
+from pretrainkit.dataprep.readers import fetched_input_files
 from pretrainkit.dataprep.summary import summary_table
 from pretrainkit.output_folders import EXTRACT
 from pretrainkit.remote.staging import UrlArguments
@@ -26,7 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help=f"{', '.join(INPUT_SUFFIXES)} files or directories")
     p.add_argument("-o", "--output", required=True, type=path_or_url, metavar="OUT", help="output directory")
     add_executor_options(p)
-    p.set_defaults(func=_run, resumes=True, url_arguments=UrlArguments(inputs=("inputs",), output="output"))
+    p.set_defaults(
+        func=_run,
+        resumes=True,
+        url_arguments=UrlArguments(inputs=("inputs",), select_inputs=fetched_input_files, output="output"),
+    )
 
 
 def _run(args: argparse.Namespace) -> int:

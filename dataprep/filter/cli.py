@@ -14,6 +14,7 @@ from pretrainkit.dataprep.cli_options import (
 )
 from pretrainkit.dataprep.filter.pipeline import REMOVED_NAME, FilterOptions, owned_directories, run_filter
 from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, with_languages
+from pretrainkit.dataprep.readers import fetched_input_files
 from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.output_folders import FILTER
 from pretrainkit.remote.staging import UrlArguments
@@ -46,7 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_field_options(p)
     add_executor_options(p)
     p.set_defaults(
-        func=_run, resumes=True, url_arguments=UrlArguments(inputs=("inputs",), files=("filters",), output="output")
+        func=_run,
+        resumes=True,
+        url_arguments=UrlArguments(
+            inputs=("inputs",), select_inputs=fetched_input_files, files=("filters",), output="output"
+        ),
     )
 
 

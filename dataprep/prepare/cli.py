@@ -17,7 +17,7 @@ from pretrainkit.dataprep.prepare.funnel import funnel_table
 from pretrainkit.dataprep.prepare.pipeline_file import read_pipeline
 from pretrainkit.dataprep.prepare.run import PICTURE_NAME, owned_directories, run_prepare
 from pretrainkit.dataprep.prepare.stages import Stage, Tokenize
-from pretrainkit.dataprep.readers import DEDUP_STATS_NAME
+from pretrainkit.dataprep.readers import DEDUP_STATS_NAME, fetched_input_files
 from pretrainkit.dataprep.summary import summary_table
 from pretrainkit.dataprep.tokenize.cli import add_tokenize_options, tokenize_options
 from pretrainkit.errors import UserError
@@ -45,7 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     prepare.set_defaults(
         func=run_prepare_command,
         resumes=True,
-        url_arguments=UrlArguments(inputs=("inputs",), files=("pipeline", "tokenizer", "against"), output="output"),
+        url_arguments=UrlArguments(
+            inputs=("inputs",),
+            select_inputs=fetched_input_files,
+            files=("pipeline", "tokenizer", "against"),
+            output="output",
+        ),
     )
 
 

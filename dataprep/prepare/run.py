@@ -33,11 +33,11 @@ from pretrainkit.dataprep.prepare.profile import profile
 from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, run_stage, stage_outputs
 from pretrainkit.dataprep.readers import DEDUP_STATS_NAME, discover_inputs
 from pretrainkit.dataprep.tokenize.corpus import input_hashes
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import output_directory, write_text_atomic, writing_into
 from pretrainkit.output_folders import PREPARE, check_folder, output_folder
+from pretrainkit.shards.tokenizer import load_tokenizer
 
 WORK_NAME = ".work"
 PICTURE_NAME = "funnel.png"

@@ -1,2 +1,2 @@
-"""Tokenization: `tokenizer` trains or loads a `tokenizers` tokenizer; `corpus` encodes documents
-into shard sets; `cli` is `ptk tokenizer train`, `ptk tokenize` and `ptk prepare`."""
+"""Tokenization: `corpus` encodes documents into shard sets; `cli` is `ptk tokenizer train`, `ptk tokenize`
+and `ptk prepare`. Training and loading a tokenizer is `pretrainkit.shards.tokenizer`, which train uses too."""

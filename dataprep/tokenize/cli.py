@@ -16,19 +16,20 @@ from pretrainkit.dataprep.cli_options import (
 from pretrainkit.dataprep.readers import (
     Document,
     discover_inputs,
+    fetched_input_files,
     nothing_usable,
     plan_read_tasks,
     read_task,
     reason_kind,
 )
 from pretrainkit.dataprep.tokenize.corpus import REJECTED_NAME, TokenizeOptions, owned_directories, tokenize_corpus
-from pretrainkit.dataprep.tokenize.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
 from pretrainkit.files import output_file, write_text_atomic, writing_into
 from pretrainkit.output_folders import TOKENIZE
 from pretrainkit.progress import progress_bar
 from pretrainkit.quantities import count
 from pretrainkit.remote.staging import UrlArguments
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
+from pretrainkit.shards.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,7 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--min-frequency", type=int, default=2, help="least count of a pair to merge (default 2)")
     train.add_argument("--eos-token", default=DEFAULT_EOS, help=f"end-of-text token (default {DEFAULT_EOS})")
     add_field_options(train)
-    train.set_defaults(func=run_train, url_arguments=UrlArguments(inputs=("inputs",)))
+    train.set_defaults(
+        func=run_train, url_arguments=UrlArguments(inputs=("inputs",), select_inputs=fetched_input_files)
+    )
 
     tokenize = sub.add_parser(
         "tokenize",
@@ -65,7 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     tokenize.set_defaults(
         func=run_tokenize,
         resumes=True,
-        url_arguments=UrlArguments(inputs=("inputs",), files=("tokenizer",), output="output"),
+        url_arguments=UrlArguments(
+            inputs=("inputs",), select_inputs=fetched_input_files, files=("tokenizer",), output="output"
+        ),
     )
 
 

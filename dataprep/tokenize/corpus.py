@@ -56,7 +56,6 @@ from pretrainkit.dataprep.readers import (
     reason_kind,
     refuse_inputs_inside,
 )
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import (
@@ -71,6 +70,7 @@ from pretrainkit.files import (
 from pretrainkit.output_folders import TOKENIZE, output_folder
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS, FORMATS, token_dtype
 from pretrainkit.shards.manifest import ShardEntry, build_manifest, write_manifest
+from pretrainkit.shards.tokenizer import load_tokenizer
 from pretrainkit.shards.writer import ShardPlan, prepare_output_dir, remove_stale_shards, write_shard, write_shards
 
 REJECTED_NAME = "rejected.jsonl"

@@ -51,7 +51,7 @@ from typing import TextIO
 
 from pretrainkit.errors import UserError, shortened
 from pretrainkit.files import is_temporary, json_object_or_none, write_text_atomic
-from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME, own_name
+from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
 from pretrainkit.progress import progress_bar
 from pretrainkit.remote.run_files import run_files_read
 from pretrainkit.remote.transfer import (
@@ -81,6 +81,9 @@ class UrlArguments:
     """Which attributes of a command's parsed arguments may be URLs."""
 
     inputs: tuple[str, ...] = ()  # each a list of input files or folders
+    # Of an input URL's files (the URL, its files by relative path: size), those to fetch; None: all.
+    # The command that reads the inputs knows which files it takes from them (`dataprep.readers`).
+    select_inputs: Callable[[str, dict[str, int]], dict[str, int]] | None = None
     files: tuple[str, ...] = ()  # each one path (or a list of paths) to a file or folder read whole
     runs: tuple[str, ...] = ()  # each a training run's folder (or a model's) read: its complete checkpoints
     run_logs: tuple[str, ...] = ()  # each a run's folder (or a list of them) of which only the logs are read
@@ -108,11 +111,11 @@ def local_arguments(args: argparse.Namespace, spec: UrlArguments) -> Iterator[No
         _refuse_inputs_inside(args, spec, output_url)
     for name in spec.inputs + spec.files:
         value = getattr(args, name, None)
-        read_as_input = name in spec.inputs
+        select = spec.select_inputs if name in spec.inputs else None
         if isinstance(value, list):
-            setattr(args, name, [local_copy(v, read_as_input) for v in value])
+            setattr(args, name, [_local_input(v, select) for v in value])
         elif value is not None:
-            setattr(args, name, local_copy(value, read_as_input))
+            setattr(args, name, _local_input(value, select))
     for name in spec.runs + spec.run_logs:
         select = functools.partial(run_files_read, with_checkpoints=name in spec.runs)
         value = getattr(args, name, None)
@@ -181,14 +184,18 @@ class _ShowingUrls:
         return getattr(self._stream, name)
 
 
-def local_copy(
-    value: object, read_as_input: bool = False, select: Callable[[dict[str, int]], dict[str, int]] | None = None
-) -> object:
+def _local_input(value: object, select: Callable[[str, dict[str, int]], dict[str, int]] | None) -> object:
+    """`local_copy` of an input, fetching of a URL folder only the files `select(url, files)` picks."""
+    if select is None or not is_url(value):
+        return local_copy(value)
+    return local_copy(value, select=functools.partial(select, str(value).rstrip("/")))
+
+
+def local_copy(value: object, select: Callable[[dict[str, int]], dict[str, int]] | None = None) -> object:
     """A URL input (an object, or a prefix as a folder) as the local path it is fetched to, in the running
     command's work folder; anything else as it is. Also for paths that a file names (a pipeline file's).
-    `read_as_input`: a folder of input records, of whose dedup outputs only the kept parts are fetched
-    (the only files a reader takes from them; their index, lists and stats stay in the bucket).
-    `select`: of a folder's files (relative path: size), those to fetch (`remote.run_files.run_files_read`)."""
+    `select`: of a folder's files (relative path: size), those to fetch (`remote.run_files.run_files_read`,
+    `UrlArguments.select_inputs`)."""
     if not is_url(value):
         return value
     work = _RUN["work"] or work_dir()
@@ -197,8 +204,6 @@ def local_copy(
     listing = {rel: size for rel, (size, _) in versions.items()}
     if not listing:
         raise UserError(f"{url}: no such file or directory")
-    if read_as_input:
-        listing = _without_unread(url, listing)
     if select is not None and "" not in listing:
         listing = select(listing)
     fs, key = filesystem(url)
@@ -221,24 +226,6 @@ def local_copy(
     _SHOWN[str(work / "inputs" / scheme(url))] = f"{scheme(url)}:/"  # the layout mirrors the bucket's
     _RUN["fetched"].append((local, record))
     return str(local)
-
-
-def _without_unread(url: str, listing: dict[str, int]) -> dict[str, int]:
-    from pretrainkit.dataprep.readers import dedup_outputs_in, grouped_names, unread_in_dedup_outputs
-
-    outputs = dedup_outputs_in(list(listing))
-    unread = unread_in_dedup_outputs(list(listing), outputs)
-    if not unread:
-        return listing
-    named = [rel for rel in unread if not own_name(rel.rsplit("/", 1)[-1])]  # markers: no one's data
-    print(
-        f"ptk: note: {url}: not fetched {len(named)} file{'s' if len(named) != 1 else ''} of the ptk dedup "
-        f"output{'s' if len(outputs) > 1 else ''} in it, of which only the kept records are read: "
-        f"{grouped_names(named)}",
-        file=sys.stderr,
-    )
-    skipped = set(unread)
-    return {rel: size for rel, size in listing.items() if rel not in skipped}
 
 
 def in_batches(sizes: dict[str, int], desc: str, transfer: Callable[[list[str]], None]) -> None:

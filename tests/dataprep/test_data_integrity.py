@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pretrainkit.cli import main
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.shards import ShardSet
+from pretrainkit.shards.tokenizer import load_tokenizer, train_tokenizer
 
 
 def write_corpus(path: Path, texts: list[str]) -> Path:

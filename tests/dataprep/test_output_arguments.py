@@ -7,7 +7,7 @@ A full disk and a read-only folder, for every command that writes, are the fault
 from __future__ import annotations
 
 from pretrainkit.cli import main
-from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
+from pretrainkit.shards.tokenizer import train_tokenizer
 
 
 def test_output_naming_an_existing_file_or_directory_is_one_line(tmp_path, capsys):

@@ -137,7 +137,7 @@ def test_one_tokenizer_means_one_vocabulary_not_one_file(tmp_path, tokenizer_var
     """Sources tokenized with a tokenizer.json and with that file written again in other bytes mix;
     with two token ids exchanged they do not, and the error names both shard sets and what differs."""
     from pretrainkit.dataprep.tokenize.corpus import write_text_shards
-    from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
+    from pretrainkit.shards.tokenizer import train_tokenizer
 
     plays = [f"the {w} of the {w}s and the other {w}" for w in ("cat", "dog", "bird", "fish", "horse")] * 5
     train_tokenizer(plays, vocab_size=300, min_frequency=1).save(str(tmp_path / "tokenizer.json"))

@@ -14,10 +14,10 @@ import pytest
 from fixtures.corpora import DATA, need_data, reuters_documents, write_jsonl
 from fixtures.fault_commands import error_line, ptk_command, ptk_env, run_ptk
 from fixtures.warc import response, rust_book_pages, write_warc
-from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.errors import UserError
 from pretrainkit.remote import staging
 from pretrainkit.remote.transfer import upload, upload_all
+from pretrainkit.shards.tokenizer import train_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ def test_dedup_and_tokenize_from_and_to_a_bucket_are_byte_identical_to_local(s3,
     result = ok(["dedup", f"{s3.bucket}/raw", "-o", f"{s3.bucket}/dedup", "--workers", "2"])
     assert f"dedup -> {s3.bucket}/dedup" in result.stdout and str(work) not in result.stdout
     assert f"to {s3.bucket}/dedup" in result.stderr
-    ok(
+    result = ok(
         [
             "tokenize",
             f"{s3.bucket}/dedup",
@@ -88,6 +88,8 @@ def test_dedup_and_tokenize_from_and_to_a_bucket_are_byte_identical_to_local(s3,
             f"{s3.bucket}/tok/tokenizer.json",
         ]
     )
+    # Of a dedup output given as input only its kept parts are fetched (dataprep's `fetched_input_files`).
+    assert f"{s3.bucket}/dedup: not fetched" in result.stderr and "index/" in result.stderr
 
     assert objects(s3, "dedup") == files(tmp_path / "dedup")
     assert objects(s3, "shards") == files(tmp_path / "shards")

@@ -288,7 +288,7 @@ def shared_hf_model(tmp_path_factory):
 def hf_corpus(tmp_path_factory):
     """A byte-level BPE tokenizer (HF `tokenizer_config.json` naming its EOS) trained on Tiny
     Shakespeare, and the text split into documents: what an HF model directory gets as its tokenizer."""
-    from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
+    from pretrainkit.shards.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("hf_tokenizer")
     text = need_data(DATA / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:300_000]

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from pretrainkit.errors import UserError
+from pretrainkit.shards.set_copies import ShardCache
 from pretrainkit.train.config import ModelSection, load_config, to_dict
 from pretrainkit.train.model.llama import ModelConfig
 from pretrainkit.train.model.resolve import model_config
@@ -86,15 +87,18 @@ def test_bad_values_fail_naming_the_key(tmp_path: Path, override: str, named: st
         load_config(write(tmp_path, GOOD), [override])
 
 
-def test_data_cache_sets_the_cache_variables_for_the_run(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("PTK_CACHE_DIR", "before")  # restored after the test, as load_config changes it
+def test_data_cache_is_the_shard_cache_with_the_variables_as_defaults(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PTK_CACHE_DIR", "before")
     monkeypatch.setenv("PTK_SHARD_CACHE_BYTES", "1G")
+    environment = dict(os.environ)
     cfg = load_config(write(tmp_path, GOOD), ["data.cache.max_bytes=50000"])
     assert cfg.data.cache.dir is None and cfg.data.cache.max_bytes == "50000"
-    assert os.environ["PTK_CACHE_DIR"] == "before" and os.environ["PTK_SHARD_CACHE_BYTES"] == "50000"
+    assert cfg.data.cache.shard_cache() == ShardCache(Path("before"), 50_000)
     cfg = load_config(write(tmp_path, GOOD.replace("seq_len: 64}", "seq_len: 64, cache: {dir: c, max_bytes: 20G}}")))
     assert cfg.data.cache.dir == str(tmp_path / "conf" / "c")  # relative to the file, like the other paths
-    assert os.environ["PTK_CACHE_DIR"] == cfg.data.cache.dir and os.environ["PTK_SHARD_CACHE_BYTES"] == "20G"
+    assert cfg.data.cache.shard_cache() == ShardCache(tmp_path / "conf" / "c", 20 * 10**9)
+    assert load_config(write(tmp_path, GOOD)).data.cache.shard_cache() == ShardCache(Path("before"), 10**9)
+    assert dict(os.environ) == environment  # load_config has no side effects: the settings are passed down
     for bad in ("lots", "0", "-5"):
         with pytest.raises(UserError, match=rf"^.*run\.yaml: data\.cache\.max_bytes: must be a size in bytes .*{bad}"):
             load_config(write(tmp_path, GOOD), [f"data.cache.max_bytes={bad}"])

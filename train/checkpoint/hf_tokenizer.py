@@ -22,8 +22,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pretrainkit.dataprep.tokenize.tokenizer import TOKENIZER_FILE, LoadedTokenizer
 from pretrainkit.files import write_bytes_atomic, write_text_atomic
+from pretrainkit.shards.tokenizer import TOKENIZER_FILE, LoadedTokenizer
 
 CONFIG_FILE = "tokenizer_config.json"
 LOADER_MODULE = "tokenization_pretrainkit"

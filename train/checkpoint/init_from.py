@@ -34,10 +34,10 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
 
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_text_atomic
 from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
+from pretrainkit.shards.tokenizer import load_tokenizer
 from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, load_states
 from pretrainkit.train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
 from pretrainkit.train.checkpoint.states import ModelState, OptimizerState

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from pretrainkit.dataprep.tokenize.tokenizer import LoadedTokenizer, load_tokenizer
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
+from pretrainkit.shards.tokenizer import LoadedTokenizer, load_tokenizer
 from pretrainkit.train.checkpoint.checkpoints import META_FILE
 from pretrainkit.train.checkpoint.export import (
     TOKENIZER_KEY,

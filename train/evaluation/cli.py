@@ -17,6 +17,7 @@ import json
 import math
 import sys
 
+from pretrainkit.dataprep.readers import fetched_input_files
 from pretrainkit.errors import UserError
 from pretrainkit.remote.staging import UrlArguments
 
@@ -49,7 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     add_field_options(p)
     p.set_defaults(
-        func=run_eval, url_arguments=UrlArguments(runs=("model",), inputs=("text",), files=("shards", "tokenizer"))
+        func=run_eval,
+        url_arguments=UrlArguments(
+            runs=("model",), inputs=("text",), select_inputs=fetched_input_files, files=("shards", "tokenizer")
+        ),
     )
 
 

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from pretrainkit.dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
-from pretrainkit.dataprep.tokenize.tokenizer import LoadedTokenizer
 from pretrainkit.errors import UserError
 from pretrainkit.shards import ShardSet
+from pretrainkit.shards.tokenizer import LoadedTokenizer
 from pretrainkit.shards.verify import check_shards_whole
 
 

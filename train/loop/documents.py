@@ -4,7 +4,7 @@
     targets = within_documents(inputs, targets, eos_id)       # the target of each EOS ignored
 
 The packing (mixtures/stream.py) joins documents as `doc EOS doc EOS ...`, and the tokenizer encodes
-a literal end-of-text string in a document as plain text (dataprep/tokenize/tokenizer.py), so EOS
+a literal end-of-text string in a document as plain text (shards/tokenizer.py), so EOS
 marks exactly the document ends and the loader needs to deliver nothing else: its state, and with it
 resuming old checkpoints, is unchanged by document masking.
 

@@ -120,7 +120,10 @@ def load_verified_mixture(cfg: TrainConfig, is_main: bool) -> Mixture:
     so hashing them once per process would multiply the start-up time, and a bad shard still stops
     every process with the same one-line error (not a broken-connection traceback)."""
     try:
-        mix, problem = load_mixture(cfg.data.mixture, cfg.data.allow_mixture_change, verify=is_main), None
+        mix = load_mixture(
+            cfg.data.mixture, cfg.data.allow_mixture_change, verify=is_main, shard_cache=cfg.data.cache.shard_cache()
+        )
+        problem = None
     except UserError as e:
         mix, problem = None, str(e)
     verdict = [problem]

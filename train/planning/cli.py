@@ -141,7 +141,8 @@ def model_of_config(cfg, vocab_size: int | None, where: str):
         from pretrainkit.mixtures import load_mixture
 
         try:
-            vocab_size = load_mixture(cfg.data.mixture, verify=False).tokenizer.vocab_size
+            mix = load_mixture(cfg.data.mixture, verify=False, shard_cache=cfg.data.cache.shard_cache())
+            vocab_size = mix.tokenizer.vocab_size
         except UserError as e:
             raise UserError(f"{where}: cannot find the vocabulary size ({e}); pass --vocab-size") from None
     return model_config(cfg, vocab_size, where)

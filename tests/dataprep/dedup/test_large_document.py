@@ -24,7 +24,7 @@ import pytest
 
 from fixtures.corpora import DATA, ROOT, need_data, write_document
 from pretrainkit.dataprep.dedup.minhash import MinHasher, band_hashes, near_normal_bytes
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
+from pretrainkit.shards.tokenizer import load_tokenizer, train_tokenizer
 
 pytestmark = pytest.mark.slow  # two child processes and two whole-document references: ~10 s
 
@@ -51,7 +51,7 @@ if mode == "dedup":
                           settings=Scanning(num_perm=128, ngram=5, text_field="text", id_field="id", bands=16, rows=8)))
 else:
     from pretrainkit.dataprep.tokenize.corpus import EncodeJob, encode_part
-    from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
+    from pretrainkit.shards.tokenizer import load_tokenizer
     t = load_tokenizer(tok)
 
     def job(path, i):

@@ -31,8 +31,8 @@ from pretrainkit.dataprep.paragraphs.pipeline import ParagraphOptions  # noqa: E
 from pretrainkit.dataprep.prepare.run import run_prepare  # noqa: E402
 from pretrainkit.dataprep.prepare.stages import Stage, Tokenize  # noqa: E402
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus  # noqa: E402
-from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer  # noqa: E402
 from pretrainkit.errors import UserError  # noqa: E402
+from pretrainkit.shards.tokenizer import train_tokenizer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.ray_in_process

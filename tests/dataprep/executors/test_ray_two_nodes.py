@@ -198,7 +198,7 @@ def ptk(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 @pytest.mark.parametrize("command", ["dedup", "tokenize"])
 def test_two_ray_nodes_write_what_local_writes(tmp_path, cluster, corpus, reuters_docs, process_table, command):
-    from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
+    from pretrainkit.shards.tokenizer import train_tokenizer
 
     args = [command, str(corpus)]
     if command == "tokenize":
@@ -236,8 +236,8 @@ def test_nodes_without_a_shared_filesystem_write_what_local_writes(
     tmp_path, s3, cluster, corpus, reuters_docs, process_table
 ):
     """`ptk prepare --tokenizer` (its dedup and tokenize stages in one output tree) from and to a bucket."""
-    from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
     from pretrainkit.remote.staging import WORK_DIR_ENV, publish
+    from pretrainkit.shards.tokenizer import train_tokenizer
 
     (tmp_path / "tok").mkdir()
     train_tokenizer([text for _, text in reuters_docs[:300]], 512).save(str(tmp_path / "tok" / "tok.json"))

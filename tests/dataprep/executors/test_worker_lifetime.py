@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
+from pretrainkit.shards.tokenizer import train_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import zstandard
 
 from fixtures.corpora import DATA, need_data
 from pretrainkit.cli import main
-from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
 from pretrainkit.shards import ShardSet
+from pretrainkit.shards.tokenizer import train_tokenizer
 
 CLOUGH = DATA / "clough_stevenson_plagiarism" / "texts"
 

@@ -15,9 +15,9 @@ import pytest
 
 from fixtures.corpora import DATA, need_data
 from pretrainkit.cli import main
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.errors import UserError
 from pretrainkit.shards import ShardSet
+from pretrainkit.shards.tokenizer import load_tokenizer, train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -159,7 +159,7 @@ def test_a_long_document_encoded_in_pieces_gives_the_tokens_of_the_whole(corpus)
     from tokenizers import Tokenizer, normalizers
 
     from pretrainkit.dataprep.tokenize.corpus import _Encoder
-    from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
+    from pretrainkit.shards.tokenizer import load_tokenizer
 
     text = " ".join(corpus["texts"])[:400_000] + " <|endoftext|> ends nothing"
     tok = load_tokenizer(corpus["tok"]).tokenizer

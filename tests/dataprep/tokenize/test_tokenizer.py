@@ -7,8 +7,8 @@ from tokenizers import Tokenizer, models
 
 from fixtures.corpora import DATA, need_data
 from pretrainkit.cli import main
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.errors import UserError
+from pretrainkit.shards.tokenizer import load_tokenizer
 
 WIKI = DATA / "wikitext2"
 
@@ -111,7 +111,7 @@ def test_a_hugging_face_directory_is_read_with_its_configured_eos(tmp_path):
 
 
 def test_vocabulary_fingerprint_ignores_file_layout_not_token_ids(tmp_path, tokenizer_variant):
-    from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
+    from pretrainkit.shards.tokenizer import train_tokenizer
 
     texts = [f"the {w} of the {w}s and the other {w}" for w in ("cat", "dog", "bird", "fish", "horse")] * 5
     train_tokenizer(texts, vocab_size=300, min_frequency=1).save(str(tmp_path / "tokenizer.json"))

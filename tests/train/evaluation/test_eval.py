@@ -14,7 +14,7 @@ import yaml
 
 from fixtures.corpora import DATA
 from pretrainkit.cli import main
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer, train_tokenizer
+from pretrainkit.shards.tokenizer import load_tokenizer, train_tokenizer
 from pretrainkit.train.evaluation.scoring import score_documents, stream_windows
 from pretrainkit.train.model.llama import ModelConfig, Transformer
 

@@ -9,6 +9,7 @@ as the local file does and is recorded by its URL."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,8 @@ import yaml
 
 from fixtures.fault_commands import run_ptk
 from pretrainkit.cli import main
-from pretrainkit.remote.shard_cache import BATCHES_FOLDER, FOLDER, MAX_BYTES_ENV
 from pretrainkit.remote.transfer import upload
+from pretrainkit.shards.set_copies import BATCHES_FOLDER, FOLDER, MAX_BYTES_ENV
 
 RUN = {"max_steps": 6, "checkpoint": {"every": 3, "keep": 1}, "eval": {"every": 3, "batches": 1}}
 SETS = ("wiki", "shakespeare")
@@ -67,8 +68,7 @@ def test_a_source_in_a_bucket_trains_as_on_a_local_path_and_its_copy_is_reused(
     assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in (kit.mixture.parent / "wiki").iterdir())
 
     # A cache bound below the set's size (data.cache: {dir, max_bytes}): the set is streamed one record
-    # batch at a time (tests/remote/test_streamed_shards.py), and the run is the same again
-    monkeypatch.setenv(MAX_BYTES_ENV, "")  # restored after the test: load_config sets it (and the dir) from data.cache
+    # batch at a time (tests/shards/test_streamed.py), and the run is the same again
     small = tmp_path / "small-cache"
     data = {"mixture": str(mix), "seq_len": 32, "cache": {"dir": str(small), "max_bytes": 20_000}}
     streamed = kit.config(tmp_path / "streamed", **RUN, data=data)
@@ -77,8 +77,7 @@ def test_a_source_in_a_bucket_trains_as_on_a_local_path_and_its_copy_is_reused(
     batch_files = list((small / BATCHES_FOLDER).iterdir())
     assert len(batch_files) > 1 and sum(p.stat().st_size for p in batch_files) <= 20_000
     assert not (small / FOLDER).exists()  # not copied whole
-    monkeypatch.setenv("PTK_CACHE_DIR", str(cache.parent))
-    monkeypatch.delenv(MAX_BYTES_ENV)
+    assert os.environ["PTK_CACHE_DIR"] == str(cache.parent) and MAX_BYTES_ENV not in os.environ  # given, not set
 
     # The shards gone from the bucket (its manifest stays): the next run reads the cached copy.
     bucket = s3.bucket.removeprefix("s3://")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pretrainkit.dataprep.tokenize.tokenizer import train_tokenizer
+from pretrainkit.shards.tokenizer import train_tokenizer
 from pretrainkit.train.model.hf_adapter import model_config_from_hf
 
 SCRIPT = Path(__file__).resolve().parents[3] / "demo" / "hf_stand_in.py"

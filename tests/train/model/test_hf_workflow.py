@@ -15,9 +15,9 @@ import yaml
 
 from fixtures.corpora import DATA, need_data
 from pretrainkit.cli import main
-from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
 from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
+from pretrainkit.shards.tokenizer import load_tokenizer
 from pretrainkit.train.checkpoint.load_model import load_model
 from pretrainkit.train.model.generate import generate
 from pretrainkit.train.model.hf_adapter import MODEL_TYPES

@@ -1,17 +1,20 @@
 """Shard sets at a URL, opened for reading: copied whole when they fit the cache's bound, else
 streamed one record batch at a time through the bounded batch cache.
 
-    ss = open_shard_set("s3://corpora/tokens/web")   # or a local path
+    ss = open_shard_set("s3://corpora/tokens/web", ShardCache.configured())   # or a local path
     ss.read_batches([17, 4, 230])     # fetched at once (range reads), checked, decoded
     ss.prefetch([88, 3, 41])          # a background thread fetches these while the caller computes
 
-Which way a URL is read: a set whose files fit `PTK_SHARD_CACHE_BYTES` (or with no bound) beside the
-copies in use is copied whole (`remote.shard_cache`): the fastest to read once there. A larger Arrow
+The cache (its directory and bound, `shards.set_copies.ShardCache`) is given, or else that of
+`$PTK_CACHE_DIR` and `$PTK_SHARD_CACHE_BYTES`; the set carries it to the processes it is sent to.
+
+Which way a URL is read: a set whose files fit the cache's bound (or with no bound) beside the
+copies in use is copied whole (`shards.set_copies`): the fastest to read once there. A larger Arrow
 set, or one the copies in use leave no room for, whose shards have record-batch sidecars
 (`shards/batch_ranges.py`) is a `StreamedShardSet`: its manifest and sidecars (a few bytes per
 batch, each checked against the manifest) are read when it opens, which is all the batch index and
 the held-out split need; record batches are then fetched as the loader's windows ask for them,
-through `remote.batch_cache` (one file per batch, checked against the sidecar's sha256, LRU-evicted
+through `shards.batch_cache` (one file per batch, checked against the sidecar's sha256, LRU-evicted
 under the same bound, which the whole copies and the batches share). Such a set without sidecars
 (WebDataset, or written before them) is one line saying so. Either way the tokens are the same bytes
 as on a local path, and the fingerprint is the manifest's: the data order and losses do not depend
@@ -31,43 +34,44 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrainkit.cache import cache_dir
 from pretrainkit.errors import UserError
 from pretrainkit.quantities import byte_size
 from pretrainkit.remote import staging
-from pretrainkit.remote.batch_cache import BatchCache, BatchRange
-from pretrainkit.remote.shard_cache import MAX_BYTES_ENV, NoRoom, batch_cache, max_bytes, shard_set_copy
 from pretrainkit.remote.transfer import read_bytes
 from pretrainkit.remote.urls import filesystem, is_url, join, storage_errors
 from pretrainkit.shards import ShardSet
 from pretrainkit.shards.arrow_format import ID, LENGTH, TOKENS, decode_record_batch
+from pretrainkit.shards.batch_cache import BatchCache, BatchRange
 from pretrainkit.shards.batch_ranges import BatchRanges, sidecar_name
 from pretrainkit.shards.formats import MANIFEST_NAME
 from pretrainkit.shards.manifest import parse_manifest
+from pretrainkit.shards.set_copies import MAX_BYTES_ENV, NoRoom, ShardCache, batch_cache, shard_set_copy
 from pretrainkit.shards.verify import listed_files
 
 STREAMS_FOLDER = "shard-streams"  # a streamed set's stand-in path, named in messages as its URL; never written
 
 
-def open_shard_set(path: str | Path) -> ShardSet:
-    """The shard set at a local path or URL (see the module docstring)."""
+def open_shard_set(path: str | Path, shard_cache: ShardCache | None = None) -> ShardSet:
+    """The shard set at a local path or URL, through `shard_cache` (None: `ShardCache.configured()`;
+    see the module docstring)."""
     if not is_url(path):
-        return ShardSet.open(path)
+        return ShardSet.open(path, cache_dir=shard_cache.dir if shard_cache else None)
+    shard_cache = shard_cache or ShardCache.configured()
     url = path.rstrip("/")
     where = join(url, MANIFEST_NAME)
     manifest = parse_manifest(read_bytes(where), where)
-    limit, size = max_bytes(), sum(size for size, _ in listed_files(manifest).values())
+    limit, size = shard_cache.max_bytes, sum(size for size, _ in listed_files(manifest).values())
     try:
         if limit is not None and size > limit:
             raise NoRoom(f"{MAX_BYTES_ENV}={byte_size(limit)}: the shard set {url} ({byte_size(size)}) does not fit")
-        return ShardSet.open(shard_set_copy(url))
+        return ShardSet.open(shard_set_copy(url, shard_cache), cache_dir=shard_cache.dir)
     except NoRoom as e:
         if manifest["format"] != "arrow" or not all("batches" in entry for entry in manifest["shards"]):
             raise UserError(
                 f"{e}, and cannot be streamed: its shards have no record-batch sidecars (WebDataset shards, or "
                 "Arrow shards written before them; `ptk tokenize` them again); raise the bound"
             ) from None
-        return StreamedShardSet.open(url, manifest, batch_cache())
+        return StreamedShardSet.open(url, manifest, shard_cache)
 
 
 class StreamedShardSet(ShardSet):
@@ -80,7 +84,7 @@ class StreamedShardSet(ShardSet):
         self._prefetched: tuple[list[int], Future] | None = None
 
     @classmethod
-    def open(cls, url: str, manifest: dict, cache: BatchCache) -> StreamedShardSet:
+    def open(cls, url: str, manifest: dict, shard_cache: ShardCache) -> StreamedShardSet:
         names = [sidecar_name(e["file"]) for e in manifest["shards"]]
         fs, _ = filesystem(url)
         keys = [filesystem(join(url, n))[1] for n in names]
@@ -94,9 +98,9 @@ class StreamedShardSet(ShardSet):
                 if not _matches(data, entry["batches"]):
                     raise UserError(f"{join(url, name)}: its size or sha256 differs from {MANIFEST_NAME}")
             ranges.append(BatchRanges.decode(data, join(url, name)))
-        path = cache_dir() / STREAMS_FOLDER / hashlib.sha256(url.encode()).hexdigest()[:16]
+        path = shard_cache.dir / STREAMS_FOLDER / hashlib.sha256(url.encode()).hexdigest()[:16]
         staging.show_as(path, url)
-        return cls(path, manifest, url, ranges, cache)
+        return cls(path, manifest, url, ranges, batch_cache(shard_cache), cache_dir=shard_cache.dir)
 
     def __getstate__(self) -> dict:
         return {**super().__getstate__(), "url": self.url, "ranges": self.ranges, "cache": self.cache}
@@ -104,7 +108,7 @@ class StreamedShardSet(ShardSet):
     def __setstate__(self, state: dict) -> None:
         self.__init__(
             state["path"], state["manifest"], state["url"], state["ranges"], state["cache"],
-            cache_tokens=state["cache_tokens"],
+            cache_tokens=state["cache_tokens"], cache_dir=state["cache_dir"],
         )  # fmt: skip
 
     def verify(self) -> list[str]:

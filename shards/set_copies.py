@@ -2,7 +2,8 @@
 against its manifest's sha256 as it arrives, shared by the processes of a machine, and the least
 recently used sets evicted when the cache would pass its size bound.
 
-    local = shard_set_copy("s3://corpora/tokens/web")   # $PTK_CACHE_DIR/shard-sets/<hash of the URL>/
+    cache = ShardCache.configured()                     # or (dir, max_bytes) from a training config
+    local = shard_set_copy("s3://corpora/tokens/web", cache)   # <cache dir>/shard-sets/<hash of the URL>/
 
 A mixture source whose `shards:` is a URL reads this copy (`mixtures/mixture.py`), so the data order,
 the held-out split and the losses are those of the same shard set on a local path: the shard files are
@@ -17,13 +18,16 @@ the same bytes, and a shard set's fingerprint is its manifest's.
 - Sharing: the processes of a machine fetch a set one at a time (an exclusive lock on
   `<hash>.lock`); the others wait and then find it complete. Each process that uses a copy keeps a
   shared lock on it until it exits, so no other process evicts a set in use.
-- Bound: `$PTK_SHARD_CACHE_BYTES` (K/M/G suffixes; default unbounded), on the whole cache: these
-  copies and the streamed record batches (`batch_cache()`) together, accounted under the batch
+- Settings: `ShardCache` (the cache directory, the bound), given to every function here and carried
+  by the shard sets opened through it into the processes they are sent to (loader workers): a
+  training config's `data.cache.{dir, max_bytes}`, else `$PTK_CACHE_DIR` and `$PTK_SHARD_CACHE_BYTES`.
+- Bound: `max_bytes` (K/M/G suffixes; default unbounded), on the whole cache: these
+  copies and the streamed record batches (`batch_cache(cache)`) together, accounted under the batch
   folder's lock. Before a fetch, copies of other sets not in use are evicted, least recently used
   first, then batch files, until the fetched set fits; its size is then reserved (`<hash>.bytes`),
   so batches stored while it arrives leave it room. Batches to store evict unused copies the same
   way before they evict older batches. A set that cannot fit beside the sets in use is `NoRoom` (one line
-  naming both figures): `remote.streamed_shards` then streams it a record batch at a time, as it does
+  naming both figures): `shards.streamed` then streams it a record batch at a time, as it does
   a set larger than the bound itself.
 """
 
@@ -36,6 +40,7 @@ import json
 import os
 import shutil
 from argparse import ArgumentTypeError
+from dataclasses import dataclass
 from pathlib import Path
 
 from pretrainkit.cache import cache_dir
@@ -43,9 +48,9 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_bytes_atomic
 from pretrainkit.quantities import byte_size, quantity
 from pretrainkit.remote import staging
-from pretrainkit.remote.batch_cache import BatchCache
 from pretrainkit.remote.transfer import download_all, read_bytes
 from pretrainkit.remote.urls import join
+from pretrainkit.shards.batch_cache import BatchCache
 from pretrainkit.shards.formats import MANIFEST_NAME
 from pretrainkit.shards.verify import listed_files
 
@@ -60,25 +65,40 @@ class NoRoom(UserError):
     """A shard set that fits the bound, but not beside the sets in use."""
 
 
-def batch_cache() -> BatchCache:
+@dataclass(frozen=True)
+class ShardCache:
+    """The local cache of shard sets in a bucket: its directory and the bound on what it holds (None:
+    unbounded)."""
+
+    dir: Path
+    max_bytes: int | None
+
+    @classmethod
+    def configured(cls, dir: str | os.PathLike | None = None, max_bytes: str | None = None) -> ShardCache:
+        """The settings given (a training config's `data.cache`), each unset one from its variable."""
+        text, name = (max_bytes, "max_bytes") if max_bytes else (os.environ.get(MAX_BYTES_ENV), MAX_BYTES_ENV)
+        return cls(cache_dir(dir), _size(text, name) if text else None)
+
+
+def batch_cache(cache: ShardCache) -> BatchCache:
     """The machine's cache of streamed record batches, under the same bound as the whole copies."""
-    limit = max_bytes()
-    return BatchCache(cache_dir() / BATCHES_FOLDER, limit, functools.partial(_copies_beside_batches, limit))
+    others = functools.partial(_copies_beside_batches, cache)
+    return BatchCache(cache.dir / BATCHES_FOLDER, cache.max_bytes, others)
 
 
-def _copies_beside_batches(limit: int | None, wanted: int) -> int:
+def _copies_beside_batches(cache: ShardCache, wanted: int) -> int:
     """For the batch cache, under its lock: unused copies evicted, least recently used first, until
-    `wanted` bytes of batches fit beside the copies under `limit`; the bytes the copies then hold."""
-    sizes = _copies(cache_dir() / FOLDER)
-    _evict_unused(sizes, wanted, limit)
+    `wanted` bytes of batches fit beside the copies under the bound; the bytes the copies then hold."""
+    sizes = _copies(cache.dir / FOLDER)
+    _evict_unused(sizes, wanted, cache.max_bytes)
     return sum(sizes.values())
 
 
-def shard_set_copy(url: str) -> Path:
+def shard_set_copy(url: str, cache: ShardCache) -> Path:
     """The shard set at `url` as a complete local copy in the cache (see the module docstring); NoRoom
     when it cannot fit beside the sets in use."""
     url = url.rstrip("/")
-    root = cache_dir() / FOLDER
+    root = cache.dir / FOLDER
     copy = root / hashlib.sha256(url.encode()).hexdigest()[:16]
     manifest_bytes = read_bytes(join(url, MANIFEST_NAME))
     shards = _listed_shards(url, manifest_bytes)
@@ -88,7 +108,7 @@ def shard_set_copy(url: str) -> Path:
         fcntl.flock(fd, fcntl.LOCK_EX)  # waits for the processes still reading an older copy
         try:
             if not _complete(copy, manifest_bytes, shards):
-                _make_room(root, copy, len(manifest_bytes) + sum(size for size, _ in shards.values()))
+                _make_room(cache, copy, len(manifest_bytes) + sum(size for size, _ in shards.values()))
                 _fetch(url, copy, manifest_bytes, shards)
         except NoRoom:
             os.close(_IN_USE.pop(copy))  # nothing of it is kept: no lock to hold
@@ -166,26 +186,23 @@ def _whole(path: Path, size: int, digest: str) -> bool:
         return False
 
 
-def max_bytes() -> int | None:
-    text = os.environ.get(MAX_BYTES_ENV)
-    if not text:
-        return None
+def _size(text: str, name: str) -> int:
     try:
         value = quantity(text)
     except ArgumentTypeError:
         value = -1
     if value < 1:
-        raise UserError(f"{MAX_BYTES_ENV}={text}: must be a size in bytes (K/M/G suffixes), e.g. 50G")
+        raise UserError(f"{name}={text}: must be a size in bytes (K/M/G suffixes), e.g. 50G")
     return int(value)
 
 
-def _make_room(root: Path, copy: Path, needed: int) -> None:
+def _make_room(cache: ShardCache, copy: Path, needed: int) -> None:
     """Evict unused copies of other sets, least recently used first, then batch files, until `needed`
     bytes fit the bound; reserve them. NoRoom when the sets in use leave too little."""
-    limit = max_bytes()
+    limit, root = cache.max_bytes, cache.dir / FOLDER
     if limit is None:
         return
-    batches = batch_cache()
+    batches = batch_cache(cache)
     with batches.locked():
         sizes = _copies(root, but=copy)
         _evict_unused(sizes, needed, limit)

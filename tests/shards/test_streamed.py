@@ -24,13 +24,12 @@ from fixtures.corpora import DATA, need_data
 from fixtures.fault_commands import run_ptk
 from pretrainkit.errors import UserError
 from pretrainkit.mixtures import MixtureSampler, TrainLoader, load_mixture
-from pretrainkit.remote import batch_cache
-from pretrainkit.remote.batch_cache import LOCK_NAME
-from pretrainkit.remote.shard_cache import BATCHES_FOLDER, FOLDER, MAX_BYTES_ENV
-from pretrainkit.remote.streamed_shards import StreamedShardSet, open_shard_set
 from pretrainkit.remote.transfer import upload
-from pretrainkit.shards import ShardSet, write_shards
+from pretrainkit.shards import ShardSet, batch_cache, write_shards
+from pretrainkit.shards.batch_cache import LOCK_NAME
 from pretrainkit.shards.batch_ranges import BatchRanges
+from pretrainkit.shards.set_copies import BATCHES_FOLDER, FOLDER, MAX_BYTES_ENV, ShardCache
+from pretrainkit.shards.streamed import StreamedShardSet, open_shard_set
 
 SEQ_LEN, BATCH = 63, 8
 
@@ -174,6 +173,28 @@ def test_a_set_larger_than_the_bound_streams_the_rows_of_the_local_set_within_th
         "differs from the shard's record-batch sidecar"
     )
     assert hashlib.sha256(bytes(data[start : start + size])).digest() != ranges.sha256[local_batch]
+
+
+def test_the_cache_given_is_the_one_the_loader_workers_use(s3, speeches, tmp_path, monkeypatch):
+    """A mixture opened with a cache of its own (a training config's `data.cache`) reads through it in
+    the loader's workers too, whatever the variables say there: they are only the defaults."""
+    monkeypatch.setenv("PTK_CACHE_DIR", str(tmp_path / "cache-of-the-variable"))
+    monkeypatch.delenv(MAX_BYTES_ENV, raising=False)  # unbounded: the set would be copied whole
+    local = mixture(tmp_path / "local.yaml", str(speeches))
+    remote = mixture(tmp_path / "remote.yaml", uploaded(speeches, f"{s3.bucket}/tokens/speeches"))
+    given = ShardCache(tmp_path / "given", set_bytes(speeches) // 4)
+
+    def loader_rows(mix: Path, workers: int) -> list:
+        sampler = MixtureSampler(load_mixture(mix, shard_cache=given), seq_len=SEQ_LEN, global_batch_size=BATCH)
+        loader = iter(TrainLoader(sampler, rank=0, world_size=1, micro_size=BATCH // 2, num_workers=workers))
+        return [next(loader)[0].numpy() for _ in range(8)]
+
+    expected = loader_rows(local, 0)
+    assert not (given.dir / BATCHES_FOLDER).exists()
+    assert all(np.array_equal(a, b) for a, b in zip(loader_rows(remote, 2), expected, strict=True))
+    assert 0 < cached_bytes(given.dir / BATCHES_FOLDER) <= given.max_bytes  # stored by the workers, bounded
+    assert not (given.dir / FOLDER).exists()
+    assert not (tmp_path / "cache-of-the-variable").exists()  # neither the batches nor the derived arrays
 
 
 def test_whole_copies_and_streamed_batches_share_one_bound(s3, speeches, tmp_path, monkeypatch):

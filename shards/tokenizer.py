@@ -13,6 +13,9 @@ several) when present; otherwise, and for a bare file, the first special token a
 `vocab_fingerprint` hashes what the token ids mean (vocabulary, BPE merges, added tokens) and not
 how the file is laid out: a re-serialized `tokenizer.json` keeps it, one changed token does not.
 
+It lives beside the shards because it defines what their tokens mean (`TokenizerInfo` in the
+manifest): dataprep trains and uses it to write shards, train loads it to read them and to export.
+
 Training is deterministic: the same texts in the same order give the same `tokenizer.json`
 bytes. The end-of-text token is a special token with id 0; it is what separates documents in
 the token stream of a shard set. A loaded tokenizer encodes the text of special tokens found in a

@@ -11,7 +11,7 @@ by its sha256, checked on every read, evicted least recently used.
   unreachable bucket, after the backend's retries) is one line naming the object.
 - Bound: `max_bytes` (None: unbounded), less what the rest of the cache holds under the same bound:
   `others(wanted)`, which may first let go of some of it (the unused whole shard sets of
-  `remote.shard_cache`, which also makes room in this folder under the same lock). Fetched batches
+  `shards.set_copies`, which also makes room in this folder under the same lock). Fetched batches
   are stored under an exclusive lock on `.lock` in the folder: the least recently used files are
   removed until the new ones fit, then the new ones are written (each to a temporary name, renamed),
   so the folder never holds more than its share of the bound, whatever the processes sharing it do.
