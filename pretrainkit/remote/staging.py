@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -53,7 +52,6 @@ from pretrainkit.errors import UserError, shortened
 from pretrainkit.files import is_temporary, json_object_or_none, write_text_atomic
 from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME, own_name
 from pretrainkit.progress import progress_bar
-from pretrainkit.remote.run_files import run_files_read
 from pretrainkit.remote.transfer import (
     download,
     download_all,
@@ -82,8 +80,9 @@ class UrlArguments:
 
     inputs: tuple[str, ...] = ()  # each a list of input files or folders
     files: tuple[str, ...] = ()  # each one path (or a list of paths) to a file or folder read whole
-    runs: tuple[str, ...] = ()  # each a training run's folder (or a model's) read: its complete checkpoints
-    run_logs: tuple[str, ...] = ()  # each a run's folder (or a list of them) of which only the logs are read
+    # (attribute, select): each a folder (or a list of them) of which only the files `select` picks from its
+    # listing (relative path: size) are fetched; a training run's: `train/rundir/run_files.py`
+    selected: tuple[tuple[str, Callable[[dict[str, int]], dict[str, int]]], ...] = ()
     output: str | None = None  # the output folder
 
 
@@ -113,8 +112,7 @@ def local_arguments(args: argparse.Namespace, spec: UrlArguments) -> Iterator[No
             setattr(args, name, [local_copy(v, read_as_input) for v in value])
         elif value is not None:
             setattr(args, name, local_copy(value, read_as_input))
-    for name in spec.runs + spec.run_logs:
-        select = functools.partial(run_files_read, with_checkpoints=name in spec.runs)
+    for name, select in spec.selected:
         value = getattr(args, name, None)
         if isinstance(value, list):
             setattr(args, name, [local_copy(v, select=select) for v in value])
@@ -188,7 +186,7 @@ def local_copy(
     command's work folder; anything else as it is. Also for paths that a file names (a pipeline file's).
     `read_as_input`: a folder of input records, of whose dedup outputs only the kept parts are fetched
     (the only files a reader takes from them; their index, lists and stats stay in the bucket).
-    `select`: of a folder's files (relative path: size), those to fetch (`remote.run_files.run_files_read`)."""
+    `select`: of a folder's files (relative path: size), those to fetch (`UrlArguments.selected`)."""
     if not is_url(value):
         return value
     work = _RUN["work"] or work_dir()

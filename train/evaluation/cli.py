@@ -19,6 +19,7 @@ import sys
 
 from pretrainkit.errors import UserError
 from pretrainkit.remote.staging import UrlArguments
+from pretrainkit.train.rundir.run_files import run_files_read
 
 # Figures printed and stored in JSON; rounding keeps the last, noise-level digits out of comparisons.
 DIGITS = 6
@@ -49,7 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     add_field_options(p)
     p.set_defaults(
-        func=run_eval, url_arguments=UrlArguments(runs=("model",), inputs=("text",), files=("shards", "tokenizer"))
+        func=run_eval,
+        url_arguments=UrlArguments(
+            selected=(("model", run_files_read),), inputs=("text",), files=("shards", "tokenizer")
+        ),
     )
 
 

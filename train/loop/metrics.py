@@ -25,9 +25,6 @@ import torch
 
 from pretrainkit.files import write_text_atomic
 
-METRICS_FILE = "metrics.jsonl"
-EVENTS_FILE = "events.jsonl"
-
 # Dense peak FLOP/s per device for MFU (vendor datasheets, no sparsity), keyed by a substring of the
 # CUDA device name. Unknown devices (and CPUs) log no `mfu`.
 PEAK_FLOPS = {
