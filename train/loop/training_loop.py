@@ -236,8 +236,8 @@ class TrainingLoop:
                 self._stop(
                     row,
                     f"after {self.rollbacks} rollbacks (spikes.max_rollbacks): stopping",
-                    f"{self.run_dir.local}: loss spike at step {step} ({spike.reason}) after {self.rollbacks} rollbacks "
-                    f"(spikes.max_rollbacks); stopping, see {EVENTS_FILE}",
+                    f"{self.run_dir.local}: loss spike at step {step} ({spike.reason}) after {self.rollbacks} "
+                    f"rollbacks (spikes.max_rollbacks); stopping, see {EVENTS_FILE}",
                 )
             else:
                 self.rollbacks += 1
