@@ -34,6 +34,7 @@ from fixtures.corpora import DATA, pep_documents, reuters_documents, wikitext_do
 from pretrainkit.shards import write_shards
 from pretrainkit.train.config import load_config
 from pretrainkit.train.loop.run import run_training
+from pretrainkit.train.rundir.run_dir import RunDir
 
 ORIGINAL = ("wiki", "reuters")
 NEW = "peps"
@@ -95,7 +96,7 @@ def train(directory: Path, mix: Path, steps: int, lr: float, init_from: Path | N
     path = directory / "run.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     run_training(load_config(path), str(path), resume=False)
-    rows = [json.loads(line) for line in (directory / "run" / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in RunDir(directory / "run").metrics.read_text().splitlines()]
     return [r["val_loss"] for r in rows if "val_loss" in r][-1]
 
 

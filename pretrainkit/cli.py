@@ -47,7 +47,7 @@ COMMANDS = {
     "report": "pretrainkit.train.reports.cli",
     "export": "pretrainkit.train.checkpoint.cli",
     "eval": "pretrainkit.train.evaluation.cli",
-    "generate": "pretrainkit.train.model.cli",
+    "generate": "pretrainkit.train.generation.cli",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 

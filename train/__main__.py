@@ -20,8 +20,8 @@ from pretrainkit.remote.staging import shown
 from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, handling_sigterm
 from pretrainkit.train.cli import STOPPED_BY_SIGTERM, add_train_arguments
 from pretrainkit.train.config import TrainConfig, load_config
-from pretrainkit.train.loop.run_dir import interrupted_message
 from pretrainkit.train.parallel.distributed import exit_process
+from pretrainkit.train.rundir.run_dir import RunDir
 from pretrainkit.train.torchrun import USER_ERROR, prints_outcome, report_user_error
 
 
@@ -49,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     except Terminated:
         end_bars()
         if prints_outcome():
-            stopped = interrupted_message(cfg.run_dir, STOPPED_BY_SIGTERM) if cfg else "ptk train: stopped by SIGTERM"
+            stopped = (
+                RunDir(cfg.run_dir).interrupted_message(STOPPED_BY_SIGTERM) if cfg else "ptk train: stopped by SIGTERM"
+            )
             print(stopped, file=sys.stderr)
         return SIGTERM_STATUS
     except KeyboardInterrupt:  # Ctrl-C under a plain torchrun: torchrun reports it; no traceback per process

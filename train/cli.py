@@ -25,7 +25,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.progress import end_bars
 from pretrainkit.sigterm import SIGTERM_STATUS, Terminated
 from pretrainkit.train.config import TrainConfig, load_config
-from pretrainkit.train.loop.run_dir import check_run_dir, interrupted_message
+from pretrainkit.train.rundir.run_dir import RunDir
 
 STOPPED_BY_SIGTERM = "stopped by SIGTERM"
 # What ptk sends torchrun on Ctrl-C: torchrun passes it on to the workers, which it ends at once (SIGTERM
@@ -79,7 +79,7 @@ def precheck(cfg: TrainConfig, where: str, nproc: int) -> None:
     from pretrainkit.train.model.resolve import model_config
     from pretrainkit.train.parallel.mesh import check_layout
 
-    check_run_dir(cfg.run_dir, where)
+    RunDir(cfg.run_dir).check(where)
     mix = load_mixture(cfg.data.mixture, verify=False, shard_cache=cfg.data.cache.shard_cache())
     check_layout(cfg, model_config(cfg, mix.tokenizer.vocab_size, where), nproc, where)
 
@@ -110,7 +110,7 @@ def launch(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from pretrainkit.remote.runs import fetched_model
+    from pretrainkit.train.rundir.mirror import fetched_model
 
     cfg = load_config(args.config, args.overrides)
     cfg = dataclasses.replace(cfg, init_from=fetched_model(cfg.init_from))  # fetched once, before any process starts
@@ -131,11 +131,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         end_bars()
         if sys.stderr.isatty():
             print(file=sys.stderr)  # off the line of the ^C and of a worker's progress bar
-        print(interrupted_message(cfg.run_dir), file=sys.stderr)
+        print(RunDir(cfg.run_dir).interrupted_message(), file=sys.stderr)
         return 130
     if status == SIGTERM_STATUS:  # every process stopped after the same checkpointed step
         end_bars()
-        print(interrupted_message(cfg.run_dir, STOPPED_BY_SIGTERM), file=sys.stderr)
+        print(RunDir(cfg.run_dir).interrupted_message(STOPPED_BY_SIGTERM), file=sys.stderr)
     return status
 
 

@@ -53,7 +53,6 @@ from pretrainkit.errors import UserError, shortened
 from pretrainkit.files import is_temporary, json_object_or_none, write_text_atomic
 from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
 from pretrainkit.progress import progress_bar
-from pretrainkit.remote.run_files import run_files_read
 from pretrainkit.remote.transfer import (
     download,
     download_all,
@@ -85,8 +84,9 @@ class UrlArguments:
     # The command that reads the inputs knows which files it takes from them (`dataprep.readers`).
     select_inputs: Callable[[str, dict[str, int]], dict[str, int]] | None = None
     files: tuple[str, ...] = ()  # each one path (or a list of paths) to a file or folder read whole
-    runs: tuple[str, ...] = ()  # each a training run's folder (or a model's) read: its complete checkpoints
-    run_logs: tuple[str, ...] = ()  # each a run's folder (or a list of them) of which only the logs are read
+    # (attribute, select): each a folder (or a list of them) of which only the files `select` picks from its
+    # listing (relative path: size) are fetched; a training run's: `train/rundir/run_files.py`
+    selected: tuple[tuple[str, Callable[[dict[str, int]], dict[str, int]]], ...] = ()
     output: str | None = None  # the output folder
 
 
@@ -116,8 +116,7 @@ def local_arguments(args: argparse.Namespace, spec: UrlArguments) -> Iterator[No
             setattr(args, name, [_local_input(v, select) for v in value])
         elif value is not None:
             setattr(args, name, _local_input(value, select))
-    for name in spec.runs + spec.run_logs:
-        select = functools.partial(run_files_read, with_checkpoints=name in spec.runs)
+    for name, select in spec.selected:
         value = getattr(args, name, None)
         if isinstance(value, list):
             setattr(args, name, [local_copy(v, select=select) for v in value])
@@ -194,8 +193,8 @@ def _local_input(value: object, select: Callable[[str, dict[str, int]], dict[str
 def local_copy(value: object, select: Callable[[dict[str, int]], dict[str, int]] | None = None) -> object:
     """A URL input (an object, or a prefix as a folder) as the local path it is fetched to, in the running
     command's work folder; anything else as it is. Also for paths that a file names (a pipeline file's).
-    `select`: of a folder's files (relative path: size), those to fetch (`remote.run_files.run_files_read`,
-    `UrlArguments.select_inputs`)."""
+    `select`: of a folder's files (relative path: size), those to fetch (`UrlArguments.select_inputs`,
+    `UrlArguments.selected`)."""
     if not is_url(value):
         return value
     work = _RUN["work"] or work_dir()

@@ -1,7 +1,7 @@
 """Atomic `torch.distributed.checkpoint` directories, finalized in the background;
 newest-valid lookup, and restore on any world size.
 
-    ckpts = Checkpoints(run_dir / "checkpoints", keep=2, tensors=trainer.states, records=[trainer.record, loop])
+    ckpts = Checkpoints(run.checkpoints, keep=2, tensors=trainer.states, records=[trainer.record, loop])
     ckpts.save()                                # returns after the write
     ckpts.wait()                                # the save's hashing, meta.json and rename are done (collective)
     found = ckpts.latest_valid()                # newest whose files verify, or None
@@ -25,7 +25,7 @@ After a save the newest `keep` written on schedule are kept, and the newest of a
 because the run was stopped (SIGTERM; `interim` in its `meta.json`) is removed once a newer one
 exists, so a run stopped and resumed keeps the checkpoints an uninterrupted run keeps.
 
-A run_dir in a bucket trains in a local mirror per node (`Mirror`, `pretrainkit/remote/runs.py`): each
+A run_dir in a bucket trains in a local mirror per node (`Mirror`, `train/rundir/mirror.py`): each
 node's processes write into their node's copy, each file is hashed on a node that holds it, every node
 but rank 0's publishes its part before rank 0 seals the checkpoint and publishes the rest, `meta.json`
 last; before a checkpoint is chosen every node fetches the published ones whole.
@@ -63,15 +63,15 @@ from torch.distributed.checkpoint.stateful import Stateful
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import fsync_directory, json_object_or_none, sha256_file, write_bytes_atomic, write_text_atomic
-from pretrainkit.remote.run_files import complete_checkpoints
 from pretrainkit.remote.transfer import list_tree, read_bytes
 from pretrainkit.remote.urls import is_url, join
-from pretrainkit.train.checkpoint.names import TMP_PREFIX, checkpoint_dirs, checkpoint_name, step_of
-from pretrainkit.train.loop.loop_state import LoopState
+from pretrainkit.train.checkpoint.loop_state import LoopState
 from pretrainkit.train.model.llama import ModelConfig
 from pretrainkit.train.parallel.agree import AgreedError, failure_message, rank, together, world
+from pretrainkit.train.rundir.names import META_FILE, TMP_PREFIX, checkpoint_dirs, checkpoint_name, step_of
+from pretrainkit.train.rundir.run_dir import RunDir
+from pretrainkit.train.rundir.run_files import complete_checkpoints
 
-META_FILE = "meta.json"
 INTERIM_KEY = "interim"  # in meta.json: written only to stop (see `Checkpoints.save`)
 
 
@@ -145,7 +145,7 @@ def check_model(ckpt: Checkpoint, model_cfg: ModelConfig) -> None:
 
 class Mirror(Protocol):
     """A copy of the checkpoint directory per node, published to a bucket (a run_dir URL's mirror:
-    `pretrainkit/remote/runs.py`). Each node's processes write their files of a checkpoint into their
+    `train/rundir/mirror.py`). Each node's processes write their files of a checkpoint into their
     node's copy; every node publishes its part before rank 0 seals the checkpoint and publishes
     `meta.json` last."""
 
@@ -444,7 +444,7 @@ def loader_state_of(path: str | Path) -> dict:
     if (path / META_FILE).exists():
         ckpt = verify(path)
     else:
-        ckpt = Checkpoints(path / "checkpoints", keep=1).latest_valid()
+        ckpt = Checkpoints(RunDir(path).checkpoints, keep=1).latest_valid()
         if ckpt is None:
             raise UserError(f"{path}: no valid checkpoint to replay from (expected {path}/checkpoints/step-*/)")
     return _replayed_loader(ckpt.meta, ckpt.path / META_FILE)

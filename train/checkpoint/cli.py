@@ -18,6 +18,7 @@ from pretrainkit.output_folders import EXPORT, output_folder, prefixed
 from pretrainkit.quantities import count
 from pretrainkit.remote.staging import UrlArguments
 from pretrainkit.remote.urls import is_url
+from pretrainkit.train.rundir.run_files import run_files_read
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -100,7 +101,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="hf: weight files above this size are split, with model.safetensors.index.json (default 5G)",
     )
     p.set_defaults(
-        func=cmd_export, url_arguments=UrlArguments(runs=("run_dir",), files=("tokenizer",), output="output")
+        func=cmd_export,
+        url_arguments=UrlArguments(selected=(("run_dir", run_files_read),), files=("tokenizer",), output="output"),
     )
 
 

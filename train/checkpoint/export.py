@@ -36,11 +36,13 @@ from safetensors.torch import load_file, safe_open, save
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_bytes_atomic, write_text_atomic
 from pretrainkit.output_folders import publish
-from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, verify
+from pretrainkit.train.checkpoint.checkpoints import Checkpoint, Checkpoints, verify
 from pretrainkit.train.checkpoint.hf_tokenizer import write_hf_tokenizer
-from pretrainkit.train.loop.loop_state import LoopState
+from pretrainkit.train.checkpoint.loop_state import LoopState
 from pretrainkit.train.model.hf_adapter import CONFIG_FILE, INDEX_FILE, hf_config, to_hf_state_dict
 from pretrainkit.train.model.llama import ModelConfig, Transformer
+from pretrainkit.train.rundir.names import META_FILE
+from pretrainkit.train.rundir.run_dir import RunDir
 
 if TYPE_CHECKING:
     from pretrainkit.train.checkpoint.load_model import LoadedModel
@@ -56,7 +58,7 @@ DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float
 def find_checkpoint(path: Path) -> Checkpoint:
     if (path / META_FILE).exists():
         return verify(path)
-    found = Checkpoints(path / "checkpoints", keep=1).latest_valid()
+    found = Checkpoints(RunDir(path).checkpoints, keep=1).latest_valid()
     if found is None:
         raise UserError(
             f"{path}: no valid checkpoint (expected a run dir with checkpoints/step-*/ or a checkpoint dir)"

@@ -1,7 +1,7 @@
 """`init_from`: a fresh run that starts from another run's weights (continued pretraining).
 
     initialize_from(
-        cfg, model_cfg, model, optimizer, mix.tokenizer, where="run.yaml", is_main=True
+        cfg, RunDir(cfg.run_dir), model_cfg, model, optimizer, mix.tokenizer, where="run.yaml", is_main=True
     )  # as ptk train does
     # which is:
     source = find_init_source("runs/base")       # a run dir, a checkpoint dir, a `ptk export` file or an HF model dir
@@ -38,11 +38,11 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file, write_text_atomic
 from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
 from pretrainkit.shards.tokenizer import load_tokenizer
-from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, load_states
+from pretrainkit.train.checkpoint.checkpoints import Checkpoint, load_states
 from pretrainkit.train.checkpoint.export import TOKENIZER_KEY, WEIGHTS_FILE, find_checkpoint, load_exported
+from pretrainkit.train.checkpoint.loop_state import LoopState
 from pretrainkit.train.checkpoint.states import ModelState, OptimizerState
 from pretrainkit.train.config import TrainConfig
-from pretrainkit.train.loop.loop_state import LoopState
 from pretrainkit.train.model.hf_adapter import (
     CONFIG_FILE,
     HFWeights,
@@ -52,6 +52,8 @@ from pretrainkit.train.model.hf_adapter import (
 )
 from pretrainkit.train.model.llama import ModelConfig
 from pretrainkit.train.model.materialize import load_hf_weights
+from pretrainkit.train.rundir.names import META_FILE
+from pretrainkit.train.rundir.run_dir import RunDir
 
 # What decides the parameter tensors' shapes and meaning (the family: which norms and how they
 # multiply); max_seq_len (RoPE tables are derived, never stored), rope_theta and the attention
@@ -69,7 +71,6 @@ SHAPE_FIELDS = (
     "qkv_bias",
 )
 HF_TOKENIZER = "tokenizer.json"
-BASE_FILE = "init_from.json"  # in RUN_DIR: the path, step and tokens of what the run started from
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def find_init_source(path: str | Path) -> InitSource:
             )
         return InitSource(path, model, sha256_file(tokenizer), None, 0, hf=True)
     exported = path if path.suffix == ".safetensors" else path / WEIGHTS_FILE
-    if exported.is_file() and not (path / "checkpoints").is_dir():
+    if exported.is_file() and not RunDir(path).checkpoints.is_dir():
         try:
             with safe_open(str(exported), framework="pt") as f:
                 meta = f.metadata() or {}
@@ -185,6 +186,7 @@ def initialize(model: nn.Module, optimizer: torch.optim.Optimizer, source: InitS
 
 def initialize_from(
     cfg: TrainConfig,
+    run: RunDir,
     model_cfg: ModelConfig,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -200,6 +202,6 @@ def initialize_from(
         # Where this run starts on its base run's axes: `ptk report` draws it from there.
         tokens = source.checkpoint.meta.get("tokens") if source.checkpoint is not None else None
         base = {"path": str(source.path), "step": source.step, "tokens": tokens}
-        write_text_atomic(Path(cfg.run_dir) / BASE_FILE, json.dumps(base, indent=2) + "\n")
+        write_text_atomic(run.base_file, json.dumps(base, indent=2) + "\n")
         what = "weights and optimizer state" if cfg.init_optimizer else "weights; optimizer and schedule start fresh"
         print(f"ptk train: initialized from {source.path} (step {source.step}; {what})", file=sys.stderr)

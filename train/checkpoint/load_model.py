@@ -24,7 +24,6 @@ from safetensors import safe_open
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
 from pretrainkit.shards.tokenizer import LoadedTokenizer, load_tokenizer
-from pretrainkit.train.checkpoint.checkpoints import META_FILE
 from pretrainkit.train.checkpoint.export import (
     TOKENIZER_KEY,
     WEIGHTS_FILE,
@@ -32,10 +31,12 @@ from pretrainkit.train.checkpoint.export import (
     find_checkpoint,
     load_exported,
 )
-from pretrainkit.train.loop.loop_state import LoopState
+from pretrainkit.train.checkpoint.loop_state import LoopState
 from pretrainkit.train.model.hf_adapter import is_hf_model_dir
 from pretrainkit.train.model.llama import ModelConfig, Transformer
 from pretrainkit.train.model.materialize import load_hf_model
+from pretrainkit.train.rundir.names import META_FILE
+from pretrainkit.train.rundir.run_dir import RunDir
 
 KINDS = ("checkpoint", "native export", "hf")
 
@@ -64,7 +65,7 @@ def load_model(path: str | Path, tokenizer: str | Path | None = None, device: st
         tok = _checked_tokenizer(tokenizer or (path if own.is_file() else None), recorded, path)
         return LoadedModel(model, cfg, tok, "hf", path, 0, recorded)
     exported = path if path.suffix == ".safetensors" else path / WEIGHTS_FILE
-    if exported.is_file() and not (path / "checkpoints").is_dir() and not (path / META_FILE).is_file():
+    if exported.is_file() and not RunDir(path).checkpoints.is_dir() and not (path / META_FILE).is_file():
         model, cfg = load_exported(exported)
         with safe_open(str(exported), framework="pt") as f:
             meta = f.metadata()

@@ -1,7 +1,7 @@
 """The model and the optimizer as `Stateful`s keyed by parameter name, what a checkpoint's DCP files hold.
 
     states = {"model": ModelState(model), "optim": OptimizerState(model, optimizer)}
-    Checkpoints(run_dir / "checkpoints", keep=2, tensors=states, records=[...])
+    Checkpoints(run.checkpoints, keep=2, tensors=states, records=[...])
 
 The same layout for every parallel mode: FSDP2 shards, DDP replicas, pipeline stages and a plain model
 all give and take `model.<name>` and `optim.state.<name>...` keys, so a checkpoint restores on any layout.
@@ -21,8 +21,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from pretrainkit.train.loop.optim import sharded_optimizer
-from pretrainkit.train.parallel.data_parallel import unwrap
+from pretrainkit.train.parallel.data_parallel import sharded_optimizer, unwrap
 
 
 class ModelState:

@@ -20,6 +20,7 @@ import sys
 from pretrainkit.dataprep.readers import fetched_input_files
 from pretrainkit.errors import UserError
 from pretrainkit.remote.staging import UrlArguments
+from pretrainkit.train.rundir.run_files import run_files_read
 
 # Figures printed and stored in JSON; rounding keeps the last, noise-level digits out of comparisons.
 DIGITS = 6
@@ -52,7 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(
         func=run_eval,
         url_arguments=UrlArguments(
-            runs=("model",), inputs=("text",), select_inputs=fetched_input_files, files=("shards", "tokenizer")
+            selected=(("model", run_files_read),),
+            inputs=("text",),
+            select_inputs=fetched_input_files,
+            files=("shards", "tokenizer"),
         ),
     )
 

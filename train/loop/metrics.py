@@ -1,6 +1,6 @@
 """The run's JSON-lines logs (`metrics.jsonl`, `events.jsonl`) and the device peaks for MFU.
 
-    log = JsonlLog(run_dir / METRICS_FILE, keep_through_step=0)   # 0: a fresh run; k: resumed after step k
+    log = JsonlLog(run.metrics, keep_through_step=0)   # a RunDir's; 0: a fresh run; k: resumed after step k
     log.write({"step": 1, "loss": 10.2, "lr": 3e-5, "grad_norm": 4.1, "tokens": 65536,
                "tokens_per_s": 9000.0, "mfu": 0.41})
     log.write({"step": 50, "val_loss": {"web": 5.1, "medical": 5.6}})
@@ -24,9 +24,6 @@ from typing import IO
 import torch
 
 from pretrainkit.files import write_text_atomic
-
-METRICS_FILE = "metrics.jsonl"
-EVENTS_FILE = "events.jsonl"
 
 # Dense peak FLOP/s per device for MFU (vendor datasheets, no sparsity), keyed by a substring of the
 # CUDA device name. Unknown devices (and CPUs) log no `mfu`.

@@ -17,7 +17,6 @@ include the output head) get none.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 
 import torch
@@ -72,15 +71,6 @@ def build_optimizer(
 
         return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, lr=lr, betas=betas, eps=eps)
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
-
-
-def sharded_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer | None:
-    """For ZeRO-1, the local AdamW holding this process's share of the state; else None."""
-    if "torch.distributed.optim" not in sys.modules:  # never imported: cannot be a ZeRO optimizer
-        return None
-    from torch.distributed.optim import ZeroRedundancyOptimizer
-
-    return optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else None
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -2,15 +2,15 @@
 
     run_training(load_config("run.yaml"), where="run.yaml", resume=True)
 
-Sets up the process group, takes the run directory (rank 0 holds its lock for the run, so a second
-run on it is refused: `train/loop/run_dir.py`), the mixture loader for this rank and the Trainer,
+Sets up the process group, takes the run directory (a `RunDir`: rank 0 holds its lock for the run, so a
+second run on it is refused), the mixture loader for this rank and the Trainer,
 writes the resolved config to `RUN_DIR/config.yaml`, resumes from the newest valid checkpoint (unless `resume=False`)
 or, in a fresh run, loads `init_from`'s weights (`train/checkpoint/init_from.py`), runs `TrainingLoop` to
 `max_steps` and prints the summary on rank 0 (or raises Terminated, after a SIGTERM stopped the loop).
 Every process ends with a barrier and then `end_process_groups()` (destroyed in one process; left to
 the process's end under a launcher). A run_dir URL is trained in its local mirror, pulled from the
 bucket before the run and pushed to it after each checkpoint and at the end, on one node or several
-(`pretrainkit/remote/runs.py`); messages name the URL.
+(`train/rundir/mirror.py`); messages name the URL.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -27,51 +26,47 @@ import yaml
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import write_text_atomic
 from pretrainkit.mixtures import Mixture, MixtureSampler, TrainLoader, load_mixture
-from pretrainkit.remote.runs import across_nodes, fetched_model, mirror_path, prepare_mirror, pull_run, push_run
 from pretrainkit.remote.staging import show_as, showing_urls
-from pretrainkit.remote.urls import is_url
 from pretrainkit.sigterm import Terminated
 from pretrainkit.train.checkpoint.checkpoints import loader_state_of
 from pretrainkit.train.checkpoint.init_from import initialize_from
 from pretrainkit.train.config import TrainConfig
-from pretrainkit.train.loop.run_dir import holding_run_dir
 from pretrainkit.train.loop.trainer import Trainer
 from pretrainkit.train.loop.training_loop import BatchTransform, TrainingLoop, format_summary
 from pretrainkit.train.model.resolve import model_config
 from pretrainkit.train.parallel.agree import AgreedError, together
 from pretrainkit.train.parallel.distributed import DistEnv, end_process_groups, init_distributed, shutdown
-
-CONFIG_FILE = "config.yaml"
+from pretrainkit.train.rundir.mirror import fetched_model
+from pretrainkit.train.rundir.run_dir import RunDir
 
 
 def run_training(cfg: TrainConfig, where: str, resume: bool = True, transform: BatchTransform | None = None) -> int:
     cfg = dataclasses.replace(cfg, init_from=fetched_model(cfg.init_from))  # under torchrun, in each process
-    bucket = cfg.run_dir if is_url(cfg.run_dir) else None
-    if bucket is not None:
-        cfg = dataclasses.replace(cfg, run_dir=str(mirror_path(bucket)))
-        show_as(Path(cfg.run_dir), bucket)
+    run = RunDir(cfg.run_dir)
+    if run.url is not None:
+        show_as(run.local, run.url)
     env = init_distributed(cfg.device)
-    with contextlib.ExitStack() as run_dir, showing_urls():  # rank 0's hold on the run directory, until the run ends
-        return _run(cfg, where, resume, transform, env, run_dir, bucket)
+    with contextlib.ExitStack() as held, showing_urls():  # rank 0's hold on the run directory, until the run ends
+        return _run(cfg, run, where, resume, transform, env, held)
 
 
 def _run(
     cfg: TrainConfig,
+    run: RunDir,
     where: str,
     resume: bool,
     transform: BatchTransform | None,
     env: DistEnv,
-    run_dir: contextlib.ExitStack,
-    bucket: str | None,
+    held: contextlib.ExitStack,
 ) -> int:
-    local = Path(cfg.run_dir)
+    local = run.local
     try:
-        if bucket is not None:  # the bucket's marker first: a prefix of another command's output is refused
-            together(lambda: prepare_mirror(bucket), local, main_only=True)
+        if run.url is not None:  # the bucket's marker first: a prefix of another command's output is refused
+            together(run.prepare_mirror, local, main_only=True)
         # before anything is written there; a refusal (in use, another command's output) stops every process
-        together(lambda: run_dir.enter_context(holding_run_dir(local, where, env.is_main)), local)
-        if bucket is not None and resume:  # into each node's mirror
-            together(lambda: pull_run(bucket, local, across_nodes()) if env.local_rank == 0 else None, local)
+        together(lambda: held.enter_context(run.holding(where, env.is_main)), local)
+        if run.url is not None and resume:  # into each node's mirror
+            together(lambda: run.pull() if env.local_rank == 0 else None, local)
         mix = load_verified_mixture(cfg, env.is_main).with_replays(loader_state_of)
         sampler = MixtureSampler(mix, seq_len=cfg.data.seq_len, global_batch_size=cfg.batch.global_size)
         limit = sampler.limit_batch()
@@ -89,14 +84,16 @@ def _run(
             num_workers=0,
             pin_memory=env.device.type == "cuda",
         )
-        loop = TrainingLoop(cfg, trainer, loader, mix, env, validation_rows(cfg, sampler), transform, bucket)
+        loop = TrainingLoop(cfg, run, trainer, loader, mix, env, validation_rows(cfg, sampler), transform)
         if (loop.resume() if resume else loop.start_over()) is None and cfg.init_from is not None:
-            initialize_from(cfg, trainer.model_cfg, trainer.model, trainer.optimizer, mix.tokenizer, where, env.is_main)
+            initialize_from(
+                cfg, run, trainer.model_cfg, trainer.model, trainer.optimizer, mix.tokenizer, where, env.is_main
+            )
         if env.is_main:
-            write_text_atomic(local / CONFIG_FILE, yaml.safe_dump(loop.config, sort_keys=False))
+            write_text_atomic(run.config_file, yaml.safe_dump(loop.config, sort_keys=False))
         summary = loop.run() if trainer.step < cfg.max_steps else None
-        if bucket is not None:  # the logs since the last checkpoint, and the run's end
-            together(lambda: push_run(local, bucket), local, main_only=True)
+        if run.url is not None:  # the logs since the last checkpoint, and the run's end
+            together(run.push, local, main_only=True)
     except AgreedError:
         shutdown()  # every process raised it together, so all of them reach the barrier
         raise
@@ -110,8 +107,8 @@ def _run(
     if summary is not None and summary.stopped:  # by SIGTERM, every process after the same checkpointed step
         raise Terminated
     if env.is_main:
-        done = f"ptk train: {cfg.run_dir} already reached max_steps={cfg.max_steps}; nothing to do"
-        print(done if summary is None else format_summary(cfg, summary), file=sys.stderr)
+        done = f"ptk train: {run.local} already reached max_steps={cfg.max_steps}; nothing to do"
+        print(done if summary is None else format_summary(cfg, run, summary), file=sys.stderr)
     return 0
 
 

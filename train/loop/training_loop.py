@@ -9,7 +9,7 @@ in the skip set (those a rollback chose to skip) are drawn and dropped. Without 
 trains on global batch k-1. Everything that decides what happens next (model, optimizer, step,
 loader position, next batch, skip set, spike window, RNG) is in every checkpoint, so a resumed run
 continues exactly like an uninterrupted one: the loop is a `Stateful` handed to `Checkpoints` with the
-trainer's states, its part of `meta.json` a `LoopState` (`train/loop/loop_state.py`).
+trainer's states, its part of `meta.json` a `LoopState` (`train/checkpoint/loop_state.py`).
 
 Loss spikes (`spikes` config; `train/loop/spikes.py` detects them and decides, this loop acts on the
 decision): each is one row of `RUN_DIR/events.jsonl` with `step`, `batch`, `loss`, `grad_norm`, the
@@ -38,7 +38,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -46,17 +45,18 @@ import torch.distributed as dist
 from pretrainkit.errors import UserError
 from pretrainkit.mixtures import Mixture, TrainLoader
 from pretrainkit.progress import progress_bar, progress_write
-from pretrainkit.remote.runs import RunMirror, across_nodes
 from pretrainkit.sigterm import deferred_sigterm
-from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoint, Checkpoints, check_model
+from pretrainkit.train.checkpoint.checkpoints import Checkpoint, Checkpoints, check_model
+from pretrainkit.train.checkpoint.loop_state import LOOP_KEY, LoopState
 from pretrainkit.train.config import TrainConfig, to_dict
-from pretrainkit.train.loop.loop_state import LOOP_KEY, LoopState
-from pretrainkit.train.loop.metrics import EVENTS_FILE, METRICS_FILE, JsonlLog, device_peak_flops
+from pretrainkit.train.loop.metrics import JsonlLog, device_peak_flops
 from pretrainkit.train.loop.optim import Schedule, lr_at
 from pretrainkit.train.loop.spikes import Action, Decision, SpikeDetector
 from pretrainkit.train.loop.trainer import Batch, Trainer
 from pretrainkit.train.parallel.agree import AgreedError, together
 from pretrainkit.train.parallel.distributed import DistEnv
+from pretrainkit.train.rundir.names import CHECKPOINTS, CONFIG_FILE, EVENTS_FILE, META_FILE, METRICS_FILE
+from pretrainkit.train.rundir.run_dir import RunDir
 from pretrainkit.train.tracking.trackers import Trackers
 
 SUMMARY_STEPS = 10
@@ -85,16 +85,16 @@ class TrainingLoop:
     def __init__(
         self,
         cfg: TrainConfig,
+        run: RunDir,
         trainer: Trainer,
         loader: TrainLoader,
         mix: Mixture,
         env: DistEnv,
         val_rows: dict[str, tuple[torch.Tensor, torch.Tensor]],
         transform: BatchTransform | None = None,
-        bucket: str | None = None,
     ) -> None:
-        """`bucket`: the run_dir URL that `cfg.run_dir` is the local mirror of (`pretrainkit/remote/runs.py`):
-        the run's name in its checkpoints and config.yaml, and where each checkpoint is pushed."""
+        """`run`: the run's folder (`cfg.run_dir`), which it is trained in and writes its logs and checkpoints
+        into (a URL's local mirror, each checkpoint pushed to the bucket)."""
         self.cfg, self.trainer, self.loader, self.mix, self.env = cfg, trainer, loader, mix, env
         self.val_rows, self.transform = val_rows, transform
         # Training scores only the first eval.batches held-out batches, `ptk eval` all of them: every report of
@@ -102,13 +102,11 @@ class TrainingLoop:
         self.val_batches = {name: -(-len(x) // cfg.batch.global_size) for name, (x, _) in val_rows.items()}
         self.val_tokens = {name: int(y.numel()) for name, (_, y) in val_rows.items()}
         self.accum = cfg.batch.global_size // (cfg.batch.micro_size * trainer.mesh.dp_size)
-        self.run_dir = Path(cfg.run_dir)
+        self.run_dir = run
         self.detector = SpikeDetector(cfg.spikes)
-        self.config = to_dict(cfg) | ({"run_dir": bucket} if bucket else {})
-        mirror = RunMirror(self.run_dir, bucket, env.local_rank == 0, across_nodes()) if bucket else None
-        self.ckpts = Checkpoints(
-            self.run_dir / "checkpoints", cfg.checkpoint.keep, trainer.states, [trainer.record, self], mirror
-        )
+        self.config = to_dict(cfg)  # run_dir as given: a URL, not its mirror
+        mirror = run.checkpoint_mirror(owner=env.local_rank == 0)
+        self.ckpts = Checkpoints(run.checkpoints, cfg.checkpoint.keep, trainer.states, [trainer.record, self], mirror)
         self.next_batch = 0
         self.skip: set[int] = set()
         self.rollbacks = 0
@@ -117,7 +115,7 @@ class TrainingLoop:
         self.batches = iter(loader)
         self.metrics: JsonlLog | None = None
         self.events: JsonlLog | None = None
-        self.trackers = Trackers.for_run(cfg, self.config) if env.is_main else None
+        self.trackers = Trackers.for_run(cfg.logging, self.config, run.local) if env.is_main else None
 
     # -- checkpoints -------------------------------------------------------------------------------
     def state(self) -> LoopState:
@@ -178,9 +176,9 @@ class TrainingLoop:
         trackers = self.trackers
         if trackers is not None:
             trackers.open(self.trainer.step)
-        self.metrics = JsonlLog(self.run_dir / METRICS_FILE, self.trainer.step, trackers and trackers.metrics_row)
+        self.metrics = JsonlLog(self.run_dir.metrics, self.trainer.step, trackers and trackers.metrics_row)
         if not keep_events:
-            self.events = JsonlLog(self.run_dir / EVENTS_FILE, self.trainer.step, trackers and trackers.event_row)
+            self.events = JsonlLog(self.run_dir.events, self.trainer.step, trackers and trackers.event_row)
 
     def start_over(self) -> None:
         """`--no-resume`: drop earlier checkpoints so that none of them is taken for this run's later."""
@@ -238,8 +236,8 @@ class TrainingLoop:
                 self._stop(
                     row,
                     f"after {self.rollbacks} rollbacks (spikes.max_rollbacks): stopping",
-                    f"{self.run_dir}: loss spike at step {step} ({spike.reason}) after {self.rollbacks} rollbacks "
-                    f"(spikes.max_rollbacks); stopping, see {EVENTS_FILE}",
+                    f"{self.run_dir.local}: loss spike at step {step} ({spike.reason}) after {self.rollbacks} "
+                    f"rollbacks (spikes.max_rollbacks); stopping, see {EVENTS_FILE}",
                 )
             else:
                 self.rollbacks += 1
@@ -267,7 +265,7 @@ class TrainingLoop:
         (first, first_loss, first_grad), (last, last_loss, last_grad) = self.dropped[0], self.dropped[-1]
         o = self.cfg.optim
         return (
-            f"{self.run_dir}: steps {first}-{last}: {len(self.dropped)} updates in a row dropped "
+            f"{self.run_dir.local}: steps {first}-{last}: {len(self.dropped)} updates in a row dropped "
             f"(spikes.max_consecutive_skips {self.cfg.spikes.max_consecutive_skips}): loss {first_loss:.4g}, "
             f"grad norm {first_grad:.4g} at step {first}, loss {last_loss:.4g}, grad norm {last_grad:.4g} at step "
             f"{last}; the run has diverged and stops with no checkpoint after step {first - 1}. Lower optim.lr "
@@ -432,7 +430,7 @@ def schedule_change(ckpt: Checkpoint, config: dict, schedule: Schedule) -> str |
     )
 
 
-def format_summary(cfg: TrainConfig, s: RunSummary) -> str:
+def format_summary(cfg: TrainConfig, run: RunDir, s: RunSummary) -> str:
     lines = [
         f"ptk train: steps {s.first_step}-{s.last_step} of {cfg.max_steps} in {s.seconds:.1f}s "
         f"({s.tokens_per_s:,.0f} tokens/s); loss {s.first_loss:.4f} at step {s.first_step} -> "
@@ -450,7 +448,7 @@ def format_summary(cfg: TrainConfig, s: RunSummary) -> str:
         lines.append(
             f"  loss spikes: {s.spikes} (action {cfg.spikes.action}, rollbacks {s.rollbacks}); see {EVENTS_FILE}"
         )
-    lines.append(f"  run dir: {cfg.run_dir} (metrics.jsonl, config.yaml, checkpoints/)")
+    lines.append(f"  run dir: {run.local} ({METRICS_FILE}, {CONFIG_FILE}, {CHECKPOINTS}/)")
     return "\n".join(lines)
 
 

@@ -3,7 +3,7 @@
     cfg = ModelConfig(vocab_size=8192, d_model=256, n_layers=4, n_heads=8, n_kv_heads=2, max_seq_len=256)
     model = Transformer(cfg, seed=0)
     logits = model(tokens)                     # tokens int64 [batch, seq] -> float [batch, seq, vocab]
-    logits = model(next_tokens, cache=cache)   # with a KVCache (train/model/generate.py): new positions only
+    logits = model(next_tokens, cache=cache)   # with a KVCache (train/generation/generate.py): new positions only
     logits = model(tokens, documents=doc_ids)  # packed documents: block-causal (train/model/attention_mask.py)
     cfg.num_params(), cfg.flops_per_token(256)
 
@@ -344,7 +344,7 @@ def capped_attention(
 
 
 class LayerCache(Protocol):
-    """Keys and values of the positions seen so far, for one layer (train/model/generate.py: KVCache)."""
+    """Keys and values of the positions seen so far, for one layer (train/generation/generate.py: KVCache)."""
 
     length: int  # positions cached before this call
 

@@ -31,6 +31,7 @@ On one process DDP and ZeRO-1 wrappers are skipped (they would only copy gradien
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import torch
 import torch.distributed as dist
@@ -113,6 +114,15 @@ def parallelize(
 def unwrap(model: nn.Module) -> nn.Module:
     """The plain `Transformer` under a DDP wrapper (FSDP2 modifies the module in place)."""
     return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+def sharded_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer | None:
+    """For ZeRO-1, the local AdamW holding this process's share of the state; else None."""
+    if "torch.distributed.optim" not in sys.modules:  # never imported: cannot be a ZeRO optimizer
+        return None
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    return optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else None
 
 
 def gradient_sync(model: nn.Module, enabled: bool) -> contextlib.AbstractContextManager:

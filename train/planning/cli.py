@@ -312,8 +312,9 @@ def _run_point(run_dir: Path, metric: str, vocab_size: int | None):
     from pretrainkit.train.config import load_config
     from pretrainkit.train.planning.scaling import RunPoint
     from pretrainkit.train.reports.run_log import read_run
+    from pretrainkit.train.rundir.run_dir import RunDir
 
-    config_path = run_dir / "config.yaml"
+    config_path = RunDir(run_dir).config_file
     cfg = load_config(config_path)
     params = model_of_config(cfg, vocab_size, str(config_path)).num_params()
     run = read_run(run_dir)
@@ -322,7 +323,7 @@ def _run_point(run_dir: Path, metric: str, vocab_size: int | None):
     if loss is None:
         loss = run.final_train_loss()
     if loss is None or tokens <= 0:
-        raise UserError(f"{run_dir / 'metrics.jsonl'}: no finished training steps to fit")
+        raise UserError(f"{RunDir(run_dir).metrics}: no finished training steps to fit")
     return RunPoint(name=str(run_dir), params=float(params), tokens=tokens, loss=loss)
 
 

@@ -32,7 +32,6 @@ from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
-from pretrainkit.train.loop.metrics import METRICS_FILE
 from pretrainkit.train.planning.first_run import (
     MAX_EPOCHS,
     Corpus,
@@ -44,6 +43,7 @@ from pretrainkit.train.planning.first_run import (
     warmup_steps,
 )
 from pretrainkit.train.planning.init_files import train_yaml
+from pretrainkit.train.rundir.run_dir import RunDir
 
 PROBE_SECONDS = 3.0
 PROBE_FILE = ".ptk-init-probe.yaml"  # the proposed config, run for a few steps to time it; removed after
@@ -108,7 +108,7 @@ def measure(config: str | Path, nproc: int, steps: int, validate: bool = True) -
                 f"{config}: the probe run (a few steps of it, to time this machine) failed: {last} "
                 "(ptk init --no-measure sizes the run without it)"
             )
-        rows = [json.loads(line) for line in (run_dir / METRICS_FILE).read_text(encoding="utf-8").splitlines()]
+        rows = [json.loads(line) for line in RunDir(run_dir).metrics.read_text(encoding="utf-8").splitlines()]
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     train = [r for r in rows if "loss" in r]

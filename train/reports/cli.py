@@ -13,12 +13,14 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import output_file, write_text_atomic, writing_into
 from pretrainkit.remote.staging import UrlArguments, shown
 from pretrainkit.remote.urls import is_url
+from pretrainkit.train.rundir.run_files import run_logs_read
 
 
 def run_report(args: argparse.Namespace) -> int:
     # Imported here: matplotlib would otherwise slow every `ptk` command's start.
     from pretrainkit.train.reports.report import draw_report, summary_text
-    from pretrainkit.train.reports.run_log import METRICS_FILE, read_run
+    from pretrainkit.train.reports.run_log import read_run
+    from pretrainkit.train.rundir.names import METRICS_FILE
 
     if args.output is None and is_url(shown(args.run_dir)):  # its local copy goes when the command ends
         raise UserError(f"{shown(args.run_dir)}: a run in a bucket is reported into a local file: give -o REPORT.png")
@@ -56,4 +58,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="step",
         help="x axis: steps or tokens trained on; a continued run starts where its base stopped (default step)",
     )
-    r.set_defaults(func=run_report, url_arguments=UrlArguments(run_logs=("run_dir", "compare")))
+    r.set_defaults(
+        func=run_report, url_arguments=UrlArguments(selected=(("run_dir", run_logs_read), ("compare", run_logs_read)))
+    )

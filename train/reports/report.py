@@ -27,6 +27,7 @@ from matplotlib.ticker import EngFormatter
 
 from pretrainkit.files import write_bytes_atomic
 from pretrainkit.train.reports.run_log import RunLog
+from pretrainkit.train.rundir.names import CHECKPOINTS
 
 PANELS = ("training loss", "validation loss", "learning rate", "gradient norm", "tokens/s", "MFU")
 SPIKE_COLOR = "#d62728"
@@ -115,7 +116,7 @@ def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[s
             for panel in ("training loss", "validation loss"):
                 axes[panel].axvline(start, color=color, linestyle=":", linewidth=1.2)
             base = Path(run.base)
-            base_name = base.parent.parent.name if base.parent.name == "checkpoints" else base.name
+            base_name = base.parent.parent.name if base.parent.name == CHECKPOINTS else base.name
             axes["training loss"].annotate(
                 f"{run.name} continues {base_name} (step {run.base_step})",
                 (start, 1.0),

@@ -23,11 +23,9 @@ import yaml
 
 from pretrainkit.errors import UserError, quoted, shortened
 from pretrainkit.mixtures.config import read_mixture_config
+from pretrainkit.train.rundir.names import METRICS_FILE
+from pretrainkit.train.rundir.run_dir import RunDir
 
-METRICS_FILE = "metrics.jsonl"
-EVENTS_FILE = "events.jsonl"
-CONFIG_FILE = "config.yaml"
-BASE_FILE = "init_from.json"  # written by train/checkpoint/init_from.py
 TRAIN_KEYS = ("loss", "lr", "grad_norm", "tokens", "tokens_per_s", "mfu")
 
 
@@ -121,10 +119,10 @@ def _step(row: dict, path: Path, line_no: int) -> int:
 
 def read_run(run_dir: str | Path) -> RunLog:
     """Parse RUN_DIR/metrics.jsonl (required) and RUN_DIR/events.jsonl (optional)."""
-    run_dir = Path(run_dir)
-    metrics = run_dir / METRICS_FILE
+    folder = RunDir(run_dir)
+    metrics = folder.metrics
     if not metrics.is_file():
-        raise UserError(f"{run_dir}: no {METRICS_FILE} (is it a run directory?)")
+        raise UserError(f"{folder.local}: no {METRICS_FILE} (is it a run directory?)")
     train_rows: dict[int, dict[str, float]] = {}
     val_rows: dict[int, dict[str, float]] = {}
     for line_no, row in _read_jsonl(metrics):
@@ -138,14 +136,14 @@ def read_run(run_dir: str | Path) -> RunLog:
             }
         elif "loss" in row:
             train_rows[step] = {k: _number(row.get(k), metrics, line_no, k) for k in TRAIN_KEYS}
-    run = RunLog(path=run_dir)
+    run = RunLog(path=folder.local)
     run.steps = sorted(train_rows)
     run.train = {k: [train_rows[s][k] for s in run.steps] for k in TRAIN_KEYS}
     run.val_steps = sorted(val_rows)
     sources = sorted({src for r in val_rows.values() for src in r})
     run.val = {src: [val_rows[s].get(src, math.nan) for s in run.val_steps] for src in sources}
-    _read_lineage(run, run_dir)
-    events = run_dir / EVENTS_FILE
+    _read_lineage(run, folder)
+    events = folder.events
     if events.is_file():
         for line_no, row in _read_jsonl(events):
             _step(row, events, line_no)
@@ -154,17 +152,17 @@ def read_run(run_dir: str | Path) -> RunLog:
     return run
 
 
-def _read_lineage(run: RunLog, run_dir: Path) -> None:
+def _read_lineage(run: RunLog, folder: RunDir) -> None:
     """The base run (RUN_DIR/init_from.json) and which sources replay or only validate (the mixture
     named in RUN_DIR/config.yaml), when those files are there."""
-    base = run_dir / BASE_FILE
+    base = folder.base_file
     if base.is_file():
         try:
             info = json.loads(base.read_text(encoding="utf-8"))
             run.base, run.base_step, run.base_tokens = str(info["path"]), int(info["step"]), info.get("tokens")
         except (ValueError, KeyError, TypeError) as e:
             raise UserError(f"{base}: not a valid record of the base run ({e})") from None
-    config = run_dir / CONFIG_FILE
+    config = folder.config_file
     if not config.is_file():
         return
     try:

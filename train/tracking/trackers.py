@@ -1,6 +1,6 @@
 """The `logging` config section at work: TensorBoard and W&B trackers fed from rank 0, never in training's way.
 
-    trackers = Trackers.for_run(cfg, to_dict(cfg))      # None when no tracker is configured
+    trackers = Trackers.for_run(cfg.logging, to_dict(cfg), run.local)   # None when no tracker is configured
     trackers.open(start_step=trainer.step)              # again after a rollback: later rows are dropped
     trackers.metrics_row({"step": 1, "loss": 9.1, ...}) # every row metrics.jsonl gets
     trackers.event_row({"step": 7, "reason": ..., "action": "skip"})
@@ -18,10 +18,12 @@ from __future__ import annotations
 import queue
 import threading
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pretrainkit.progress import progress_write
-from pretrainkit.train.config import TrainConfig
+
+if TYPE_CHECKING:  # the config's types only: tracking imports nothing of train at run time
+    from pretrainkit.train.config import LoggingConfig
 
 QUEUE_ROWS = 10_000  # rows a tracker may lag behind before it is switched off
 CLOSE_SECONDS = 120.0  # how long the end of a run waits for the trackers to finish writing
@@ -51,18 +53,17 @@ class Trackers:
         self._thread.start()
 
     @classmethod
-    def for_run(cls, cfg: TrainConfig, config: dict) -> Trackers | None:
-        """The trackers `cfg.logging` asks for (rank 0 only), or None."""
-        run_dir = Path(cfg.run_dir)
+    def for_run(cls, logging: LoggingConfig, config: dict, run_dir: Path) -> Trackers | None:
+        """The trackers `logging` asks for (rank 0 only), or None; they write in the folder trained in."""
         trackers: list[Tracker] = []
-        if cfg.logging.tensorboard:
+        if logging.tensorboard:
             from pretrainkit.train.tracking.tensorboard_log import TensorBoardTracker
 
             trackers.append(TensorBoardTracker(run_dir))
-        if cfg.logging.wandb is not None:
+        if logging.wandb is not None:
             from pretrainkit.train.tracking.wandb_log import WandbTracker
 
-            trackers.append(WandbTracker(run_dir, cfg.logging.wandb, config))
+            trackers.append(WandbTracker(run_dir, logging.wandb, config))
         return cls(trackers) if trackers else None
 
     # -- the training loop's side: never blocks, never raises ----------------------------------------

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
 from pretrainkit.progress import progress_write
-from pretrainkit.train.config import WandbConfig
 from pretrainkit.train.tracking.tensorboard_log import TRAIN_KEYS
+
+if TYPE_CHECKING:  # the config's type only: tracking imports nothing of train at run time
+    from pretrainkit.train.config import WandbConfig
 
 RUN_ID_FILE = "wandb-run-id"
 

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import pretrainkit.train.checkpoint.checkpoints as checkpoints  # noqa: E402
 from pretrainkit.train.__main__ import main  # noqa: E402
-from pretrainkit.train.checkpoint.names import TMP_PREFIX, checkpoint_name  # noqa: E402
 from pretrainkit.train.parallel.distributed import exit_process  # noqa: E402
+from pretrainkit.train.rundir.names import TMP_PREFIX, checkpoint_name  # noqa: E402
 
 
 def patch(mode: str, step: int, rank: str, config: Path) -> None:

@@ -20,12 +20,12 @@ import torch
 import pretrainkit.train.checkpoint.checkpoints as checkpoints
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
-from pretrainkit.train.checkpoint.checkpoints import META_FILE, Checkpoints, verify
+from pretrainkit.train.checkpoint.checkpoints import Checkpoints, verify
 from pretrainkit.train.checkpoint.export import export_model, load_exported
-from pretrainkit.train.checkpoint.names import checkpoint_name
 from pretrainkit.train.config import load_config
 from pretrainkit.train.loop.run import run_training
 from pretrainkit.train.loop.trainer import Trainer
+from pretrainkit.train.rundir.names import META_FILE, checkpoint_name
 
 RUN = {"max_steps": 12, "checkpoint": {"every": 4, "keep": 3}, "eval": {"every": 0}}
 WORKER = Path(__file__).with_name("held_hashing_worker.py")

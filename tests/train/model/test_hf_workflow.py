@@ -19,7 +19,7 @@ from pretrainkit.mixtures import MixtureSampler, load_mixture
 from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
 from pretrainkit.shards.tokenizer import load_tokenizer
 from pretrainkit.train.checkpoint.load_model import load_model
-from pretrainkit.train.model.generate import generate
+from pretrainkit.train.generation.generate import generate
 from pretrainkit.train.model.hf_adapter import MODEL_TYPES
 from pretrainkit.train.model.llama import FAMILIES
 

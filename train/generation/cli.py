@@ -15,6 +15,7 @@ import time
 
 from pretrainkit.errors import UserError
 from pretrainkit.remote.staging import UrlArguments
+from pretrainkit.train.rundir.run_files import run_files_read
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -29,7 +30,7 @@ def check_options(args: argparse.Namespace) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from pretrainkit.train.checkpoint.load_model import describe, load_model
-    from pretrainkit.train.model.generate import stream
+    from pretrainkit.train.generation.generate import stream
 
     check_options(args)
     loaded = load_model(args.model, tokenizer=args.tokenizer, device=args.device)
@@ -90,4 +91,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tokenizer", help="the model's tokenizer.json or HF directory, when MODEL does not lead to it")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    p.set_defaults(func=cmd_generate, url_arguments=UrlArguments(runs=("model",), files=("tokenizer",)))
+    p.set_defaults(
+        func=cmd_generate, url_arguments=UrlArguments(selected=(("model", run_files_read),), files=("tokenizer",))
+    )

@@ -1,5 +1,6 @@
 """A training run whose `run_dir` is a URL: trained in a local mirror folder, which is pulled from the
-bucket before the run and pushed to it after every checkpoint and when the run ends.
+bucket before the run and pushed to it after every checkpoint and when the run ends. The training code
+reaches these through `RunDir` (`run_dir.py`), which calls them for a URL only:
 
     local = mirror_path(url)        # WORK/outputs/<hash of the URL>: the same on every process of a machine
     prepare_mirror(url)             # main process: a prefix of another command's output refused, the marker fetched
@@ -51,18 +52,16 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
 from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
 from pretrainkit.remote import staging
-from pretrainkit.remote.run_files import (
-    CHECKPOINTS,
-    META_FILE,
-    PUSHED_FILE,
+from pretrainkit.remote.transfer import download_all, list_tree, read_bytes, remove_all, upload, upload_all
+from pretrainkit.remote.urls import filesystem, is_url, join, storage_errors
+from pretrainkit.train.rundir.names import CHECKPOINTS, META_FILE, PUSHED_FILE
+from pretrainkit.train.rundir.run_files import (
     checkpoint_of,
     complete_checkpoints,
     newest_step,
     published,
     run_files_read,
 )
-from pretrainkit.remote.transfer import download_all, list_tree, read_bytes, remove_all, upload, upload_all
-from pretrainkit.remote.urls import filesystem, is_url, join, storage_errors
 
 
 def mirror_path(url: str) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pretrainkit.errors import UserError
-from pretrainkit.train.loop.loop_state import LOOP_KEY, LoopState
+from pretrainkit.train.checkpoint.loop_state import LOOP_KEY, LoopState
 
 EXTRA = {
     "loader": {"seq_len": 32, "global_batch_size": 8, "batch": 5},

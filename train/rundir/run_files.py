@@ -1,9 +1,11 @@
 """Which files of a training run's folder belong in a bucket, and which of them a reader fetches: the
-file names alone, for `remote.runs` (a run_dir URL) and `remote.staging` (a run read from a bucket).
+file names alone, for `mirror.py` (a run_dir URL) and the commands that read a run from a bucket
+(`UrlArguments.selected` of `pretrainkit/remote/staging.py`).
 
     published("checkpoints/.tmp-step-0000008/__0_0.distcp")     # False: a checkpoint being written
     complete_checkpoints(listing)                               # {"checkpoints/step-0000008": {its files: sizes}}
     run_files_read(listing)                                     # the listing less incomplete checkpoints
+    run_logs_read(listing)                                      # the listing less every checkpoint
 """
 
 from __future__ import annotations
@@ -12,11 +14,7 @@ from pathlib import Path
 
 from pretrainkit.files import is_temporary
 from pretrainkit.output_folders import LOCK_NAME
-from pretrainkit.train.checkpoint.names import TMP_PREFIX, step_of
-
-CHECKPOINTS = "checkpoints"
-META_FILE = "meta.json"  # written last into a checkpoint: with it, the checkpoint is whole
-PUSHED_FILE = ".pretrainkit-pushed"  # in a local mirror, once it has been pushed (`remote.runs`): never published
+from pretrainkit.train.rundir.names import CHECKPOINTS, META_FILE, PUSHED_FILE, TMP_PREFIX, step_of
 
 
 def published(rel: str) -> bool:
@@ -62,3 +60,8 @@ def run_files_read(listing: dict[str, int], with_checkpoints: bool = True) -> di
         return True
 
     return {rel: size for rel, size in listing.items() if read(rel)}
+
+
+def run_logs_read(listing: dict[str, int]) -> dict[str, int]:
+    """Of a run's files, those a reader of its logs alone fetches (`ptk report`): no checkpoint."""
+    return run_files_read(listing, with_checkpoints=False)
