@@ -41,25 +41,6 @@ FORBIDDEN = {
 # Exact: an entry that no longer matches a violation fails too, so the list only shrinks. Empty it
 # once those parts are merged.
 KNOWN: dict[tuple[str, str] | frozenset[str], str] = {
-    # Part 2 (one RunDir): run-dir mirroring, pretrainkit/remote/run_files.py and runs.py, moves into
-    # train/, and train's own circles (checkpoint <-> loop, config.py <-> its subfolders) are undone.
-    ("pretrainkit/remote", "train/checkpoint"): "part 2: remote/run_files.py imports train.checkpoint.names",
-    frozenset({"pretrainkit", "dataprep", "shards", "mixtures", "train"}): (
-        "part 2: the core's remote/run_files.py imports train, and every package imports the core"
-    ),
-    frozenset(
-        {
-            "pretrainkit/remote",
-            "shards",
-            "mixtures",
-            "train",
-            "train/checkpoint",
-            "train/loop",
-            "train/model",
-            "train/parallel",
-            "train/tracking",
-        }
-    ): "part 2: remote/run_files.py -> train/checkpoint; train/checkpoint <-> train/loop, train/config.py <-> train/*",
     # Part 1 (a Stage contract): the shared kernels (dedup.kernels' numba cache set-up) leave dedup,
     # and dedup/cli.py stops taking its paragraph options from paragraphs/cli.py.
     frozenset({"dataprep/dedup", "dataprep/filter", "dataprep/paragraphs"}): (
