@@ -71,7 +71,7 @@ def _cmdline(pid: int) -> str:
 @pytest.mark.parametrize("to", ["the command", "its process group"])
 @pytest.mark.parametrize("name", ["dedup", "tokenize"])
 def test_sigterm_stops_the_workers_in_one_line_and_the_same_command_resumes(
-    tmp_path, inputs, uninterrupted, process_table, name, to
+    tmp_path, inputs, uninterrupted, process_table, processes_started_by, name, to
 ):
     expected = uninterrupted(name)
     out = tmp_path / "out"
@@ -82,8 +82,7 @@ def test_sigterm_stops_the_workers_in_one_line_and_the_same_command_resumes(
         deadline = time.monotonic() + HANG_SECONDS
         # Mid-run: a first job finished (its files in the work folder beside the plan stamp), 2 workers up.
         while not (
-            len(list((out / ".work").glob("*"))) > 1
-            and len({p for p, (ppid, _) in process_table().items() if ppid == proc.pid}) == 2
+            len(list((out / ".work").glob("*"))) > 1 and len(started := processes_started_by(proc.pid)["workers"]) == 2
         ):
             assert proc.poll() is None and time.monotonic() < deadline, "the command never got under way"
             time.sleep(0.005)
@@ -95,6 +94,7 @@ def test_sigterm_stops_the_workers_in_one_line_and_the_same_command_resumes(
         assert proc.returncode == 143, err[-3000:]
         assert err.splitlines() == [f"ptk {name}: stopped by SIGTERM; the same command resumes"]
         assert not processes_of(out, process_table), "a worker outlived the stopped command"
+        assert not started & set(process_table()), "a worker a forkserver started outlived the stopped command"
     finally:
         with contextlib.suppress(ProcessLookupError):  # whatever is left of the session, even when the test fails
             os.killpg(proc.pid, signal.SIGKILL)

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -26,25 +25,8 @@ def inputs(tmp_path_factory, reuters_docs) -> dict[str, str]:
     return {"corpus": str(root / "reuters.jsonl"), "tok": str(root / "tok.json")}
 
 
-def started_by(command: int, table: dict[int, tuple[int, str]]) -> dict[str, set[int]]:
-    """The processes `command` started: its workers, forked from it or (from a process with threads,
-    as ptk's are once numpy's BLAS pool or Arrow's allocator thread runs) by multiprocessing's
-    forkserver, whose children they then are; and its helpers, that server and the resource tracker."""
-    children = {pid for pid, (ppid, _) in table.items() if ppid == command}
-    helpers = {pid for pid in children if b"multiprocessing" in _command_line(pid)}
-    workers = (children - helpers) | {pid for pid, (ppid, _) in table.items() if ppid in helpers}
-    return {"workers": workers, "helpers": helpers}
-
-
-def _command_line(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:  # it has ended
-        return b""
-
-
 @pytest.mark.parametrize("command", ["dedup", "tokenize", "prepare"])
-def test_workers_die_with_the_killed_command(tmp_path, inputs, process_table, kill_parent, command):
+def test_workers_die_with_the_killed_command(tmp_path, inputs, processes_started_by, kill_parent, command):
     argv = [
         sys.executable,
         "-m",
@@ -61,7 +43,7 @@ def test_workers_die_with_the_killed_command(tmp_path, inputs, process_table, ki
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
-        while len((started := started_by(proc.pid, process_table()))["workers"]) < 2:
+        while len((started := processes_started_by(proc.pid))["workers"]) < 2:
             assert proc.poll() is None and time.monotonic() < deadline, "the command never had its 2 workers"
             time.sleep(0.005)
         alive = kill_parent(proc, started["workers"] | started["helpers"])
