@@ -7,12 +7,13 @@
 With more than one worker, the processes start once, when the runner is entered (before any job
 has started thread pools or grown the parent), and serve every stage. They are forked from this
 process where it is single-threaded (the cheapest start); where it has threads (a notebook, an
-application, a test process that started Ray or ran a `tokenizers` batch), which a fork would copy
-holding their locks, multiprocessing's forkserver forks them and they take this process's
-environment (`pretrainkit/processes.py`). Either way a job function and its jobs travel to the
-workers pickled by reference (module-level functions, imported there). With one worker, jobs run in
-this process; with more, every job runs on a worker, a stage of one job too, so that this process
-never holds (nor, through its allocator, keeps) a job's working memory.
+application, a test process that started Ray or ran a `tokenizers` batch, `ptk` itself once numpy
+has started its BLAS pool), which a fork would copy holding their locks, multiprocessing's
+forkserver forks them and they take this process's environment (`pretrainkit/processes.py`).
+Either way a job function and its jobs travel to the workers pickled by reference (module-level
+functions, imported there). With one worker, jobs run in this process; with more, every job runs on
+a worker, a stage of one job too, so that this process never holds (nor, through its allocator,
+keeps) a job's working memory.
 
 Each worker talks to this process over a pipe of its own: no lock is shared between processes, so a
 worker may die at any moment (SIGTERM to the process group, as Slurm sends it; SIGKILL; the OOM killer)
