@@ -32,6 +32,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from pretrainkit.errors import UserError
 from pretrainkit.mixtures.mixture import STATE_VERSION, Mixture, StreamStart, matching_state_entry
 from pretrainkit.mixtures.sampler import MixtureSampler, to_inputs_targets
+from pretrainkit.processes import take_environment
 
 WORKER_START = "forkserver"  # how loader workers start (see TrainLoader.__iter__)
 
@@ -226,5 +227,4 @@ def _inputs_targets(rows: torch.Tensor, pin_memory: bool) -> tuple[torch.Tensor,
 
 def _take_environment(environment: dict[str, str], worker_id: int) -> None:
     """In a loader worker: the environment of the process that made the loader."""
-    os.environ.clear()
-    os.environ.update(environment)
+    take_environment(environment)

@@ -4,10 +4,16 @@
         scans = runner.run(scan_part, jobs, "scan", weights=[job.nbytes for job in jobs], unit="B")
         ...  # later stages reuse the same processes
 
-With more than one worker, the processes are forked once, when the runner is entered (before
-any job has started thread pools or grown the parent), and serve every stage. With one worker,
-jobs run in this process; with more, every job runs on a worker, a stage of one job too, so that
-this process never holds (nor, through its allocator, keeps) a job's working memory.
+With more than one worker, the processes start once, when the runner is entered (before any job
+has started thread pools or grown the parent), and serve every stage. They are forked from this
+process where it is single-threaded (the cheapest start); where it has threads (a notebook, an
+application, a test process that started Ray or ran a `tokenizers` batch, `ptk` itself once numpy
+has started its BLAS pool), which a fork would copy holding their locks, multiprocessing's
+forkserver forks them and they take this process's environment (`pretrainkit/processes.py`).
+Either way a job function and its jobs travel to the workers pickled by reference (module-level
+functions, imported there). With one worker, jobs run in this process; with more, every job runs on
+a worker, a stage of one job too, so that this process never holds (nor, through its allocator,
+keeps) a job's working memory.
 
 Each worker talks to this process over a pipe of its own: no lock is shared between processes, so a
 worker may die at any moment (SIGTERM to the process group, as Slurm sends it; SIGKILL; the OOM killer)
@@ -22,7 +28,6 @@ import multiprocessing as mp
 import multiprocessing.connection
 import os
 import signal
-import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,7 +36,7 @@ from pathlib import Path
 
 from pretrainkit.dataprep.executors import J, R, largest_first, limit_threads, stage_progress
 from pretrainkit.errors import UserError
-from pretrainkit.processes import die_with_parent
+from pretrainkit.processes import die_when_hung_up, die_with_parent, start_context, take_environment
 from pretrainkit.sigterm import sigterm_received, sigterm_seen_elsewhere
 
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
@@ -57,12 +62,22 @@ def _failure(exc: BaseException) -> tuple[bool, object]:
     return False, (exc, text)
 
 
-def _serve(conn: mp.connection.Connection, parent: int, inherited: list[mp.connection.Connection]) -> None:
-    """A worker: (fn, index, job) in, (index, ok, result or failure) out, until the pipe closes."""
-    die_with_parent(parent)
+def _serve(
+    conn: mp.connection.Connection,
+    parent: int | None,
+    inherited: list[mp.connection.Connection],
+    environment: dict[str, str] | None,
+) -> None:
+    """A worker: (fn, index, job) in, (index, ok, result or failure) out, until the pipe closes.
+    Forked from the parent (`parent`, its pid) or by the forkserver (`environment`, the parent's)."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # in place of the parent's, which a fork inherits
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the parent stops the run
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    if environment is None:
+        die_with_parent(parent)
+    else:
+        take_environment(environment)
+        die_when_hung_up(conn.fileno())  # the parent's end of the pipe closes when it dies
     for other in inherited:  # the other workers' pipes, copied by fork
         other.close()
     limit_threads(1)
@@ -111,7 +126,9 @@ class LocalRunner:
 
     def __enter__(self) -> LocalRunner:
         if self.workers > 1:
-            ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+            # Here, not inside a start's blocked signals: a forkserver started there would keep them
+            # blocked, and so would every process it forks (a TrainLoader's workers too).
+            ctx = start_context(preload=[__name__])
             try:
                 for _ in range(self.workers):
                     self._workers.append(self._start(ctx))
@@ -122,8 +139,11 @@ class LocalRunner:
 
     def _start(self, ctx: mp.context.BaseContext) -> _Worker:
         ours, theirs = ctx.Pipe()
-        inherited = [w.conn for w in self._workers]
-        process = ctx.Process(target=_serve, args=(theirs, os.getpid(), inherited), daemon=True)
+        if ctx.get_start_method() == "fork":
+            args = (theirs, os.getpid(), [w.conn for w in self._workers], None)
+        else:
+            args = (theirs, None, [], dict(os.environ))
+        process = ctx.Process(target=_serve, args=args, daemon=True)
         with _stop_signals_blocked():
             process.start()
         theirs.close()  # so that the worker's end closing, when it dies, reads as EOF here

@@ -1,4 +1,5 @@
-"""Fixtures for dataprep tests: real corpora from ../shared/data written as JSONL inputs; the process table."""
+"""Fixtures for dataprep tests: real corpora from ../shared/data written as JSONL inputs; the process table
+and the processes a command started."""
 
 from __future__ import annotations
 
@@ -53,3 +54,27 @@ def live_processes() -> dict[int, tuple[int, str]]:
 def process_table():
     """`live_processes`, for tests about the processes a command leaves."""
     return live_processes
+
+
+def started_by(command: int) -> dict[str, set[int]]:
+    """The live processes that `command` started: its workers, forked from it or (from a process with
+    threads, as ptk's are once numpy's BLAS pool or Arrow's allocator thread runs) by multiprocessing's
+    forkserver, whose children they then are; and its helpers, that server and the resource tracker."""
+    table = live_processes()
+    children = {pid for pid, (ppid, _) in table.items() if ppid == command}
+    helpers = {pid for pid in children if b"multiprocessing" in _command_line(pid)}
+    workers = (children - helpers) | {pid for pid, (ppid, _) in table.items() if ppid in helpers}
+    return {"workers": workers, "helpers": helpers}
+
+
+def _command_line(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # it has ended
+        return b""
+
+
+@pytest.fixture(scope="session")
+def processes_started_by():
+    """`started_by`, for tests about a command's workers."""
+    return started_by

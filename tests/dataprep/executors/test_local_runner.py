@@ -1,6 +1,7 @@
-"""The local runner's workers: results in job order on any number of workers, a job's error reaching the
-caller, and a worker that dies at any moment (SIGKILL, SIGTERM), even one waiting for work, never
-leaving the run waiting: it stops with one line and the runner's end returns."""
+"""The local runner's workers, forked or started by the forkserver: results in job order on any number of
+workers, a job's error reaching the caller, and a worker that dies at any moment (SIGKILL, SIGTERM),
+even one waiting for work, never leaving the run waiting: it stops with one line and the runner's end
+returns."""
 
 from __future__ import annotations
 
@@ -11,9 +12,17 @@ import time
 
 import pytest
 
+from pretrainkit import processes
 from pretrainkit.dataprep.executors.local import LocalRunner, WorkerTraceback
 from pretrainkit.errors import UserError
 from pretrainkit.sigterm import Terminated, handling_sigterm
+
+
+@pytest.fixture(autouse=True, params=["fork", "forkserver"])
+def start(request, monkeypatch) -> None:
+    """Every test with workers forked from this process, and with workers the forkserver started (as from
+    a process with threads), whichever this test process would choose."""
+    monkeypatch.setattr(processes, "start_method", lambda: request.param)
 
 
 def _square(x: int) -> int:

@@ -1,4 +1,5 @@
-"""`kill -9` of `ptk dedup`, `ptk tokenize` or `ptk prepare` takes its local worker processes with it."""
+"""`kill -9` of `ptk dedup`, `ptk tokenize` or `ptk prepare` takes its local worker processes with it (and
+the forkserver that started them, where one did)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def inputs(tmp_path_factory, reuters_docs) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("command", ["dedup", "tokenize", "prepare"])
-def test_workers_die_with_the_killed_command(tmp_path, inputs, process_table, command):
+def test_workers_die_with_the_killed_command(tmp_path, inputs, processes_started_by, kill_parent, command):
     argv = [
         sys.executable,
         "-m",
@@ -42,14 +43,10 @@ def test_workers_die_with_the_killed_command(tmp_path, inputs, process_table, co
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
-        while len(workers := {p for p, (ppid, _) in process_table().items() if ppid == proc.pid}) < 2:
+        while len((started := processes_started_by(proc.pid))["workers"]) < 2:
             assert proc.poll() is None and time.monotonic() < deadline, "the command never had its 2 workers"
             time.sleep(0.005)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        deadline = time.monotonic() + 30
-        while (alive := workers & set(process_table())) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        alive = kill_parent(proc, started["workers"] | started["helpers"])
         assert not alive, f"workers {sorted(alive)} outlived their killed parent"
     finally:
         with contextlib.suppress(ProcessLookupError):  # whatever is left of the session, even when the test fails

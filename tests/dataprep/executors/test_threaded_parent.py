@@ -1,0 +1,100 @@
+"""The local runner from a parent with threads: it never forks from it (a fork copies the locks its
+threads hold) but starts its workers from the forkserver, which gives the same results, never hangs
+after Ray and tokenizers started their threads here, and whose workers die with a parent killed by
+SIGKILL as forked ones do; a single-threaded parent still forks them (the cheaper start)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+from fixtures.runner_parent import encode, encode_jobs, held_marks, parent_pid
+from pretrainkit.dataprep.executors.local import LocalRunner
+from pretrainkit.processes import start_method, thread_count
+
+ROOT = Path(__file__).resolve().parents[3]
+TEXTS = [f"record {i}: the quick brown fox jumps over the lazy dog {i * 7} times" for i in range(64)]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> tuple[str, str]:
+    """A tiny BPE tokenizer trained here, and the texts as JSON: (tokenizer path, texts path)."""
+    root = tmp_path_factory.mktemp("threaded-parent")
+    tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(TEXTS, trainers.BpeTrainer(vocab_size=120, special_tokens=["[UNK]"]))
+    tokenizer.save(str(root / "tok.json"))
+    (root / "texts.json").write_text(json.dumps(TEXTS), encoding="utf-8")
+    return str(root / "tok.json"), str(root / "texts.json")
+
+
+@contextlib.contextmanager
+def runner_parent(mode: str, inputs: tuple[str, str]):
+    """`fixtures/runner_parent.py` started in `mode`: (the process, its report); killed with its group at the end."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fixtures.runner_parent", mode, *inputs],
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line, f"the {mode} parent ended without its report, status {proc.wait()}"
+        yield proc, json.loads(line)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+
+
+@pytest.mark.parametrize("mode", ["single", "threaded"])
+def test_a_single_threaded_parent_forks_its_workers_a_threaded_one_does_not(inputs, process_table, kill_parent, mode):
+    with runner_parent(mode, inputs) as (proc, report):
+        assert report["method"] == {"single": "fork", "threaded": "forkserver"}[mode]
+        forked = [p == report["pid"] for p in report["parents"]]
+        assert forked == [mode == "single"] * 2  # a forkserver's workers are the server's children
+        assert report["encoded"] == [encode(job) for job in encode_jobs(inputs[0], TEXTS)]
+        workers = {pid for pid, (ppid, _) in process_table().items() if ppid in report["parents"]}
+        assert len(workers) == 2
+        marks = [Path(mark) for mark in held_marks(inputs[1], report["pid"])]
+        deadline = time.monotonic() + 30
+        while not all(mark.exists() for mark in marks):
+            assert time.monotonic() < deadline, "the workers never started their last jobs"
+            time.sleep(0.01)
+        # Killed in the middle of its workers' jobs: the workers die with it, however they started.
+        alive = kill_parent(proc, workers)
+        assert not alive, f"workers {sorted(alive)} outlived their killed parent ({mode})"
+
+
+@pytest.mark.ray_in_process
+@pytest.mark.timeout(240)  # a hung worker fails the test here, not at the suite's bound
+def test_runners_after_ray_and_a_tokenizers_batch_never_hang_and_give_the_single_threaded_results(inputs, monkeypatch):
+    with runner_parent("single", inputs) as (_, report):
+        expected = report["encoded"]  # from a parent that forked its workers
+    tokenizer, _ = inputs
+    Tokenizer.from_file(tokenizer).encode_batch(TEXTS)  # tokenizers' native pool, started in this process
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read at Ray's import: the loopback only
+    import ray
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    try:
+        assert thread_count() > 1 and start_method() == "forkserver"
+        for _ in range(20):
+            with LocalRunner(2) as runner:
+                assert runner.run(encode, encode_jobs(tokenizer, TEXTS), "encode") == expected
+                assert os.getpid() not in runner.run(parent_pid, [0, 1], "parents")
+    finally:
+        ray.shutdown()
