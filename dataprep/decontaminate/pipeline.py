@@ -32,7 +32,6 @@ from pretrainkit.dataprep.decontaminate.evalindex import EvalOptions, build_inde
 from pretrainkit.dataprep.decontaminate.evalsets import check_eval_file
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.readers import (
-    DEDUP_STATS_NAME,
     discover_inputs,
     nothing_usable,
     plan_read_tasks,
@@ -50,6 +49,7 @@ from pretrainkit.files import (
 )
 from pretrainkit.output_folders import DECONTAMINATE, output_folder
 from pretrainkit.remote.staging import shown
+from pretrainkit.stage_layout import REJECTED_NAME, STATS_NAME, WORK_NAME
 
 WORK_FORMAT = 1  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 
@@ -80,7 +80,7 @@ class DecontaminateOptions:
 
 def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
     """Where only a decontaminate run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
-    return [out_dir], [out_dir / ".work"]
+    return [out_dir], [out_dir / WORK_NAME]
 
 
 def run_decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptions, runner: JobRunner) -> dict:
@@ -105,7 +105,7 @@ def _decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptio
     runner.check_paths([f.path for f in files] + list(options.eval_files), out_dir)
     tasks = plan_read_tasks(files, runner=runner)
 
-    work = out_dir / ".work"
+    work = out_dir / WORK_NAME
     plan = {
         "work_format": WORK_FORMAT,
         "inputs": input_stamps(files),
@@ -116,7 +116,7 @@ def _decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptio
     open_work_dir(work, plan, on_reset=lambda: _remove_outputs(out_dir))
     for d in (out_dir, work):
         remove_temporaries(d)
-    (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the directory is no finished output
+    (out_dir / STATS_NAME).unlink(missing_ok=True)  # until this run ends, the directory is no finished output
     tables.write(work / "eval")
 
     jobs = [
@@ -135,7 +135,7 @@ def _decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptio
     ]
     results = runner.run(check_task, jobs, "decontaminate", weights=[t.nbytes for t in tasks], unit="B")
     write_concatenation_atomic([Path(j.contaminated_path) for j in jobs], out_dir / "contaminated.jsonl")
-    write_concatenation_atomic([Path(j.rejected_path) for j in jobs], out_dir / "rejected.jsonl")
+    write_concatenation_atomic([Path(j.rejected_path) for j in jobs], out_dir / REJECTED_NAME)
     remove_parts(out_dir, 0 if options.report_only else len(tasks))  # of a run over more input, or not report-only
     remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
 
@@ -160,17 +160,17 @@ def _decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptio
     }
     if stats["input_docs"] != stats["kept_docs"] + stats["contaminated_docs"] + stats["rejected"]:
         raise RuntimeError(f"decontaminate accounting does not add up: {stats}")
-    write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(out_dir / STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
     remove_work_dir(work)
     if total["docs"] == 0:
-        raise nothing_usable(inputs, _rejection_reasons(out_dir / "rejected.jsonl"), out_dir / "rejected.jsonl")
+        raise nothing_usable(inputs, _rejection_reasons(out_dir / REJECTED_NAME), out_dir / REJECTED_NAME)
     return dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))
 
 
 def _remove_outputs(out_dir: Path) -> None:
     """What an earlier run with another plan left: its kept parts and rows."""
     remove_parts(out_dir)
-    for name in ("contaminated.jsonl", "rejected.jsonl"):
+    for name in ("contaminated.jsonl", REJECTED_NAME):
         (out_dir / name).unlink(missing_ok=True)
 
 

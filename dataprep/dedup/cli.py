@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pretrainkit.dataprep.budget import DedupBudget
 from pretrainkit.dataprep.cli_options import (
     add_executor_options,
     add_field_options,
     add_inputs_and_output,
     runner_from_args,
 )
-from pretrainkit.dataprep.dedup.budget import DedupBudget
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, owned_directories, run_dedup
 from pretrainkit.dataprep.paragraphs.cli import add_paragraph_options, refuse_mixed_options, run_paragraphs_command
 from pretrainkit.dataprep.summary import input_row, summary_table

@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from pretrainkit.dataprep.dedup.budget import DedupBudget
+from pretrainkit.dataprep.budget import DedupBudget
 from pretrainkit.dataprep.dedup.grouping import band_halves, group_pairs, scatter_entries
 from pretrainkit.dataprep.dedup.index import IndexPart, Parts
 from pretrainkit.dataprep.dedup.minhash import MinHasher

@@ -32,7 +32,7 @@ same for any number of workers or executor):
 Records are identified by their input file and line, never by their id: ids need not be unique,
 and records are compared by content only (the same corpus given twice keeps each document once).
 
-Memory (`--memory-limit`, `pretrainkit.dataprep.dedup.budget`): a worker holds one 256 KB text batch while
+Memory (`--memory-limit`, `pretrainkit.dataprep.budget`): a worker holds one 256 KB text batch while
 scanning, one chunk of a part's hashes while bucketing them, one partition while matching (24
 bytes per hash entry, 12 for a band's; partitions are sized from the limit, so their number grows
 with the corpus and their size does not), one pair partition while verifying (as many as the
@@ -63,10 +63,9 @@ from pathlib import Path
 import numpy as np
 
 from pretrainkit import __version__
-from pretrainkit.dataprep.dedup.budget import MIN_RANGE_DOCS, DedupBudget, default_memory_limit
+from pretrainkit.dataprep.budget import MIN_RANGE_DOCS, DedupBudget, default_memory_limit
 from pretrainkit.dataprep.dedup.clusters import cluster
 from pretrainkit.dataprep.dedup.index import DedupIndex, Parts
-from pretrainkit.dataprep.dedup.kernels import kernels_cached
 from pretrainkit.dataprep.dedup.match import BandHashes, ExactHashes, PairFiles, match
 from pretrainkit.dataprep.dedup.minhash import lsh_params
 from pretrainkit.dataprep.dedup.pairs import read_partition
@@ -75,8 +74,8 @@ from pretrainkit.dataprep.dedup.scan import Scanning, scan
 from pretrainkit.dataprep.dedup.verify import verify
 from pretrainkit.dataprep.dedup.write import write
 from pretrainkit.dataprep.executors import JobRunner
+from pretrainkit.dataprep.kernels.numba_cache import kernels_cached
 from pretrainkit.dataprep.readers import (
-    DEDUP_STATS_NAME,
     discover_inputs,
     nothing_usable,
     plan_read_tasks,
@@ -87,6 +86,7 @@ from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_par
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_text_atomic, writing_into
 from pretrainkit.output_folders import DEDUP, output_folder
+from pretrainkit.stage_layout import REJECTED_NAME, STATS_NAME, WORK_NAME
 
 WORK_FORMAT = 7  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 
@@ -118,7 +118,7 @@ def run_dedup(
     `pretrainkit.dataprep.executors` runner). `budget` (default: from `default_memory_limit()`)
     sizes the pieces the work is cut into; it never changes the output."""
     options.validate()
-    if not kernels_cached():  # else the first run on a machine would be silent for its 10-55 s of compiling
+    if not kernels_cached(__package__):  # else the first run on a machine would be silent for its 10-55 s of compiling
         print("dedup: compiling kernels (first run only)", file=sys.stderr, flush=True)
     budget = budget or DedupBudget.for_limit(default_memory_limit(), runner.workers)
     out_dir = Path(out_dir)
@@ -129,7 +129,7 @@ def run_dedup(
 
 def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
     """Where only a dedup run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
-    return [out_dir, out_dir / "index"], [out_dir / ".work"]
+    return [out_dir, out_dir / "index"], [out_dir / WORK_NAME]
 
 
 def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobRunner, budget: DedupBudget) -> dict:
@@ -142,12 +142,12 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     tasks = plan_read_tasks(files, runner=runner)
     bands, rows = lsh_params(options.threshold, options.num_perm) if options.near else (0, 0)
 
-    work = out_dir / ".work"
+    work = out_dir / WORK_NAME
     index_dir = out_dir / "index"
     _prepare_work_dir(work, index_dir, files, tasks, options, old)
     for d in (out_dir, index_dir):
         remove_temporaries(d)
-    (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the directory is no finished output
+    (out_dir / STATS_NAME).unlink(missing_ok=True)  # until this run ends, the directory is no finished output
 
     scanning = Scanning(
         num_perm=options.num_perm,
@@ -198,10 +198,10 @@ def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobR
     remove_parts(index_dir, len(tasks), "part-*")
     for d in (out_dir, index_dir):
         remove_temporaries(d)  # of job attempts that died mid-write (a retried Ray task)
-    write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(out_dir / STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
     remove_work_dir(work)
     if docs == 0:
-        raise nothing_usable(inputs, _rejection_reasons(out_dir / "rejected.jsonl"), out_dir / "rejected.jsonl")
+        raise nothing_usable(inputs, _rejection_reasons(out_dir / REJECTED_NAME), out_dir / REJECTED_NAME)
     return dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))
 
 

@@ -25,13 +25,13 @@ from pretrainkit.dataprep.dedup.index import (
     FinishJob,
     finish_part,
     part_files_whole,
-    part_name,
     written_part_files,
 )
 from pretrainkit.dataprep.dedup.kept import WriteJob, write_kept
 from pretrainkit.dataprep.dedup.scan import ScanJob, scan_part
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.files import atomic_write, write_concatenation_atomic
+from pretrainkit.stage_layout import part_name
 
 
 def write(

@@ -7,10 +7,11 @@ import time
 from pathlib import Path
 
 from pretrainkit.dataprep.cli_options import add_executor_options, path_or_url, runner_from_args
-from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES, REJECTED_NAME, owned_directories, run_extract
+from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES, owned_directories, run_extract
 from pretrainkit.dataprep.summary import summary_table
 from pretrainkit.output_folders import EXTRACT
 from pretrainkit.remote.staging import UrlArguments
+from pretrainkit.stage_layout import REJECTED_NAME
 
 
 def register(sub: argparse._SubParsersAction) -> None:

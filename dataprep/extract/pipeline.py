@@ -49,15 +49,13 @@ from pretrainkit.files import (
     write_concatenation_atomic,
     write_text_atomic,
 )
+from pretrainkit.stage_layout import KEPT_SUFFIX, REJECTED_NAME, STATS_NAME, WORK_NAME, part_name
 
 WARC_SUFFIXES = (".warc", ".warc.gz")
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 INPUT_SUFFIXES = WARC_SUFFIXES + HTML_SUFFIXES
 HTML_JOB_BYTES = 4 << 20  # HTML files per job, by size
 WARC_JOB_BYTES = 256 << 20  # a larger .warc.gz is read by several jobs (Common Crawl's files: ~1 GB)
-REJECTED_NAME = "rejected.jsonl"
-STATS_NAME = "stats.json"
-WORK_NAME = ".work"
 EXTRACTOR = (
     f"resiliparse {importlib.metadata.version('resiliparse')}"  # in the plan and stats: another version, other texts
 )
@@ -80,10 +78,6 @@ class ExtractJob:
 def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
     """Where only an extract run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
     return [out_dir], [out_dir / WORK_NAME]
-
-
-def part_name(index: int) -> str:
-    return f"part-{index:05d}"
 
 
 def run_extract(inputs: list[str], out_dir: Path, runner: JobRunner) -> dict:
@@ -171,7 +165,7 @@ def extract_part(job: ExtractJob) -> dict:
     if done.exists():  # finished by an earlier, interrupted run
         return json.loads(done.read_text())
     counts = _Counts()
-    part = Path(job.out_dir) / f"{part_name(job.index)}.jsonl.zst"
+    part = Path(job.out_dir) / f"{part_name(job.index)}{KEPT_SUFFIX}"
     with atomic_write(part) as raw, atomic_write(f"{base}.rejected", "wb", durable=False) as rejected:
         with compressed_part(raw) as out:
             for f in job.files:

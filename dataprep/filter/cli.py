@@ -12,11 +12,12 @@ from pretrainkit.dataprep.cli_options import (
     path_or_url,
     runner_from_args,
 )
-from pretrainkit.dataprep.filter.pipeline import REMOVED_NAME, FilterOptions, owned_directories, run_filter
+from pretrainkit.dataprep.filter.pipeline import FilterOptions, owned_directories, run_filter
 from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, with_languages
 from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.output_folders import FILTER
 from pretrainkit.remote.staging import UrlArguments
+from pretrainkit.stage_layout import REMOVED_NAME
 
 
 def register(sub: argparse._SubParsersAction) -> None:

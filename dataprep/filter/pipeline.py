@@ -36,13 +36,12 @@ from pathlib import Path
 
 from pretrainkit import __version__
 from pretrainkit.dataprep.compressed_parts import compressed_part
-from pretrainkit.dataprep.dedup.kernels import kernels_cached
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.filter.records import kept_record, removed_row
 from pretrainkit.dataprep.filter.rules import Doc, Removal
 from pretrainkit.dataprep.filter.steps import StepSpec, build_step
+from pretrainkit.dataprep.kernels.numba_cache import kernels_cached
 from pretrainkit.dataprep.readers import (
-    DEDUP_STATS_NAME,
     Document,
     ReadTask,
     discover_inputs,
@@ -64,10 +63,8 @@ from pretrainkit.files import (
     writing_into,
 )
 from pretrainkit.output_folders import FILTER, output_folder
+from pretrainkit.stage_layout import KEPT_SUFFIX, REJECTED_NAME, REMOVED_NAME, STATS_NAME, WORK_NAME, part_name
 
-WORK_NAME = ".work"
-REMOVED_NAME = "removed.jsonl"
-REJECTED_NAME = "rejected.jsonl"
 # A job runs each step on a batch of documents before the next step: a step's code, tables and model
 # then stay in the processor's caches from one document to the next (one document through all the
 # steps at a time, language ID cost ~30 us a page, ~23 us in batches). Small enough that what the
@@ -133,7 +130,7 @@ def _filter(inputs: list[str], out_dir: Path, options: FilterOptions, runner: Jo
     }
     open_work_dir(work, plan, on_reset=lambda: remove_parts(out_dir, 0))
     remove_temporaries(out_dir)
-    (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the folder is no finished output
+    (out_dir / STATS_NAME).unlink(missing_ok=True)  # until this run ends, the folder is no finished output
 
     jobs = [FilterJob(i, t, options, str(out_dir), str(work)) for i, t in enumerate(tasks)]
     parts = runner.run(filter_part, jobs, "filter", weights=[t.nbytes for t in tasks], unit="B")
@@ -143,7 +140,7 @@ def _filter(inputs: list[str], out_dir: Path, options: FilterOptions, runner: Jo
     remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
 
     stats = _stats(parts, options)
-    write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(out_dir / STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
     remove_work_dir(work)
     if stats["kept_docs"] + stats["removed_docs"] == 0:
         reasons = sum((Counter(p["rejected_reasons"]) for p in parts), Counter())
@@ -225,7 +222,7 @@ def filter_part(job: FilterJob) -> dict:
         # The rows are not fsynced: a rerun rewrites any job whose done file (written last) is missing.
         removed_rows = stack.enter_context(atomic_write(job.path("removed"), durable=False))
         rejected_rows = stack.enter_context(atomic_write(job.path("rejected"), durable=False))
-        raw = stack.enter_context(atomic_write(Path(job.out_dir) / f"part-{job.index:05d}.jsonl.zst"))
+        raw = stack.enter_context(atomic_write(Path(job.out_dir) / f"{part_name(job.index)}{KEPT_SUFFIX}"))
         kept = stack.enter_context(compressed_part(raw))
         items = read_task(job.task, job.options.text_field, job.options.id_field)
         for batch in in_batches(items, BATCH_DOCS, BATCH_CHARS):

@@ -14,12 +14,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pretrainkit.dataprep.budget import DedupBudget
 from pretrainkit.dataprep.cli_options import runner_from_args
-from pretrainkit.dataprep.dedup.budget import DedupBudget
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions
 from pretrainkit.dataprep.paragraphs.pipeline import (
     DEFAULT_MIN_LENGTH,
-    REMOVED_NAME,
     ParagraphOptions,
     owned_directories,
     run_paragraphs,
@@ -27,6 +26,7 @@ from pretrainkit.dataprep.paragraphs.pipeline import (
 from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.errors import UserError
 from pretrainkit.output_folders import PARAGRAPHS
+from pretrainkit.stage_layout import REMOVED_NAME
 
 _DEFAULTS = DedupOptions()
 DOCUMENT_ONLY = (  # (option, its dest, its default)

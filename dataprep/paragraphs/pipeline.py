@@ -25,7 +25,7 @@ in, out and removed, with input = kept + removed + rejected, the text bytes, and
 paragraphs the write stage applied = those the scan and resolve stages found, checked before it is
 written.
 
-Memory (`--memory-limit`, shared as `pretrainkit.dataprep.dedup.budget` shares it): a scan job holds
+Memory (`--memory-limit`, shared as `pretrainkit.dataprep.budget` shares it): a scan job holds
 one batch of texts and one chunk of entries; a resolve job one partition (24 bytes per paragraph, a
 few times over while sorting), and the number of partitions grows with the paragraphs so that a
 partition stays within its share (at most `BUCKETS` partitions: ~11 billion paragraphs at the
@@ -53,14 +53,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pretrainkit import __version__
-from pretrainkit.dataprep.dedup.budget import DedupBudget, default_memory_limit
+from pretrainkit.dataprep.budget import DedupBudget, default_memory_limit
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.filter.length import MinLengthSettings
 from pretrainkit.dataprep.paragraphs.resolve import ResolveJob, resolve_partition
 from pretrainkit.dataprep.paragraphs.scan import BUCKETS, ENTRY_BYTES, ScanJob, scan_part, scan_path
 from pretrainkit.dataprep.paragraphs.write import MIN_LENGTH_REASON, WriteJob, write_part
 from pretrainkit.dataprep.readers import (
-    DEDUP_STATS_NAME,
     discover_inputs,
     nothing_usable,
     plan_read_tasks,
@@ -76,11 +75,9 @@ from pretrainkit.files import (
     writing_into,
 )
 from pretrainkit.output_folders import PARAGRAPHS, output_folder
+from pretrainkit.stage_layout import REJECTED_NAME, REMOVED_NAME, STATS_NAME, WORK_NAME
 
-WORK_NAME = ".work"
 WORK_FORMAT = 1  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
-REMOVED_NAME = "removed.jsonl"
-REJECTED_NAME = "rejected.jsonl"
 RESOLVED_NAME = "resolved.json"
 DEFAULT_MIN_LENGTH = MinLengthSettings().min_chars  # `ptk filter`'s min_length default: 1 character
 
@@ -131,7 +128,7 @@ def _run(inputs: list[str], out_dir: Path, options: ParagraphOptions, runner: Jo
     }
     open_work_dir(work, plan, on_reset=lambda: remove_parts(out_dir, 0))
     remove_temporaries(out_dir)
-    (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the folder is no finished output
+    (out_dir / STATS_NAME).unlink(missing_ok=True)  # until this run ends, the folder is no finished output
 
     fields = (options.text_field, options.id_field)
     scans = runner.run(
@@ -161,7 +158,7 @@ def _run(inputs: list[str], out_dir: Path, options: ParagraphOptions, runner: Jo
     remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
 
     stats = _stats(scans, written, resolved["removed"], options)
-    write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(out_dir / STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
     remove_work_dir(work)
     if stats["kept_docs"] + stats["removed_docs"] == 0:
         reasons = sum((Counter(s["rejected_reasons"]) for s in scans), Counter())

@@ -17,12 +17,12 @@ from pretrainkit.dataprep.prepare.funnel import funnel_table
 from pretrainkit.dataprep.prepare.pipeline_file import read_pipeline
 from pretrainkit.dataprep.prepare.run import PICTURE_NAME, owned_directories, run_prepare
 from pretrainkit.dataprep.prepare.stages import Stage, Tokenize
-from pretrainkit.dataprep.readers import DEDUP_STATS_NAME
 from pretrainkit.dataprep.summary import summary_table
 from pretrainkit.dataprep.tokenize.cli import add_tokenize_options, tokenize_options
 from pretrainkit.errors import UserError
 from pretrainkit.output_folders import PREPARE
 from pretrainkit.remote.staging import UrlArguments
+from pretrainkit.stage_layout import STATS_NAME
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +83,7 @@ def run_prepare_command(args: argparse.Namespace) -> int:
     out = Path(args.output)
     with runner_from_args(args, PREPARE, owned_directories(out, stages)) as runner:
         result = run_prepare(args.inputs, out, stages, runner, args.text_field, args.id_field, report=print)
-    tail = [*funnel_table(result["funnel"]), f"  stats {out / DEDUP_STATS_NAME}, picture {out / PICTURE_NAME}"]
+    tail = [*funnel_table(result["funnel"]), f"  stats {out / STATS_NAME}, picture {out / PICTURE_NAME}"]
     stages_row = ("stages", f"{', '.join(result['stages'])} (each in OUT/<stage>/, tokenize in OUT/shards/)")
     print(summary_table("prepare", out, [stages_row, ("took", f"{time.monotonic() - began:.1f} s")], tail))
     return 0

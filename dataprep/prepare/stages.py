@@ -35,7 +35,6 @@ from pretrainkit.dataprep.filter.pipeline import owned_directories as filter_own
 from pretrainkit.dataprep.paragraphs.cli import format_summary as paragraphs_summary
 from pretrainkit.dataprep.paragraphs.pipeline import owned_directories as paragraphs_owned
 from pretrainkit.dataprep.paragraphs.pipeline import run_paragraphs
-from pretrainkit.dataprep.readers import DEDUP_KEPT_GLOB, DEDUP_STATS_NAME
 from pretrainkit.dataprep.tokenize.cli import format_tokenize_summary
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus
 from pretrainkit.dataprep.tokenize.corpus import owned_directories as tokenize_owned
@@ -51,6 +50,7 @@ from pretrainkit.output_folders import (
     output_folder,
 )
 from pretrainkit.remote.staging import shown
+from pretrainkit.stage_layout import KEPT_GLOB, STATS_NAME
 
 # The order a pipeline's stages must keep where it has them (`pretrainkit.dataprep.prepare.pipeline_file`).
 FIRST, LAST = "extract", "tokenize"
@@ -163,11 +163,11 @@ def run_stage(
     else:
         manifest = tokenize_corpus(inputs, folder, o.tokenizer, o.options, runner=runner, provenance=provenance)
         return manifest, format_tokenize_summary(manifest, folder)
-    return json.loads((folder / DEDUP_STATS_NAME).read_text(encoding="utf-8")), summary
+    return json.loads((folder / STATS_NAME).read_text(encoding="utf-8")), summary
 
 
 def stage_outputs(stage: Stage, inputs: list[str], folder: Path) -> list[str]:
     """The files the stage after `stage` reads: its kept parts, in order."""
     if isinstance(stage.options, DecontaminateOptions) and stage.options.report_only:
         return inputs
-    return sorted(str(p) for p in folder.glob(DEDUP_KEPT_GLOB))
+    return sorted(str(p) for p in folder.glob(KEPT_GLOB))

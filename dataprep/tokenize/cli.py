@@ -21,7 +21,7 @@ from pretrainkit.dataprep.readers import (
     read_task,
     reason_kind,
 )
-from pretrainkit.dataprep.tokenize.corpus import REJECTED_NAME, TokenizeOptions, owned_directories, tokenize_corpus
+from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, owned_directories, tokenize_corpus
 from pretrainkit.dataprep.tokenize.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
 from pretrainkit.files import output_file, write_text_atomic, writing_into
 from pretrainkit.output_folders import TOKENIZE
@@ -29,6 +29,7 @@ from pretrainkit.progress import progress_bar
 from pretrainkit.quantities import count
 from pretrainkit.remote.staging import UrlArguments
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
+from pretrainkit.stage_layout import REJECTED_NAME
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -41,9 +41,9 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from pretrainkit import __version__
-from pretrainkit.dataprep.dedup.index import id_line
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.executors.local import LocalRunner
+from pretrainkit.dataprep.kernels.ids import id_line
 from pretrainkit.dataprep.readers import (
     Document,
     InputFile,
@@ -72,9 +72,8 @@ from pretrainkit.output_folders import TOKENIZE, output_folder
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS, FORMATS, token_dtype
 from pretrainkit.shards.manifest import ShardEntry, build_manifest, write_manifest
 from pretrainkit.shards.writer import ShardPlan, prepare_output_dir, remove_stale_shards, write_shard, write_shards
+from pretrainkit.stage_layout import REJECTED_NAME, WORK_NAME
 
-REJECTED_NAME = "rejected.jsonl"
-WORK_NAME = ".work"
 ENCODE_CHARS = 1 << 18  # text per encode_batch call: its working set (~100 bytes per token) is per call
 PIECE_CHARS = 1 << 16  # a longer document is encoded in pieces of about this size
 ENCODE_JOB_BYTES = 4 << 20  # input per encode job
