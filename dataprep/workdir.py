@@ -1,6 +1,6 @@
 """A run's work directory: intermediate files and finished-job markers that let a killed run resume.
 
-    if not open_work_dir(out / ".work", {"inputs": ..., "options": ...}, on_reset=clear_index):
+    if not open_work_dir(out / WORK_NAME, {"inputs": ..., "options": ...}, on_reset=clear_index):
         ...  # a fresh start: nothing of an earlier run is reused
     remove_parts(out, first=len(jobs))  # kept parts of an earlier run over more input
 

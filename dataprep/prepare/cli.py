@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 
 from pretrainkit.dataprep.cli_options import add_executor_options, add_inputs_and_output, path_or_url, runner_from_args
-from pretrainkit.dataprep.dedup.cli import add_dedup_options, dedup_options_from_args
+from pretrainkit.dataprep.dedup.arguments import add_dedup_options, dedup_options_from_args
 from pretrainkit.dataprep.prepare.funnel import funnel_table
 from pretrainkit.dataprep.prepare.pipeline_file import read_pipeline
 from pretrainkit.dataprep.prepare.run import PICTURE_NAME, owned_directories, run_prepare
 from pretrainkit.dataprep.prepare.stages import Stage, Tokenize
 from pretrainkit.dataprep.summary import summary_table
-from pretrainkit.dataprep.tokenize.cli import add_tokenize_options, tokenize_options
+from pretrainkit.dataprep.tokenize.arguments import add_tokenize_options, tokenize_options
 from pretrainkit.errors import UserError
 from pretrainkit.output_folders import PREPARE
 from pretrainkit.remote.staging import UrlArguments

@@ -30,7 +30,7 @@ from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES
 from pretrainkit.dataprep.prepare.funnel import funnel_rows
 from pretrainkit.dataprep.prepare.picture import draw_funnel
 from pretrainkit.dataprep.prepare.profile import profile
-from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, run_stage, stage_outputs
+from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, run_pipeline_stage, stage_outputs
 from pretrainkit.dataprep.readers import discover_inputs
 from pretrainkit.dataprep.tokenize.corpus import input_hashes
 from pretrainkit.dataprep.tokenize.tokenizer import load_tokenizer
@@ -122,7 +122,7 @@ def _prepare(
             provenance.update({s.name: r["stats"] for s, r in zip(stages, records)})
 
         def finish(stage=stage, folder=folder, provenance=provenance, current=current) -> dict:
-            stats, summary = run_stage(stage, current, folder, runner, provenance)
+            stats, summary = run_pipeline_stage(stage, current, folder, runner, provenance)
             report(summary)
             if stage.name == LAST:
                 return {"stats": stats}
