@@ -37,7 +37,7 @@ import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -60,7 +60,7 @@ from pretrainkit.files import (
     writing_into,
 )
 from pretrainkit.output_folders import Kind, output_folder
-from pretrainkit.stage_layout import REJECTED_NAME, STATS_NAME, WORK_NAME
+from pretrainkit.stage_layout import KEPT_GLOB, REJECTED_NAME, STATS_NAME, WORK_NAME
 
 
 @dataclass
@@ -105,6 +105,14 @@ class Stage(ABC):
     def options_json(self, options: Any) -> Any:
         """The options as a pipeline's record shows them (a fetched file by its URL)."""
         return None if options is None else asdict(options)
+
+    def with_fields(self, options: Any, text_field: str, id_field: str) -> Any:
+        """`options` reading records' text and id from these fields (a pipeline's --text-field, --id-field)."""
+        return None if options is None else replace(options, text_field=text_field, id_field=id_field)
+
+    def kept_files(self, options: Any, inputs: list[str], out_dir: Path) -> list[str]:
+        """What a run into `out_dir` over `inputs` kept, in order: what a pipeline's next stage reads."""
+        return sorted(str(p) for p in out_dir.glob(KEPT_GLOB))
 
     def named_files(self, options: Any) -> list[str]:
         """Files besides the inputs that the options name (evaluation sets, a tokenizer): refused

@@ -77,6 +77,10 @@ class DecontaminateStage(Stage):
     def options_json(self, options: DecontaminateOptions) -> dict:
         return _shown_options(options)
 
+    def kept_files(self, options: DecontaminateOptions, inputs: list[str], out_dir: Path) -> list[str]:
+        """A report-only run keeps every document: a pipeline's next stage reads what it read."""
+        return list(inputs) if options.report_only else super().kept_files(options, inputs, out_dir)
+
     def named_files(self, options: DecontaminateOptions) -> list[str]:
         return list(options.eval_files)
 

@@ -16,9 +16,10 @@ from pretrainkit.dataprep.dedup.arguments import add_dedup_options, dedup_option
 from pretrainkit.dataprep.prepare.funnel import funnel_table
 from pretrainkit.dataprep.prepare.pipeline_file import read_pipeline
 from pretrainkit.dataprep.prepare.run import PICTURE_NAME, owned_directories, run_prepare
-from pretrainkit.dataprep.prepare.stages import Stage, Tokenize
+from pretrainkit.dataprep.prepare.stages import Stage
 from pretrainkit.dataprep.summary import summary_table
 from pretrainkit.dataprep.tokenize.arguments import add_tokenize_options, tokenize_options
+from pretrainkit.dataprep.tokenize.corpus import Tokenize
 from pretrainkit.errors import UserError
 from pretrainkit.output_folders import PREPARE
 from pretrainkit.remote.staging import UrlArguments

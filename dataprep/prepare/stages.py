@@ -21,15 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from pretrainkit.dataprep import stage as contract
-from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions, DecontaminateStage
+from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateStage
 from pretrainkit.dataprep.dedup.pipeline import DedupStage
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.extract.pipeline import ExtractStage
 from pretrainkit.dataprep.filter.pipeline import FilterStage
 from pretrainkit.dataprep.paragraphs.pipeline import ParagraphStage
-from pretrainkit.dataprep.tokenize.corpus import Tokenize, TokenizeStage
+from pretrainkit.dataprep.tokenize.corpus import TokenizeStage
 from pretrainkit.output_folders import Kind
-from pretrainkit.stage_layout import KEPT_GLOB
 
 # The order a pipeline's stages must keep where it has them (`pretrainkit.dataprep.prepare.pipeline_file`).
 FIRST, LAST = "extract", "tokenize"
@@ -73,14 +72,7 @@ class Stage:
 
 def with_fields(stage: Stage, text_field: str, id_field: str) -> Stage:
     """`stage` reading records' text and id from these fields (each command's --text-field, --id-field)."""
-    options = stage.options
-    if isinstance(options, Tokenize):
-        return replace(
-            stage, options=replace(options, options=replace(options.options, text_field=text_field, id_field=id_field))
-        )
-    if options is None:
-        return stage
-    return replace(stage, options=replace(options, text_field=text_field, id_field=id_field))
+    return replace(stage, options=stage.runs.with_fields(stage.options, text_field, id_field))
 
 
 def run_pipeline_stage(
@@ -98,6 +90,4 @@ def run_pipeline_stage(
 
 def stage_outputs(stage: Stage, inputs: list[str], folder: Path) -> list[str]:
     """The files the stage after `stage` reads: its kept parts, in order."""
-    if isinstance(stage.options, DecontaminateOptions) and stage.options.report_only:
-        return inputs
-    return sorted(str(p) for p in folder.glob(KEPT_GLOB))
+    return stage.runs.kept_files(stage.options, inputs, folder)

@@ -34,7 +34,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -112,6 +112,9 @@ class TokenizeStage(Stage):
 
     def options_json(self, options: Tokenize) -> dict:
         return {"tokenizer": shown(options.tokenizer), **asdict(options.options)}  # as given: a URL
+
+    def with_fields(self, options: Tokenize, text_field: str, id_field: str) -> Tokenize:
+        return replace(options, options=replace(options.options, text_field=text_field, id_field=id_field))
 
     def named_files(self, options: Tokenize) -> list[str]:
         return [options.tokenizer]
