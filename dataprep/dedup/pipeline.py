@@ -81,6 +81,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, write_text_atomic
 from pretrainkit.output_folders import DEDUP, Kind
 from pretrainkit.remote.staging import shown
+from pretrainkit.stage_layout import PART_PREFIX
 
 WORK_FORMAT = 7  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 INDEX_NAME = "index"  # OUT/index: the finished index, what a later run reads with --against
@@ -145,7 +146,7 @@ class DedupStage(Stage):
     def reset(self, run: Run) -> None:
         """The finished index of an earlier run of another plan (its kept parts are rewritten or removed)."""
         index_dir = run.out_dir / INDEX_NAME
-        for p in index_dir.glob("part-*") if index_dir.is_dir() else []:
+        for p in index_dir.glob(f"{PART_PREFIX}*") if index_dir.is_dir() else []:
             p.unlink()
         (index_dir / "meta.json").unlink(missing_ok=True)
 
@@ -191,7 +192,7 @@ class DedupStage(Stage):
         index_dir = run.out_dir / INDEX_NAME
         meta = DedupIndex.meta(run.options.ngram, [docs for _, docs in results["written"]])
         write_text_atomic(index_dir / "meta.json", json.dumps(meta, indent=1) + "\n")
-        remove_parts(index_dir, len(run.jobs), "part-*")
+        remove_parts(index_dir, len(run.jobs), f"{PART_PREFIX}*")
         return results
 
     def stats(self, run: Run, results: dict) -> dict:
