@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pretrainkit.dataprep.executors import EXECUTORS, JobRunner, open_runner
 from pretrainkit.dataprep.readers import refuse_inputs_inside
+from pretrainkit.dataprep.stage import Stage, run_stage
 from pretrainkit.files import writing_into
 from pretrainkit.output_folders import Kind, output_folder
 from pretrainkit.quantities import count
@@ -89,3 +92,14 @@ def runner_from_args(
         open_runner(args.executor, args.workers, args.ray_address) as runner,
     ):
         yield runner
+
+
+def run_stage_command(args: argparse.Namespace, stage: Stage, options: Any) -> int:
+    """A stage's command: `stage` with `options` over INPUT... into OUT on the runner the options ask
+    for (`runner_from_args`, OUT held as the stage's output), then its summary printed."""
+    began = time.monotonic()
+    stage.validate(options)  # before OUT is touched
+    with runner_from_args(args, stage.kind, stage.owned(args.output)) as runner:
+        result = run_stage(stage, args.inputs, args.output, options, runner)
+    print(stage.summary(result, Path(args.output), time.monotonic() - began))
+    return 0

@@ -45,14 +45,11 @@ import zstandard
 
 from pretrainkit.errors import UserError, shortened
 from pretrainkit.output_folders import DECONTAMINATE, own_name, owner
+from pretrainkit.stage_layout import KEPT_GLOB, STATS_NAME, WORK_NAME
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet", ".txt")
 SPLIT_BYTES = 16 << 20  # uncompressed .jsonl files larger than this are read as several tasks
 BOM = b"\xef\xbb\xbf"
-# A finished `ptk dedup` output directory: its stats (written last) and its kept records.
-DEDUP_STATS_NAME = "stats.json"
-DEDUP_KEPT_GLOB = "part-*.jsonl.zst"
-DEDUP_WORK_NAME = ".work"  # present while a dedup run is unfinished
 
 
 @dataclass(frozen=True)
@@ -182,16 +179,15 @@ def _scan_directory(d: Path, given: str, suffixes: Sequence[str]) -> list[Path]:
     dedup_outputs = {d / rel for rel in outputs}
     unread = set(unread_in_dedup_outputs(list(rels.values()), outputs))
     for f in every:
-        if f.name == DEDUP_STATS_NAME and f.parent not in dedup_outputs and owner(f.parent) == DECONTAMINATE.name:
+        if f.name == STATS_NAME and f.parent not in dedup_outputs and owner(f.parent) == DECONTAMINATE.name:
             raise UserError(
                 f"{f.parent}: a `ptk decontaminate --report-only` output: it lists the contaminated documents "
                 f"({f.parent / 'contaminated.jsonl'}) and keeps none; give the corpus it read instead"
             )
     for f in every:
-        if f.parent.name == DEDUP_WORK_NAME and f.parent.parent not in dedup_outputs:
+        if f.parent.name == WORK_NAME and f.parent.parent not in dedup_outputs:
             raise UserError(
-                f"{f.parent.parent}: an unfinished `ptk dedup` output (no {DEDUP_STATS_NAME}); "
-                "rerun that dedup to finish it"
+                f"{f.parent.parent}: an unfinished `ptk dedup` output (no {STATS_NAME}); rerun that dedup to finish it"
             )
 
     def taken(f: Path) -> bool:
@@ -216,8 +212,8 @@ def dedup_outputs_in(rels: Sequence[str]) -> set[str]:
     """The folders (relative, "" for the top) among the files `rels` (posix paths relative to a folder
     given as input) that are `ptk dedup` outputs: a stats.json beside kept parts. Only their kept
     parts are read (`_scan_directory`), and a bucket's copy fetches no more (`fetched_input_files`)."""
-    with_stats = {rel.rpartition("/")[0] for rel in rels if rel.rpartition("/")[2] == DEDUP_STATS_NAME}
-    with_kept = {rel.rpartition("/")[0] for rel in rels if fnmatch.fnmatch(rel.rpartition("/")[2], DEDUP_KEPT_GLOB)}
+    with_stats = {rel.rpartition("/")[0] for rel in rels if rel.rpartition("/")[2] == STATS_NAME}
+    with_kept = {rel.rpartition("/")[0] for rel in rels if fnmatch.fnmatch(rel.rpartition("/")[2], KEPT_GLOB)}
     return with_stats & with_kept
 
 
@@ -227,7 +223,7 @@ def unread_in_dedup_outputs(rels: Sequence[str], outputs: set[str]) -> list[str]
 
     def unread(rel: str) -> bool:
         folder, _, name = rel.rpartition("/")
-        if folder in outputs and fnmatch.fnmatch(name, DEDUP_KEPT_GLOB):
+        if folder in outputs and fnmatch.fnmatch(name, KEPT_GLOB):
             return False
         parts = rel.split("/")
         return any("/".join(parts[:i]) in outputs for i in range(len(parts)))

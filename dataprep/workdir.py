@@ -1,6 +1,6 @@
 """A run's work directory: intermediate files and finished-job markers that let a killed run resume.
 
-    if not open_work_dir(out / ".work", {"inputs": ..., "options": ...}, on_reset=clear_index):
+    if not open_work_dir(out / WORK_NAME, {"inputs": ..., "options": ...}, on_reset=clear_index):
         ...  # a fresh start: nothing of an earlier run is reused
     remove_parts(out, first=len(jobs))  # kept parts of an earlier run over more input
 
@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pretrainkit.files import write_text_atomic
+from pretrainkit.stage_layout import KEPT_GLOB, PLAN_MARKER, part_index
 
 if TYPE_CHECKING:
     from pretrainkit.dataprep.readers import InputFile
-
-PLAN_MARKER = "plan.sha256"
 
 
 def input_stamps(files: Sequence[InputFile]) -> list[tuple[str, int, int]]:
@@ -48,11 +47,11 @@ def open_work_dir(work: Path, plan: dict, on_reset: Callable[[], None] | None = 
     return False
 
 
-def remove_parts(directory: Path, first: int = 0, pattern: str = "part-*.jsonl.zst") -> None:
+def remove_parts(directory: Path, first: int = 0, pattern: str = KEPT_GLOB) -> None:
     """The numbered parts (`part-NNNNN...`) in `directory` from number `first` on: what an earlier run
     over more input, or of another plan, left there, which would otherwise read as this run's output."""
     for p in directory.glob(pattern):
-        if int(p.name[5:10]) >= first:
+        if part_index(p.name) >= first:
             p.unlink()
 
 

@@ -42,9 +42,8 @@ from pathlib import Path
 
 from pretrainkit.errors import UserError, os_error, shortened
 from pretrainkit.files import TMP_MARK, output_directory, read_json_object, write_text_atomic
+from pretrainkit.stage_layout import LOCK_NAME, MARKER_NAME, STATS_NAME, WORK_NAME
 
-MARKER_NAME = ".pretrainkit-output.json"
-LOCK_NAME = ".pretrainkit-lock"
 MARKER_FORMAT = 1
 HOLDER_WAIT_S = 1.0  # how long a refused run waits for the holder to write its pid into the lock file
 
@@ -72,9 +71,9 @@ def _has(folder: Path, *names: str, directory: bool = False) -> bool:
 
 
 DEDUP = Kind(
-    "ptk dedup", lambda f: _has(f, "stats.json") or _has(f, "index", directory=True) or (f / ".work" / "parts").is_dir()
+    "ptk dedup", lambda f: _has(f, STATS_NAME) or _has(f, "index", directory=True) or (f / WORK_NAME / "parts").is_dir()
 )
-TOKENIZE = Kind("ptk tokenize", lambda f: _has(f, "manifest.json") or _has(f, ".work", directory=True))
+TOKENIZE = Kind("ptk tokenize", lambda f: _has(f, "manifest.json") or _has(f, WORK_NAME, directory=True))
 PREPARE = Kind("ptk prepare", lambda f: bool(_entries(f)) and set(_entries(f)) <= {"dedup", "shards"})
 EXPORT = Kind(
     "ptk export",

@@ -3,6 +3,6 @@
 holds their n-grams as a sorted table of hashes with the words that confirm a hit, `check` tests a
 read task's documents and writes its outputs, `pipeline` runs it all, `cli` is the command."""
 
-from pretrainkit.dataprep.dedup.kernels import use_cache_dir
+from pretrainkit.dataprep.kernels.numba_cache import use_cache_dir
 
 use_cache_dir()  # before any module of the package imports numba, in every process that imports it

@@ -25,9 +25,9 @@ import numpy as np
 from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.decontaminate.evalindex import EvalIndex, Match
 from pretrainkit.dataprep.decontaminate.ngrams import first_hits, gram_hashes, normalized_words
-from pretrainkit.dataprep.dedup.index import part_name
 from pretrainkit.dataprep.readers import Document, ReadTask, in_batches, read_task
 from pretrainkit.files import atomic_write, write_text_atomic
+from pretrainkit.stage_layout import KEPT_SUFFIX, part_name
 
 BATCH_CHARS = 1 << 20  # texts per compiled call: large enough that the call's cost is nothing
 BATCH_DOCS = 8192
@@ -59,7 +59,7 @@ class CheckJob:
 
     @property
     def kept_path(self) -> str:
-        return f"{self.out_dir}/{part_name(self.index)}.jsonl.zst"
+        return f"{self.out_dir}/{part_name(self.index)}{KEPT_SUFFIX}"
 
 
 def check_task(job: CheckJob) -> dict:

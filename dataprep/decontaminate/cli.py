@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from pretrainkit.dataprep.cli_options import (
     add_executor_options,
     add_field_options,
     add_inputs_and_output,
-    runner_from_args,
+    run_stage_command,
 )
-from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions, owned_directories, run_decontaminate
+from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions, DecontaminateStage
 from pretrainkit.dataprep.readers import fetched_input_files
-from pretrainkit.dataprep.summary import input_row, summary_table
-from pretrainkit.output_folders import DECONTAMINATE
 from pretrainkit.remote.staging import UrlArguments
 
 
@@ -79,25 +76,4 @@ def _run(args: argparse.Namespace) -> int:
         id_field=args.id_field,
         report_only=args.report_only,
     )
-    options.validate()  # before OUT is touched
-    with runner_from_args(args, DECONTAMINATE, owned_directories(args.output)) as runner:
-        stats = run_decontaminate(args.inputs, args.output, options, runner)
-    print(format_summary(stats, args.output))
-    return 0
-
-
-def format_summary(stats: dict, out_dir: Path) -> str:
-    verb = "found contaminated" if stats["options"]["report_only"] else "contaminated (removed)"
-    rows = [
-        ("input docs", f"{stats['input_docs']:,}"),
-        ("kept", f"{stats['kept_docs']:,}"),
-        (verb, f"{stats['contaminated_docs']:,}"),
-        ("rejected", f"{stats['rejected']:,}"),
-        input_row(stats["input_bytes"], stats["seconds"]),
-    ]
-    evals = [
-        f"  eval {path}: {c['items']:,} items ({c['items_shorter_than_ngram']:,} shorter than "
-        f"{stats['options']['ngram']} words, never matched), {c['ngrams']:,} n-grams, {c['contaminated_docs']:,} docs"
-        for path, c in stats["eval_files"].items()
-    ]
-    return summary_table("decontaminate", out_dir, rows, evals)
+    return run_stage_command(args, DecontaminateStage(), options)

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numba
 import numpy as np
 
-from pretrainkit.dataprep.dedup.minhash import mix64
+from pretrainkit.dataprep.kernels.hashing import mix64
 
 _U64 = np.uint64
 _WORD, _SPACE, _DELETED = 0, 1, 2  # classes of code points

@@ -19,39 +19,27 @@ plan is the same (`pretrainkit.dataprep.workdir`) and runs the others.
 
 from __future__ import annotations
 
-import json
 import os
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pretrainkit import __version__
 from pretrainkit.dataprep.decontaminate.check import CheckJob, check_task
-from pretrainkit.dataprep.decontaminate.evalindex import EvalOptions, build_index
+from pretrainkit.dataprep.decontaminate.evalindex import EvalOptions, EvalTables, build_index
 from pretrainkit.dataprep.decontaminate.evalsets import check_eval_file
 from pretrainkit.dataprep.executors import JobRunner
-from pretrainkit.dataprep.readers import (
-    DEDUP_STATS_NAME,
-    discover_inputs,
-    nothing_usable,
-    plan_read_tasks,
-    reason_kind,
-    refuse_inputs_inside,
-)
-from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_parts, remove_work_dir
+from pretrainkit.dataprep.stage import Run, Stage, run_stage
+from pretrainkit.dataprep.summary import input_row, summary_table
+from pretrainkit.dataprep.workdir import remove_parts
 from pretrainkit.errors import UserError
-from pretrainkit.files import (
-    output_directory,
-    remove_temporaries,
-    write_concatenation_atomic,
-    write_text_atomic,
-    writing_into,
-)
-from pretrainkit.output_folders import DECONTAMINATE, output_folder
+from pretrainkit.files import remove_temporaries
+from pretrainkit.output_folders import DECONTAMINATE
 from pretrainkit.remote.staging import shown
+from pretrainkit.stage_layout import REJECTED_NAME
 
 WORK_FORMAT = 1  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
+CONTAMINATED_NAME = "contaminated.jsonl"
 
 
 @dataclass(frozen=True)
@@ -78,102 +66,128 @@ class DecontaminateOptions:
             seen[real] = path
 
 
-def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
-    """Where only a decontaminate run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
-    return [out_dir], [out_dir / ".work"]
+class DecontaminateStage(Stage):
+    name = "decontaminate"
+    kind = DECONTAMINATE
+    row_names = (CONTAMINATED_NAME, REJECTED_NAME)
+
+    def validate(self, options: DecontaminateOptions) -> None:
+        options.validate()
+
+    def options_json(self, options: DecontaminateOptions) -> dict:
+        return _shown_options(options)
+
+    def kept_files(self, options: DecontaminateOptions, inputs: list[str], out_dir: Path) -> list[str]:
+        """A report-only run keeps every document: a pipeline's next stage reads what it read."""
+        return list(inputs) if options.report_only else super().kept_files(options, inputs, out_dir)
+
+    def named_files(self, options: DecontaminateOptions) -> list[str]:
+        return list(options.eval_files)
+
+    def prepare(self, run: Run) -> EvalTables:
+        """The evaluation index, every file read and checked before anything is written."""
+        o = run.options
+        return build_index(list(o.eval_files), EvalOptions(o.eval_fields, o.eval_id_field, o.ngram))
+
+    def plan(self, run: Run) -> dict:
+        o = run.options
+        return {
+            "work_format": WORK_FORMAT,
+            "evals": [(p, os.path.getsize(p), os.stat(p).st_mtime_ns) for p in o.eval_files],
+            "tasks": [(t.file.path, t.start, t.end) for t in run.jobs],
+            "options": _shown_options(o),
+        }
+
+    def reset(self, run: Run) -> None:
+        """What an earlier run with another plan left: its kept parts and rows."""
+        remove_parts(run.out_dir)
+        for name in self.row_names:
+            (run.out_dir / name).unlink(missing_ok=True)
+
+    def opened(self, run: Run) -> None:
+        super().opened(run)
+        remove_temporaries(run.work)
+        run.state.write(run.work / "eval")
+
+    def run_jobs(self, run: Run) -> list[dict]:
+        return run.runner.run(check_task, _jobs(run), "decontaminate", weights=[t.nbytes for t in run.jobs], unit="B")
+
+    def row_pieces(self, run: Run, name: str) -> list[Path]:
+        jobs = _jobs(run)
+        return [Path(j.contaminated_path if name == CONTAMINATED_NAME else j.rejected_path) for j in jobs]
+
+    def parts_kept(self, run: Run) -> int:
+        return 0 if run.options.report_only else len(run.jobs)  # of a run over more input, or not report-only
+
+    def stats(self, run: Run, results: list[dict]) -> dict:
+        total = Counter()
+        for r in results:
+            total.update({k: v for k, v in r.items() if k != "by_eval_file"})
+        per_file = {
+            path: dict(counts, contaminated_docs=sum(r["by_eval_file"].get(path, 0) for r in results))
+            for path, counts in run.state.per_file.items()
+        }
+        stats = {
+            "input_docs": total["docs"] + total["rejected"],
+            "tested_docs": total["docs"],
+            "kept_docs": total["kept"],
+            "contaminated_docs": total["contaminated"],
+            "rejected": total["rejected"],
+            "docs_shorter_than_ngram": total["shorter_than_ngram"],
+            "hash_collisions": total["hash_collisions"],
+            "eval_files": per_file,
+            "options": _shown_options(run.options),
+            "version": __version__,
+        }
+        if stats["input_docs"] != stats["kept_docs"] + stats["contaminated_docs"] + stats["rejected"]:
+            raise RuntimeError(f"decontaminate accounting does not add up: {stats}")
+        return stats
+
+    def usable(self, run: Run, results: list[dict], stats: dict) -> bool:
+        return stats["tested_docs"] > 0
+
+    def summary(self, result: dict, out_dir: Path, seconds: float) -> str:
+        verb = "found contaminated" if result["options"]["report_only"] else "contaminated (removed)"
+        rows = [
+            ("input docs", f"{result['input_docs']:,}"),
+            ("kept", f"{result['kept_docs']:,}"),
+            (verb, f"{result['contaminated_docs']:,}"),
+            ("rejected", f"{result['rejected']:,}"),
+            input_row(result["input_bytes"], seconds),
+        ]
+        evals = [
+            f"  eval {path}: {c['items']:,} items ({c['items_shorter_than_ngram']:,} shorter than "
+            f"{result['options']['ngram']} words, never matched), {c['ngrams']:,} n-grams, "
+            f"{c['contaminated_docs']:,} docs"
+            for path, c in result["eval_files"].items()
+        ]
+        return summary_table("decontaminate", out_dir, rows, evals)
 
 
 def run_decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptions, runner: JobRunner) -> dict:
     """Decontaminate `inputs` into `out_dir` (held as its output folder, `pretrainkit.output_folders`);
     returns the stats written to `stats.json`, plus `seconds` and `input_bytes` for the summary. The
     jobs run on `runner` (an entered `pretrainkit.dataprep.executors` runner)."""
-    options.validate()
-    out_dir = Path(out_dir)
-    refuse_inputs_inside(inputs, out_dir)
-    with output_folder(out_dir, DECONTAMINATE), writing_into(out_dir, *owned_directories(out_dir)):
-        return _decontaminate(inputs, out_dir, options, runner)
+    return run_stage(DecontaminateStage(), inputs, out_dir, options, runner)
 
 
-def _decontaminate(inputs: list[str], out_dir: Path, options: DecontaminateOptions, runner: JobRunner) -> dict:
-    started = time.monotonic()
-    files = discover_inputs(inputs)
-    refuse_inputs_inside([f.path for f in files] + list(options.eval_files), out_dir)
-    tables = build_index(
-        list(options.eval_files), EvalOptions(options.eval_fields, options.eval_id_field, options.ngram)
-    )
-    output_directory(out_dir)
-    runner.check_paths([f.path for f in files] + list(options.eval_files), out_dir)
-    tasks = plan_read_tasks(files, runner=runner)
+def _shown_options(options: DecontaminateOptions) -> dict:
+    return dict(asdict(options), eval_files=[shown(p) for p in options.eval_files])  # as given
 
-    work = out_dir / ".work"
-    plan = {
-        "work_format": WORK_FORMAT,
-        "inputs": input_stamps(files),
-        "evals": [(p, os.path.getsize(p), os.stat(p).st_mtime_ns) for p in options.eval_files],
-        "tasks": [(t.file.path, t.start, t.end) for t in tasks],
-        "options": dict(asdict(options), eval_files=[shown(p) for p in options.eval_files]),  # as given
-    }
-    open_work_dir(work, plan, on_reset=lambda: _remove_outputs(out_dir))
-    for d in (out_dir, work):
-        remove_temporaries(d)
-    (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the directory is no finished output
-    tables.write(work / "eval")
 
-    jobs = [
+def _jobs(run: Run) -> list[CheckJob]:
+    o = run.options
+    return [
         CheckJob(
             index=i,
             task=t,
-            eval_dir=str(work / "eval"),
-            ngram=options.ngram,
-            text_field=options.text_field,
-            id_field=options.id_field,
-            report_only=options.report_only,
-            out_dir=str(out_dir),
-            work_dir=str(work),
+            eval_dir=str(run.work / "eval"),
+            ngram=o.ngram,
+            text_field=o.text_field,
+            id_field=o.id_field,
+            report_only=o.report_only,
+            out_dir=str(run.out_dir),
+            work_dir=str(run.work),
         )
-        for i, t in enumerate(tasks)
+        for i, t in enumerate(run.jobs)
     ]
-    results = runner.run(check_task, jobs, "decontaminate", weights=[t.nbytes for t in tasks], unit="B")
-    write_concatenation_atomic([Path(j.contaminated_path) for j in jobs], out_dir / "contaminated.jsonl")
-    write_concatenation_atomic([Path(j.rejected_path) for j in jobs], out_dir / "rejected.jsonl")
-    remove_parts(out_dir, 0 if options.report_only else len(tasks))  # of a run over more input, or not report-only
-    remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
-
-    total = Counter()
-    for r in results:
-        total.update({k: v for k, v in r.items() if k != "by_eval_file"})
-    per_file = {
-        path: dict(counts, contaminated_docs=sum(r["by_eval_file"].get(path, 0) for r in results))
-        for path, counts in tables.per_file.items()
-    }
-    stats = {
-        "input_docs": total["docs"] + total["rejected"],
-        "tested_docs": total["docs"],
-        "kept_docs": total["kept"],
-        "contaminated_docs": total["contaminated"],
-        "rejected": total["rejected"],
-        "docs_shorter_than_ngram": total["shorter_than_ngram"],
-        "hash_collisions": total["hash_collisions"],
-        "eval_files": per_file,
-        "options": dict(asdict(options), eval_files=[shown(p) for p in options.eval_files]),  # as given
-        "version": __version__,
-    }
-    if stats["input_docs"] != stats["kept_docs"] + stats["contaminated_docs"] + stats["rejected"]:
-        raise RuntimeError(f"decontaminate accounting does not add up: {stats}")
-    write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
-    remove_work_dir(work)
-    if total["docs"] == 0:
-        raise nothing_usable(inputs, _rejection_reasons(out_dir / "rejected.jsonl"), out_dir / "rejected.jsonl")
-    return dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))
-
-
-def _remove_outputs(out_dir: Path) -> None:
-    """What an earlier run with another plan left: its kept parts and rows."""
-    remove_parts(out_dir)
-    for name in ("contaminated.jsonl", "rejected.jsonl"):
-        (out_dir / name).unlink(missing_ok=True)
-
-
-def _rejection_reasons(path: Path) -> Counter:
-    with open(path, encoding="utf-8") as f:
-        return Counter(reason_kind(json.loads(line)["reason"]) for line in f)

@@ -3,52 +3,40 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from pretrainkit.dataprep.cli_options import (
     add_executor_options,
-    add_field_options,
     add_inputs_and_output,
-    runner_from_args,
+    run_stage_command,
 )
-from pretrainkit.dataprep.dedup.budget import DedupBudget
-from pretrainkit.dataprep.dedup.pipeline import DedupOptions, owned_directories, run_dedup
-from pretrainkit.dataprep.paragraphs.cli import add_paragraph_options, refuse_mixed_options, run_paragraphs_command
+from pretrainkit.dataprep.dedup.arguments import add_dedup_options, dedup_options_from_args
+from pretrainkit.dataprep.dedup.pipeline import DedupOptions, DedupStage
+from pretrainkit.dataprep.paragraphs.cli import add_paragraph_options, run_paragraphs_command
 from pretrainkit.dataprep.readers import fetched_input_files
-from pretrainkit.dataprep.summary import input_row, summary_table
-from pretrainkit.output_folders import DEDUP
+from pretrainkit.errors import UserError
 from pretrainkit.quantities import quantity
 from pretrainkit.remote.staging import UrlArguments
 
-
-def add_dedup_options(p: argparse.ArgumentParser) -> None:
-    """The options that change what dedup keeps; `ptk prepare` shares them."""
-    d = DedupOptions()
-    p.add_argument(
-        "--threshold",
-        type=float,
-        default=d.threshold,
-        help="Jaccard similarity of word n-grams at which documents are near duplicates (default %(default)s)",
-    )
-    p.add_argument("--num-perm", type=int, default=d.num_perm, help="MinHash signature length (default %(default)s)")
-    p.add_argument("--ngram", type=int, default=d.ngram, help="words per shingle (default %(default)s)")
-    add_field_options(p)
-    p.add_argument("--no-near", action="store_true", help="exact dedup only")
-    p.add_argument(
-        "--against", metavar="INDEX_DIR", help="also drop documents duplicating an earlier corpus (its OUT/index)"
-    )
+_DEFAULTS = DedupOptions()
+# Document dedup's options, which mean nothing for paragraphs: refused beside --paragraphs when
+# given a value other than their default, in one line (and --min-length without --paragraphs).
+DOCUMENT_ONLY = (  # (option, its dest, its default)
+    ("--threshold", "threshold", _DEFAULTS.threshold),
+    ("--num-perm", "num_perm", _DEFAULTS.num_perm),
+    ("--ngram", "ngram", _DEFAULTS.ngram),
+    ("--no-near", "no_near", False),
+    ("--against", "against", None),
+)
 
 
-def dedup_options_from_args(args: argparse.Namespace) -> DedupOptions:
-    return DedupOptions(
-        threshold=args.threshold,
-        num_perm=args.num_perm,
-        ngram=args.ngram,
-        text_field=args.text_field,
-        id_field=args.id_field,
-        near=not args.no_near,
-        against=args.against,
-    )
+def refuse_mixed_options(args: argparse.Namespace) -> None:
+    if not args.paragraphs:
+        if args.min_length is not None:
+            raise UserError("--min-length needs --paragraphs (it is paragraph dedup's)")
+        return
+    given = [option for option, dest, default in DOCUMENT_ONLY if getattr(args, dest) != default]
+    if given:
+        raise UserError(f"{', '.join(given)}: document dedup's, not used with --paragraphs")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,22 +76,5 @@ def _run(args: argparse.Namespace) -> int:
     refuse_mixed_options(args)
     if args.paragraphs:
         return run_paragraphs_command(args)
-    with runner_from_args(args, DEDUP, owned_directories(args.output)) as runner:
-        budget = DedupBudget.for_limit(int(args.memory_limit), runner.workers) if args.memory_limit else None
-        stats = run_dedup(args.inputs, args.output, dedup_options_from_args(args), runner, budget)
-    print(format_summary(stats, args.output))
-    return 0
-
-
-def format_summary(stats: dict, out_dir: Path) -> str:
-    rows = [
-        ("input docs", f"{stats['input_docs']:,}"),
-        ("kept", f"{stats['kept_docs']:,}"),
-        ("exact duplicates", f"{stats['exact_duplicates']:,}"),
-        ("near duplicates", f"{stats['near_duplicates']:,}"),
-        ("rejected", f"{stats['rejected']:,}"),
-        input_row(stats["input_bytes"], stats["seconds"]),
-    ]
-    if stats["against_docs"]:
-        rows.insert(1, ("against (old) docs", f"{stats['against_docs']:,}"))
-    return summary_table("dedup", out_dir, rows)
+    stage = DedupStage(int(args.memory_limit) if args.memory_limit else None)
+    return run_stage_command(args, stage, dedup_options_from_args(args))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrainkit.dataprep.dedup.budget import DedupBudget
+from pretrainkit.dataprep.budget import DedupBudget
 from pretrainkit.dataprep.dedup.pairs import pair_chunks
 from pretrainkit.files import atomic_write
 

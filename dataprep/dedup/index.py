@@ -38,9 +38,10 @@ import numba
 import numpy as np
 
 from pretrainkit.dataprep.dedup.minhash import HASH_SCHEME, MinHasher, band_hashes
-from pretrainkit.dataprep.dedup.pieces import copy_kept, joined
+from pretrainkit.dataprep.kernels.pieces import copy_kept
 from pretrainkit.errors import UserError
 from pretrainkit.files import fsync_all, release_temporary, temporary_path, write_text_atomic
+from pretrainkit.stage_layout import part_name
 
 INDEX_VERSION = (
     4  # 2: .idhash, .lines and the source of each part; 3: kept documents only, .bands for .sig; 4: no .bands
@@ -55,32 +56,6 @@ def written_part_files(work_base: str, bands: int) -> list[str]:
     """The arrays of a run's part, which nothing reads once the part's outputs are written (those
     that `finish_part` did not take); its `.json`, which marks it scanned, stays."""
     return [f"{work_base}{s}" for s in ARRAY_SUFFIXES + ((".bands",) if bands else ())]
-
-
-def part_name(index: int) -> str:
-    return f"part-{index:05d}"
-
-
-def id_line(doc_id: str) -> bytes:
-    """The id as a JSON string and a newline (json.dumps only where escaping may be needed): exactly
-    json.dumps(id, ensure_ascii=False), which duplicates.jsonl rows splice in as it is (`dedup.rows`)."""
-    if _plain(doc_id):
-        return f'"{doc_id}"\n'.encode("ascii")
-    return json.dumps(doc_id, ensure_ascii=False).encode("utf-8") + b"\n"
-
-
-def _plain(text: str) -> bool:
-    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
-
-
-def id_lines(doc_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Every `id_line` joined (uint8) and the offset of each (int64, one more than ids). A batch of
-    plain ids, the common case, is checked and quoted as one string."""
-    if _plain("".join(doc_ids)):
-        offsets = np.zeros(len(doc_ids) + 1, np.int64)
-        np.cumsum([len(i) + 3 for i in doc_ids], out=offsets[1:])
-        return np.frombuffer(('"' + '"\n"'.join(doc_ids) + '"\n').encode("ascii"), np.uint8), offsets
-    return joined([id_line(i) for i in doc_ids])
 
 
 def _array(path: Path, dtype, shape: tuple[int, ...]) -> np.ndarray:

@@ -7,7 +7,7 @@ common case) is copied from the input file itself, found by its line number (the
 `.lines`); every other record from the scan's record file, which holds only those, in order. So
 the scan never writes a second copy of a corpus whose lines are already records. The documents
 are taken in runs of the same source; each source is read a block at a time, numpy finds a
-block's newlines and `pretrainkit.dataprep.dedup.pieces.copy_kept` copies the kept lines, so no record is held
+block's newlines and `pretrainkit.dataprep.kernels.pieces.copy_kept` copies the kept lines, so no record is held
 whole: one that spans blocks is written a block's piece at a time.
 """
 
@@ -21,10 +21,10 @@ import numpy as np
 import zstandard
 
 from pretrainkit.dataprep.compressed_parts import COMPRESSION_LEVEL
-from pretrainkit.dataprep.dedup.index import part_name
-from pretrainkit.dataprep.dedup.pieces import copy_kept
+from pretrainkit.dataprep.kernels.pieces import copy_kept
 from pretrainkit.dataprep.readers import ReadTask
 from pretrainkit.files import atomic_write
+from pretrainkit.stage_layout import KEPT_SUFFIX, part_name
 
 BLOCK_BYTES = 1 << 20
 
@@ -91,7 +91,7 @@ def write_kept(job: WriteJob, keep: np.ndarray, lines: np.ndarray) -> int:
         records = _Lines(records_file, 0, job.records_path)
         source = _Lines(input_file, job.task.start, job.task.file.path)
         next_line = job.task.first_line  # the input line `source` reads next
-        with atomic_write(Path(job.out_dir) / f"{part_name(job.index)}.jsonl.zst") as raw:
+        with atomic_write(Path(job.out_dir) / f"{part_name(job.index)}{KEPT_SUFFIX}") as raw:
             # written as it is: its pieces are views of one reused buffer, and a megabyte or more at a time
             with zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).stream_writer(raw, closefd=False) as out:
                 for lo, hi in zip(runs, runs[1:]):

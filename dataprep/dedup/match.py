@@ -25,13 +25,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from pretrainkit.dataprep.dedup.budget import DedupBudget
+from pretrainkit.dataprep.budget import DedupBudget
 from pretrainkit.dataprep.dedup.grouping import band_halves, group_pairs, scatter_entries
 from pretrainkit.dataprep.dedup.index import IndexPart, Parts
 from pretrainkit.dataprep.dedup.minhash import MinHasher
 from pretrainkit.dataprep.dedup.pairs import by_hash, by_range, distinct, pack, unpack, write_fanout
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.files import atomic_write
+from pretrainkit.stage_layout import part_name
 
 BUCKET_CHUNK_DOCS = 1 << 16
 ENTRY_BYTES = (
@@ -202,14 +203,14 @@ def _bucket_part(job: _BucketJob) -> np.ndarray:
     """Scatter one part's hashes by partition into one file, a chunk of documents at a time (each
     chunk's entries grouped by partition); returns where each chunk's partitions start in it
     (int64 [chunks, partitions + 1], in entries), also written last, as the job's marker."""
-    bounds_path = Path(job.bucket_dir) / f"part-{job.part:05d}.bounds"
+    bounds_path = Path(job.bucket_dir) / f"{part_name(job.part)}.bounds"
     if bounds_path.exists():
         return np.fromfile(bounds_path, dtype=np.int64).reshape(-1, job.partitions + 1)
     part = IndexPart(Path(job.base), job.docs)
     eligible = job.kind.eligible(part, job.offset)
     chunk_bounds = [np.zeros((0, job.partitions + 1), np.int64)]
     written = 0
-    with atomic_write(Path(job.bucket_dir) / f"part-{job.part:05d}.bin", durable=False) as f:
+    with atomic_write(Path(job.bucket_dir) / f"{part_name(job.part)}.bin", durable=False) as f:
         for lo in range(0, job.docs, BUCKET_CHUNK_DOCS):
             hi = min(lo + BUCKET_CHUNK_DOCS, job.docs)
             ok = eligible[lo:hi]
@@ -261,7 +262,7 @@ def _read_entries(bucket_dir: Path, runs: tuple[tuple[int, int, int], ...], dtyp
     entry_bytes = entries.itemsize * 3
     at = 0
     for part, lo, hi in runs:
-        with open(bucket_dir / f"part-{part:05d}.bin", "rb") as f:
+        with open(bucket_dir / f"{part_name(part)}.bin", "rb") as f:
             f.seek(lo * entry_bytes)
             if f.readinto(memoryview(entries[at : at + hi - lo]).cast("B")) != (hi - lo) * entry_bytes:
                 raise RuntimeError(f"{f.name}: shorter than its bounds say")

@@ -47,7 +47,8 @@ from functools import lru_cache
 import numba
 import numpy as np
 
-from pretrainkit.dataprep.dedup.pieces import joined
+from pretrainkit.dataprep.kernels.hashing import mix64
+from pretrainkit.dataprep.kernels.pieces import joined
 
 HASH_SCHEME = "oph-densified-v1"  # bump when anything below changes the values of signatures
 
@@ -89,16 +90,6 @@ def near_normal_bytes(text: str) -> bytes:
     if text.isascii():
         return text.encode("ascii")
     return unicodedata.normalize("NFKD", text).lower().encode("utf-8")
-
-
-def mix64(x):
-    """splitmix64's finalizer: a bijective, well-mixing map on uint64 (wraps mod 2^64); on numpy
-    arrays, and (as `_mix64`) on scalars inside the kernels."""
-    x = x ^ (x >> _U64(30))
-    x = x * _U64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> _U64(27))
-    x = x * _U64(0x94D049BB133111EB)
-    return x ^ (x >> _U64(31))
 
 
 _mix64 = numba.njit(cache=True)(mix64)

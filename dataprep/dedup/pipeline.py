@@ -32,7 +32,7 @@ same for any number of workers or executor):
 Records are identified by their input file and line, never by their id: ids need not be unique,
 and records are compared by content only (the same corpus given twice keeps each document once).
 
-Memory (`--memory-limit`, `pretrainkit.dataprep.dedup.budget`): a worker holds one 256 KB text batch while
+Memory (`--memory-limit`, `pretrainkit.dataprep.budget`): a worker holds one 256 KB text batch while
 scanning, one chunk of a part's hashes while bucketing them, one partition while matching (24
 bytes per hash entry, 12 for a band's; partitions are sized from the limit, so their number grows
 with the corpus and their size does not), one pair partition while verifying (as many as the
@@ -55,18 +55,16 @@ from __future__ import annotations
 import json
 import math
 import sys
-import time
-from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
 from pretrainkit import __version__
-from pretrainkit.dataprep.dedup.budget import MIN_RANGE_DOCS, DedupBudget, default_memory_limit
+from pretrainkit.dataprep.budget import MIN_RANGE_DOCS, DedupBudget, run_budget
 from pretrainkit.dataprep.dedup.clusters import cluster
 from pretrainkit.dataprep.dedup.index import DedupIndex, Parts
-from pretrainkit.dataprep.dedup.kernels import kernels_cached
 from pretrainkit.dataprep.dedup.match import BandHashes, ExactHashes, PairFiles, match
 from pretrainkit.dataprep.dedup.minhash import lsh_params
 from pretrainkit.dataprep.dedup.pairs import read_partition
@@ -75,20 +73,18 @@ from pretrainkit.dataprep.dedup.scan import Scanning, scan
 from pretrainkit.dataprep.dedup.verify import verify
 from pretrainkit.dataprep.dedup.write import write
 from pretrainkit.dataprep.executors import JobRunner
-from pretrainkit.dataprep.readers import (
-    DEDUP_STATS_NAME,
-    discover_inputs,
-    nothing_usable,
-    plan_read_tasks,
-    reason_kind,
-    refuse_inputs_inside,
-)
-from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_parts, remove_work_dir
+from pretrainkit.dataprep.kernels.numba_cache import kernels_cached
+from pretrainkit.dataprep.stage import Run, Stage, run_stage
+from pretrainkit.dataprep.summary import input_row, summary_table
+from pretrainkit.dataprep.workdir import remove_parts
 from pretrainkit.errors import UserError
-from pretrainkit.files import atomic_write, output_directory, remove_temporaries, write_text_atomic, writing_into
-from pretrainkit.output_folders import DEDUP, output_folder
+from pretrainkit.files import atomic_write, write_text_atomic
+from pretrainkit.output_folders import DEDUP, Kind
+from pretrainkit.remote.staging import shown
+from pretrainkit.stage_layout import PART_PREFIX
 
 WORK_FORMAT = 7  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
+INDEX_NAME = "index"  # OUT/index: the finished index, what a later run reads with --against
 
 
 @dataclass(frozen=True)
@@ -110,99 +106,139 @@ class DedupOptions:
             raise UserError(f"--ngram must be in [1, 64], got {self.ngram}")
 
 
+@dataclass(frozen=True)
+class DedupStage(Stage):
+    """`budget`: a `DedupBudget`, or the bytes of memory to share (None: `default_memory_limit()`);
+    it sizes the pieces the work is cut into and never changes the output."""
+
+    budget: DedupBudget | int | None = None
+    name: ClassVar[str] = "dedup"
+    kind: ClassVar[Kind] = DEDUP
+    owned_folders: ClassVar[tuple[str, ...]] = (INDEX_NAME,)
+    row_names: ClassVar[tuple[str, ...]] = ()  # the write stage's jobs join duplicates.jsonl and rejected.jsonl
+
+    def validate(self, options: DedupOptions) -> None:
+        options.validate()
+
+    def announce(self) -> None:
+        if not kernels_cached(__package__):  # else the first run on a machine would be silent for its 10-55 s
+            print("dedup: compiling kernels (first run only)", file=sys.stderr, flush=True)
+
+    def options_json(self, options: DedupOptions) -> dict:
+        return dict(asdict(options), against=options.against and shown(options.against))  # as given: a URL
+
+    def prepare(self, run: Run) -> DedupIndex | None:
+        """The `--against` index, opened and checked."""
+        return _open_against(run.options)
+
+    def checked_files(self, run: Run) -> list[str]:
+        return [run.options.against] if run.options.against else []
+
+    def plan(self, run: Run) -> dict:
+        old = run.state
+        return {
+            "work_format": WORK_FORMAT,
+            "tasks": [(t.file.path, t.start, t.end) for t in run.jobs],
+            "options": asdict(run.options),
+            "against": (str(old.directory.resolve()), [p.docs for p in old.parts]) if old else None,
+        }
+
+    def reset(self, run: Run) -> None:
+        """The finished index of an earlier run of another plan (its kept parts are rewritten or removed)."""
+        index_dir = run.out_dir / INDEX_NAME
+        for p in index_dir.glob(f"{PART_PREFIX}*") if index_dir.is_dir() else []:
+            p.unlink()
+        (index_dir / "meta.json").unlink(missing_ok=True)
+
+    def opened(self, run: Run) -> None:
+        (run.work / "parts").mkdir(exist_ok=True)
+        (run.out_dir / INDEX_NAME).mkdir(parents=True, exist_ok=True)
+        super().opened(run)
+
+    def run_jobs(self, run: Run) -> dict:
+        """The scan, the stages that find the duplicates (once: `resolved.json`) and the write."""
+        options, work = run.options, run.work
+        bands, rows = lsh_params(options.threshold, options.num_perm) if options.near else (0, 0)
+        scanning = Scanning(
+            num_perm=options.num_perm,
+            ngram=options.ngram,
+            text_field=options.text_field,
+            id_field=options.id_field,
+            bands=bands,
+            rows=rows,
+        )
+        scan_jobs, scans = scan(run.jobs, work, scanning, run.runner)
+        new = DedupIndex.from_parts(work / "parts", options.ngram, [s["docs"] for s in scans])
+        old_parts = run.state.parts if run.state else []
+        parts = Parts.of(old_parts + new.parts, old=len(old_parts))
+        if parts.total >= 1 << 32:
+            raise UserError(
+                f"{parts.total:,} documents in one run; at most {(1 << 32) - 1:,}: "
+                "split the corpus and chain runs with --against"
+            )
+        removed_path = work / "removed.u8"
+        resolved_path = work / "resolved.json"  # what the write stage needs of the stages before it
+        if resolved_path.exists():  # the write stage had begun: its jobs may have deleted scan files those stages read
+            resolved = json.loads(resolved_path.read_text())
+        else:
+            budget = run_budget(self.budget, run.runner.workers)
+            resolved = _find_duplicates(options, parts, work, run.runner, budget, (bands, rows), removed_path)
+            write_text_atomic(resolved_path, json.dumps(resolved))
+        written = write(scan_jobs, scans, resolved["rows"], removed_path, run.out_dir, run.runner)
+        return {"scans": scans, "found": resolved["found"], "written": written, "parts": parts, "lsh": (bands, rows)}
+
+    def after_rows(self, run: Run, results: dict) -> dict:
+        """The finished index: its meta, and no part of an earlier run over more input."""
+        index_dir = run.out_dir / INDEX_NAME
+        meta = DedupIndex.meta(run.options.ngram, [docs for _, docs in results["written"]])
+        write_text_atomic(index_dir / "meta.json", json.dumps(meta, indent=1) + "\n")
+        remove_parts(index_dir, len(run.jobs), f"{PART_PREFIX}*")
+        return results
+
+    def stats(self, run: Run, results: dict) -> dict:
+        scans, found = results["scans"], results["found"]
+        bands, rows = results["lsh"]
+        rejected = sum(s["rejected"] for s in scans)
+        stats = {
+            "input_docs": sum(s["docs"] for s in scans) + rejected,
+            "kept_docs": sum(kept for kept, _ in results["written"]),
+            "exact_duplicates": sum(e for e, _ in found),
+            "near_duplicates": sum(n for _, n in found),
+            "rejected": rejected,
+            "docs_without_words": sum(s["no_words"] for s in scans),
+            "against_docs": results["parts"].first_new_key,
+            "options": {k: v for k, v in asdict(run.options).items() if k != "against"},
+            "lsh": {"bands": bands, "rows": rows},
+            "version": __version__,
+        }
+        if stats["input_docs"] != stats["kept_docs"] + stats["exact_duplicates"] + stats["near_duplicates"] + rejected:
+            raise RuntimeError(f"dedup accounting does not add up: {stats}")
+        return stats
+
+    def usable(self, run: Run, results: dict, stats: dict) -> bool:
+        return stats["input_docs"] > stats["rejected"]
+
+    def summary(self, result: dict, out_dir: Path, seconds: float) -> str:
+        rows = [
+            ("input docs", f"{result['input_docs']:,}"),
+            ("kept", f"{result['kept_docs']:,}"),
+            ("exact duplicates", f"{result['exact_duplicates']:,}"),
+            ("near duplicates", f"{result['near_duplicates']:,}"),
+            ("rejected", f"{result['rejected']:,}"),
+            input_row(result["input_bytes"], seconds),
+        ]
+        if result["against_docs"]:
+            rows.insert(1, ("against (old) docs", f"{result['against_docs']:,}"))
+        return summary_table("dedup", out_dir, rows)
+
+
 def run_dedup(
     inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobRunner, budget: DedupBudget | None = None
 ) -> dict:
     """Deduplicate `inputs` into `out_dir`; returns the stats written to `out_dir/stats.json`
     (plus `seconds` and `input_bytes` for the summary). The jobs run on `runner` (an entered
-    `pretrainkit.dataprep.executors` runner). `budget` (default: from `default_memory_limit()`)
-    sizes the pieces the work is cut into; it never changes the output."""
-    options.validate()
-    if not kernels_cached():  # else the first run on a machine would be silent for its 10-55 s of compiling
-        print("dedup: compiling kernels (first run only)", file=sys.stderr, flush=True)
-    budget = budget or DedupBudget.for_limit(default_memory_limit(), runner.workers)
-    out_dir = Path(out_dir)
-    refuse_inputs_inside(inputs, out_dir)
-    with output_folder(out_dir, DEDUP), writing_into(out_dir, *owned_directories(out_dir)):
-        return _dedup(inputs, out_dir, options, runner, budget)
-
-
-def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
-    """Where only a dedup run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
-    return [out_dir, out_dir / "index"], [out_dir / ".work"]
-
-
-def _dedup(inputs: list[str], out_dir: Path, options: DedupOptions, runner: JobRunner, budget: DedupBudget) -> dict:
-    started = time.monotonic()
-    files = discover_inputs(inputs)
-    refuse_inputs_inside([f.path for f in files], out_dir)
-    output_directory(out_dir)
-    runner.check_paths([f.path for f in files] + ([options.against] if options.against else []), out_dir)
-    old = _open_against(options)
-    tasks = plan_read_tasks(files, runner=runner)
-    bands, rows = lsh_params(options.threshold, options.num_perm) if options.near else (0, 0)
-
-    work = out_dir / ".work"
-    index_dir = out_dir / "index"
-    _prepare_work_dir(work, index_dir, files, tasks, options, old)
-    for d in (out_dir, index_dir):
-        remove_temporaries(d)
-    (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the directory is no finished output
-
-    scanning = Scanning(
-        num_perm=options.num_perm,
-        ngram=options.ngram,
-        text_field=options.text_field,
-        id_field=options.id_field,
-        bands=bands,
-        rows=rows,
-    )
-    scan_jobs, scans = scan(tasks, work, scanning, runner)
-    new = DedupIndex.from_parts(work / "parts", options.ngram, [s["docs"] for s in scans])
-    old_parts = old.parts if old else []
-    parts = Parts.of(old_parts + new.parts, old=len(old_parts))
-    if parts.total >= 1 << 32:
-        raise UserError(
-            f"{parts.total:,} documents in one run; at most {(1 << 32) - 1:,}: "
-            "split the corpus and chain runs with --against"
-        )
-    removed_path = work / "removed.u8"
-    resolved_path = work / "resolved.json"  # what the write stage needs of the stages before it
-    if resolved_path.exists():  # the write stage had begun: its jobs may have deleted scan files those stages read
-        resolved = json.loads(resolved_path.read_text())
-    else:
-        resolved = _find_duplicates(options, parts, work, runner, budget, (bands, rows), removed_path)
-        write_text_atomic(resolved_path, json.dumps(resolved))
-    found = resolved["found"]
-    written = write(scan_jobs, scans, resolved["rows"], removed_path, out_dir, runner)
-
-    rejected = sum(s["rejected"] for s in scans)
-    docs = sum(s["docs"] for s in scans)
-    stats = {
-        "input_docs": docs + rejected,
-        "kept_docs": sum(kept for kept, _ in written),
-        "exact_duplicates": sum(e for e, _ in found),
-        "near_duplicates": sum(n for _, n in found),
-        "rejected": rejected,
-        "docs_without_words": sum(s["no_words"] for s in scans),
-        "against_docs": parts.first_new_key,
-        "options": {k: v for k, v in asdict(options).items() if k != "against"},
-        "lsh": {"bands": bands, "rows": rows},
-        "version": __version__,
-    }
-    if stats["input_docs"] != stats["kept_docs"] + stats["exact_duplicates"] + stats["near_duplicates"] + rejected:
-        raise RuntimeError(f"dedup accounting does not add up: {stats}")
-    meta = DedupIndex.meta(options.ngram, [docs for _, docs in written])
-    write_text_atomic(index_dir / "meta.json", json.dumps(meta, indent=1) + "\n")
-    remove_parts(out_dir, len(tasks))  # parts of an earlier run over more input would read as output
-    remove_parts(index_dir, len(tasks), "part-*")
-    for d in (out_dir, index_dir):
-        remove_temporaries(d)  # of job attempts that died mid-write (a retried Ray task)
-    write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
-    remove_work_dir(work)
-    if docs == 0:
-        raise nothing_usable(inputs, _rejection_reasons(out_dir / "rejected.jsonl"), out_dir / "rejected.jsonl")
-    return dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))
+    `pretrainkit.dataprep.executors` runner)."""
+    return run_stage(DedupStage(budget), inputs, out_dir, options, runner)
 
 
 def _find_duplicates(
@@ -251,26 +287,6 @@ def _open_against(options: DedupOptions) -> DedupIndex | None:
     return old
 
 
-def _prepare_work_dir(work: Path, index_dir: Path, files, tasks, options: DedupOptions, old: DedupIndex | None) -> None:
-    """Keep an interrupted run's finished jobs only if inputs and options are unchanged."""
-    plan = {
-        "work_format": WORK_FORMAT,
-        "inputs": input_stamps(files),
-        "tasks": [(t.file.path, t.start, t.end) for t in tasks],
-        "options": asdict(options),
-        "against": (str(old.directory.resolve()), [p.docs for p in old.parts]) if old else None,
-    }
-
-    def clear_index() -> None:
-        for p in index_dir.glob("part-*") if index_dir.is_dir() else []:
-            p.unlink()
-        (index_dir / "meta.json").unlink(missing_ok=True)
-
-    open_work_dir(work, plan, on_reset=clear_index)
-    (work / "parts").mkdir(exist_ok=True)
-    index_dir.mkdir(parents=True, exist_ok=True)
-
-
 def _write_exact_flags(exact: PairFiles, total: int, range_docs: int, path: Path) -> None:
     """uint8 per key, 1 for an exact duplicate (left out of the band round), one range at a time."""
     with atomic_write(path, durable=False) as f:
@@ -279,8 +295,3 @@ def _write_exact_flags(exact: PairFiles, total: int, range_docs: int, path: Path
             flags = np.zeros(min(range_docs, total - lo), dtype=np.uint8)
             flags[read_partition(exact.directory, r)[:, 0].astype(np.int64) - lo] = 1
             f.write(flags.tobytes())
-
-
-def _rejection_reasons(path: Path) -> Counter:
-    with open(path, encoding="utf-8") as f:
-        return Counter(reason_kind(json.loads(line)["reason"]) for line in f)

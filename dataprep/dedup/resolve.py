@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrainkit.dataprep.dedup.budget import DedupBudget
+from pretrainkit.dataprep.budget import DedupBudget
 from pretrainkit.dataprep.dedup.clusters import LABEL
 from pretrainkit.dataprep.dedup.index import Parts
 from pretrainkit.dataprep.dedup.match import PairFiles

@@ -6,7 +6,7 @@
 Each row is the bytes `json.dumps(row, ensure_ascii=False)` gives for
 {"id", "source", "line", "duplicate_of", "duplicate_of_source", "duplicate_of_line", "kind",
 "similarity", "matched", "matched_source", "matched_line", "matched_similarity"}: the ids come as
-`.ids` holds them (their JSON strings in UTF-8, `index.id_line`), each part's source is encoded
+`.ids` holds them (their JSON strings in UTF-8, `kernels.ids.id_line`), each part's source is encoded
 once, each distinct similarity is Python's repr of round(s, 4) (what json.dumps writes for a
 float), and the lines are written in decimal. A chunk of rows at a time, the ids, id positions and
 lines of the keys it names are read by `index.read_extents`, and one compiled loop copies the
@@ -25,7 +25,7 @@ import numpy as np
 
 from pretrainkit.dataprep.dedup.index import IndexPart, read_extents
 from pretrainkit.dataprep.dedup.pairs import distinct
-from pretrainkit.dataprep.dedup.pieces import joined
+from pretrainkit.dataprep.kernels.pieces import joined
 from pretrainkit.files import atomic_write
 
 _FIELDS = (

@@ -33,13 +33,15 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrainkit.dataprep.dedup.digests import blake2b_128
-from pretrainkit.dataprep.dedup.index import ARRAY_SUFFIXES, id_lines, part_name
+from pretrainkit.dataprep.dedup.index import ARRAY_SUFFIXES
 from pretrainkit.dataprep.dedup.minhash import MinHasher, band_hashes, near_normal_bytes
-from pretrainkit.dataprep.dedup.pieces import joined
 from pretrainkit.dataprep.executors import JobRunner
+from pretrainkit.dataprep.kernels.digests import blake2b_128
+from pretrainkit.dataprep.kernels.ids import id_lines
+from pretrainkit.dataprep.kernels.pieces import joined
 from pretrainkit.dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.files import atomic_write, write_text_atomic
+from pretrainkit.stage_layout import part_name
 
 BATCH_BYTES = 256 << 10  # small batches keep the vectorized hashing inside the CPU caches
 BATCH_DOCS = 4096

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrainkit.dataprep.dedup.budget import DedupBudget
+from pretrainkit.dataprep.budget import DedupBudget
 from pretrainkit.dataprep.dedup.index import Parts
 from pretrainkit.dataprep.dedup.match import PairFiles
 from pretrainkit.dataprep.dedup.pairs import (

@@ -25,13 +25,13 @@ from pretrainkit.dataprep.dedup.index import (
     FinishJob,
     finish_part,
     part_files_whole,
-    part_name,
     written_part_files,
 )
 from pretrainkit.dataprep.dedup.kept import WriteJob, write_kept
 from pretrainkit.dataprep.dedup.scan import ScanJob, scan_part
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.files import atomic_write, write_concatenation_atomic
+from pretrainkit.stage_layout import REJECTED_NAME, part_name
 
 
 def write(
@@ -68,7 +68,7 @@ def write(
         joined = [
             joiner.submit(write_concatenation_atomic, [Path(p) for p in rows], out_dir / "duplicates.jsonl"),
             joiner.submit(
-                write_concatenation_atomic, [Path(s.rejected_path) for s in scan_jobs], out_dir / "rejected.jsonl"
+                write_concatenation_atomic, [Path(s.rejected_path) for s in scan_jobs], out_dir / REJECTED_NAME
             ),
         ]
         written = runner.run(_write_outputs, jobs, "write", weights=[s.task.nbytes for s in scan_jobs], unit="B")

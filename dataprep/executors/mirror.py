@@ -46,10 +46,10 @@ from typing import Any
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import is_temporary, json_object_or_none, write_text_atomic
-from pretrainkit.output_folders import LOCK_NAME
 from pretrainkit.remote.staging import BATCH_FILES, RAY_WORK_NAME, output_url_of, shown
 from pretrainkit.remote.transfer import download_all, list_tree, put_all, read_bytes, remove_all, upload
 from pretrainkit.remote.urls import join
+from pretrainkit.stage_layout import LOCK_NAME
 
 TREE_NAME = "tree.json"
 

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import time
-from pathlib import Path
 
-from pretrainkit.dataprep.cli_options import add_executor_options, path_or_url, runner_from_args
-from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES, REJECTED_NAME, owned_directories, run_extract
+from pretrainkit.dataprep.cli_options import add_executor_options, path_or_url, run_stage_command
+from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES, ExtractStage
 from pretrainkit.dataprep.readers import fetched_input_files
-from pretrainkit.dataprep.summary import summary_table
-from pretrainkit.output_folders import EXTRACT
 from pretrainkit.remote.staging import UrlArguments
 
 
@@ -35,32 +31,4 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    began = time.monotonic()
-    with runner_from_args(args, EXTRACT, owned_directories(args.output)) as runner:
-        stats = run_extract(args.inputs, args.output, runner)
-    print(format_summary(stats, args.output, time.monotonic() - began))
-    return 0
-
-
-def format_summary(stats: dict, out_dir: Path, seconds: float) -> str:
-    mb = stats["input_bytes"] / 1e6
-    seconds = max(seconds, 1e-9)
-
-    def by_reason(counts: dict) -> str:
-        total = sum(counts.values())
-        shown = ", ".join(f"{reason} {n:,}" for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-        return f"{total:,}" + (f" ({shown})" if shown else "")
-
-    rows = [
-        ("records", f"{stats['records']:,} in {stats['input_files']:,} files"),
-        ("pages kept", f"{stats['kept']:,}"),
-        ("skipped", by_reason(stats["skipped"])),
-        ("rejected", f"{by_reason(stats['rejected'])}, listed in {out_dir / REJECTED_NAME}"),
-        (
-            "invalid bytes",
-            f"{stats['invalid_byte_sequences']:,} sequences in {stats['invalid_byte_pages']:,} pages, "
-            "each replaced by U+FFFD",
-        ),
-        ("input", f"{mb:,.1f} MB in {seconds:.1f} s ({stats['kept'] / seconds:,.0f} pages/s)"),
-    ]
-    return summary_table("extract", out_dir, rows)
+    return run_stage_command(args, ExtractStage(), None)

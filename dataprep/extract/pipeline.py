@@ -39,25 +39,20 @@ from pretrainkit.dataprep.extract.charset import decode_html
 from pretrainkit.dataprep.extract.html import main_text
 from pretrainkit.dataprep.extract.pages import Broken, Page, Skipped, page_of
 from pretrainkit.dataprep.extract.warc import Unreadable, read_warc
-from pretrainkit.dataprep.readers import InputFile, discover_inputs, input_format, refuse_inputs_inside
-from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_parts, remove_work_dir
+from pretrainkit.dataprep.readers import InputFile, input_format
+from pretrainkit.dataprep.stage import Run, Stage, run_stage
+from pretrainkit.dataprep.summary import summary_table
+from pretrainkit.dataprep.workdir import remove_parts
 from pretrainkit.errors import UserError
-from pretrainkit.files import (
-    atomic_write,
-    output_directory,
-    remove_temporaries,
-    write_concatenation_atomic,
-    write_text_atomic,
-)
+from pretrainkit.files import atomic_write, write_text_atomic
+from pretrainkit.output_folders import EXTRACT
+from pretrainkit.stage_layout import KEPT_SUFFIX, REJECTED_NAME, STATS_NAME, part_name
 
 WARC_SUFFIXES = (".warc", ".warc.gz")
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 INPUT_SUFFIXES = WARC_SUFFIXES + HTML_SUFFIXES
 HTML_JOB_BYTES = 4 << 20  # HTML files per job, by size
 WARC_JOB_BYTES = 256 << 20  # a larger .warc.gz is read by several jobs (Common Crawl's files: ~1 GB)
-REJECTED_NAME = "rejected.jsonl"
-STATS_NAME = "stats.json"
-WORK_NAME = ".work"
 EXTRACTOR = (
     f"resiliparse {importlib.metadata.version('resiliparse')}"  # in the plan and stats: another version, other texts
 )
@@ -77,43 +72,77 @@ class ExtractJob:
         return (self.end if self.end is not None else sum(f.size for f in self.files)) - self.start
 
 
-def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
-    """Where only an extract run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
-    return [out_dir], [out_dir / WORK_NAME]
+class ExtractStage(Stage):
+    """Its options are None: what it does depends on the inputs alone."""
 
+    name = "extract"
+    kind = EXTRACT
+    input_suffixes = INPUT_SUFFIXES
 
-def part_name(index: int) -> str:
-    return f"part-{index:05d}"
+    def plan_jobs(self, run: Run) -> list[ExtractJob]:
+        return plan_jobs(run.files, run.out_dir, run.work)
+
+    def plan(self, run: Run) -> dict:
+        return {
+            "jobs": [([f.path for f in job.files], job.start, job.end) for job in run.jobs],
+            "extractor": EXTRACTOR,
+            "version": __version__,
+        }
+
+    def reset(self, run: Run) -> None:
+        """An earlier run's outputs, before a run of another plan writes its own."""
+        remove_parts(run.out_dir)
+        for stale in (run.out_dir / REJECTED_NAME, run.out_dir / STATS_NAME):
+            stale.unlink(missing_ok=True)
+
+    def run_jobs(self, run: Run) -> list[dict]:
+        return run.runner.run(extract_part, run.jobs, "extract", weights=[j.nbytes for j in run.jobs], unit="B")
+
+    def row_pieces(self, run: Run, name: str) -> list[Path]:
+        return [run.work / f"{part_name(j.index)}.rejected" for j in run.jobs]
+
+    def refuse_unusable(self, run: Run, results: list[dict]) -> None:
+        """No page with text: the run fails with no stats.json (its work folder kept)."""
+        stats = self.stats(run, results)
+        if not stats["kept"]:
+            raise UserError(f"{_named(run.inputs)}: no page with text in the inputs ({_outcomes(stats, run.out_dir)})")
+
+    def stats(self, run: Run, results: list[dict]) -> dict:
+        return _stats(run.files, results)
+
+    def publish(self, run: Run, stats: dict) -> None:
+        write_text_atomic(run.out_dir / STATS_NAME, json.dumps(stats, indent=2) + "\n")
+
+    def result(self, run: Run, stats: dict, results: list[dict]) -> dict:
+        return stats
+
+    def summary(self, result: dict, out_dir: Path, seconds: float) -> str:
+        mb = result["input_bytes"] / 1e6
+        seconds = max(seconds, 1e-9)
+
+        def by_reason(counts: dict) -> str:
+            total = sum(counts.values())
+            shown = ", ".join(f"{reason} {n:,}" for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+            return f"{total:,}" + (f" ({shown})" if shown else "")
+
+        rows = [
+            ("records", f"{result['records']:,} in {result['input_files']:,} files"),
+            ("pages kept", f"{result['kept']:,}"),
+            ("skipped", by_reason(result["skipped"])),
+            ("rejected", f"{by_reason(result['rejected'])}, listed in {out_dir / REJECTED_NAME}"),
+            (
+                "invalid bytes",
+                f"{result['invalid_byte_sequences']:,} sequences in {result['invalid_byte_pages']:,} pages, "
+                "each replaced by U+FFFD",
+            ),
+            ("input", f"{mb:,.1f} MB in {seconds:.1f} s ({result['kept'] / seconds:,.0f} pages/s)"),
+        ]
+        return summary_table("extract", out_dir, rows)
 
 
 def run_extract(inputs: list[str], out_dir: Path, runner: JobRunner) -> dict:
-    """Write `out_dir` (parts, rejected.jsonl, then stats.json) and return the stats. The caller holds
-    `out_dir` as an EXTRACT output folder (`pretrainkit.output_folders`)."""
-    files = discover_inputs(inputs, INPUT_SUFFIXES)
-    refuse_inputs_inside([f.path for f in files], out_dir)
-    output_directory(out_dir)
-    runner.check_paths([f.path for f in files], out_dir)
-    work = out_dir / WORK_NAME
-    jobs = plan_jobs(files, out_dir, work)
-    open_work_dir(
-        work,
-        {
-            "inputs": input_stamps(files),
-            "jobs": [([f.path for f in job.files], job.start, job.end) for job in jobs],
-            "extractor": EXTRACTOR,
-            "version": __version__,
-        },
-        on_reset=lambda: _remove_outputs(out_dir),
-    )
-    counts = runner.run(extract_part, jobs, "extract", weights=[j.nbytes for j in jobs], unit="B")
-    write_concatenation_atomic([work / f"{part_name(j.index)}.rejected" for j in jobs], out_dir / REJECTED_NAME)
-    stats = _stats(files, counts)
-    if not stats["kept"]:
-        raise UserError(f"{_named(inputs)}: no page with text in the inputs ({_outcomes(stats, out_dir)})")
-    remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
-    write_text_atomic(out_dir / STATS_NAME, json.dumps(stats, indent=2) + "\n")
-    remove_work_dir(work)
-    return stats
+    """Write `out_dir` (parts, rejected.jsonl, then stats.json) and return the stats."""
+    return run_stage(ExtractStage(), inputs, out_dir, None, runner)
 
 
 def plan_jobs(files: list[InputFile], out_dir: Path, work: Path) -> list[ExtractJob]:
@@ -135,13 +164,6 @@ def plan_jobs(files: list[InputFile], out_dir: Path, work: Path) -> list[Extract
 
 def _is_html_group(group: list[InputFile]) -> bool:
     return input_format(group[0].path, HTML_SUFFIXES) is not None
-
-
-def _remove_outputs(out_dir: Path) -> None:
-    """An earlier run's outputs, before a run of another plan writes its own."""
-    remove_parts(out_dir)
-    for stale in (out_dir / REJECTED_NAME, out_dir / STATS_NAME):
-        stale.unlink(missing_ok=True)
 
 
 class _Counts:
@@ -171,7 +193,7 @@ def extract_part(job: ExtractJob) -> dict:
     if done.exists():  # finished by an earlier, interrupted run
         return json.loads(done.read_text())
     counts = _Counts()
-    part = Path(job.out_dir) / f"{part_name(job.index)}.jsonl.zst"
+    part = Path(job.out_dir) / f"{part_name(job.index)}{KEPT_SUFFIX}"
     with atomic_write(part) as raw, atomic_write(f"{base}.rejected", "wb", durable=False) as rejected:
         with compressed_part(raw) as out:
             for f in job.files:

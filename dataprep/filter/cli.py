@@ -10,13 +10,11 @@ from pretrainkit.dataprep.cli_options import (
     add_field_options,
     add_inputs_and_output,
     path_or_url,
-    runner_from_args,
+    run_stage_command,
 )
-from pretrainkit.dataprep.filter.pipeline import REMOVED_NAME, FilterOptions, owned_directories, run_filter
+from pretrainkit.dataprep.filter.pipeline import FilterOptions, FilterStage
 from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, with_languages
 from pretrainkit.dataprep.readers import fetched_input_files
-from pretrainkit.dataprep.summary import input_row, summary_table
-from pretrainkit.output_folders import FILTER
 from pretrainkit.remote.staging import UrlArguments
 
 
@@ -67,27 +65,4 @@ def _languages(value: str) -> list[str]:
 def _run(args: argparse.Namespace) -> int:
     steps = with_languages(read_filters(Path(args.filters) if args.filters else DEFAULT_FILTERS), args.languages)
     options = FilterOptions(tuple(steps), args.text_field, args.id_field)
-    with runner_from_args(args, FILTER, owned_directories(args.output)) as runner:
-        stats = run_filter(args.inputs, args.output, options, runner)
-    print(format_summary(stats, args.output))
-    return 0
-
-
-def format_summary(stats: dict, out_dir: Path) -> str:
-    rows = [
-        ("input docs", f"{stats['input_docs']:,}"),
-        ("kept", f"{stats['kept_docs']:,}"),
-        ("removed", f"{stats['removed_docs']:,} (see {out_dir / REMOVED_NAME})"),
-    ]
-    order = [name for step in stats["filters"] for name in step]  # the steps in the order they ran
-    by_step = stats["removed_by_step"]
-    rows += [(f"  {step}", f"{by_step[step]['docs']:,}") for step in order if step in by_step]
-    rows.append(("rejected", f"{stats['rejected']:,}"))
-    if stats["languages"]:
-        top = sorted(stats["languages"].items(), key=lambda kv: (-kv[1], kv[0]))
-        shown = ", ".join(f"{lang} {n:,}" for lang, n in top[:5]) + (f", {len(top) - 5} more" if len(top) > 5 else "")
-        rows.append(("kept languages", shown))
-    if stats["pii"]:
-        rows.append(("PII redacted", ", ".join(f"{kind} {n:,}" for kind, n in stats["pii"].items())))
-    rows.append(input_row(stats["input_bytes"], stats["seconds"]))
-    return summary_table("filter", out_dir, rows)
+    return run_stage_command(args, FilterStage(), options)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrainkit.dataprep.dedup import kernels as _cache  # noqa: F401  (numba's cache directory, before numba loads)
+from pretrainkit.dataprep.kernels import numba_cache as _cache  # noqa: F401  (numba's cache directory, before numba loads)
 from pretrainkit.files import write_bytes_atomic
 
 # isort: split

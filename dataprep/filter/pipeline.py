@@ -36,38 +36,19 @@ from pathlib import Path
 
 from pretrainkit import __version__
 from pretrainkit.dataprep.compressed_parts import compressed_part
-from pretrainkit.dataprep.dedup.kernels import kernels_cached
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.filter.records import kept_record, removed_row
 from pretrainkit.dataprep.filter.rules import Doc, Removal
 from pretrainkit.dataprep.filter.steps import StepSpec, build_step
-from pretrainkit.dataprep.readers import (
-    DEDUP_STATS_NAME,
-    Document,
-    ReadTask,
-    discover_inputs,
-    in_batches,
-    nothing_usable,
-    plan_read_tasks,
-    read_task,
-    reason_kind,
-    refuse_inputs_inside,
-)
-from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_parts, remove_work_dir
+from pretrainkit.dataprep.kernels.numba_cache import kernels_cached
+from pretrainkit.dataprep.readers import Document, ReadTask, in_batches, read_task, reason_kind
+from pretrainkit.dataprep.stage import Run, Stage, run_stage
+from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.errors import UserError
-from pretrainkit.files import (
-    atomic_write,
-    output_directory,
-    remove_temporaries,
-    write_concatenation_atomic,
-    write_text_atomic,
-    writing_into,
-)
-from pretrainkit.output_folders import FILTER, output_folder
+from pretrainkit.files import atomic_write, write_text_atomic
+from pretrainkit.output_folders import FILTER
+from pretrainkit.stage_layout import KEPT_SUFFIX, REJECTED_NAME, REMOVED_NAME, part_name
 
-WORK_NAME = ".work"
-REMOVED_NAME = "removed.jsonl"
-REJECTED_NAME = "rejected.jsonl"
 # A job runs each step on a batch of documents before the next step: a step's code, tables and model
 # then stay in the processor's caches from one document to the next (one document through all the
 # steps at a time, language ID cost ~30 us a page, ~23 us in batches). Small enough that what the
@@ -96,65 +77,83 @@ class FilterJob:
     work_dir: str
 
     def path(self, kind: str) -> Path:
-        return Path(self.work_dir) / f"{kind}-{self.index:05d}{'.json' if kind == 'done' else '.jsonl'}"
+        return _piece(Path(self.work_dir), kind, self.index)
 
 
-def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
-    """Where only a filter run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
-    return [out_dir], [out_dir / WORK_NAME]
+def _piece(work: Path, kind: str, index: int) -> Path:
+    """A job's file in the work folder: its counts (`done`, which marks it finished) or its rows."""
+    return work / f"{kind}-{index:05d}{'.json' if kind == 'done' else '.jsonl'}"
+
+
+class FilterStage(Stage):
+    name = "filter"
+    kind = FILTER
+    row_names = (REMOVED_NAME, REJECTED_NAME)
+
+    def announce(self) -> None:
+        if not kernels_cached(__package__):  # else the first run on a machine would be silent while they compile
+            print("filter: compiling kernels (first run only, ~20 s)", file=sys.stderr, flush=True)
+
+    def options_json(self, options: FilterOptions) -> dict:
+        return {"filters": [s.as_json() for s in options.steps]}
+
+    def plan(self, run: Run) -> dict:
+        options = run.options
+        return {
+            "tasks": [(t.file.path, t.start, t.end) for t in run.jobs],
+            "filters": [s.as_json() for s in options.steps],
+            "fields": [options.text_field, options.id_field],
+            "version": __version__,
+        }
+
+    def run_jobs(self, run: Run) -> list[dict]:
+        jobs = [FilterJob(i, t, run.options, str(run.out_dir), str(run.work)) for i, t in enumerate(run.jobs)]
+        return run.runner.run(filter_part, jobs, "filter", weights=[t.nbytes for t in run.jobs], unit="B")
+
+    def row_pieces(self, run: Run, name: str) -> list[Path]:
+        return [_piece(run.work, name.removesuffix(".jsonl"), i) for i in range(len(run.jobs))]
+
+    def stats(self, run: Run, results: list[dict]) -> dict:
+        return _stats(results, run.options)
+
+    def usable(self, run: Run, results: list[dict], stats: dict) -> bool:
+        return stats["kept_docs"] + stats["removed_docs"] > 0
+
+    def rejection_reasons(self, run: Run, results: list[dict]) -> Counter:
+        return sum((Counter(p["rejected_reasons"]) for p in results), Counter())
+
+    def result(self, run: Run, stats: dict, results: list[dict]) -> dict:
+        """The stats, with each step's time (all jobs together, of the jobs this run did) for the summary."""
+        step_seconds: Counter = sum((Counter(p["seconds"]) for p in results), Counter())
+        return dict(super().result(run, stats, results), step_seconds=dict(step_seconds))
+
+    def summary(self, result: dict, out_dir: Path, seconds: float) -> str:
+        rows = [
+            ("input docs", f"{result['input_docs']:,}"),
+            ("kept", f"{result['kept_docs']:,}"),
+            ("removed", f"{result['removed_docs']:,} (see {out_dir / REMOVED_NAME})"),
+        ]
+        order = [name for step in result["filters"] for name in step]  # the steps in the order they ran
+        by_step = result["removed_by_step"]
+        rows += [(f"  {step}", f"{by_step[step]['docs']:,}") for step in order if step in by_step]
+        rows.append(("rejected", f"{result['rejected']:,}"))
+        if result["languages"]:
+            top = sorted(result["languages"].items(), key=lambda kv: (-kv[1], kv[0]))
+            shown = ", ".join(f"{lang} {n:,}" for lang, n in top[:5]) + (
+                f", {len(top) - 5} more" if len(top) > 5 else ""
+            )
+            rows.append(("kept languages", shown))
+        if result["pii"]:
+            rows.append(("PII redacted", ", ".join(f"{kind} {n:,}" for kind, n in result["pii"].items())))
+        rows.append(input_row(result["input_bytes"], seconds))
+        return summary_table("filter", out_dir, rows)
 
 
 def run_filter(inputs: list[str], out_dir: Path, options: FilterOptions, runner: JobRunner) -> dict:
     """Filter `inputs` into `out_dir` on `runner` (an entered runner); returns the stats written to
     `stats.json`, with `seconds`, `input_bytes` and `step_seconds` (each step's time, all jobs
-    together, of the jobs this run did) for the summary."""
-    out_dir = Path(out_dir)
-    refuse_inputs_inside(inputs, out_dir)
-    if not kernels_cached(__package__):  # else the first run on a machine would be silent while they compile
-        print("filter: compiling kernels (first run only, ~20 s)", file=sys.stderr, flush=True)
-    with output_folder(out_dir, FILTER), writing_into(out_dir, *owned_directories(out_dir)):
-        return _filter(inputs, out_dir, options, runner)
-
-
-def _filter(inputs: list[str], out_dir: Path, options: FilterOptions, runner: JobRunner) -> dict:
-    started = time.monotonic()
-    files = discover_inputs(inputs)
-    refuse_inputs_inside([f.path for f in files], out_dir)
-    output_directory(out_dir)
-    runner.check_paths([f.path for f in files], out_dir)
-    tasks = plan_read_tasks(files, runner=runner)
-    work = out_dir / WORK_NAME
-    plan = {
-        "inputs": input_stamps(files),
-        "tasks": [(t.file.path, t.start, t.end) for t in tasks],
-        "filters": [s.as_json() for s in options.steps],
-        "fields": [options.text_field, options.id_field],
-        "version": __version__,
-    }
-    open_work_dir(work, plan, on_reset=lambda: remove_parts(out_dir, 0))
-    remove_temporaries(out_dir)
-    (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the folder is no finished output
-
-    jobs = [FilterJob(i, t, options, str(out_dir), str(work)) for i, t in enumerate(tasks)]
-    parts = runner.run(filter_part, jobs, "filter", weights=[t.nbytes for t in tasks], unit="B")
-    write_concatenation_atomic([j.path("removed") for j in jobs], out_dir / REMOVED_NAME)
-    write_concatenation_atomic([j.path("rejected") for j in jobs], out_dir / REJECTED_NAME)
-    remove_parts(out_dir, len(jobs))  # an earlier run over more input left these
-    remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
-
-    stats = _stats(parts, options)
-    write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
-    remove_work_dir(work)
-    if stats["kept_docs"] + stats["removed_docs"] == 0:
-        reasons = sum((Counter(p["rejected_reasons"]) for p in parts), Counter())
-        raise nothing_usable(inputs, reasons, out_dir / REJECTED_NAME)
-    step_seconds: Counter = sum((Counter(p["seconds"]) for p in parts), Counter())
-    return dict(
-        stats,
-        seconds=time.monotonic() - started,
-        input_bytes=sum(t.nbytes for t in tasks),
-        step_seconds=dict(step_seconds),
-    )
+    together, of the jobs this run did)."""
+    return run_stage(FilterStage(), inputs, out_dir, options, runner)
 
 
 def _stats(parts: list[dict], options: FilterOptions) -> dict:
@@ -225,7 +224,7 @@ def filter_part(job: FilterJob) -> dict:
         # The rows are not fsynced: a rerun rewrites any job whose done file (written last) is missing.
         removed_rows = stack.enter_context(atomic_write(job.path("removed"), durable=False))
         rejected_rows = stack.enter_context(atomic_write(job.path("rejected"), durable=False))
-        raw = stack.enter_context(atomic_write(Path(job.out_dir) / f"part-{job.index:05d}.jsonl.zst"))
+        raw = stack.enter_context(atomic_write(Path(job.out_dir) / f"{part_name(job.index)}{KEPT_SUFFIX}"))
         kept = stack.enter_context(compressed_part(raw))
         items = read_task(job.task, job.options.text_field, job.options.id_field)
         for batch in in_batches(items, BATCH_DOCS, BATCH_CHARS):

@@ -6,6 +6,6 @@ files), `resolve` (per partition of hashes: the removals by read task), `removal
 removals a window of documents at a time), `write` (per read task: the documents without their
 removed lines); `cli` wires the options into `ptk dedup`."""
 
-from pretrainkit.dataprep.dedup.kernels import use_cache_dir
+from pretrainkit.dataprep.kernels.numba_cache import use_cache_dir
 
 use_cache_dir()  # before this package's kernels import numba (as in `pretrainkit.dataprep.dedup`)

@@ -10,7 +10,7 @@ line in that list), so CR of a CRLF text stays with its line. Lines are compared
 the whitespace `str.strip()` strips (Unicode White_Space: ASCII's, U+0085, U+00A0, U+1680,
 U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000), and nothing else (no case folding or
 normalization); a line empty after stripping is blank and has no row. Its hash is the first 64
-bits of the BLAKE2b-128 (`pretrainkit.dataprep.dedup.digests`) of its stripped UTF-8 bytes: at a
+bits of the BLAKE2b-128 (`pretrainkit.dataprep.kernels.digests`) of its stripped UTF-8 bytes: at a
 billion distinct paragraphs, the chance that two of them share a hash is about 3%.
 """
 
@@ -21,8 +21,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from pretrainkit.dataprep.dedup.digests import blake2b_128
-from pretrainkit.dataprep.dedup.pieces import joined
+from pretrainkit.dataprep.kernels.digests import blake2b_128
+from pretrainkit.dataprep.kernels.pieces import joined
 
 _NEWLINE = 10
 _ASCII_SPACE = np.zeros(128, np.bool_)

@@ -25,7 +25,7 @@ in, out and removed, with input = kept + removed + rejected, the text bytes, and
 paragraphs the write stage applied = those the scan and resolve stages found, checked before it is
 written.
 
-Memory (`--memory-limit`, shared as `pretrainkit.dataprep.dedup.budget` shares it): a scan job holds
+Memory (`--memory-limit`, shared as `pretrainkit.dataprep.budget` shares it): a scan job holds
 one batch of texts and one chunk of entries; a resolve job one partition (24 bytes per paragraph, a
 few times over while sorting), and the number of partitions grows with the paragraphs so that a
 partition stays within its share (at most `BUCKETS` partitions: ~11 billion paragraphs at the
@@ -47,40 +47,26 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from pretrainkit import __version__
-from pretrainkit.dataprep.dedup.budget import DedupBudget, default_memory_limit
+from pretrainkit.dataprep.budget import DedupBudget, run_budget
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.filter.length import MinLengthSettings
 from pretrainkit.dataprep.paragraphs.resolve import ResolveJob, resolve_partition
 from pretrainkit.dataprep.paragraphs.scan import BUCKETS, ENTRY_BYTES, ScanJob, scan_part, scan_path
 from pretrainkit.dataprep.paragraphs.write import MIN_LENGTH_REASON, WriteJob, write_part
-from pretrainkit.dataprep.readers import (
-    DEDUP_STATS_NAME,
-    discover_inputs,
-    nothing_usable,
-    plan_read_tasks,
-    refuse_inputs_inside,
-)
-from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_parts, remove_work_dir
+from pretrainkit.dataprep.stage import Run, Stage, run_stage
+from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.errors import UserError
-from pretrainkit.files import (
-    output_directory,
-    remove_temporaries,
-    write_concatenation_atomic,
-    write_text_atomic,
-    writing_into,
-)
-from pretrainkit.output_folders import PARAGRAPHS, output_folder
+from pretrainkit.files import write_text_atomic
+from pretrainkit.output_folders import PARAGRAPHS, Kind
+from pretrainkit.stage_layout import REJECTED_NAME, REMOVED_NAME
 
-WORK_NAME = ".work"
 WORK_FORMAT = 1  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
-REMOVED_NAME = "removed.jsonl"
-REJECTED_NAME = "rejected.jsonl"
 RESOLVED_NAME = "resolved.json"
 DEFAULT_MIN_LENGTH = MinLengthSettings().min_chars  # `ptk filter`'s min_length default: 1 character
 
@@ -96,77 +82,103 @@ class ParagraphOptions:
             raise UserError(f"--min-length must be at least 0 characters, got {self.min_length}")
 
 
-def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
-    """Where only a paragraph dedup run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
-    return [out_dir], [out_dir / WORK_NAME]
+@dataclass(frozen=True)
+class ParagraphStage(Stage):
+    """`budget`: a `DedupBudget`, or the bytes of memory to share (None: `default_memory_limit()`);
+    it sizes the partitions and never changes the output."""
+
+    budget: DedupBudget | int | None = None
+    name: ClassVar[str] = "paragraphs"
+    kind: ClassVar[Kind] = PARAGRAPHS
+    row_names: ClassVar[tuple[str, ...]] = (REMOVED_NAME, REJECTED_NAME)
+
+    def plan(self, run: Run) -> dict:
+        return {
+            "work_format": WORK_FORMAT,
+            "tasks": [(t.file.path, t.start, t.end) for t in run.jobs],
+            "options": asdict(run.options),
+            "version": __version__,
+        }
+
+    def run_jobs(self, run: Run) -> tuple[list[dict], list[dict], int]:
+        """The scan, resolve and write stages: their counts and the paragraphs the resolve removed."""
+        tasks, work, options = run.jobs, run.work, run.options
+        fields = (options.text_field, options.id_field)
+        scans = run.runner.run(
+            scan_part,
+            [ScanJob(i, t, *fields, str(work)) for i, t in enumerate(tasks)],
+            "scan paragraphs",
+            weights=[t.nbytes for t in tasks],
+            unit="B",
+        )
+        resolved = _resolve(scans, len(tasks), work, run.runner, run_budget(self.budget, run.runner.workers))
+        resolve_dir = work / f"resolve-{resolved['partitions']}"
+        written = run.runner.run(
+            write_part,
+            [
+                WriteJob(
+                    i,
+                    t,
+                    *fields,
+                    options.min_length,
+                    str(run.out_dir),
+                    str(work),
+                    str(resolve_dir),
+                    resolved["partitions"],
+                )
+                for i, t in enumerate(tasks)
+            ],
+            "write paragraphs",
+            weights=[t.nbytes for t in tasks],
+            unit="B",
+        )
+        return scans, written, resolved["removed"]
+
+    def row_pieces(self, run: Run, name: str) -> list[Path]:
+        if name == REMOVED_NAME:
+            return [run.work / f"removed-{i:05d}.jsonl" for i in range(len(run.jobs))]
+        return [scan_path(run.work, i, "rejected") for i in range(len(run.jobs))]
+
+    def stats(self, run: Run, results: tuple[list[dict], list[dict], int]) -> dict:
+        return _stats(*results, run.options)
+
+    def usable(self, run: Run, results: tuple, stats: dict) -> bool:
+        return stats["kept_docs"] + stats["removed_docs"] > 0
+
+    def rejection_reasons(self, run: Run, results: tuple[list[dict], list[dict], int]) -> Counter:
+        return sum((Counter(s["rejected_reasons"]) for s in results[0]), Counter())
+
+    def summary(self, result: dict, out_dir: Path, seconds: float) -> str:
+        removed = result["removed_text_bytes"]
+        removed_bytes = removed["paragraphs"] + removed["documents"]
+        share = result["paragraphs_removed"] / max(1, result["paragraphs"])
+        rows = [
+            ("input docs", f"{result['input_docs']:,}"),
+            ("kept", f"{result['kept_docs']:,}"),
+            (
+                "removed",
+                f"{result['removed_docs']:,} (left shorter than --min-length {result['options']['min_length']}; "
+                f"see {out_dir / REMOVED_NAME})",
+            ),
+            ("rejected", f"{result['rejected']:,}"),
+            ("paragraphs removed", f"{result['paragraphs_removed']:,} of {result['paragraphs']:,} ({share:.1%})"),
+            ("docs changed", f"{result['docs_changed']:,} lost a paragraph or more"),
+            (
+                "text removed",
+                f"{removed_bytes:,} of {result['input_text_bytes']:,} bytes "
+                f"({removed_bytes / max(1, result['input_text_bytes']):.1%})",
+            ),
+            input_row(result["input_bytes"], seconds),
+        ]
+        return summary_table("dedup --paragraphs", out_dir, rows)
 
 
 def run_paragraphs(
     inputs: list[str], out_dir: Path, options: ParagraphOptions, runner: JobRunner, budget: DedupBudget | None = None
 ) -> dict:
     """Remove repeated paragraphs of `inputs` into `out_dir` on `runner` (an entered runner); returns
-    the stats written to `stats.json`, with `seconds` and `input_bytes` for the summary. `budget`
-    (default: from `default_memory_limit()`) sizes the partitions; it never changes the output."""
-    budget = budget or DedupBudget.for_limit(default_memory_limit(), runner.workers)
-    out_dir = Path(out_dir)
-    refuse_inputs_inside(inputs, out_dir)
-    with output_folder(out_dir, PARAGRAPHS), writing_into(out_dir, *owned_directories(out_dir)):
-        return _run(inputs, out_dir, options, runner, budget)
-
-
-def _run(inputs: list[str], out_dir: Path, options: ParagraphOptions, runner: JobRunner, budget: DedupBudget) -> dict:
-    started = time.monotonic()
-    files = discover_inputs(inputs)
-    refuse_inputs_inside([f.path for f in files], out_dir)
-    output_directory(out_dir)
-    runner.check_paths([f.path for f in files], out_dir)
-    tasks = plan_read_tasks(files, runner=runner)
-    work = out_dir / WORK_NAME
-    plan = {
-        "work_format": WORK_FORMAT,
-        "inputs": input_stamps(files),
-        "tasks": [(t.file.path, t.start, t.end) for t in tasks],
-        "options": asdict(options),
-        "version": __version__,
-    }
-    open_work_dir(work, plan, on_reset=lambda: remove_parts(out_dir, 0))
-    remove_temporaries(out_dir)
-    (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, the folder is no finished output
-
-    fields = (options.text_field, options.id_field)
-    scans = runner.run(
-        scan_part,
-        [ScanJob(i, t, *fields, str(work)) for i, t in enumerate(tasks)],
-        "scan paragraphs",
-        weights=[t.nbytes for t in tasks],
-        unit="B",
-    )
-    resolved = _resolve(scans, len(tasks), work, runner, budget)
-    resolve_dir = work / f"resolve-{resolved['partitions']}"
-    written = runner.run(
-        write_part,
-        [
-            WriteJob(
-                i, t, *fields, options.min_length, str(out_dir), str(work), str(resolve_dir), resolved["partitions"]
-            )
-            for i, t in enumerate(tasks)
-        ],
-        "write paragraphs",
-        weights=[t.nbytes for t in tasks],
-        unit="B",
-    )
-    write_concatenation_atomic([work / f"removed-{i:05d}.jsonl" for i in range(len(tasks))], out_dir / REMOVED_NAME)
-    write_concatenation_atomic([scan_path(work, i, "rejected") for i in range(len(tasks))], out_dir / REJECTED_NAME)
-    remove_parts(out_dir, len(tasks))  # an earlier run over more input left these
-    remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
-
-    stats = _stats(scans, written, resolved["removed"], options)
-    write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(stats, indent=2, sort_keys=True) + "\n")
-    remove_work_dir(work)
-    if stats["kept_docs"] + stats["removed_docs"] == 0:
-        reasons = sum((Counter(s["rejected_reasons"]) for s in scans), Counter())
-        raise nothing_usable(inputs, reasons, out_dir / REJECTED_NAME)
-    return dict(stats, seconds=time.monotonic() - started, input_bytes=sum(t.nbytes for t in tasks))
+    the stats written to `stats.json`, with `seconds` and `input_bytes` for the summary."""
+    return run_stage(ParagraphStage(budget), inputs, out_dir, options, runner)
 
 
 def partitions_for(entries: int, workers: int, budget: DedupBudget) -> int:

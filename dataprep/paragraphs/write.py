@@ -33,6 +33,7 @@ from pretrainkit.dataprep.paragraphs.resolve import task_runs
 from pretrainkit.dataprep.paragraphs.scan import scan_path
 from pretrainkit.dataprep.readers import Document, ReadTask, read_task
 from pretrainkit.files import atomic_write, write_text_atomic
+from pretrainkit.stage_layout import KEPT_SUFFIX, part_name
 
 WINDOW_DOCS = 1 << 16  # documents whose removals a job holds at a time
 MIN_LENGTH_REASON = "paragraphs.min_length"
@@ -68,7 +69,7 @@ def write_part(job: WriteJob) -> dict:
     counts: Counter = Counter()
     with contextlib.ExitStack() as stack:
         removed_rows = stack.enter_context(atomic_write(job.path("removed"), durable=False))
-        raw = stack.enter_context(atomic_write(Path(job.out_dir) / f"part-{job.index:05d}.jsonl.zst"))
+        raw = stack.enter_context(atomic_write(Path(job.out_dir) / f"{part_name(job.index)}{KEPT_SUFFIX}"))
         kept = stack.enter_context(compressed_part(raw))
         documents = (i for i in read_task(job.task, job.text_field, job.id_field) if type(i) is Document)
         for ordinal, item in enumerate(documents):  # the rejected rows are the scan's

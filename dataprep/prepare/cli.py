@@ -12,17 +12,19 @@ import time
 from pathlib import Path
 
 from pretrainkit.dataprep.cli_options import add_executor_options, add_inputs_and_output, path_or_url, runner_from_args
-from pretrainkit.dataprep.dedup.cli import add_dedup_options, dedup_options_from_args
+from pretrainkit.dataprep.dedup.arguments import add_dedup_options, dedup_options_from_args
 from pretrainkit.dataprep.prepare.funnel import funnel_table
 from pretrainkit.dataprep.prepare.pipeline_file import read_pipeline
 from pretrainkit.dataprep.prepare.run import PICTURE_NAME, owned_directories, run_prepare
-from pretrainkit.dataprep.prepare.stages import Stage, Tokenize
-from pretrainkit.dataprep.readers import DEDUP_STATS_NAME, fetched_input_files
+from pretrainkit.dataprep.prepare.stages import Stage
+from pretrainkit.dataprep.readers import fetched_input_files
 from pretrainkit.dataprep.summary import summary_table
-from pretrainkit.dataprep.tokenize.cli import add_tokenize_options, tokenize_options
+from pretrainkit.dataprep.tokenize.arguments import add_tokenize_options, tokenize_options
+from pretrainkit.dataprep.tokenize.corpus import Tokenize
 from pretrainkit.errors import UserError
 from pretrainkit.output_folders import PREPARE
 from pretrainkit.remote.staging import UrlArguments
+from pretrainkit.stage_layout import STATS_NAME
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,7 +90,7 @@ def run_prepare_command(args: argparse.Namespace) -> int:
     out = Path(args.output)
     with runner_from_args(args, PREPARE, owned_directories(out, stages)) as runner:
         result = run_prepare(args.inputs, out, stages, runner, args.text_field, args.id_field, report=print)
-    tail = [*funnel_table(result["funnel"]), f"  stats {out / DEDUP_STATS_NAME}, picture {out / PICTURE_NAME}"]
+    tail = [*funnel_table(result["funnel"]), f"  stats {out / STATS_NAME}, picture {out / PICTURE_NAME}"]
     stages_row = ("stages", f"{', '.join(result['stages'])} (each in OUT/<stage>/, tokenize in OUT/shards/)")
     print(summary_table("prepare", out, [stages_row, ("took", f"{time.monotonic() - began:.1f} s")], tail))
     return 0

@@ -28,8 +28,8 @@ from pretrainkit.dataprep.dedup.pipeline import DedupOptions
 from pretrainkit.dataprep.filter.pipeline import FilterOptions
 from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, settings_from, with_languages
 from pretrainkit.dataprep.paragraphs.pipeline import ParagraphOptions
-from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, Tokenize
-from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions
+from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage
+from pretrainkit.dataprep.tokenize.corpus import Tokenize, TokenizeOptions
 from pretrainkit.errors import UserError
 from pretrainkit.quantities import count
 from pretrainkit.remote.staging import local_copy, shown

@@ -30,16 +30,16 @@ from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES
 from pretrainkit.dataprep.prepare.funnel import funnel_rows
 from pretrainkit.dataprep.prepare.picture import draw_funnel
 from pretrainkit.dataprep.prepare.profile import profile
-from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, run_stage, stage_outputs
-from pretrainkit.dataprep.readers import DEDUP_STATS_NAME, discover_inputs
+from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, run_pipeline_stage, stage_outputs
+from pretrainkit.dataprep.readers import discover_inputs
 from pretrainkit.dataprep.tokenize.corpus import input_hashes
 from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import output_directory, write_text_atomic, writing_into
 from pretrainkit.output_folders import PREPARE, check_folder, output_folder
 from pretrainkit.shards.tokenizer import load_tokenizer
+from pretrainkit.stage_layout import STATS_NAME, WORK_NAME
 
-WORK_NAME = ".work"
 PICTURE_NAME = "funnel.png"
 
 
@@ -98,7 +98,7 @@ def _prepare(
         "version": __version__,
     }
     open_work_dir(work, plan)
-    (out_dir / DEDUP_STATS_NAME).unlink(missing_ok=True)  # until this run ends, OUT is no finished output
+    (out_dir / STATS_NAME).unlink(missing_ok=True)  # until this run ends, OUT is no finished output
 
     def recorded(name: str, make) -> dict:
         """`make()`, or what an earlier, interrupted run of this plan recorded of it."""
@@ -122,7 +122,7 @@ def _prepare(
             provenance.update({s.name: r["stats"] for s, r in zip(stages, records)})
 
         def finish(stage=stage, folder=folder, provenance=provenance, current=current) -> dict:
-            stats, summary = run_stage(stage, current, folder, runner, provenance)
+            stats, summary = run_pipeline_stage(stage, current, folder, runner, provenance)
             report(summary)
             if stage.name == LAST:
                 return {"stats": stats}
@@ -156,6 +156,6 @@ def _prepare(
         "version": __version__,
     }
     draw_funnel(result, out_dir / PICTURE_NAME)
-    write_text_atomic(out_dir / DEDUP_STATS_NAME, json.dumps(result, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(out_dir / STATS_NAME, json.dumps(result, indent=2, sort_keys=True) + "\n")
     remove_work_dir(work)
     return result

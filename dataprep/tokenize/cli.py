@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from pathlib import Path
 
 from pretrainkit.dataprep.cli_options import (
     add_executor_options,
     add_field_options,
     add_inputs_and_output,
-    runner_from_args,
+    run_stage_command,
 )
 from pretrainkit.dataprep.readers import (
     Document,
@@ -22,13 +21,12 @@ from pretrainkit.dataprep.readers import (
     read_task,
     reason_kind,
 )
-from pretrainkit.dataprep.tokenize.corpus import REJECTED_NAME, TokenizeOptions, owned_directories, tokenize_corpus
+from pretrainkit.dataprep.tokenize.arguments import add_tokenize_options, tokenize_options
+from pretrainkit.dataprep.tokenize.corpus import Tokenize, TokenizeStage
 from pretrainkit.files import output_file, write_text_atomic, writing_into
-from pretrainkit.output_folders import TOKENIZE
 from pretrainkit.progress import progress_bar
 from pretrainkit.quantities import count
 from pretrainkit.remote.staging import UrlArguments
-from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
 from pretrainkit.shards.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
 
 
@@ -74,35 +72,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def add_tokenize_options(p: argparse.ArgumentParser, required: bool = True) -> None:
-    """Options of `ptk tokenize` that `ptk prepare` shares (the field names come from the dedup options
-    there, and its --tokenizer is needed only without a pipeline file)."""
-    p.add_argument(
-        "--tokenizer",
-        required=required,
-        help="a Hugging Face tokenizer.json, or a model/tokenizer directory holding one",
-    )
-    p.add_argument(
-        "--eos-token", default=None, help="end-of-text token, if the tokenizer's is not <|endoftext|>, </s> or <eos>"
-    )
-    p.add_argument("--format", choices=["arrow", "webdataset"], default="arrow", help="shard format (default arrow)")
-    p.add_argument(
-        "--shard-size", type=count, default=DEFAULT_SHARD_TOKENS, help="tokens per shard, e.g. 32M (default 32M)"
-    )
-    p.add_argument(
-        "--batch-size",
-        type=count,
-        default=DEFAULT_BATCH_TOKENS,
-        help="tokens per record batch, the unit a reader decompresses (default 16K)",
-    )
-
-
-def tokenize_options(args: argparse.Namespace) -> TokenizeOptions:
-    return TokenizeOptions(
-        args.format, args.shard_size, args.batch_size, args.text_field, args.id_field, args.eos_token
-    )
-
-
 def run_train(args: argparse.Namespace) -> int:
     output_file(args.output)
     files = discover_inputs(args.inputs)
@@ -141,19 +110,4 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_tokenize(args: argparse.Namespace) -> int:
-    out = Path(args.output)
-    with runner_from_args(args, TOKENIZE, owned_directories(out)) as runner:
-        manifest = tokenize_corpus(args.inputs, out, args.tokenizer, tokenize_options(args), runner=runner)
-    print(format_tokenize_summary(manifest, out))
-    return 0
-
-
-def format_tokenize_summary(manifest: dict, out: Path) -> str:
-    t, rec = manifest["totals"], manifest["provenance"]["records"]
-    per_token = t["bytes"] / t["tokens"] if t["tokens"] else 0.0
-    return (
-        f"{rec['input']} records: {rec['tokenized']} tokenized, "
-        f"{rec['rejected']} rejected (see {out / REJECTED_NAME})\n"
-        f"wrote {t['tokens']} tokens in {t['shards']} {manifest['format']} shards, {t['bytes']} bytes "
-        f"({per_token:.2f} bytes/token, dtype {manifest['dtype']}) to {out}"
-    )
+    return run_stage_command(args, TokenizeStage(), Tokenize(args.tokenizer, tokenize_options(args)))

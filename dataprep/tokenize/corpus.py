@@ -34,47 +34,39 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 from tokenizers import Tokenizer
 
 from pretrainkit import __version__
-from pretrainkit.dataprep.dedup.index import id_line
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.executors.local import LocalRunner
+from pretrainkit.dataprep.kernels.ids import id_line
 from pretrainkit.dataprep.readers import (
     Document,
     InputFile,
     ReadTask,
     Rejected,
-    discover_inputs,
     nothing_usable,
     plan_read_tasks,
     read_task,
     reason_kind,
     refuse_inputs_inside,
 )
-from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
+from pretrainkit.dataprep.stage import Run, Stage, run_stage
 from pretrainkit.errors import UserError
-from pretrainkit.files import (
-    atomic_write,
-    output_directory,
-    remove_temporaries,
-    sha256_file,
-    write_concatenation_atomic,
-    write_text_atomic,
-    writing_into,
-)
-from pretrainkit.output_folders import TOKENIZE, output_folder
-from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS, FORMATS, token_dtype
+from pretrainkit.files import atomic_write, sha256_file, write_text_atomic, writing_into
+from pretrainkit.output_folders import TOKENIZE, Kind, output_folder
+from pretrainkit.remote.staging import shown
+from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS, FORMATS, MANIFEST_NAME, token_dtype
 from pretrainkit.shards.manifest import ShardEntry, build_manifest, write_manifest
-from pretrainkit.shards.tokenizer import load_tokenizer
-from pretrainkit.shards.writer import ShardPlan, prepare_output_dir, remove_stale_shards, write_shard, write_shards
+from pretrainkit.shards.tokenizer import LoadedTokenizer, load_tokenizer
+from pretrainkit.shards.writer import ShardPlan, remove_stale_shards, write_shard, write_shards
+from pretrainkit.stage_layout import REJECTED_NAME
 
-REJECTED_NAME = "rejected.jsonl"
-WORK_NAME = ".work"
 ENCODE_CHARS = 1 << 18  # text per encode_batch call: its working set (~100 bytes per token) is per call
 PIECE_CHARS = 1 << 16  # a longer document is encoded in pieces of about this size
 ENCODE_JOB_BYTES = 4 << 20  # input per encode job
@@ -101,6 +93,125 @@ class TokenizeOptions:
             raise UserError(f"--batch-size must be at least 1 token, got {self.batch_tokens}")
 
 
+@dataclass(frozen=True)
+class Tokenize:
+    """The tokenize stage's options: the tokenizer and what changes the shards' bytes."""
+
+    tokenizer: str
+    options: TokenizeOptions
+
+
+@dataclass(frozen=True)
+class TokenizeStage(Stage):
+    """`provenance` is merged into the manifest's; with an "inputs" entry, the inputs are not hashed again."""
+
+    provenance: dict | None = None
+    name: ClassVar[str] = "tokenize"
+    kind: ClassVar[Kind] = TOKENIZE
+    record_name: ClassVar[str] = MANIFEST_NAME
+
+    def options_json(self, options: Tokenize) -> dict:
+        return {"tokenizer": shown(options.tokenizer), **asdict(options.options)}  # as given: a URL
+
+    def with_fields(self, options: Tokenize, text_field: str, id_field: str) -> Tokenize:
+        return replace(options, options=replace(options.options, text_field=text_field, id_field=id_field))
+
+    def named_files(self, options: Tokenize) -> list[str]:
+        return [options.tokenizer]
+
+    def prepare(self, run: Run) -> LoadedTokenizer:
+        return load_tokenizer(run.options.tokenizer, run.options.options.eos_token)
+
+    def checked_files(self, run: Run) -> list[str]:
+        return [str(run.state.path)]
+
+    def plan_jobs(self, run: Run) -> list[list[ReadTask]]:
+        """Consecutive read tasks of about `ENCODE_JOB_BYTES`: an encode job each."""
+        return _consecutive_groups(plan_read_tasks(run.files, ENCODE_JOB_BYTES), lambda t: t.nbytes, ENCODE_JOB_BYTES)
+
+    def plan(self, run: Run) -> dict:
+        return {
+            "jobs": [[(t.file.path, t.start, t.end) for t in g] for g in run.jobs],
+            "options": asdict(run.options.options),
+            "tokenizer": run.state.sha256,
+            "version": __version__,
+        }
+
+    def run_jobs(self, run: Run) -> dict:
+        """The inputs' hashes (unless the provenance has them) and the encode jobs' counts."""
+        tok, options = run.state, run.options.options
+        inputs_meta = (self.provenance or {}).get("inputs") or input_hashes(run.files, run.runner)
+        encode_jobs = [
+            EncodeJob(
+                i,
+                tuple(g),
+                str(run.work),
+                str(tok.path),
+                tok.sha256,
+                options.eos_token,
+                token_dtype(tok.vocab_size).str,
+                options.text_field,
+                options.id_field,
+            )
+            for i, g in enumerate(run.jobs)
+        ]
+        encoded = run.runner.run(
+            encode_part, encode_jobs, "tokenize", weights=[j.nbytes for j in encode_jobs], unit="B"
+        )
+        return {"inputs": inputs_meta, "encoded": encoded}
+
+    def row_pieces(self, run: Run, name: str) -> list[Path]:
+        return [run.work / f"{_encoded_name(i)}.rejected" for i in range(len(run.jobs))]
+
+    def refuse_unusable(self, run: Run, results: dict) -> None:
+        """A shard set of no tokens is no use to anyone: no shards, no manifest."""
+        encoded = results["encoded"]
+        if sum(e["docs"] for e in encoded) == 0:
+            reasons = sum((Counter(e["reasons"]) for e in encoded), Counter())
+            raise nothing_usable(run.inputs, reasons, run.out_dir / REJECTED_NAME)
+
+    def after_rows(self, run: Run, results: dict) -> dict:
+        """The shard jobs, each a shard from the encoded files; what earlier runs left of other shards removed."""
+        dtype = token_dtype(run.state.vocab_size)
+        shard_jobs = _plan_shards(results["encoded"], run.options.options, str(run.out_dir), str(run.work), dtype)
+        entries = run.runner.run(
+            write_shard_part, shard_jobs, "write shards", weights=[j.tokens for j in shard_jobs], unit="tok"
+        )
+        remove_stale_shards(run.out_dir, entries)
+        return dict(results, entries=entries)
+
+    def stats(self, run: Run, results: dict) -> dict:
+        """The manifest, its provenance naming the inputs and counting the records."""
+        options, encoded = run.options.options, results["encoded"]
+        docs = sum(e["docs"] for e in encoded)
+        rejected = sum(sum(e["reasons"].values()) for e in encoded)
+        provenance = {
+            "pretrainkit_version": __version__,
+            "inputs": results["inputs"],
+            "options": asdict(options),
+            "records": {"input": docs + rejected, "tokenized": docs, "rejected": rejected},
+            **(self.provenance or {}),
+        }
+        dtype = token_dtype(run.state.vocab_size)
+        return build_manifest(options.format, dtype.name, run.state.info, results["entries"], provenance)
+
+    def publish(self, run: Run, stats: dict) -> None:
+        write_manifest(run.out_dir, stats)
+
+    def result(self, run: Run, stats: dict, results: dict) -> dict:
+        return stats
+
+    def summary(self, result: dict, out_dir: Path, seconds: float) -> str:
+        t, rec = result["totals"], result["provenance"]["records"]
+        per_token = t["bytes"] / t["tokens"] if t["tokens"] else 0.0
+        return (
+            f"{rec['input']} records: {rec['tokenized']} tokenized, "
+            f"{rec['rejected']} rejected (see {out_dir / REJECTED_NAME})\n"
+            f"wrote {t['tokens']} tokens in {t['shards']} {result['format']} shards, {t['bytes']} bytes "
+            f"({per_token:.2f} bytes/token, dtype {result['dtype']}) to {out_dir}"
+        )
+
+
 def tokenize_corpus(
     inputs: list[str],
     out_dir: str | Path,
@@ -113,90 +224,14 @@ def tokenize_corpus(
     """Write `out_dir` (shards, rejected.jsonl, then manifest.json); return the manifest. The jobs run
     on `runner` (an entered runner), else on `workers` local processes. `provenance` is merged into
     the manifest's; with an "inputs" entry, the inputs are not hashed again."""
+    stage, settings = TokenizeStage(provenance), Tokenize(tokenizer_path, options)
+    if runner is not None:
+        return run_stage(stage, inputs, out_dir, settings, runner)
     out_dir = Path(out_dir)
     refuse_inputs_inside(inputs, out_dir)
-    # outside the local runner: its workers stop before temporaries are swept
-    with output_folder(out_dir, TOKENIZE), writing_into(out_dir, *owned_directories(out_dir)):
-        if runner is not None:
-            return _tokenize(inputs, out_dir, tokenizer_path, options, provenance, runner)
-        with LocalRunner(workers) as local:
-            return _tokenize(inputs, out_dir, tokenizer_path, options, provenance, local)
-
-
-def owned_directories(out_dir: Path) -> tuple[list[Path], list[Path]]:
-    """Where only a tokenize run into `out_dir` writes: (directories, trees) whose temporaries are its runs'."""
-    return [out_dir], [out_dir / WORK_NAME]
-
-
-def _tokenize(
-    inputs: list[str],
-    out_dir: Path,
-    tokenizer_path: str,
-    options: TokenizeOptions,
-    provenance: dict | None,
-    runner: JobRunner,
-) -> dict:
-    tok = load_tokenizer(tokenizer_path, options.eos_token)
-    files = discover_inputs(inputs)
-    refuse_inputs_inside([f.path for f in files], out_dir)
-    output_directory(out_dir)
-    runner.check_paths([f.path for f in files] + [str(tok.path)], out_dir)
-    dtype = token_dtype(tok.vocab_size)
-    groups = _consecutive_groups(plan_read_tasks(files, ENCODE_JOB_BYTES), lambda t: t.nbytes, ENCODE_JOB_BYTES)
-    prepare_output_dir(out_dir)
-    work = out_dir / WORK_NAME
-    open_work_dir(
-        work,
-        {
-            "inputs": input_stamps(files),
-            "jobs": [[(t.file.path, t.start, t.end) for t in g] for g in groups],
-            "options": asdict(options),
-            "tokenizer": tok.sha256,
-            "version": __version__,
-        },
-    )
-    inputs_meta = (provenance or {}).get("inputs") or input_hashes(files, runner)
-
-    encode_jobs = [
-        EncodeJob(
-            i,
-            tuple(g),
-            str(work),
-            str(tok.path),
-            tok.sha256,
-            options.eos_token,
-            dtype.str,
-            options.text_field,
-            options.id_field,
-        )
-        for i, g in enumerate(groups)
-    ]
-    encoded = runner.run(encode_part, encode_jobs, "tokenize", weights=[j.nbytes for j in encode_jobs], unit="B")
-    write_concatenation_atomic(
-        [work / f"{_encoded_name(i)}.rejected" for i in range(len(encode_jobs))], out_dir / REJECTED_NAME
-    )
-    docs, reasons = sum(e["docs"] for e in encoded), sum((Counter(e["reasons"]) for e in encoded), Counter())
-    if docs == 0:  # a shard set of no tokens is no use to anyone: no manifest
-        raise nothing_usable(inputs, reasons, out_dir / REJECTED_NAME)
-    shard_jobs = _plan_shards(encoded, options, str(out_dir), str(work), dtype)
-    entries = runner.run(
-        write_shard_part, shard_jobs, "write shards", weights=[j.tokens for j in shard_jobs], unit="tok"
-    )
-
-    remove_stale_shards(out_dir, entries)
-    remove_temporaries(out_dir)  # of job attempts that died mid-write (a retried Ray task)
-    rejected = sum(reasons.values())
-    provenance = {
-        "pretrainkit_version": __version__,
-        "inputs": inputs_meta,
-        "options": asdict(options),
-        "records": {"input": docs + rejected, "tokenized": docs, "rejected": rejected},
-        **(provenance or {}),
-    }
-    manifest = build_manifest(options.format, dtype.name, tok.info, entries, provenance)
-    write_manifest(out_dir, manifest)
-    remove_work_dir(work)
-    return manifest
+    # held outside the local runner: its workers stop before temporaries are swept
+    with output_folder(out_dir, TOKENIZE), writing_into(out_dir, *stage.owned(out_dir)), LocalRunner(workers) as local:
+        return run_stage(stage, inputs, out_dir, settings, local)
 
 
 def input_hashes(files: list[InputFile], runner: JobRunner) -> list[dict]:

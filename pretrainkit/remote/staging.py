@@ -51,7 +51,6 @@ from typing import TextIO
 
 from pretrainkit.errors import UserError, shortened
 from pretrainkit.files import is_temporary, json_object_or_none, write_text_atomic
-from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
 from pretrainkit.progress import progress_bar
 from pretrainkit.remote.transfer import (
     download,
@@ -63,9 +62,9 @@ from pretrainkit.remote.transfer import (
     upload_all,
 )
 from pretrainkit.remote.urls import filesystem, is_url, join, scheme
+from pretrainkit.stage_layout import LOCK_NAME, MARKER_NAME, WORK_NAME
 
 WORK_DIR_ENV = "PTK_WORK_DIR"
-WORK_NAME = ".work"  # a command's resume files: they stay in the staging folder
 RAY_WORK_NAME = ".ptk-work"  # the staging folder carried to Ray nodes without the driver's filesystem
 FINISHING_NAMES = ("stats.json", "manifest.json")  # published last: their presence says the rest is there
 BATCH_FILES, BATCH_BYTES = 64, 512 << 20  # transferred at once (concurrent requests), between progress updates

@@ -14,8 +14,8 @@ import pytest
 
 from fixtures.corpora import write_jsonl
 from pretrainkit.cli import main
-from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
 from pretrainkit.shards.tokenizer import train_tokenizer
+from pretrainkit.stage_layout import LOCK_NAME, MARKER_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 # `ptk dedup ARGS` that stops, holding its output folder, before its first stage until stdin gets a line.

@@ -36,18 +36,6 @@ FORBIDDEN = {
     "train": set(),
 }
 
-# The violations still in the tree while other parts of issue 48 are under way: each a layer break
-# (importing folder, imported folder) or a circle (its folders), with the part that removes it.
-# Exact: an entry that no longer matches a violation fails too, so the list only shrinks. Empty it
-# once those parts are merged.
-KNOWN: dict[tuple[str, str] | frozenset[str], str] = {
-    # Part 1 (a Stage contract): the shared kernels (dedup.kernels' numba cache set-up) leave dedup,
-    # and dedup/cli.py stops taking its paragraph options from paragraphs/cli.py.
-    frozenset({"dataprep/dedup", "dataprep/filter", "dataprep/paragraphs"}): (
-        "part 1: dedup/cli.py -> paragraphs/cli.py; paragraphs and filter -> dedup.kernels; paragraphs -> filter"
-    ),
-}
-
 
 @dataclass(frozen=True)
 class Import:
@@ -221,11 +209,10 @@ def violations(root: Path) -> list[Violation]:
 
 
 def test_imports_point_one_way():
-    found = violations(ROOT)
-    new = [str(v) for v in found if v.key not in KNOWN]
-    assert not new, "imports that break the layers or close a circle (see this file's docstring):\n" + "\n".join(new)
-    stale = [f"{sorted(key)}: {why}" for key, why in KNOWN.items() if key not in {v.key for v in found}]
-    assert not stale, "KNOWN lists violations that are gone; remove them:\n" + "\n".join(stale)
+    found = [str(v) for v in violations(ROOT)]
+    assert not found, "imports that break the layers or close a circle (see this file's docstring):\n" + "\n".join(
+        found
+    )
 
 
 def write(root: Path, rel: str, text: str = "") -> None:

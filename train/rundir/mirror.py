@@ -50,10 +50,10 @@ from pathlib import Path
 
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
-from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
 from pretrainkit.remote import staging
 from pretrainkit.remote.transfer import download_all, list_tree, read_bytes, remove_all, upload, upload_all
 from pretrainkit.remote.urls import filesystem, is_url, join, storage_errors
+from pretrainkit.stage_layout import LOCK_NAME, MARKER_NAME
 from pretrainkit.train.rundir.names import CHECKPOINTS, META_FILE, PUSHED_FILE
 from pretrainkit.train.rundir.run_files import (
     checkpoint_of,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pretrainkit.files import is_temporary
-from pretrainkit.output_folders import LOCK_NAME
+from pretrainkit.stage_layout import LOCK_NAME
 from pretrainkit.train.rundir.names import CHECKPOINTS, META_FILE, PUSHED_FILE, TMP_PREFIX, step_of
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import zstandard
 
-from pretrainkit.dataprep.dedup.budget import DedupBudget
+from pretrainkit.dataprep.budget import DedupBudget
 from pretrainkit.dataprep.dedup.index import DedupIndex
 from pretrainkit.dataprep.dedup.pairs import partition_pairs
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup

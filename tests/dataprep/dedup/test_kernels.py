@@ -1,4 +1,4 @@
-"""The compiled kernels' cache (`pretrainkit.dataprep.dedup.kernels`): a first run says it compiles
+"""The compiled kernels' cache (`pretrainkit.dataprep.kernels.numba_cache`): a first run says it compiles
 and fills the cache, workers included; a second run finds it and says nothing."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from fixtures.first_run import run_twice_from_an_empty_cache
-from pretrainkit.dataprep.dedup.kernels import cache_dir
+from pretrainkit.dataprep.kernels.numba_cache import cache_dir
 
 MESSAGE = "compiling kernels (first run only)"
 

@@ -232,8 +232,8 @@ def test_a_large_text_normalized_in_pieces_hashes_as_whole(ascii_only):
     them at once: the exact hash, the signature and the shingle set are those of the whole text."""
     import hashlib
 
-    from pretrainkit.dataprep.dedup.digests import blake2b_128
     from pretrainkit.dataprep.dedup.scan import hash_inputs, normalized_pieces
+    from pretrainkit.dataprep.kernels.digests import blake2b_128
 
     text = (DATA / "wikitext2" / "valid.txt").read_text(encoding="utf-8")
     text = "  \n " + text[:200_000] + " Ça dépend: ÉTÉ, naïve café, ΟΔΟΣ Σ. " * 40 + " \n\t  "

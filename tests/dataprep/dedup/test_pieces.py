@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pretrainkit.dataprep.dedup.pieces import copy_kept
+from pretrainkit.dataprep.kernels.pieces import copy_kept
 
 
 @pytest.mark.parametrize("ends_with_newline", [True, False])

@@ -8,10 +8,10 @@ import unicodedata
 
 import numpy as np
 
-from pretrainkit.dataprep.dedup.digests import blake2b_128
-from pretrainkit.dataprep.dedup.index import id_line, id_lines
 from pretrainkit.dataprep.dedup.minhash import near_normal_bytes
 from pretrainkit.dataprep.dedup.scan import hash_inputs
+from pretrainkit.dataprep.kernels.digests import blake2b_128
+from pretrainkit.dataprep.kernels.ids import id_line, id_lines
 
 _ASCII_WHITESPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
 

@@ -29,8 +29,8 @@ from pretrainkit.dataprep.filter.pipeline import FilterOptions  # noqa: E402
 from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters  # noqa: E402
 from pretrainkit.dataprep.paragraphs.pipeline import ParagraphOptions  # noqa: E402
 from pretrainkit.dataprep.prepare.run import run_prepare  # noqa: E402
-from pretrainkit.dataprep.prepare.stages import Stage, Tokenize  # noqa: E402
-from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus  # noqa: E402
+from pretrainkit.dataprep.prepare.stages import Stage  # noqa: E402
+from pretrainkit.dataprep.tokenize.corpus import Tokenize, TokenizeOptions, tokenize_corpus  # noqa: E402
 from pretrainkit.errors import UserError  # noqa: E402
 from pretrainkit.shards.tokenizer import train_tokenizer  # noqa: E402
 

@@ -18,7 +18,7 @@ import zstandard
 from bench.paragraphs import baseline_rule
 from fixtures.corpora import wikitext_documents, write_jsonl
 from pretrainkit.cli import main
-from pretrainkit.dataprep.dedup.budget import DedupBudget
+from pretrainkit.dataprep.budget import DedupBudget
 from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.dataprep.paragraphs import scan, write
 from pretrainkit.dataprep.paragraphs.lines import paragraphs

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
+from pretrainkit.stage_layout import LOCK_NAME, MARKER_NAME
 
 # `ptk train ARGS` that stops before its first step, its run directory held, until stdin gets a line.
 PAUSED_TRAIN = """

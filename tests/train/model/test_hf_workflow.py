@@ -16,8 +16,8 @@ import yaml
 from fixtures.corpora import DATA, need_data
 from pretrainkit.cli import main
 from pretrainkit.mixtures import MixtureSampler, load_mixture
-from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
 from pretrainkit.shards.tokenizer import load_tokenizer
+from pretrainkit.stage_layout import LOCK_NAME, MARKER_NAME
 from pretrainkit.train.checkpoint.load_model import load_model
 from pretrainkit.train.generation.generate import generate
 from pretrainkit.train.model.hf_adapter import MODEL_TYPES

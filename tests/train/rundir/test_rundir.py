@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from pretrainkit.errors import UserError
-from pretrainkit.output_folders import LOCK_NAME, MARKER_NAME
 from pretrainkit.remote import staging
 from pretrainkit.remote.transfer import list_tree, read_bytes
+from pretrainkit.stage_layout import LOCK_NAME, MARKER_NAME
 from pretrainkit.train.rundir.mirror import RunMirror
 from pretrainkit.train.rundir.names import PUSHED_FILE, TMP_PREFIX, checkpoint_name
 from pretrainkit.train.rundir.run_dir import RunDir

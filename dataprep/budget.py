@@ -56,3 +56,11 @@ class DedupBudget:
             describe_rows=_clamp(chunk // 1024, 1 << 10, 1 << 16),
             range_docs=_clamp(chunk // 64, MIN_RANGE_DOCS, 1 << 20),
         )
+
+
+def run_budget(given: DedupBudget | int | None, workers: int) -> DedupBudget:
+    """The budget of a run on `workers` workers: `given` itself, or one sharing `given` bytes (None:
+    `default_memory_limit()`), as `--memory-limit` asks."""
+    if isinstance(given, DedupBudget):
+        return given
+    return DedupBudget.for_limit(given or default_memory_limit(), workers)

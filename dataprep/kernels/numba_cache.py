@@ -1,11 +1,11 @@
 """Where the compiled (numba) kernels are cached, and whether any of a package's is yet.
 
-    use_cache_dir()     # the package's __init__, before numba is imported
-    kernels_cached()    # dedup's: False on a machine's first run, when they are compiled (10-55 s)
+    use_cache_dir()     # a stage package's __init__, before numba is imported
+    kernels_cached("pretrainkit.dataprep.dedup")    # dedup's: False on a machine's first run (10-55 s compiling)
     kernels_cached("pretrainkit.dataprep.filter")   # the filters'
 
 Every kernel is compiled with `cache=True`: numba keeps its machine code beside the module
-(`__pycache__`), or in `NUMBA_CACHE_DIR` where that is set. Where the package's folder is not
+(`__pycache__`), or in `NUMBA_CACHE_DIR` where that is set. Where this package's folder is not
 writable (an installed site-packages of another user, a read-only image), `use_cache_dir` sets
 `NUMBA_CACHE_DIR` to the user's cache, `$XDG_CACHE_HOME/pretrainkit/numba` (default
 `~/.cache/pretrainkit/numba`), unless it is set already. It runs when the package is imported, so
@@ -39,7 +39,7 @@ def use_cache_dir() -> None:
         os.environ[CACHE_ENV] = chosen
 
 
-def kernels_cached(package_name: str = __package__) -> bool:
+def kernels_cached(package_name: str) -> bool:
     """Whether any kernel of the package has machine code in the cache for this code (its index
     exists and matches the module's source): a few small reads. Only a first run (or one after an
     upgrade) has none."""
