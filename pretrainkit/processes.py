@@ -55,7 +55,8 @@ def start_context(preload: Sequence[str] = ()) -> multiprocessing.context.BaseCo
     the first start holds, and it replaces any list set before)."""
     method = start_method()
     if method == "forkserver":
-        multiprocessing.set_forkserver_preload(["__main__", *preload])  # "__main__": the default list
+        # "__main__": the default list; the setup module makes the server ignore SIGTERM (its docstring).
+        multiprocessing.set_forkserver_preload(["__main__", "pretrainkit.forkserver_setup", *preload])
         multiprocessing.forkserver.ensure_running()
     return multiprocessing.get_context(method)
 

@@ -69,6 +69,10 @@ def test_a_single_threaded_parent_forks_its_workers_a_threaded_one_does_not(inpu
         assert report["encoded"] == [encode(job) for job in encode_jobs(inputs[0], TEXTS)]
         workers = {pid for pid, (ppid, _) in process_table().items() if ppid in report["parents"]}
         assert len(workers) == 2
+        if mode == "threaded":  # a SIGTERM to the group never ends the server in the middle of a start
+            os.kill(report["parents"][0], signal.SIGTERM)
+            time.sleep(0.5)
+            assert report["parents"][0] in process_table(), "the forkserver died of SIGTERM"
         marks = [Path(mark) for mark in held_marks(inputs[1], report["pid"])]
         deadline = time.monotonic() + 30
         while not all(mark.exists() for mark in marks):
