@@ -22,15 +22,13 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
-# The tests that start Ray inside the test process (marker ray_in_process) run after the others, in a
-# pytest process of their own: Ray's gRPC threads outlive ray.shutdown(), and a local runner's worker
-# that a later test forked from such a process crashed with signal 11 in 2 of 17 fresh-clone runs.
-# Ordering them last within one run does not hold: pytest-xdist hands out loadfile's files by their
-# number of tests. $(1): more of the -m expression. When PYTEST_ARGS selects no Ray test, the second run
-# collects nothing (pytest's exit status 5), which is not a failure.
-define run_tests
-$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 -m "not ray_in_process$(1)" $(PYTEST_ARGS)
-$(PY) -m pytest -q -m "ray_in_process$(1)" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+# Test processes of pytest-xdist, $(1) the -m expression. The tests that start Ray inside the test
+# process (marker ray_in_process) are left out of them and run after, in a pytest process of their own
+# (make test): Ray's gRPC threads outlive ray.shutdown(), and a local runner's worker that a later test
+# forked from such a process crashed with signal 11 in 2 of 17 fresh-clone runs. Ordering them last
+# within one run does not hold: pytest-xdist hands out loadfile's files by their number of tests.
+define xdist_run
+$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 -m "$(1)" $(PYTEST_ARGS)
 endef
 
 # The corpora the tests read (fixtures/test_data.tsv; docs/tests.md): ../shared/data beside the repository
@@ -39,8 +37,10 @@ endef
 test-data:
 	$(PYTHON) -m fixtures.test_data
 
+# When PYTEST_ARGS selects no Ray test, the Ray run collects nothing (pytest's exit status 5): no failure.
 test: setup test-data
-	$(call run_tests,)
+	$(call xdist_run,not ray_in_process)
+	$(PY) -m pytest -q -m ray_in_process $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 lint: setup
 	$(VENV)/bin/ruff format --check .
@@ -53,7 +53,7 @@ format: setup
 # The tier a developer runs between edits: everything but the slow, distributed (several gloo processes),
 # fault-suite (tests/faults: process-level kill -9, SIGTERM, full disk) and Ray-in-process tests.
 test-fast: setup test-data
-	$(call run_tests, and not slow and not distributed and not faults)
+	$(call xdist_run,not ray_in_process and not slow and not distributed and not faults)
 
 demo: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash demo/run.sh

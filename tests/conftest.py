@@ -1,6 +1,6 @@
 """Session-wide test settings: the loader-index cache lives in the session's temporary folder; copies
 of a tokenizer.json that keep or change its vocabulary; in-process training on one thread. (The tests
-that start Ray inside the test process run in a pytest process of their own: Makefile, run_tests.)"""
+that start Ray inside the test process run in a pytest process of their own: Makefile, test.)"""
 
 from __future__ import annotations
 
