@@ -32,7 +32,7 @@ from pretrainkit.dataprep.prepare.picture import draw_funnel
 from pretrainkit.dataprep.prepare.profile import profile
 from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, run_pipeline_stage, stage_outputs
 from pretrainkit.dataprep.readers import discover_inputs
-from pretrainkit.dataprep.tokenize.corpus import input_hashes
+from pretrainkit.dataprep.tokenize.corpus import TokenizeStage, input_hashes
 from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import output_directory, write_text_atomic, writing_into
@@ -115,14 +115,15 @@ def _prepare(
     current = list(inputs)
     for i, stage in enumerate(stages):
         folder = out_dir / stage.folder
-        provenance = None
-        if stage.name == LAST:
+        runs = stage.runs
+        if stage.name == LAST:  # its manifest's provenance names the raw inputs and the stages before
             hashes = recorded("input-hashes", lambda: input_hashes(raw, runner))
             provenance = {"inputs": hashes, "pipeline": plan["stages"][:-1]}
             provenance.update({s.name: r["stats"] for s, r in zip(stages, records)})
+            runs = TokenizeStage(provenance)
 
-        def finish(stage=stage, folder=folder, provenance=provenance, current=current) -> dict:
-            stats, summary = run_pipeline_stage(stage, current, folder, runner, provenance)
+        def finish(stage=stage, folder=folder, runs=runs, current=current) -> dict:
+            stats, summary = run_pipeline_stage(stage, current, folder, runner, runs)
             report(summary)
             if stage.name == LAST:
                 return {"stats": stats}

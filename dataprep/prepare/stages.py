@@ -76,12 +76,12 @@ def with_fields(stage: Stage, text_field: str, id_field: str) -> Stage:
 
 
 def run_pipeline_stage(
-    stage: Stage, inputs: list[str], folder: Path, runner: JobRunner, provenance: dict | None = None
+    stage: Stage, inputs: list[str], folder: Path, runner: JobRunner, runs: contract.Stage | None = None
 ) -> tuple[dict, str]:
     """Run `stage` over `inputs` into `folder`; return what it leaves there as its record (stats.json;
-    the tokenize stage: manifest.json, with `provenance` merged into the manifest's) and the summary
-    its command prints."""
-    runs = stage.runs if provenance is None else TokenizeStage(provenance)
+    the tokenize stage: manifest.json) and the summary its command prints. `runs`: the registered stage
+    made for this run, in place of `stage.runs` (the tokenize stage given the pipeline's provenance)."""
+    runs = runs or stage.runs
     began = time.monotonic()
     result = contract.run_stage(runs, inputs, folder, stage.options, runner)
     summary = runs.summary(result, folder, time.monotonic() - began)
