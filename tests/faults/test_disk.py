@@ -23,6 +23,11 @@ def shell(argv: list[str]) -> str:
     return shlex.join(ptk_command(argv))
 
 
+def user_files_listed(where: Path, when: str) -> str:
+    """Shell lines printing `<when> <file>: keep me` for each of USER_FILES still under `where`."""
+    return "".join(f"cat {where / f} | sed 's|^|{when} {f}: |'; " for f in USER_FILES)
+
+
 @pytest.mark.parametrize("command", WRITERS, ids=str)
 def test_a_full_disk_is_one_line_and_a_rerun_with_room_gives_the_same(
     command: Command, workspace, tmp_path: Path
@@ -43,12 +48,12 @@ mount -t tmpfs -o size={pages_kb + 12}k tmpfs {mnt}
 {"".join(f"mkdir -p {(mnt / f).parent}; echo 'keep me' > {mnt / f}; " for f in USER_FILES)}
 {argv} > /dev/null 2> {tmp_path}/full.err
 echo "full rc $?"
-find {mnt} -name '*{TMP_MARK}*' ! -path '{mnt}/notes/*' ! -path '{mnt}/draft.tmp-v2.txt' | sed 's/^/left: /'
-{"".join(f"cat {mnt / f} | sed 's|^|failed {f}: |'; " for f in USER_FILES)}
+find {mnt} -name '*{TMP_MARK}*' {" ".join(f"! -path '{mnt / f}'" for f in USER_FILES)} | sed 's/^/left: /'
+{user_files_listed(mnt, "failed")}
 mount -o remount,size={needed_kb * 4 + 64}k {mnt}
 {argv} > /dev/null 2> {tmp_path}/rerun.err
 echo "rerun rc $?"
-{"".join(f"cat {mnt / f} | sed 's|^|rerun {f}: |'; " for f in USER_FILES)}
+{user_files_listed(mnt, "rerun")}
 cp -r {out} {tmp_path}/resumed
 """,
         tmp_path,
