@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pretrainkit.dataprep.executors import EXECUTORS, JobRunner, open_runner
-from pretrainkit.dataprep.readers import refuse_inputs_inside
+from pretrainkit.dataprep.readers import refuse_overlap
 from pretrainkit.dataprep.stage import Stage, run_stage
 from pretrainkit.files import writing_into
 from pretrainkit.output_folders import Kind, output_folder
@@ -85,7 +85,7 @@ def runner_from_args(
     (`pretrainkit.output_folders`) first: a run refused there has touched nothing, not even another
     run's temporaries. A failed run's temporaries in the `owned` (directories, trees) under OUT are
     swept after the runner's workers have stopped, so that none is left behind by a worker still writing."""
-    refuse_inputs_inside(args.inputs, args.output)  # said as such, before OUT is found to hold the inputs' files
+    refuse_overlap(args.inputs, args.output)  # said as such, before OUT is made or found to hold the inputs' files
     with (
         output_folder(args.output, kind),
         writing_into(args.output, *owned),

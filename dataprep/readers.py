@@ -272,14 +272,17 @@ def grouped_names(rels: list[str], most: int = 6) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def refuse_inputs_inside(paths: Sequence[str], out_dir: Path) -> None:
-    """An output directory must not hold inputs (files found, or paths given): a rerun would read the
-    run's own outputs as input."""
+def refuse_overlap(paths: Sequence[str], out_dir: Path) -> None:
+    """An output directory and its inputs must not hold one another: an input inside OUT (a file found,
+    or a path given) and OUT inside an input folder would both have a rerun read the run's own outputs
+    as input. Said before anything is written, on the first run."""
     out = Path(out_dir).resolve()
     for path in paths:
         resolved = Path(path).resolve()
         if resolved == out or out in resolved.parents:
             raise UserError(f"{path}: input lies inside the output directory {out_dir}; choose another -o")
+        if resolved in out.parents and Path(path).is_dir():
+            raise UserError(f"{out_dir}: output lies inside the input folder {path}; choose another -o")
 
 
 def plan_read_tasks(files: list[InputFile], split_bytes: int = SPLIT_BYTES, runner=None) -> list[ReadTask]:

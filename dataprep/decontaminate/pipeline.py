@@ -31,7 +31,7 @@ from pretrainkit.dataprep.decontaminate.evalsets import check_eval_file
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.stage import Run, Stage, run_stage
 from pretrainkit.dataprep.summary import input_row, summary_table
-from pretrainkit.dataprep.workdir import remove_parts
+from pretrainkit.dataprep.workdir import file_stamp, remove_parts
 from pretrainkit.errors import UserError
 from pretrainkit.files import remove_temporaries
 from pretrainkit.output_folders import DECONTAMINATE
@@ -84,16 +84,16 @@ class DecontaminateStage(Stage):
     def named_files(self, options: DecontaminateOptions) -> list[str]:
         return list(options.eval_files)
 
-    def prepare(self, run: Run) -> EvalTables:
+    def prepare(self, options: DecontaminateOptions) -> EvalTables:
         """The evaluation index, every file read and checked before anything is written."""
-        o = run.options
+        o = options
         return build_index(list(o.eval_files), EvalOptions(o.eval_fields, o.eval_id_field, o.ngram))
 
     def plan(self, run: Run) -> dict:
         o = run.options
         return {
             "work_format": WORK_FORMAT,
-            "evals": [(p, os.path.getsize(p), os.stat(p).st_mtime_ns) for p in o.eval_files],
+            "evals": [file_stamp(p) for p in o.eval_files],
             "tasks": [(t.file.path, t.start, t.end) for t in run.jobs],
             "options": _shown_options(o),
         }

@@ -127,9 +127,9 @@ class DedupStage(Stage):
     def options_json(self, options: DedupOptions) -> dict:
         return dict(asdict(options), against=options.against and shown(options.against))  # as given: a URL
 
-    def prepare(self, run: Run) -> DedupIndex | None:
+    def prepare(self, options: DedupOptions) -> DedupIndex | None:
         """The `--against` index, opened and checked."""
-        return _open_against(run.options)
+        return _open_against(options)
 
     def checked_files(self, run: Run) -> list[str]:
         return [run.options.against] if run.options.against else []

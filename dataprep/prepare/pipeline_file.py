@@ -13,7 +13,10 @@
 Each setting is the option of the same name of the stage's command (`-` written `_`); a stage left
 without settings runs with that command's defaults. Paths in the file are relative to the file's
 folder. Each stage appears at most once; `extract`, where there is one, comes first and `tokenize`
-last. Every mistake is one line naming the file, the stage and the key.
+last. Every mistake is one line naming the file, the stage and the key (an option's message names
+the key: `threshold`, where `ptk dedup` says `--threshold`); what the settings name (evaluation sets,
+an index, the tokenizer) is read when `ptk prepare` checks every stage before its first
+(`Stage.checked`), its errors named the same way.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pretrainkit.dataprep.dedup.pipeline import DedupOptions
 from pretrainkit.dataprep.filter.pipeline import FilterOptions
 from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, settings_from, with_languages
 from pretrainkit.dataprep.paragraphs.pipeline import ParagraphOptions
-from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage
+from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, settings_named
 from pretrainkit.dataprep.tokenize.corpus import Tokenize, TokenizeOptions
 from pretrainkit.errors import UserError
 from pretrainkit.quantities import count
@@ -133,36 +136,38 @@ def _relative(base: Path, path: str) -> str:
 
 
 def _stage(name: str, s, base: Path, text_field: str, id_field: str, where: str) -> Stage:
-    fields = {"text_field": text_field, "id_field": id_field}
-    try:
-        if name == "extract":
-            return Stage(name, None)
-        if name == "filter":
-            steps = read_filters(Path(_relative(base, s.filters)) if s.filters else DEFAULT_FILTERS)
-            return Stage(name, FilterOptions(tuple(with_languages(steps, s.languages)), **fields))
-        if name == "paragraphs":
-            return Stage(name, ParagraphOptions(s.min_length, **fields))
-        if name == "dedup":
-            against = _relative(base, s.against) if s.against else None
-            options = DedupOptions(**dict(dataclasses.asdict(s), against=against), **fields)
-            options.validate()
-            return Stage(name, options)
-        if name == "decontaminate":
-            if not s.eval:
-                raise UserError("eval: the evaluation set files are needed (a list of paths)")
-            options = DecontaminateOptions(
-                eval_files=tuple(_relative(base, p) for p in s.eval),
-                eval_fields=tuple(s.eval_field or DecontaminateOptions.eval_fields),
-                eval_id_field=s.eval_id_field,
-                ngram=s.ngram,
-                report_only=s.report_only,
-                **fields,
-            )
-            options.validate()
-            return Stage(name, options)
-        if not s.tokenizer:
-            raise UserError("tokenizer: the tokenizer (a tokenizer.json, or a folder holding one) is needed")
-        options = TokenizeOptions(s.format, s.shard_size, s.batch_size, eos_token=s.eos_token, **fields)
-        return Stage(name, Tokenize(_relative(base, s.tokenizer), options))
-    except UserError as e:
-        raise UserError(f"{where}: {e}") from None
+    with settings_named(where):
+        return Stage(name, _options(name, s, base, {"text_field": text_field, "id_field": id_field}), where)
+
+
+def _options(name: str, s, base: Path, fields: dict):
+    """The options of stage `name`'s command from its settings `s` (checked as the command checks them)."""
+    if name == "extract":
+        return None
+    if name == "filter":
+        steps = read_filters(Path(_relative(base, s.filters)) if s.filters else DEFAULT_FILTERS)
+        return FilterOptions(tuple(with_languages(steps, s.languages)), **fields)
+    if name == "paragraphs":
+        return ParagraphOptions(s.min_length, **fields)
+    if name == "dedup":
+        against = _relative(base, s.against) if s.against else None
+        options = DedupOptions(**dict(dataclasses.asdict(s), against=against), **fields)
+        options.validate()
+        return options
+    if name == "decontaminate":
+        if not s.eval:
+            raise UserError("eval: the evaluation set files are needed (a list of paths)")
+        options = DecontaminateOptions(
+            eval_files=tuple(_relative(base, p) for p in s.eval),
+            eval_fields=tuple(s.eval_field or DecontaminateOptions.eval_fields),
+            eval_id_field=s.eval_id_field,
+            ngram=s.ngram,
+            report_only=s.report_only,
+            **fields,
+        )
+        options.validate()
+        return options
+    if not s.tokenizer:
+        raise UserError("tokenizer: the tokenizer (a tokenizer.json, or a folder holding one) is needed")
+    options = TokenizeOptions(s.format, s.shard_size, s.batch_size, eos_token=s.eos_token, **fields)
+    return Tokenize(_relative(base, s.tokenizer), options)

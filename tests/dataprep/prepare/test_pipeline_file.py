@@ -61,7 +61,7 @@ stages:
         ("stages: [{tokenize: {tokenizer: t.json}}, dedup]\n", "stages[0]: 'tokenize' must be the last stage"),
         ("stages: [{dedup: {treshold: 0.8}}]\n", "stages[0].dedup: unknown key 'treshold' (known: threshold,"),
         ("stages: [{dedup: {threshold: high}}]\n", "stages[0].dedup.threshold: must be a number >= 0"),
-        ("stages: [{dedup: {threshold: 1.5}}]\n", "stages[0].dedup: --threshold must be in (0, 1], got 1.5"),
+        ("stages: [{dedup: {threshold: 1.5}}]\n", "stages[0].dedup: threshold must be in (0, 1], got 1.5"),
         ("stages: [{dedup: [0.8]}]\n", "stages[0].dedup: settings must be a mapping"),
         ("stages: [{paragraphs: {min_length: -1}}]\n", "stages[0].paragraphs.min_length: must be an integer >= 0"),
         ("stages: [decontaminate]\n", "stages[0].decontaminate: eval: the evaluation set files are needed"),
