@@ -107,14 +107,15 @@ def test_report_only_lists_the_same_rows_and_writes_no_records(setup, tmp_path, 
     stats = json.loads((listed / "stats.json").read_text())
     assert (stats["kept_docs"], stats["contaminated_docs"], stats["options"]["report_only"]) == (598, 2, True)
     # A report is no corpus: another command given the folder (or one holding it) says so and reads nothing.
+    deduped = tmp_path.with_name(f"{tmp_path.name}-deduped")  # in no folder given (an output there is refused)
     for given in (listed, tmp_path):
-        assert main(["dedup", str(given), "-o", str(tmp_path / "deduped")]) == 2
+        assert main(["dedup", str(given), "-o", str(deduped)]) == 2
         line = capsys.readouterr().err.strip().splitlines()[-1]
         assert line == (
             f"ptk: error: {listed}: a `ptk decontaminate --report-only` output: it lists the contaminated documents "
             f"({listed / 'contaminated.jsonl'}) and keeps none; give the corpus it read instead"
         )
-        assert not (tmp_path / "deduped").exists()
+        assert not deduped.exists()
 
 
 def test_the_same_bytes_for_one_and_two_workers(setup, tmp_path):

@@ -373,7 +373,7 @@ def test_cli_summary_and_one_line_errors(tmp_path):
         (["dedup", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "o2")], "missing.jsonl: no such file"),
         (["dedup", str(src), "-o", str(tmp_path / "o3"), "--threshold", "1.5"], "--threshold must be in (0, 1]"),
         (["dedup", str(src), "-o", str(tmp_path / "o4"), "--against", str(tmp_path)], "not a finished dedup index"),
-        (["dedup", str(tmp_path), "-o", str(tmp_path / "out")], "input lies inside the output directory"),
+        (["dedup", str(src), "-o", str(tmp_path)], "input lies inside the output directory"),
     ]:
         r = run_cli(*args)
         assert r.returncode == 2
