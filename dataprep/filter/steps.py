@@ -135,9 +135,11 @@ def _number(value: object, unit: bool, where: str, nullable: str) -> float:
 
 
 def with_languages(specs: list[StepSpec], languages: list[str] | None) -> list[StepSpec]:
-    """`--languages`: the language step keeps those (one is put first where the file has none)."""
+    """`--languages`: the language step keeps those (one is put first where the file has none), in
+    sorted order, each once: the same settings, and stats, however a command or a pipeline lists them."""
     if languages is None:
         return specs
+    languages = sorted(set(languages))
     at = next((i for i, s in enumerate(specs) if s.name == "language"), None)
     if at is None:
         return [StepSpec("language", LanguageSettings(languages=languages)), *specs]
