@@ -12,13 +12,15 @@ finished stage is recorded in OUT/.work (its stats, the profile of what it kept,
 `pretrainkit.dataprep.prepare.profile`, and the stamps of its folder's files), so running the same
 command again after a kill goes on from the stage it was in, into the same bytes; a changed pipeline
 or input starts again (each stage's own plan then decides what of its folder it keeps), and so does a
-finished stage whose folder no longer holds what it recorded, with every stage after it. The stage
+finished stage whose folder no longer holds what it recorded, with every stage after it. A finished
+OUT of the same pipeline over the same inputs is left as it is; one of another pipeline or other
+inputs is refused (`pretrainkit.dataprep.prepare.finished`). The stage
 folders are the prepare's: no other command writes into a folder under OUT
 (`pretrainkit.output_folders`). The documents that enter the first text stage (the extracted pages,
 or the inputs) and those the last text stage keeps are profiled with their languages; every stage's
 output with its size and lengths. The shard manifest's provenance names the raw inputs with their
-hashes and holds every earlier stage's stats, so it describes the whole pipeline. OUT/stats.json is written last: a folder
-without it is no finished prepare.
+hashes and holds every earlier stage's stats, so it describes the whole pipeline. OUT/stats.json is
+written last: a folder without it is no finished prepare.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 from pretrainkit import __version__
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES
+from pretrainkit.dataprep.prepare.finished import finished_run, input_records
 from pretrainkit.dataprep.prepare.funnel import funnel_rows
 from pretrainkit.dataprep.prepare.picture import draw_funnel
 from pretrainkit.dataprep.prepare.profile import profile
@@ -100,13 +103,21 @@ def _prepare(
     output_directory(out_dir)
     runner.check_paths([f.path for f in raw] + [str(p) for s in stages for p in s.files()], out_dir)
     work = out_dir / WORK_NAME
+    stamps = input_stamps(raw)
     plan = {
-        "inputs": input_stamps(raw),
+        "inputs": stamps,
         "files": [_stamp(path) for stage in stages for path in stage.files()],  # a changed eval set or tokenizer
         "stages": [s.as_json() for s in stages],
         "fields": [text_field, id_field],
         "version": __version__,
     }
+    made = {"pipeline": plan["stages"], "inputs": input_records(raw, stamps)}
+    done = finished_run(out_dir, made)  # another pipeline's or other inputs' finished output: refused
+    if done is not None:
+        report(f"prepare -> {out_dir}: finished by an earlier run of this pipeline over these inputs; nothing to do")
+        if work.is_dir():
+            remove_work_dir(work)  # of a run killed after it wrote OUT/stats.json
+        return done
     open_work_dir(work, plan)
     (out_dir / STATS_NAME).unlink(missing_ok=True)  # until this run ends, OUT is no finished output
 
@@ -169,6 +180,7 @@ def _prepare(
         "profiles": profiles,
         "stages": {s.name: s.folder for s in stages},
         "pipeline": plan["stages"],
+        "inputs": made["inputs"],
         "version": __version__,
     }
     draw_funnel(result, out_dir / PICTURE_NAME)

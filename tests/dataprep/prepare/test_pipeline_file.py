@@ -39,7 +39,7 @@ stages:
     assert [s.folder for s in stages] == [*names[:-1], "shards"]
     steps = stages[1].options.steps
     assert [s.name for s in steps] == [s.name for s in read_filters(DEFAULT_FILTERS)]  # FineWeb's, by default
-    assert next(s for s in steps if s.name == "language").settings.languages == ["en", "de"]
+    assert next(s for s in steps if s.name == "language").settings.languages == ["de", "en"]  # as --languages: sorted
     assert stages[2].options.min_length == 50
     assert (stages[3].options.threshold, stages[3].options.near) == (0.7, False)
     assert stages[4].options.eval_files == (str(tmp_path / "evals" / "qa.jsonl"),)

@@ -124,3 +124,34 @@ def test_a_later_stage_bad_setting_is_found_before_anything_is_written(tmp_path,
     assert len(err) == 1 and err[0].startswith(f"ptk: error: {pipeline}: stages[1].") and message in err[0], err
     assert "--" not in err[0]  # the pipeline file's keys, not the command's options
     assert not out.exists()
+
+
+def test_a_finished_prepare_is_left_as_it_is_and_another_pipeline_or_input_refused(tmp_path, capsys):
+    corpus, pipeline, out = _corpus(tmp_path / "c.jsonl", 30), _pipeline(tmp_path), tmp_path / "out"
+
+    def prepare(inputs: list[Path], pipeline: Path) -> int:
+        return main(["prepare", *map(str, inputs), "-o", str(out), "--workers", "1", "--pipeline", str(pipeline)])
+
+    def files() -> dict[Path, tuple[bytes, int]]:
+        return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()}
+
+    assert prepare([corpus], pipeline) == 0
+    finished = files()
+    capsys.readouterr()
+    assert prepare([corpus], pipeline) == 0  # the same pipeline over the same inputs: nothing to do, nothing rewritten
+    assert f"prepare -> {out}: finished by an earlier run of this pipeline over these inputs; nothing to do" in (
+        capsys.readouterr().out
+    )
+    assert files() == finished
+
+    other = tmp_path / "other.yaml"
+    other.write_text("stages:\n  - paragraphs\n  - dedup: {threshold: 0.7}\n")
+    more = _corpus(tmp_path / "more.jsonl", 31)
+    for inputs, given, difference in (
+        ([corpus], other, "another pipeline (pipeline[1].dedup.threshold: 0.8 then, 0.7 now)"),
+        ([corpus, more], pipeline, 'other inputs (inputs[1] now only: {"path": "more.jsonl"'),
+    ):
+        assert prepare(inputs, given) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"ptk: error: {out}: holds a finished prepare of {difference}"), err
+        assert files() == finished
