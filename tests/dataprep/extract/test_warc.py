@@ -5,6 +5,7 @@ dropped without a word."""
 from __future__ import annotations
 
 import gzip
+import time
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,71 @@ def test_an_uncompressed_file_named_warc_gz_is_read_whole_by_its_first_part(smal
         list(read_warc(str(path), start, start + 500 if start + 500 < size else None)) for start in range(0, size, 500)
     ]
     assert [r.offset for r in parts[0]] == [offset for _, offset in placed] and not any(parts[1:])
+
+
+def members(path: Path, placed: list[tuple[str, int]]) -> list[bytes]:
+    """Each record of a WARC.gz written a gzip member per record, inflated."""
+    data = path.read_bytes()
+    ends = [offset for _, offset in placed[1:]] + [len(data)]
+    return [gzip.decompress(data[offset:end]) for (_, offset), end in zip(placed, ends)]
+
+
+def content_length(record: bytes) -> int:
+    return int(record.partition(b"\r\n\r\n")[0].lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+
+
+def with_length(record: bytes, length: str) -> bytes:
+    head, sep, block = record.partition(b"\r\n\r\n")
+    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"content-length:")]
+    return b"\r\n".join([*lines, b"Content-Length: " + length.encode()]) + sep + block
+
+
+@pytest.mark.parametrize("compress", [True, False], ids=["warc.gz", "warc"])
+@pytest.mark.parametrize("lie", ["99999999999999999999", "+100", "-10", "²"])
+def test_a_wrong_content_length_is_a_row_and_the_records_after_it_are_read(small_pages, tmp_path, compress, lie):
+    """Too long, it swallowed the next record (its headers in the page) or, past the file, every later
+    one; too short, it left the reader in the block; '²' (isdigit() but no int) ended the run."""
+    path = tmp_path / "crawl.warc"
+    placed = write_warc(path, [response(url, html) for url, html in small_pages])
+    records = members(path, placed)
+    wrong = lie if lie[0] not in "+-" else str(content_length(records[1]) + int(lie))
+    records[1] = with_length(records[1], wrong)
+    if compress:
+        path.write_bytes(b"".join(gzip.compress(r) for r in records))
+    else:
+        path.write_bytes(b"".join(records))
+    offsets = [0]
+    for r in records[:-1]:
+        offsets.append(offsets[-1] + len(gzip.compress(r) if compress else r))
+    items = list(read_warc(str(path)))
+    assert [type(i) for i in items] == [WarcRecord, Unreadable, WarcRecord, WarcRecord], items
+    assert [i.offset for i in items] == offsets
+    assert items[1].reason.startswith(f"{'not a WARC record: no valid' if lie == '²' else 'wrong'} Content-Length")
+    assert [i.headers["warc-record-id"] for i in items[2:]] == [record_id for record_id, _ in placed[2:]]
+    assert all(b"WARC/" not in i.block for i in items[2:])
+
+
+def test_a_block_never_runs_into_the_next_records_gzip_member(small_pages, tmp_path):
+    path = tmp_path / "crawl.warc.gz"
+    placed = write_warc(path, [response(url, html) for url, html in small_pages])
+    records = members(path, placed)
+    wrong = content_length(records[2]) + 300  # in the next member
+    records[2] = with_length(records[2], str(wrong))
+    path.write_bytes(b"".join(gzip.compress(r) for r in records))
+    items = list(read_warc(str(path)))
+    next_offset = sum(len(gzip.compress(r)) for r in records[:3])
+    assert items[2].reason == f"wrong Content-Length ({wrong}): its block runs into the record at byte {next_offset}"
+    assert [type(i) for i in items] == [WarcRecord, WarcRecord, Unreadable, WarcRecord]
+
+
+def test_blank_lines_between_records_are_passed_over_a_buffer_at_a_time(small_pages, tmp_path):
+    """8 MB of line feeds in one gzip member took 8 s of CPU a line at a time."""
+    path = tmp_path / "crawl.warc.gz"
+    placed = write_warc(path, [response(url, html) for url, html in small_pages])
+    records = members(path, placed)
+    flood = gzip.compress(b"\n" * (8 << 20) + b" \t\r\n" * 1000)
+    path.write_bytes(b"".join(gzip.compress(r) + flood for r in records))
+    began = time.process_time()
+    items = list(read_warc(str(path)))
+    assert time.process_time() - began < 1.0
+    assert [i.headers["warc-record-id"] for i in items] == [record_id for record_id, _ in placed]
