@@ -159,3 +159,14 @@ def test_blank_lines_between_records_are_passed_over_a_buffer_at_a_time(small_pa
     items = list(read_warc(str(path)))
     assert time.process_time() - began < 1.0
     assert [i.headers["warc-record-id"] for i in items] == [record_id for record_id, _ in placed]
+
+
+def test_a_line_over_64_kib_between_records_is_a_row_and_the_next_member_is_read(small_pages, tmp_path):
+    path = tmp_path / "crawl.warc.gz"
+    placed = write_warc(path, [response(url, html) for url, html in small_pages])
+    records = members(path, placed)
+    junk = gzip.compress(b"x" * (70 << 10))
+    path.write_bytes(b"".join(gzip.compress(r) for r in records[:2]) + junk + gzip.compress(records[2]))
+    items = list(read_warc(str(path)))
+    assert items[2] == Unreadable(placed[2][1], "not a WARC record: a WARC header line longer than 64 KiB")
+    assert [type(i) for i in items] == [WarcRecord, WarcRecord, Unreadable, WarcRecord]
