@@ -70,3 +70,4 @@ def test_a_damaged_input_is_one_line_naming_it_or_accounted_for(
     rejected = out / first_stage / "rejected.jsonl"
     rows = [json.loads(line) for line in rejected.read_text().splitlines()]
     assert any(r["source"] == named.name for r in rows), rows
+    assert any(r["source"] == named.name and r["reason"].startswith(damage.reason) for r in rows), rows

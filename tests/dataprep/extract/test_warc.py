@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.warc import response, rust_book_pages, write_warc
+from fixtures.warc import content_length, gzip_members, response, rust_book_pages, with_content_length, write_warc
 from pretrainkit.dataprep.extract.warc import Unreadable, WarcRecord, read_warc
 
 
@@ -93,23 +93,6 @@ def test_an_uncompressed_file_named_warc_gz_is_read_whole_by_its_first_part(smal
     assert [r.offset for r in parts[0]] == [offset for _, offset in placed] and not any(parts[1:])
 
 
-def members(path: Path, placed: list[tuple[str, int]]) -> list[bytes]:
-    """Each record of a WARC.gz written a gzip member per record, inflated."""
-    data = path.read_bytes()
-    ends = [offset for _, offset in placed[1:]] + [len(data)]
-    return [gzip.decompress(data[offset:end]) for (_, offset), end in zip(placed, ends)]
-
-
-def content_length(record: bytes) -> int:
-    return int(record.partition(b"\r\n\r\n")[0].lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-
-
-def with_length(record: bytes, length: str) -> bytes:
-    head, sep, block = record.partition(b"\r\n\r\n")
-    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"content-length:")]
-    return b"\r\n".join([*lines, b"Content-Length: " + length.encode()]) + sep + block
-
-
 @pytest.mark.parametrize("compress", [True, False], ids=["warc.gz", "warc"])
 @pytest.mark.parametrize("lie", ["99999999999999999999", "+100", "-10", "²"])
 def test_a_wrong_content_length_is_a_row_and_the_records_after_it_are_read(small_pages, tmp_path, compress, lie):
@@ -117,9 +100,9 @@ def test_a_wrong_content_length_is_a_row_and_the_records_after_it_are_read(small
     one; too short, it left the reader in the block; '²' (isdigit() but no int) ended the run."""
     path = tmp_path / "crawl.warc"
     placed = write_warc(path, [response(url, html) for url, html in small_pages])
-    records = members(path, placed)
+    records = gzip_members(path.read_bytes())
     wrong = lie if lie[0] not in "+-" else str(content_length(records[1]) + int(lie))
-    records[1] = with_length(records[1], wrong)
+    records[1] = with_content_length(records[1], wrong)
     if compress:
         path.write_bytes(b"".join(gzip.compress(r) for r in records))
     else:
@@ -137,10 +120,10 @@ def test_a_wrong_content_length_is_a_row_and_the_records_after_it_are_read(small
 
 def test_a_block_never_runs_into_the_next_records_gzip_member(small_pages, tmp_path):
     path = tmp_path / "crawl.warc.gz"
-    placed = write_warc(path, [response(url, html) for url, html in small_pages])
-    records = members(path, placed)
+    write_warc(path, [response(url, html) for url, html in small_pages])
+    records = gzip_members(path.read_bytes())
     wrong = content_length(records[2]) + 300  # in the next member
-    records[2] = with_length(records[2], str(wrong))
+    records[2] = with_content_length(records[2], str(wrong))
     path.write_bytes(b"".join(gzip.compress(r) for r in records))
     items = list(read_warc(str(path)))
     next_offset = sum(len(gzip.compress(r)) for r in records[:3])
@@ -152,7 +135,7 @@ def test_blank_lines_between_records_are_passed_over_a_buffer_at_a_time(small_pa
     """8 MB of line feeds in one gzip member took 8 s of CPU a line at a time."""
     path = tmp_path / "crawl.warc.gz"
     placed = write_warc(path, [response(url, html) for url, html in small_pages])
-    records = members(path, placed)
+    records = gzip_members(path.read_bytes())
     flood = gzip.compress(b"\n" * (8 << 20) + b" \t\r\n" * 1000)
     path.write_bytes(b"".join(gzip.compress(r) + flood for r in records))
     began = time.process_time()
@@ -164,7 +147,7 @@ def test_blank_lines_between_records_are_passed_over_a_buffer_at_a_time(small_pa
 def test_a_line_over_64_kib_between_records_is_a_row_and_the_next_member_is_read(small_pages, tmp_path):
     path = tmp_path / "crawl.warc.gz"
     placed = write_warc(path, [response(url, html) for url, html in small_pages])
-    records = members(path, placed)
+    records = gzip_members(path.read_bytes())
     junk = gzip.compress(b"x" * (70 << 10))
     path.write_bytes(b"".join(gzip.compress(r) for r in records[:2]) + junk + gzip.compress(records[2]))
     items = list(read_warc(str(path)))
