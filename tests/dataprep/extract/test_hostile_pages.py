@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fixtures.warc import Record, response, rust_book_pages, write_warc
 from pretrainkit.dataprep.executors.local import LocalRunner
-from pretrainkit.dataprep.extract import pages
+from pretrainkit.dataprep.extract import html, pages
 from pretrainkit.dataprep.extract.charset import decode_html
 from pretrainkit.dataprep.extract.html import MAX_DEPTH, TooDeep, main_text
 from pretrainkit.dataprep.extract.pipeline import run_extract
@@ -63,10 +63,10 @@ def test_a_negative_chunk_size_a_gzip_bomb_and_deep_nesting_are_rejected_rows_co
     assert rejected(tmp_path / "out") == {
         ids[1]: "payload cannot be decoded: chunk size b'-6' is not a hex number",
         ids[2]: "payload over 1 MiB once decoded (gzip content encoding)",
-        ids[4]: f"HTML nested deeper than {MAX_DEPTH} elements",
+        ids[4]: "HTML nested too deep (deeper than 512 elements, the most for a page of 1,030 tags)",
     }
     assert stats["kept"] == 2 and stats["rejected"] == {
-        "HTML nested deeper than 512 elements": 1,
+        "HTML nested too deep": 1,
         "payload cannot be decoded": 1,
         "payload over 1 MiB once decoded": 1,
     }
@@ -82,6 +82,21 @@ def test_the_depth_check_passes_every_page_up_to_the_cap_and_costs_little_beyond
         except TooDeep:
             pass
     assert time.process_time() - began < 2  # 100k nested took 378 s
+
+
+def test_a_page_may_nest_no_deeper_than_the_work_cap_over_its_tags(monkeypatch):
+    """80k paragraphs 505 deep took 4.8 s: the time grows with the elements times their depth."""
+    monkeypatch.setattr(html, "MAX_WORK", 100_000)
+
+    def paragraphs(depth: int) -> str:  # 2,000 paragraphs: about 4,000 tags
+        return "<html><body>" + "<div>" * depth + "<p>Words.</p>" * 2000 + "</div>" * depth + "</body></html>"
+
+    assert main_text(paragraphs(10)) == "\n\n".join(["Words."] * 2000)
+    try:
+        main_text(paragraphs(30))
+        raise AssertionError("30 deep passed")
+    except TooDeep as e:
+        assert str(e) == "HTML nested too deep (deeper than 24 elements, the most for a page of 4,064 tags)"
 
 
 def test_a_meta_utf16_is_read_as_utf8_a_bom_still_wins_and_an_http_utf16_is_taken_as_declared():
