@@ -219,8 +219,9 @@ def half(data: bytes) -> bytes:
         ),
         (b'{"id": 1, "text": "caf\xe9"}\n', [], "bad.jsonl:1: invalid UTF-8 at byte 22"),
         (b'{"id": [1], "text": "fine words"}\n', [], "bad.jsonl:1: id field 'id' is a list, not a string or integer"),
+        (b'{"id": 1, "text": null}\n', [], "bad.jsonl:1: field 'text' is null, not a string or list of strings"),
     ],
-    ids=["missing", "empty", "no-field", "truncated-gzip", "not-utf8", "bad-id"],
+    ids=["missing", "empty", "no-field", "truncated-gzip", "not-utf8", "bad-id", "null-text"],
 )
 def test_bad_evaluation_input_is_one_line(setup, tmp_path, capsys, make, extra, expected):
     root, _, _ = setup
