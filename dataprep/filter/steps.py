@@ -35,6 +35,7 @@ from pretrainkit.dataprep.filter.gopher import (
     GopherRepetition,
     GopherRepetitionSettings,
 )
+from pretrainkit.dataprep.filter.language_codes import checked_codes
 from pretrainkit.dataprep.filter.language_filter import LanguageSettings, LanguageStep
 from pretrainkit.dataprep.filter.length import MOST_CHARS, MinLength, MinLengthSettings
 from pretrainkit.dataprep.filter.pii import PII, PIISettings
@@ -72,10 +73,20 @@ def build_step(spec: StepSpec):
 
 def read_filters(path: Path) -> list[StepSpec]:
     """The steps of filters file `path`, validated (see the module docstring)."""
-    return [
-        StepSpec(name, settings_from(STEPS[name][0], given, f"{where}.{name}"))
-        for name, given, where in read_named_items(path, "filters file", "filters", "step", STEPS)
-    ]
+    specs = []
+    for name, given, where in read_named_items(path, "filters file", "filters", "step", STEPS):
+        specs.append(StepSpec(name, settings_from(STEPS[name][0], given, f"{where}.{name}")))
+        if name == "language" and specs[-1].settings.languages is not None:
+            check_languages(specs[-1].settings.languages, f"{where}.{name}")
+    return specs
+
+
+def check_languages(codes: list[str], where: str) -> None:
+    """A file's `languages` (at `where`: its file and key) are codes the language model outputs."""
+    try:
+        checked_codes(codes)
+    except UserError as e:
+        raise UserError(f"{where}.languages: {e}") from None
 
 
 RANGE = "range"  # a settings field's metadata key: its `pretrainkit.arguments.Bounded`

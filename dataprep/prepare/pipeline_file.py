@@ -28,7 +28,14 @@ from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions
 from pretrainkit.dataprep.dedup import pipeline as dedup
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions
 from pretrainkit.dataprep.filter.pipeline import FilterOptions
-from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, ranged, read_filters, settings_from, with_languages
+from pretrainkit.dataprep.filter.steps import (
+    DEFAULT_FILTERS,
+    check_languages,
+    ranged,
+    read_filters,
+    settings_from,
+    with_languages,
+)
 from pretrainkit.dataprep.paragraphs.pipeline import MIN_LENGTH, ParagraphOptions
 from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage
 from pretrainkit.dataprep.tokenize.arguments import BATCH_SIZE, SHARD_SIZE
@@ -138,6 +145,8 @@ def _relative(base: Path, path: str) -> str:
 
 def _stage(name: str, s, base: Path, text_field: str, id_field: str, where: str) -> Stage:
     fields = {"text_field": text_field, "id_field": id_field}
+    if name == "filter" and s.languages is not None:
+        check_languages(s.languages, where)
     try:
         if name == "extract":
             return Stage(name, None)
