@@ -71,19 +71,19 @@ def test_known_codes_are_taken_sorted_once() -> None:
     assert checked_codes(["en", "ceb", "sh", "en"]) == ["ceb", "en", "sh"]
 
 
-def test_a_filters_or_pipeline_files_unknown_code_is_one_line_naming_its_key(tmp_path: Path) -> None:
-    filters = tmp_path / "filters.yaml"
-    filters.write_text("filters:\n  - language: {languages: [en, zz]}\n")
+@pytest.mark.parametrize(
+    ("read", "text", "where", "refused"),
+    [
+        (read_filters, "filters:\n  - language: {languages: [en, zz]}\n", "filters[0].language.languages", "zz"),
+        (read_pipeline, "stages:\n  - filter: {languages: [eng]}\n", "stages[0].filter.languages", "eng"),
+    ],
+    ids=["filters-file", "pipeline-file"],
+)
+def test_a_files_unknown_code_is_one_line_naming_its_key(tmp_path: Path, read, text, where, refused) -> None:
+    path = tmp_path / "file.yaml"
+    path.write_text(text)
     with pytest.raises(UserError) as e:
-        read_filters(filters)
+        read(path)
     assert str(e.value).startswith(
-        f"{filters}: filters[0].language.languages: language code 'zz': the language model never outputs it"
-    )
-    pipeline = tmp_path / "pipeline.yaml"
-    pipeline.write_text("stages:\n  - filter: {languages: [eng]}\n")
-    with pytest.raises(UserError) as e:
-        read_pipeline(pipeline)
-    assert str(e.value).startswith(
-        f"{pipeline}: stages[0].filter.languages: language code 'eng': the language model never outputs it "
-        "(nearest: en;"
+        f"{path}: {where}: language code '{refused}': the language model never outputs it (nearest: "
     )
