@@ -27,7 +27,7 @@ from pretrainkit.dataprep.tokenize.corpus import Tokenize, TokenizeStage
 from pretrainkit.files import output_file, write_text_atomic, writing_into
 from pretrainkit.progress import progress_bar
 from pretrainkit.remote.staging import UrlArguments
-from pretrainkit.shards.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
+from pretrainkit.shards.tokenizer import DEFAULT_EOS, MIN_VOCAB, load_tokenizer, train_tokenizer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_inputs_and_output(train, "tokenizer.json to write")
     train.add_argument(
         "--vocab-size",
-        type=count_in(1, 1 << 32),  # token ids are at most uint32; the least is MIN_VOCAB, said by train_tokenizer
+        type=count_in(MIN_VOCAB, 1 << 32),  # the 256 bytes and the end-of-text token; ids are at most uint32
         required=True,
         help="vocabulary size, special tokens included (at most: what the corpus's pairs allow)",
     )
