@@ -73,7 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-new-tokens", type=int_in(1, 1 << 20), default=64, help="tokens to generate at most (default 64)"
     )
     # The sampling options, checked when parsed, before a model is loaded: inf would sample uniformly, nan fail in torch
-    p.add_argument("--temperature", type=number_in(0, 100), default=0.0, help="sampling temperature, 0: greedy (default 0)")
+    p.add_argument(
+        "--temperature", type=number_in(0, 100), default=0.0, help="sampling temperature, 0: greedy (default 0)"
+    )
     p.add_argument(
         "--top-p",
         type=number_in(0, 1, lo_open=True),
