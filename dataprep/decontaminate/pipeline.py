@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pretrainkit import __version__
+from pretrainkit.arguments import int_in
 from pretrainkit.dataprep.decontaminate.check import CheckJob, check_task
 from pretrainkit.dataprep.decontaminate.evalindex import EvalOptions, EvalTables, build_index
 from pretrainkit.dataprep.decontaminate.evalsets import check_eval_file
@@ -42,6 +43,9 @@ WORK_FORMAT = 1  # of the files in .work/: a rerun by code that lays them out ot
 CONTAMINATED_NAME = "contaminated.jsonl"
 
 
+NGRAM = int_in(1, 1000)  # --ngram's type; the check of a pipeline file's or a caller's
+
+
 @dataclass(frozen=True)
 class DecontaminateOptions:
     eval_files: tuple[str, ...] = ()
@@ -53,8 +57,7 @@ class DecontaminateOptions:
     report_only: bool = False
 
     def validate(self) -> None:
-        if self.ngram < 1:
-            raise UserError(f"--ngram must be at least 1, got {self.ngram}")
+        NGRAM.check(self.ngram, "ngram")
         if not self.eval_files:
             raise UserError("--eval: at least one evaluation set file is needed")
         seen: dict[str, str] = {}

@@ -26,15 +26,24 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from pretrainkit.dataprep.decontaminate import pipeline as decontaminate
 from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions
+from pretrainkit.dataprep.dedup import pipeline as dedup
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions
 from pretrainkit.dataprep.filter.pipeline import FilterOptions
-from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, settings_from, with_languages
-from pretrainkit.dataprep.paragraphs.pipeline import ParagraphOptions
+from pretrainkit.dataprep.filter.steps import (
+    DEFAULT_FILTERS,
+    check_languages,
+    ranged,
+    read_filters,
+    settings_from,
+    with_languages,
+)
+from pretrainkit.dataprep.paragraphs.pipeline import MIN_LENGTH, ParagraphOptions
 from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, settings_named
+from pretrainkit.dataprep.tokenize.arguments import BATCH_SIZE, SHARD_SIZE
 from pretrainkit.dataprep.tokenize.corpus import Tokenize, TokenizeOptions
 from pretrainkit.errors import UserError
-from pretrainkit.quantities import count
 from pretrainkit.remote.staging import local_copy, shown
 from pretrainkit.remote.urls import beside, is_url
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
@@ -54,14 +63,14 @@ class FilterSettings:
 
 @dataclass(frozen=True)
 class ParagraphsSettings:
-    min_length: int = ParagraphOptions.min_length
+    min_length: int = ranged(ParagraphOptions.min_length, MIN_LENGTH)
 
 
 @dataclass(frozen=True)
 class DedupSettings:
-    threshold: float = DedupOptions.threshold
-    num_perm: int = DedupOptions.num_perm
-    ngram: int = DedupOptions.ngram
+    threshold: float = ranged(DedupOptions.threshold, dedup.THRESHOLD)
+    num_perm: int = ranged(DedupOptions.num_perm, dedup.NUM_PERM)
+    ngram: int = ranged(DedupOptions.ngram, dedup.NGRAM)
     near: bool = DedupOptions.near
     against: str | None = None
 
@@ -71,7 +80,7 @@ class DecontaminateSettings:
     eval: list[str] | None = None  # required: None is "not given"
     eval_field: list[str] | None = None
     eval_id_field: str = DecontaminateOptions.eval_id_field
-    ngram: int = DecontaminateOptions.ngram
+    ngram: int = ranged(DecontaminateOptions.ngram, decontaminate.NGRAM)
     report_only: bool = False
 
 
@@ -92,7 +101,7 @@ SETTINGS = {
     "decontaminate": DecontaminateSettings,
     "tokenize": TokenizeSettings,
 }
-SIZES = ("shard_size", "batch_size")  # token counts, given as 32M or 16384
+SIZES = {"shard_size": SHARD_SIZE, "batch_size": BATCH_SIZE}  # token counts, given as 32M or 16384
 
 
 def read_pipeline(path: Path, text_field: str = "text", id_field: str = "id") -> list[Stage]:
@@ -112,14 +121,16 @@ def read_pipeline(path: Path, text_field: str = "text", id_field: str = "id") ->
 
 
 def _sizes(given: dict, where: str) -> dict:
-    """Token counts written as 32M (as on the command line) made integers."""
+    """Token counts written as 32M (as on the command line) made integers, and checked as there."""
     out = dict(given)
-    for key in SIZES:
+    for key, bounds in SIZES.items():
         if isinstance(out.get(key), str):
             try:
-                out[key] = count(out[key])
+                out[key] = bounds(out[key])
             except argparse.ArgumentTypeError as e:  # the command line's parser of sizes
                 raise UserError(f"{where}.{key}: {e}") from None
+        elif key in out:
+            bounds.check(out[key], f"{where}.{key}")
     return out
 
 
@@ -136,6 +147,8 @@ def _relative(base: Path, path: str) -> str:
 
 
 def _stage(name: str, s, base: Path, text_field: str, id_field: str, where: str) -> Stage:
+    if name == "filter" and s.languages is not None:
+        check_languages(s.languages, where)
     with settings_named(where):
         return Stage(name, _options(name, s, base, {"text_field": text_field, "id_field": id_field}), where)
 
@@ -151,9 +164,7 @@ def _options(name: str, s, base: Path, fields: dict):
         return ParagraphOptions(s.min_length, **fields)
     if name == "dedup":
         against = _relative(base, s.against) if s.against else None
-        options = DedupOptions(**dict(dataclasses.asdict(s), against=against), **fields)
-        options.validate()
-        return options
+        return DedupOptions(**dict(dataclasses.asdict(s), against=against), **fields)
     if name == "decontaminate":
         if not s.eval:
             raise UserError("eval: the evaluation set files are needed (a list of paths)")

@@ -213,7 +213,6 @@ def half(data: bytes) -> bytes:
             [],
             "bad.jsonl:2: no field 'text' (fields: 'id', 'question')",
         ),
-        (b'{"id": 1, "text": "fine"}\n', ["--ngram", "0"], "--ngram must be at least 1, got 0"),
         (
             half(gzip.compress(b"".join(b'{"id": %d, "text": "fine"}\n' % i for i in range(500)))),
             [],
@@ -221,8 +220,9 @@ def half(data: bytes) -> bytes:
         ),
         (b'{"id": 1, "text": "caf\xe9"}\n', [], "bad.jsonl:1: invalid UTF-8 at byte 22"),
         (b'{"id": [1], "text": "fine words"}\n', [], "bad.jsonl:1: id field 'id' is a list, not a string or integer"),
+        (b'{"id": 1, "text": null}\n', [], "bad.jsonl:1: field 'text' is null, not a string or list of strings"),
     ],
-    ids=["missing", "empty", "no-field", "ngram-0", "truncated-gzip", "not-utf8", "bad-id"],
+    ids=["missing", "empty", "no-field", "truncated-gzip", "not-utf8", "bad-id", "null-text"],
 )
 def test_bad_evaluation_input_is_one_line(setup, tmp_path, capsys, make, extra, expected):
     root, _, _ = setup
@@ -234,6 +234,20 @@ def test_bad_evaluation_input_is_one_line(setup, tmp_path, capsys, make, extra, 
     assert run(str(root / "corpus"), "--eval", str(path), "-o", str(out), *extra) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected in err[0], err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["0", "99999999999999999999"])
+def test_an_ngram_out_of_range_is_one_line_when_parsed(setup, tmp_path, capsys, value):
+    root, evals, _ = setup
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        run(str(root / "corpus"), "--eval", str(evals), "-o", str(out), "--ngram", value)
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        f"ptk decontaminate: error: argument --ngram: must be in [1, 1000], got '{value}' "
+        "(see ptk decontaminate --help)\n"
+    )
     assert not out.exists()
 
 
