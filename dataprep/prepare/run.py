@@ -32,7 +32,7 @@ from pathlib import Path
 from pretrainkit import __version__
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES
-from pretrainkit.dataprep.prepare.finished import finished_run, input_records
+from pretrainkit.dataprep.prepare.finished import finished_run, input_records, named_records
 from pretrainkit.dataprep.prepare.funnel import funnel_rows
 from pretrainkit.dataprep.prepare.picture import draw_funnel
 from pretrainkit.dataprep.prepare.profile import profile
@@ -111,7 +111,8 @@ def _prepare(
         "fields": [text_field, id_field],
         "version": __version__,
     }
-    made = {"pipeline": plan["stages"], "inputs": input_records(raw, stamps)}
+    named = [path for stage in stages for path in stage.files()]
+    made = {"pipeline": plan["stages"], "files": named_records(named), "inputs": input_records(raw, stamps)}
     done = finished_run(out_dir, made)  # another pipeline's or other inputs' finished output: refused
     if done is not None:
         report(f"prepare -> {out_dir}: finished by an earlier run of this pipeline over these inputs; nothing to do")
@@ -180,6 +181,7 @@ def _prepare(
         "profiles": profiles,
         "stages": {s.name: s.folder for s in stages},
         "pipeline": plan["stages"],
+        "files": made["files"],
         "inputs": made["inputs"],
         "version": __version__,
     }

@@ -155,3 +155,17 @@ def test_a_finished_prepare_is_left_as_it_is_and_another_pipeline_or_input_refus
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"ptk: error: {out}: holds a finished prepare of {difference}"), err
         assert files() == finished
+
+
+def test_a_finished_prepare_whose_evaluation_set_changed_is_refused(tmp_path, capsys):
+    corpus, evals, out = _corpus(tmp_path / "c.jsonl", 10), tmp_path / "evals.jsonl", tmp_path / "out"
+    evals.write_text(json.dumps({"id": "q", "text": "a question of seven words in it"}) + "\n")
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text("stages:\n  - decontaminate: {eval: [evals.jsonl], ngram: 5}\n")
+    argv = ["prepare", str(corpus), "-o", str(out), "--workers", "1", "--pipeline", str(pipeline)]
+    assert main(argv) == 0
+    evals.write_text(json.dumps({"id": "q", "text": "another question of six words"}) + "\n")
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{out}: holds a finished prepare of other named files (files[0].bytes: " in err[0], err
