@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from pretrainkit.dataprep.decontaminate.evalsets import read_eval_file
-from pretrainkit.dataprep.decontaminate.ngrams import gram_hashes, hash_filter, normalized_words
+from pretrainkit.dataprep.decontaminate.ngrams import gram_at, gram_hashes, hash_filter, normalized_words
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, write_text_atomic
 from pretrainkit.progress import progress_bar
@@ -124,7 +124,7 @@ def _read_into(path: str, name: str, options: EvalOptions, tables: tuple[list, l
 class Match:
     eval_id: str
     eval_file: str
-    ngram: list[str]  # the shared n-gram, normalized words
+    ngram: list[str]  # the shared n-gram, normalized tokens
 
 
 class EvalIndex:
@@ -147,8 +147,9 @@ class EvalIndex:
         return self.words[self.offsets[item] : self.offsets[item + 1]].tobytes().split(b" ")
 
     def confirm(self, words: list[bytes], position: int, n: int, gram_hash: np.uint64) -> Match | None:
-        """The first evaluation n-gram of this hash whose words are words[position:position + n]."""
-        ngram = words[position : position + n]
+        """The first evaluation n-gram of this hash whose tokens are the n-gram of `words` (tokens)
+        at `position` (`ngrams.gram_at`: `n` words long, or its weight in characters)."""
+        ngram = gram_at(words, position, n)
         lo = int(np.searchsorted(self.hashes, gram_hash, side="left"))
         hi = int(np.searchsorted(self.hashes, gram_hash, side="right"))
         for item, at in self.refs[lo:hi].tolist():
