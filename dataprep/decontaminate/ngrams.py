@@ -145,36 +145,33 @@ def _clean_into(buf: np.ndarray, lo: int, hi: int, classes: np.ndarray, out: np.
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _hashed(h: np.uint64, c: np.uint8) -> np.uint64:
+    """FNV-1a's step for one byte of a token, ASCII upper case lowered."""
+    return (h ^ _U64(c + 32 if 65 <= c <= 90 else c)) * _FNV_PRIME
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _scan(
     buf: np.ndarray, i: int, hi: int, classes: np.ndarray, h: np.uint64, in_word: bool
-) -> tuple[int, np.uint64, bool, bool, np.uint64, int, np.uint64]:
-    """One step of the tokenization: the character at buf[i], or the text's end where i == hi, with
-    `h` the hash so far of the word it may continue. Returns the step's length in bytes; `h` and
-    `in_word` after it; whether it ends a word, and that word's hash; the units of the token the
-    character is on its own (0 unless it is of an unspaced script), and that token's hash."""
+) -> tuple[int, np.uint64, bool, int, np.uint64]:
+    """One step of the tokenization at buf[i] (the text's end where i == hi), `h` being the hash so
+    far of the word it may continue: returns the bytes it read; `h` and `in_word` after it; the units
+    of the token it ends (0 where none) and that token's hash. A character of an unspaced script
+    that ends a word is read by the next step (this one reads nothing), so a step ends one token."""
     if i == hi:
         cls, size = _SPACE, 1  # the text's last word ends with it
     else:
         cls, size = _class_at(buf, i, hi, classes)
-    ends = in_word and (cls == _SPACE or cls >= _FIRST_UNSPACED)
-    word = _mix64(h) if ends else _U64(0)
-    if ends:
-        h = _FNV_OFFSET
-        in_word = False
-    units = 0
-    own = _U64(0)
+    if in_word and (cls == _SPACE or cls >= _FIRST_UNSPACED):
+        return (size if cls == _SPACE else 0), _FNV_OFFSET, False, WORD_UNITS, _mix64(h)
     if cls == _WORD or cls >= _FIRST_UNSPACED:
         for k in range(size):
             if i + k < hi:
-                c = buf[i + k]
-                h = (h ^ _U64(c + 32 if 65 <= c <= 90 else c)) * _FNV_PRIME
-        if cls == _WORD:
-            in_word = True
-        else:
-            units = _UNITS[cls]
-            own = _mix64(h)
-            h = _FNV_OFFSET
-    return size, h, in_word, ends, word, units, own
+                h = _hashed(h, buf[i + k])
+        if cls >= _FIRST_UNSPACED:  # a token of its own
+            return size, _FNV_OFFSET, False, _UNITS[cls], _mix64(h)
+        return size, h, True, 0, _U64(0)
+    return size, h, in_word, 0, _U64(0)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -187,12 +184,9 @@ def _tokens(buf: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray, np.ndarra
     in_word = False
     i = 0
     while i <= len(buf):
-        size, h, in_word, ends, word, own_units, own = _scan(buf, i, len(buf), classes, h, in_word)
-        if ends:
-            hashes[count], units[count] = word, WORD_UNITS
-            count += 1
-        if own_units:
-            hashes[count], units[count] = own, own_units
+        size, h, in_word, token_units, token = _scan(buf, i, len(buf), classes, h, in_word)
+        if token_units:
+            hashes[count], units[count] = token, token_units
             count += 1
         i += size
     return hashes[:count], units[:count]
@@ -236,43 +230,6 @@ def _set_bits(table: np.ndarray, shift: np.uint64, bit_array: np.ndarray) -> Non
         bit_array[slot >> _U64(3)] |= np.uint8(1 << (slot & _U64(7)))
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _push(
-    token: np.uint64,
-    units: int,
-    ring: np.ndarray,
-    ring_units: np.ndarray,
-    state: np.ndarray,
-    mult: np.ndarray,
-    threshold: int,
-    table: np.ndarray,
-    bit_array: np.ndarray,
-    shift: np.uint64,
-) -> int:
-    """A token added to the last tokens in `ring` (state: tokens so far, the first token of no
-    n-gram yet, the units from it on); each n-gram it completes looked up: returns the position of
-    the first one whose hash is in `table`, or -1."""
-    span = len(ring)
-    ring[state[0] % span] = token
-    ring_units[state[0] % span] = units
-    state[0] += 1
-    state[2] += units
-    while state[2] >= threshold:
-        start = state[1]
-        g = _U64(0)
-        for k in range(state[0] - start):
-            g += ring[(start + k) % span] * mult[k]
-        g = _mix64(g)
-        state[2] -= ring_units[start % span]
-        state[1] += 1
-        slot = g >> shift
-        if (bit_array[slot >> _U64(3)] >> (slot & _U64(7))) & 1:
-            at = np.searchsorted(table, g)
-            if at < len(table) and table[at] == g:
-                return start
-    return -1
-
-
 @numba.njit(cache=True, nogil=True)
 def _first_hits(
     buf: np.ndarray,
@@ -287,29 +244,56 @@ def _first_hits(
     """Per text buf[offsets[d]:offsets[d + 1]]: the position of its first n-gram whose hash is in
     `table` (sorted; `bit_array` its `hash_filter`), or -1; and its units (where it has a hit,
     those up to its end). One pass over the bytes: the tokens of `_scan` and the n-grams of
-    `_grams`, computed as the tokens end, with the last ones in a ring of the longest n-gram's
-    length, so no text needs memory of its size."""
+    `_grams`, computed as the tokens end, with the last ones in a ring of a power of two at least
+    the longest n-gram's length, so no text needs memory of its size."""
     docs = len(offsets) - 1
     first = np.full(docs, -1, np.int64)
     totals = np.zeros(docs, np.int64)
-    ring = np.empty(len(mult), _U64)
-    ring_units = np.empty(len(mult), np.int64)
-    state = np.zeros(3, np.int64)
+    mask = 1
+    while mask < len(mult):
+        mask <<= 1
+    mask -= 1
+    ring = np.empty(mask + 1, _U64)
+    ring_units = np.empty(mask + 1, np.int64)
     for d in range(docs):
-        state[:] = 0
+        tokens = 0
+        start = 0  # the first token whose n-gram is not complete yet
+        window = 0  # the units of tokens start..tokens-1
         total = 0
+        hit = -1
         h = _FNV_OFFSET
         in_word = False
         i, hi = offsets[d], offsets[d + 1]
-        while i <= hi and first[d] < 0:
-            size, h, in_word, ends, word, own_units, own = _scan(buf, i, hi, classes, h, in_word)
-            if ends:
-                total += WORD_UNITS
-                first[d] = _push(word, WORD_UNITS, ring, ring_units, state, mult, threshold, table, bit_array, shift)
-            if own_units and first[d] < 0:
-                total += own_units
-                first[d] = _push(own, own_units, ring, ring_units, state, mult, threshold, table, bit_array, shift)
+        while i <= hi and hit < 0:
+            # an ASCII byte within a word (the bulk of most text) here: through `_scan` it takes twice as long
+            if i < hi and buf[i] < 0x80 and classes[buf[i]] != _SPACE:
+                if classes[buf[i]] == _WORD:
+                    h = _hashed(h, buf[i])
+                    in_word = True
+                i += 1
+                continue
+            size, h, in_word, units, token = _scan(buf, i, hi, classes, h, in_word)
             i += size
+            if not units:
+                continue
+            ring[tokens & mask] = token
+            ring_units[tokens & mask] = units
+            tokens += 1
+            window += units
+            total += units
+            while window >= threshold and hit < 0:
+                g = _U64(0)
+                for k in range(tokens - start):
+                    g += ring[(start + k) & mask] * mult[k]
+                g = _mix64(g)
+                slot = g >> shift
+                if (bit_array[slot >> _U64(3)] >> (slot & _U64(7))) & 1:
+                    at = np.searchsorted(table, g)
+                    if at < len(table) and table[at] == g:
+                        hit = start
+                window -= ring_units[start & mask]
+                start += 1
+        first[d] = hit
         totals[d] = total
     return first, totals
 
