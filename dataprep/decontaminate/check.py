@@ -5,7 +5,7 @@
 The task's documents are read in batches (`pretrainkit.dataprep.readers`); one compiled loop
 (`ngrams.first_hits`) normalizes each, hashes its n-grams and looks them up in the index's sorted
 hashes, so Python does nothing per n-gram. A document with a hit has its hits confirmed on the
-words (`EvalIndex.confirm`), the first confirmed one in word order making its `contaminated.jsonl`
+tokens (`EvalIndex.confirm`), the first confirmed one in token order making its `contaminated.jsonl`
 row; one whose hits are all collisions is kept (and counted). The job writes
 `OUT/part-NNNNN.jsonl.zst` (the kept records, each the line `ptk dedup` writes for it, in input
 order; none with `report_only`) and, in the work directory, its contaminated and rejected rows;
@@ -80,7 +80,7 @@ def check_task(job: CheckJob) -> dict:
             kept = stack.enter_context(compressed_part(raw))
 
         def check(batch: list[Document]) -> None:
-            first, words = first_hits([d.text for d in batch], job.ngram, index.hashes, index.filter)
+            first, words = first_hits([d.text for d in batch], job.ngram, index.hashes, index.filter)  # words' weight
             kept_records: list[bytes] = []
             counts["shorter_than_ngram"] += int(np.count_nonzero(words < job.ngram))
             for doc, at in zip(batch, first.tolist()):
@@ -119,7 +119,7 @@ def check_task(job: CheckJob) -> dict:
 
 
 def _confirmed(index: EvalIndex, text: str, first: int, ngram: int) -> Match | None:
-    """The first of the document's hits, from word position `first` on, that its words confirm."""
+    """The first of the document's hits, from token position `first` on, that its tokens confirm."""
     hashes = gram_hashes(text, ngram)
     at = np.searchsorted(index.hashes, hashes[first:])
     at = np.minimum(at, len(index.hashes) - 1)

@@ -6,15 +6,17 @@
 
 Files (raw little-endian arrays, memory-mapped by the workers, so the pages are shared between
 the processes of a machine): `hashes.u64`, every n-gram of every item sorted by hash (stable: of
-equal hashes, the earlier item first); `refs.u32`, per entry its item and word position; `words.bin`,
-each item's normalized words joined by spaces, at `words.i64` offsets; `items.json`, each item's
+equal hashes, the earlier item first); `refs.u32`, per entry its item and token position; `words.bin`,
+each item's normalized tokens (`ngrams`: words, and the characters of unspaced scripts) joined by
+spaces, at `words.i64` offsets; `items.json`, each item's
 eval id and file; `index.json`, the per-file counts, written last (the index is whole when it is
 there). Memory: 16 bytes per evaluation n-gram and the items' normalized text, independent of the
 corpus; 100 million n-grams (about 100 million words of evaluation text at --ngram 13) is 1.6 GB.
 
-A hit is confirmed by comparing words, so a 64-bit collision (an n-gram of the corpus whose hash is
+A hit is confirmed by comparing tokens, so a 64-bit collision (an n-gram of the corpus whose hash is
 some evaluation n-gram's) is never reported: the confirmed match is the first entry of that hash
-whose words are the document's n-gram. An item with fewer words than the n-gram has no n-gram: it
+whose tokens are the document's n-gram. An item that weighs fewer words than the n-gram (Chinese
+characters counting as their share of a word, `ngrams`) has no n-gram: it
 is counted (`items_shorter_than_ngram`) and cannot match, since a short item (an answer, a number)
 found anywhere in web text says nothing of contamination.
 """
