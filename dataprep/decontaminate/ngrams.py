@@ -346,10 +346,10 @@ def gram_at(tokens: list[bytes], position: int, ngram: int) -> list[bytes]:
 
 
 def joined(tokens: list[str]) -> str:
-    """An n-gram as text: its tokens with a space between two words of spaced scripts only, so
-    that Chinese or Thai reads as written and English as before."""
+    """An n-gram as text: its tokens with a space between them, but none between two characters of
+    unspaced scripts, so that Chinese or Thai reads as written and English as before."""
     text = tokens[0] if tokens else ""
     for before, token in zip(tokens, tokens[1:]):
-        spaced = _units_of(before) == WORD_UNITS and _units_of(token) == WORD_UNITS
-        text += " " + token if spaced else token
+        unspaced = _units_of(before) != WORD_UNITS and _units_of(token) != WORD_UNITS
+        text += token if unspaced else " " + token
     return text

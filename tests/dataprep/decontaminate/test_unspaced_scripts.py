@@ -134,9 +134,10 @@ def test_quoted_items_are_found_in_every_form_and_nothing_else_is(run, capsys):
     assert main(["decontaminate", str(root / "corpus.jsonl"), "--eval", str(root / "evals.jsonl"), "-o", str(out)]) == 0
     rows = [json.loads(line) for line in (out / "contaminated.jsonl").read_text(encoding="utf-8").splitlines()]
     assert {r["id"]: r["eval_id"] for r in rows} == CONTAMINATED
-    # the row's n-gram reads as written: Chinese characters without spaces between them
+    # the row's n-gram reads as written: no space between two Chinese or Japanese characters
     by_id = {r["id"]: r for r in rows}
     assert by_id["zh-23-characters"]["ngram"] == han_run(ITEMS["zh"], 23)
+    assert by_id["ja-quoted"]["ngram"].startswith("gz 拡張子は gzip ユーティリティで圧縮されたファイル")
     assert by_id["th-quoted"]["ngram"].replace(" ", "") in unpunctuated(ITEMS["th"]).replace(" ", "")
     stats = json.loads((out / "stats.json").read_text())
     assert (stats["input_docs"], stats["contaminated_docs"]) == (len(docs), len(CONTAMINATED))
