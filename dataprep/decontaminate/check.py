@@ -5,7 +5,7 @@
 The task's documents are read in batches (`pretrainkit.dataprep.readers`); one compiled loop
 (`ngrams.first_hits`) normalizes each, hashes its n-grams and looks them up in the index's sorted
 hashes, so Python does nothing per n-gram. A document with a hit has its hits confirmed on the
-words (`EvalIndex.confirm`), the first confirmed one in word order making its `contaminated.jsonl`
+tokens (`EvalIndex.confirm`), the first confirmed one in token order making its `contaminated.jsonl`
 row; one whose hits are all collisions is kept (and counted). The job writes
 `OUT/part-NNNNN.jsonl.zst` (the kept records, each the line `ptk dedup` writes for it, in input
 order; none with `report_only`) and, in the work directory, its contaminated and rejected rows;
@@ -24,7 +24,7 @@ import numpy as np
 
 from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.decontaminate.evalindex import EvalIndex, Match
-from pretrainkit.dataprep.decontaminate.ngrams import first_hits, gram_hashes, normalized_words
+from pretrainkit.dataprep.decontaminate.ngrams import first_hits, gram_hashes, joined, normalized_words
 from pretrainkit.dataprep.readers import Document, ReadTask, in_batches, read_task
 from pretrainkit.files import atomic_write, write_text_atomic
 from pretrainkit.stage_layout import KEPT_SUFFIX, part_name
@@ -80,7 +80,7 @@ def check_task(job: CheckJob) -> dict:
             kept = stack.enter_context(compressed_part(raw))
 
         def check(batch: list[Document]) -> None:
-            first, words = first_hits([d.text for d in batch], job.ngram, index.hashes, index.filter)
+            first, words = first_hits([d.text for d in batch], job.ngram, index.hashes, index.filter)  # words' weight
             kept_records: list[bytes] = []
             counts["shorter_than_ngram"] += int(np.count_nonzero(words < job.ngram))
             for doc, at in zip(batch, first.tolist()):
@@ -93,7 +93,7 @@ def check_task(job: CheckJob) -> dict:
                 counts["contaminated"] += 1
                 by_eval_file[match.eval_file] += 1
                 row = {"id": doc.id, "source": doc.source, "line": doc.line, "eval_id": match.eval_id}
-                row |= {"eval_file": match.eval_file, "ngram": " ".join(match.ngram)}
+                row |= {"eval_file": match.eval_file, "ngram": joined(match.ngram)}
                 rows.write(json.dumps(row, ensure_ascii=False) + "\n")
             if kept is not None and kept_records:
                 kept.write(b"\n".join(kept_records) + b"\n")
@@ -119,7 +119,7 @@ def check_task(job: CheckJob) -> dict:
 
 
 def _confirmed(index: EvalIndex, text: str, first: int, ngram: int) -> Match | None:
-    """The first of the document's hits, from word position `first` on, that its words confirm."""
+    """The first of the document's hits, from token position `first` on, that its tokens confirm."""
     hashes = gram_hashes(text, ngram)
     at = np.searchsorted(index.hashes, hashes[first:])
     at = np.minimum(at, len(index.hashes) - 1)

@@ -22,7 +22,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="remove documents that share a word n-gram with evaluation sets",
         description="Remove (or with --report-only, list) the documents that share a word n-gram with an "
         "evaluation set, after normalization (NFKC, case folding, punctuation and symbols deleted, words split "
-        "on whitespace: lower-cased, unpunctuated copies are found). Writes OUT/*.jsonl.zst (kept records, "
+        "on whitespace: lower-cased, unpunctuated copies are found). In Chinese, Japanese, Thai, Lao, Khmer and "
+        "Myanmar each character is a token weighing its share of a word (an n-gram of 13 words is 23 Chinese "
+        "characters, about 40 Japanese, 78 Thai), so full-width, half-width, unpunctuated and spaced copies "
+        "are found too. Writes OUT/*.jsonl.zst (kept records, "
         "unchanged), OUT/contaminated.jsonl (a row per removed document: its first shared n-gram and the "
         "evaluation item it came from), OUT/rejected.jsonl and OUT/stats.json. Evaluation items with fewer "
         "words than --ngram are counted and cannot match.",
@@ -53,7 +56,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="F",
         help="field naming an evaluation item in the rows (default %(default)s; else FILE:LINE)",
     )
-    p.add_argument("--ngram", type=NGRAM, default=d.ngram, help="words per n-gram (default %(default)s, as GPT-3)")
+    p.add_argument(
+        "--ngram",
+        type=NGRAM,
+        default=d.ngram,
+        help="words per n-gram (default %(default)s, as GPT-3; their weight in characters in Chinese, Japanese, Thai)",
+    )
     p.add_argument("--report-only", action="store_true", help="list the contaminated documents, write no kept records")
     add_field_options(p)
     add_executor_options(p)

@@ -6,15 +6,17 @@
 
 Files (raw little-endian arrays, memory-mapped by the workers, so the pages are shared between
 the processes of a machine): `hashes.u64`, every n-gram of every item sorted by hash (stable: of
-equal hashes, the earlier item first); `refs.u32`, per entry its item and word position; `words.bin`,
-each item's normalized words joined by spaces, at `words.i64` offsets; `items.json`, each item's
+equal hashes, the earlier item first); `refs.u32`, per entry its item and token position; `words.bin`,
+each item's normalized tokens (`ngrams`: words, and the characters of unspaced scripts) joined by
+spaces, at `words.i64` offsets; `items.json`, each item's
 eval id and file; `index.json`, the per-file counts, written last (the index is whole when it is
 there). Memory: 16 bytes per evaluation n-gram and the items' normalized text, independent of the
 corpus; 100 million n-grams (about 100 million words of evaluation text at --ngram 13) is 1.6 GB.
 
-A hit is confirmed by comparing words, so a 64-bit collision (an n-gram of the corpus whose hash is
+A hit is confirmed by comparing tokens, so a 64-bit collision (an n-gram of the corpus whose hash is
 some evaluation n-gram's) is never reported: the confirmed match is the first entry of that hash
-whose words are the document's n-gram. An item with fewer words than the n-gram has no n-gram: it
+whose tokens are the document's n-gram. An item that weighs fewer words than the n-gram (Chinese
+characters counting as their share of a word, `ngrams`) has no n-gram: it
 is counted (`items_shorter_than_ngram`) and cannot match, since a short item (an answer, a number)
 found anywhere in web text says nothing of contamination.
 """
@@ -30,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from pretrainkit.dataprep.decontaminate.evalsets import read_eval_file
-from pretrainkit.dataprep.decontaminate.ngrams import gram_hashes, hash_filter, normalized_words
+from pretrainkit.dataprep.decontaminate.ngrams import gram_at, gram_hashes, hash_filter, normalized_words
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, write_text_atomic
 from pretrainkit.progress import progress_bar
@@ -124,7 +126,7 @@ def _read_into(path: str, name: str, options: EvalOptions, tables: tuple[list, l
 class Match:
     eval_id: str
     eval_file: str
-    ngram: list[str]  # the shared n-gram, normalized words
+    ngram: list[str]  # the shared n-gram, normalized tokens
 
 
 class EvalIndex:
@@ -147,8 +149,9 @@ class EvalIndex:
         return self.words[self.offsets[item] : self.offsets[item + 1]].tobytes().split(b" ")
 
     def confirm(self, words: list[bytes], position: int, n: int, gram_hash: np.uint64) -> Match | None:
-        """The first evaluation n-gram of this hash whose words are words[position:position + n]."""
-        ngram = words[position : position + n]
+        """The first evaluation n-gram of this hash whose tokens are the n-gram of `words` (tokens)
+        at `position` (`ngrams.gram_at`: `n` words long, or its weight in characters)."""
+        ngram = gram_at(words, position, n)
         lo = int(np.searchsorted(self.hashes, gram_hash, side="left"))
         hi = int(np.searchsorted(self.hashes, gram_hash, side="right"))
         for item, at in self.refs[lo:hi].tolist():

@@ -39,7 +39,7 @@ from pretrainkit.output_folders import DECONTAMINATE
 from pretrainkit.remote.staging import shown
 from pretrainkit.stage_layout import REJECTED_NAME
 
-WORK_FORMAT = 1  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
+WORK_FORMAT = 2  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 CONTAMINATED_NAME = "contaminated.jsonl"
 
 
