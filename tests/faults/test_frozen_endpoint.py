@@ -84,7 +84,7 @@ def did_not_answer(url: str) -> str:
 @pytest.mark.timeout(120)  # before the limits, each of these waited 417 s
 @pytest.mark.parametrize("command", READERS, ids=str)
 def test_an_input_in_a_bucket_that_does_not_answer_is_one_line(
-    command: Command, workspace, frozen, tmp_path: Path, capsys
+    command: Command, workspace, frozen, tmp_path: Path, capsys, one_thread
 ) -> None:
     out = output_of(command, tmp_path / "out")
     line = given_up(command.argv(in_bucket(workspace, tmp_path), out), capsys)
@@ -95,7 +95,7 @@ def test_an_input_in_a_bucket_that_does_not_answer_is_one_line(
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("command", WRITERS, ids=str)
 def test_an_output_in_a_bucket_that_does_not_answer_is_one_line(
-    command: Command, workspace, frozen, tmp_path: Path, capsys
+    command: Command, workspace, frozen, tmp_path: Path, capsys, one_thread
 ) -> None:
     out = output_of(command, tmp_path)
     url = f"{BUCKET}/{out.name}"
