@@ -26,9 +26,9 @@ setup: $(VENV)/.installed
 # process (marker ray_in_process) are left out of them and run after, in a pytest process of their own
 # (make test): Ray's gRPC threads outlive ray.shutdown(), and a local runner's worker that a later test
 # forked from such a process crashed with signal 11 in 2 of 17 fresh-clone runs. Ordering them last
-# within one run does not hold: pytest-xdist hands out loadfile's files by their number of tests.
+# within one run does not hold: a worker takes the next file when it is done with its own.
 define xdist_run
-$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 -m "$(1)" $(PYTEST_ARGS)
+$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 -m "$(1)" $(PYTEST_ARGS)
 endef
 
 # The corpora the tests read (fixtures/test_data.tsv; docs/tests.md): ../shared/data beside the repository

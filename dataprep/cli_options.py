@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pretrainkit.arguments import count_in
 from pretrainkit.dataprep.executors import EXECUTORS, JobRunner, open_runner
-from pretrainkit.dataprep.readers import refuse_inputs_inside
+from pretrainkit.dataprep.readers import refuse_overlap
 from pretrainkit.dataprep.stage import Stage, run_stage
 from pretrainkit.files import writing_into
 from pretrainkit.output_folders import Kind, output_folder
-from pretrainkit.quantities import count
 from pretrainkit.remote.staging import WORK_DIR_ENV
 from pretrainkit.remote.urls import is_url
 
@@ -42,15 +42,18 @@ def add_field_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--id-field", default="id", help="JSON/Parquet field holding the document id (default %(default)s)")
 
 
+WORKERS = count_in(1, 4096)  # a local run starts this many processes
+
+
 def add_executor_options(p: argparse.ArgumentParser) -> None:
     """Where the jobs run: --workers, --executor, --ray-address, and the local --work-dir (the output
     depends on none of them)."""
     p.add_argument(
         "--workers",
-        type=count,
+        type=WORKERS,
         default=None,
         help=(
-            "jobs at a time, >= 1 (default: all cores; with --executor ray, all CPUs of the cluster); "
+            "jobs at a time (default: all cores; with --executor ray, all CPUs of the cluster); "
             "the output does not depend on it"
         ),
     )
@@ -85,7 +88,7 @@ def runner_from_args(
     (`pretrainkit.output_folders`) first: a run refused there has touched nothing, not even another
     run's temporaries. A failed run's temporaries in the `owned` (directories, trees) under OUT are
     swept after the runner's workers have stopped, so that none is left behind by a worker still writing."""
-    refuse_inputs_inside(args.inputs, args.output)  # said as such, before OUT is found to hold the inputs' files
+    refuse_overlap(args.inputs, args.output)  # said as such, before OUT is made or found to hold the inputs' files
     with (
         output_folder(args.output, kind),
         writing_into(args.output, *owned),

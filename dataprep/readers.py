@@ -272,14 +272,17 @@ def grouped_names(rels: list[str], most: int = 6) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def refuse_inputs_inside(paths: Sequence[str], out_dir: Path) -> None:
-    """An output directory must not hold inputs (files found, or paths given): a rerun would read the
-    run's own outputs as input."""
+def refuse_overlap(paths: Sequence[str], out_dir: Path) -> None:
+    """An output directory and its inputs must not hold one another: an input inside OUT (a file found,
+    or a path given) and OUT inside an input folder would both have a rerun read the run's own outputs
+    as input. Said before anything is written, on the first run."""
     out = Path(out_dir).resolve()
     for path in paths:
         resolved = Path(path).resolve()
         if resolved == out or out in resolved.parents:
             raise UserError(f"{path}: input lies inside the output directory {out_dir}; choose another -o")
+        if resolved in out.parents and Path(path).is_dir():
+            raise UserError(f"{out_dir}: output lies inside the input folder {path}; choose another -o")
 
 
 def plan_read_tasks(files: list[InputFile], split_bytes: int = SPLIT_BYTES, runner=None) -> list[ReadTask]:
@@ -529,6 +532,19 @@ def _parse_json_line_with_json(
     return _document_from_object(obj, raw, source, line_no, text_field, id_field, records)
 
 
+def json_kind(value: object) -> str:
+    """What a record's value is, as JSON names it: null, a number, an array... (a Parquet row's
+    values are the same Python types)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    kinds = {list: "an array", dict: "an object"}
+    return kinds.get(type(value), f"a {type(value).__name__}")
+
+
 def _names(names: list[str], shown: int = 8) -> str:
     """The first `shown` field or column names of a record, each shortened (the data's, of any length)."""
     return ", ".join(shortened(n) for n in names[:shown]) + (", ..." if len(names) > shown else "")
@@ -546,11 +562,11 @@ def _lone_surrogate(value: str) -> int | None:
 def _document_from_object(
     obj: dict, raw: bytes | None, source: str, line_no: int, text_field: str, id_field: str, records: bool
 ) -> Item:
-    text = obj.get(text_field)
-    if text is None:
+    text = obj.get(text_field, _ABSENT)
+    if text is _ABSENT:
         return Rejected(source, line_no, f"missing text field '{text_field}' (fields: {_names(list(obj)) or 'none'})")
-    if not isinstance(text, str):
-        return Rejected(source, line_no, f"text field '{text_field}' is a {type(text).__name__}, not a string")
+    if not isinstance(text, str):  # its kind, not its value: reasons are counted as they are worded
+        return Rejected(source, line_no, f"text field '{text_field}' is {json_kind(text)}, not a string")
     if not text or text.isspace():  # isspace stops at the first other character; strip() copies
         return Rejected(source, line_no, "empty text")
     doc_id = obj.get(id_field)

@@ -7,15 +7,18 @@ decontaminate, tokenize) is, and the one skeleton that runs any of them.
     run_stage_command(args, stage, options)   # a command: `pretrainkit.dataprep.cli_options`
 
 A stage says only what is its own: its name and output kind, its options' checks, the files its
-options name, its plan keys, its jobs (`run_jobs`: one or several passes on the runner), the rows
-its jobs leave for OUT, its stats reducer, its record and its summary. `run_stage` does the rest,
-in this order, for every stage:
+options name and what it reads of them (`prepare`), its plan keys, its jobs (`run_jobs`: one or
+several passes on the runner), the rows its jobs leave for OUT, its stats reducer, its record and
+its summary. `run_stage` does the rest, in this order, for every stage:
 
-1. `validate` the options, `announce` a first run's compiling, hold OUT as the stage's output
-   folder (`pretrainkit.output_folders`) and sweep its temporaries on a failure
-   (`pretrainkit.files.writing_into`) over the folders the stage owns (`owned`);
-2. discover the inputs, refuse any inside OUT, `prepare` (what must be read before anything is
-   written: an evaluation index, an older index, the tokenizer), make OUT, check the paths;
+1. `validate` the options, refuse inputs inside OUT and OUT inside an input folder, `announce` a
+   first run's compiling, hold OUT as the stage's output folder (`pretrainkit.output_folders`) and
+   sweep its temporaries on a failure (`pretrainkit.files.writing_into`) over the folders the stage
+   owns (`owned`);
+2. discover the inputs, refuse any inside OUT, `prepare` (what its options name, read and checked
+   before anything is written: an evaluation index, an older index, the tokenizer; `ptk prepare`
+   calls `validate` and `prepare` for every stage before its first, and gives each its state), make
+   OUT, check the paths;
 3. plan the jobs and open the work folder (`pretrainkit.dataprep.workdir`) with the plan: the
    inputs' stamps and the stage's plan keys; another plan empties it and calls `reset`;
 4. `opened`: sweep the temporaries of a killed run, take the last record away (until this run
@@ -49,7 +52,7 @@ from pretrainkit.dataprep.readers import (
     nothing_usable,
     plan_read_tasks,
     reason_kind,
-    refuse_inputs_inside,
+    refuse_overlap,
 )
 from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_parts, remove_work_dir
 from pretrainkit.files import (
@@ -73,7 +76,7 @@ class Run:
     runner: JobRunner
     started: float
     files: list[InputFile] = field(default_factory=list)
-    state: Any = None  # what the stage's `prepare` read (an evaluation index, a tokenizer)
+    state: Any = None  # what the stage's `prepare` read of its options' files (an evaluation index, a tokenizer)
     jobs: list = field(default_factory=list)  # what `plan_jobs` planned: read tasks, job groups
 
     @property
@@ -119,8 +122,10 @@ class Stage(ABC):
         inside OUT, and a changed one is another plan of a pipeline."""
         return []
 
-    def prepare(self, run: Run) -> Any:
-        """What is read before anything is written (a bad file fails the run with OUT untouched): `run.state`."""
+    def prepare(self, options: Any) -> Any:
+        """What the options name, read and checked before anything is written (a bad file or a setting
+        that makes no run with it fails the run with OUT untouched): `run.state`. Of the options alone,
+        never of the inputs, so that a pipeline checks every stage before its first."""
         return None
 
     def checked_files(self, run: Run) -> list[str]:
@@ -188,21 +193,25 @@ class Stage(ABC):
         """What the command prints after a run of `seconds` that returned `result`."""
 
 
-def run_stage(stage: Stage, inputs: Sequence[str], out_dir: str | Path, options: Any, runner: JobRunner) -> dict:
+def run_stage(
+    stage: Stage, inputs: Sequence[str], out_dir: str | Path, options: Any, runner: JobRunner, state: Any = None
+) -> dict:
     """Run `stage` with `options` over `inputs` into `out_dir` on `runner` (an entered runner);
-    returns `stage.result` (for most stages the stats written to OUT with `seconds` and `input_bytes`)."""
+    returns `stage.result` (for most stages the stats written to OUT with `seconds` and `input_bytes`).
+    `state`: what `stage.prepare(options)` returned, where the caller has read it already (None: read here)."""
     stage.validate(options)
     out_dir = Path(out_dir)
-    refuse_inputs_inside(list(inputs), out_dir)
+    refuse_overlap(list(inputs), out_dir)
     stage.announce()
     with output_folder(out_dir, stage.kind), writing_into(out_dir, *stage.owned(out_dir)):
-        return _run(stage, Run(list(inputs), out_dir, options, runner, time.monotonic()))
+        return _run(stage, Run(list(inputs), out_dir, options, runner, time.monotonic(), state=state))
 
 
 def _run(stage: Stage, run: Run) -> dict:
     run.files = discover_inputs(run.inputs, stage.input_suffixes)
-    refuse_inputs_inside([f.path for f in run.files] + stage.named_files(run.options), run.out_dir)
-    run.state = stage.prepare(run)
+    refuse_overlap([f.path for f in run.files] + stage.named_files(run.options), run.out_dir)
+    if run.state is None:
+        run.state = stage.prepare(run.options)
     output_directory(run.out_dir)
     run.runner.check_paths([f.path for f in run.files] + stage.checked_files(run), run.out_dir)
     run.jobs = stage.plan_jobs(run)

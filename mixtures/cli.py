@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 
-from pretrainkit.errors import UserError
+from pretrainkit.arguments import count_in, int_in
 from pretrainkit.mixtures.inspect import format_report, inspect_mixture
 from pretrainkit.mixtures.mixture import load_mixture
-from pretrainkit.quantities import count
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,15 +27,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "upsampled source, many repeats). Exit 1 when the budget exceeds some source's max_epochs.",
     )
     inspect.add_argument("mixture", metavar="MIXTURE.yaml", help="mixture file")
-    inspect.add_argument("--tokens", type=count, help="training token budget (e.g. 20M, 1.5B)")
-    inspect.add_argument("--seq-len", type=int, default=1024, help="training sequence length (default 1024)")
+    inspect.add_argument("--tokens", type=count_in(1, 10**15), help="training token budget (e.g. 20M, 1.5B)")
+    inspect.add_argument(
+        "--seq-len", type=int_in(1, 1 << 20), default=1024, help="training sequence length (default 1024)"
+    )
     inspect.add_argument("--no-verify", action="store_true", help="skip the sha256 check of every shard")
     inspect.set_defaults(func=run_inspect)
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    if args.seq_len < 1:
-        raise UserError(f"--seq-len must be >= 1, got {args.seq_len}")
     mix = load_mixture(args.mixture, verify=not args.no_verify, progress=not args.no_verify)
     report = inspect_mixture(mix, args.tokens, args.seq_len)
     print(format_report(mix, report))

@@ -22,6 +22,7 @@ from typing import NoReturn
 from pretrainkit import __version__
 from pretrainkit.arguments import CommandParser
 from pretrainkit.errors import UserError
+from pretrainkit.processes import quiet_imports
 from pretrainkit.progress import end_bars
 from pretrainkit.remote.staging import local_arguments, shown
 from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, handling_sigterm
@@ -103,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def console() -> NoReturn:
     """The `ptk` program: `main`, then an exit that a late SIGTERM does not turn into a silent death by
-    signal (the command has done its work and said so; only the interpreter's teardown is left)."""
+    signal (the command has done its work and said so; only the interpreter's teardown is left). A
+    dataprep command's imports are kept from starting threads, so that it forks its workers."""
+    if len(sys.argv) > 1 and COMMANDS.get(sys.argv[1], "").startswith("pretrainkit.dataprep."):
+        quiet_imports()
     status = main()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.exit(status)

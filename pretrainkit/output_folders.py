@@ -13,7 +13,11 @@ give byte-identical folders), written atomically once the run holds the folder. 
 before markers existed are recognised by their files (`Kind.recognise`). A run directory is the
 exception to "empty": `ptk train` also writes beside the user's own files (`ptk init` puts the
 configs in the run directory), never into another command's output. A run that fails before
-writing anything else takes its marker back (and the folder, if it made it).
+writing anything else takes its marker back (and the folder, if it made it). A `ptk prepare` output
+owns the folders under it too: its stages write there, each with its own command's marker (the same
+bytes as the command's own output), and no other run may, so that a resumed prepare never takes
+another command's files for a stage it finished; only the process holding the prepare's folder
+writes below it.
 
 Concurrency: a run holds an exclusive `fcntl.flock` on `LOCK_NAME` in the folder for as long as it
 writes there; a second run is refused at once, naming the holder's pid and host (the holder writes
@@ -118,6 +122,12 @@ def check_folder(folder: str | os.PathLike, kind: Kind, writer: str | None = Non
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         return  # output_directory says so, in its words
+    prepare = _prepare_above(folder)
+    if prepare is not None:
+        raise UserError(
+            f"{folder}: lies inside the {PREPARE.name} output {prepare}, whose folders only its own runs write; "
+            "choose another output"
+        )
     found = owner(folder)
     if found is None or found == kind.name or (found == "" and kind.user_files):
         return
@@ -127,6 +137,15 @@ def check_folder(folder: str | os.PathLike, kind: Kind, writer: str | None = Non
     names = _entries(folder)
     shown = ", ".join(shortened(n, 60) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     raise UserError(f"{folder}: holds files of no ptk output ({shown}); {writes}")
+
+
+def _prepare_above(folder: Path) -> Path | None:
+    """The folder above `folder` that holds a `ptk prepare` output (by its marker), unless this process
+    holds it: then `folder` is one of the prepare's stages."""
+    for parent in Path(os.path.abspath(folder)).parents:
+        if os.path.isfile(parent / MARKER_NAME) and owner(parent) == PREPARE.name:
+            return None if os.path.realpath(parent) in _HELD else parent
+    return None
 
 
 class InUse(UserError):

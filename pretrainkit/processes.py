@@ -27,6 +27,10 @@ import threading
 from collections.abc import Mapping, Sequence
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# What keeps an import from starting a native thread: numpy's OpenBLAS starts a pool of one thread per
+# core, Arrow's bundled jemalloc a background thread that returns freed pages (Arrow allocates with
+# mimalloc here; jemalloc purges on its own calls without it).
+QUIET_IMPORTS = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
 TASKS = "/proc/self/task"  # one entry per thread of this process, native ones included (Linux)
 
 
@@ -59,6 +63,15 @@ def start_context(preload: Sequence[str] = ()) -> multiprocessing.context.BaseCo
         multiprocessing.set_forkserver_preload(["__main__", "pretrainkit.forkserver_setup", *preload])
         multiprocessing.forkserver.ensure_running()
     return multiprocessing.get_context(method)
+
+
+def quiet_imports() -> None:
+    """Keep the imports to come from starting threads (`QUIET_IMPORTS`, where the user has not set them):
+    for a command that starts workers, so that it is still single-threaded then and forks them instead
+    of starting a forkserver (half a second a command; seconds on a loaded machine). The workers inherit
+    the settings, which suit them: they are the parallelism, one process per core."""
+    for name, value in QUIET_IMPORTS.items():
+        os.environ.setdefault(name, value)
 
 
 def take_environment(environment: Mapping[str, str]) -> None:

@@ -1,14 +1,13 @@
 """Numbers on the command line with size suffixes (`20M` tokens, `7.5B` parameters, `989T` FLOP/s),
 and numbers in YAML configs.
 
-    parser.add_argument("--tokens", type=count)     # "1.5B" -> 1500000000
     parser.add_argument("--flops", type=quantity)   # "1e21" -> 1e21
     config_number(yaml.safe_load("lr: 1e-3")["lr"]) # 0.001 (YAML 1.1 read it as the string "1e-3")
     byte_size(12_345_678)                           # "12.3 MB", for summaries
 
 Suffixes are decimal (K = 1e3, M = 1e6, B or G = 1e9, T = 1e12, P = 1e15), as budgets, model sizes
-and hardware are quoted; case does not matter. Both are argparse types: a bad value is a one-line
-usage error.
+and hardware are quoted; case does not matter. `quantity` is an argparse type: a bad value is a
+one-line usage error; a whole count in a range is `pretrainkit.arguments.count_in`.
 """
 
 from __future__ import annotations
@@ -48,14 +47,6 @@ def config_number(value: object) -> float | None:
         except ValueError:
             return None
     return None
-
-
-def count(text: str) -> int:
-    """A positive whole count (of tokens, documents...), optionally with a suffix."""
-    value = quantity(text)
-    if value < 1 or value != int(value):
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return int(value)
 
 
 def byte_size(n: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pretrainkit.arguments import int_in
 from pretrainkit.errors import UserError
 from pretrainkit.files import sha256_file
 from pretrainkit.remote.staging import UrlArguments
@@ -35,8 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     inspect.add_argument(
         "--tokenizer", help="tokenizer.json or HF directory to decode samples with (must match the manifest's sha256)"
     )
-    inspect.add_argument("--samples", type=int, default=3, help="documents to show (default 3)")
-    inspect.add_argument("--chars", type=int, default=200, help="characters shown per document (default 200)")
+    inspect.add_argument("--samples", type=int_in(0, 10**6), default=3, help="documents to show (default 3)")
+    inspect.add_argument(
+        "--chars", type=int_in(0, 10**9), default=200, help="characters shown per document (default 200)"
+    )
     inspect.add_argument("--no-verify", action="store_true", help="skip the sha256 check of every shard")
     inspect.set_defaults(func=run_inspect, url_arguments=UrlArguments(files=("shards",)))
 

@@ -1,6 +1,7 @@
 """Session-wide test settings: the loader-index cache lives in the session's temporary folder; copies
-of a tokenizer.json that keep or change its vocabulary; in-process training on one thread. (The tests
-that start Ray inside the test process run in a pytest process of their own: Makefile, test.)"""
+of a tokenizer.json that keep or change its vocabulary; in-process training on one thread; the files of
+the heavy tiers collected first. (The tests that start Ray inside the test process run in a pytest
+process of their own: Makefile, test.)"""
 
 from __future__ import annotations
 
@@ -12,6 +13,17 @@ from pathlib import Path
 import pytest
 
 _BUCKET_NUMBERS = itertools.count()
+HEAVY_TIERS = ("slow", "distributed", "faults")
+
+
+@pytest.hookimpl(trylast=True)  # after tests/faults/conftest.py has marked its tests
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files holding a test of a heavy tier first, each file's tests kept together and in order.
+    pytest-xdist (`--dist loadfile --no-loadscope-reorder`: Makefile) hands out files in this order, so
+    the long ones start first and the last minutes go to short files on every worker: left to itself it
+    hands out files by their number of tests, and a file of one 2-minute test came last."""
+    heavy = {item.path for item in items if any(item.get_closest_marker(tier) for tier in HEAVY_TIERS)}
+    items.sort(key=lambda item: item.path not in heavy)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 
+from pretrainkit.arguments import int_in
 from pretrainkit.errors import UserError
 from pretrainkit.progress import end_bars
 from pretrainkit.sigterm import SIGTERM_STATUS, Terminated
@@ -147,5 +148,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "resumes from RUN_DIR/checkpoints unless --no-resume.",
     )
     add_train_arguments(p)
-    p.add_argument("--nproc", type=int, default=1, help="processes on this machine (launches torchrun when > 1)")
+    p.add_argument(
+        "--nproc", type=int_in(1, 1024), default=1, help="processes on this machine (launches torchrun when > 1)"
+    )
     p.set_defaults(func=cmd_train)

@@ -10,7 +10,7 @@ from pretrainkit.dataprep.cli_options import (
     add_inputs_and_output,
     run_stage_command,
 )
-from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions, DecontaminateStage
+from pretrainkit.dataprep.decontaminate.pipeline import NGRAM, DecontaminateOptions, DecontaminateStage
 from pretrainkit.dataprep.readers import fetched_input_files
 from pretrainkit.remote.staging import UrlArguments
 
@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="F",
         help="field naming an evaluation item in the rows (default %(default)s; else FILE:LINE)",
     )
-    p.add_argument("--ngram", type=int, default=d.ngram, help="words per n-gram (default %(default)s, as GPT-3)")
+    p.add_argument("--ngram", type=NGRAM, default=d.ngram, help="words per n-gram (default %(default)s, as GPT-3)")
     p.add_argument("--report-only", action="store_true", help="list the contaminated documents, write no kept records")
     add_field_options(p)
     add_executor_options(p)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import orjson
 
-from pretrainkit.dataprep.readers import BOM, SUFFIXES, file_lines, input_format
+from pretrainkit.dataprep.readers import BOM, SUFFIXES, file_lines, input_format, json_kind
 from pretrainkit.errors import UserError, quoted
 from pretrainkit.remote.staging import shown
 
@@ -134,7 +134,5 @@ def _field_text(obj: dict, path: str, number: int, field: str) -> str:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return "\n".join(value)
     if not isinstance(value, str):
-        raise UserError(
-            f"{path}:{number}: field '{field}' is a {type(value).__name__}, not a string or list of strings"
-        )
+        raise UserError(f"{path}:{number}: field '{field}' is {json_kind(value)}, not a string or list of strings")
     return value

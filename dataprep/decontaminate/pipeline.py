@@ -25,13 +25,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pretrainkit import __version__
+from pretrainkit.arguments import int_in
 from pretrainkit.dataprep.decontaminate.check import CheckJob, check_task
 from pretrainkit.dataprep.decontaminate.evalindex import EvalOptions, EvalTables, build_index
 from pretrainkit.dataprep.decontaminate.evalsets import check_eval_file
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.stage import Run, Stage, run_stage
 from pretrainkit.dataprep.summary import input_row, summary_table
-from pretrainkit.dataprep.workdir import remove_parts
+from pretrainkit.dataprep.workdir import file_stamp, remove_parts
 from pretrainkit.errors import UserError
 from pretrainkit.files import remove_temporaries
 from pretrainkit.output_folders import DECONTAMINATE
@@ -40,6 +41,9 @@ from pretrainkit.stage_layout import REJECTED_NAME
 
 WORK_FORMAT = 1  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 CONTAMINATED_NAME = "contaminated.jsonl"
+
+
+NGRAM = int_in(1, 1000)  # --ngram's type; the check of a pipeline file's or a caller's
 
 
 @dataclass(frozen=True)
@@ -53,8 +57,7 @@ class DecontaminateOptions:
     report_only: bool = False
 
     def validate(self) -> None:
-        if self.ngram < 1:
-            raise UserError(f"--ngram must be at least 1, got {self.ngram}")
+        NGRAM.check(self.ngram, "ngram")
         if not self.eval_files:
             raise UserError("--eval: at least one evaluation set file is needed")
         seen: dict[str, str] = {}
@@ -84,16 +87,16 @@ class DecontaminateStage(Stage):
     def named_files(self, options: DecontaminateOptions) -> list[str]:
         return list(options.eval_files)
 
-    def prepare(self, run: Run) -> EvalTables:
+    def prepare(self, options: DecontaminateOptions) -> EvalTables:
         """The evaluation index, every file read and checked before anything is written."""
-        o = run.options
+        o = options
         return build_index(list(o.eval_files), EvalOptions(o.eval_fields, o.eval_id_field, o.ngram))
 
     def plan(self, run: Run) -> dict:
         o = run.options
         return {
             "work_format": WORK_FORMAT,
-            "evals": [(p, os.path.getsize(p), os.stat(p).st_mtime_ns) for p in o.eval_files],
+            "evals": [file_stamp(p) for p in o.eval_files],
             "tasks": [(t.file.path, t.start, t.end) for t in run.jobs],
             "options": _shown_options(o),
         }

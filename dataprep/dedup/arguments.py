@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from pretrainkit.dataprep.cli_options import add_field_options
-from pretrainkit.dataprep.dedup.pipeline import DedupOptions
+from pretrainkit.dataprep.dedup.pipeline import NGRAM, NUM_PERM, THRESHOLD, DedupOptions
 
 
 def add_dedup_options(p: argparse.ArgumentParser) -> None:
@@ -17,12 +17,14 @@ def add_dedup_options(p: argparse.ArgumentParser) -> None:
     d = DedupOptions()
     p.add_argument(
         "--threshold",
-        type=float,
+        type=THRESHOLD,
         default=d.threshold,
         help="Jaccard similarity of word n-grams at which documents are near duplicates (default %(default)s)",
     )
-    p.add_argument("--num-perm", type=int, default=d.num_perm, help="MinHash signature length (default %(default)s)")
-    p.add_argument("--ngram", type=int, default=d.ngram, help="words per shingle (default %(default)s)")
+    p.add_argument(
+        "--num-perm", type=NUM_PERM, default=d.num_perm, help="MinHash signature length (default %(default)s)"
+    )
+    p.add_argument("--ngram", type=NGRAM, default=d.ngram, help="words per shingle (default %(default)s)")
     add_field_options(p)
     p.add_argument("--no-near", action="store_true", help="exact dedup only")
     p.add_argument(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from pretrainkit.arguments import count_in
 from pretrainkit.dataprep.cli_options import (
     add_executor_options,
     add_inputs_and_output,
@@ -14,9 +15,9 @@ from pretrainkit.dataprep.dedup.pipeline import DedupOptions, DedupStage
 from pretrainkit.dataprep.paragraphs.cli import add_paragraph_options, run_paragraphs_command
 from pretrainkit.dataprep.readers import fetched_input_files
 from pretrainkit.errors import UserError
-from pretrainkit.quantities import quantity
 from pretrainkit.remote.staging import UrlArguments
 
+MEMORY_LIMIT = count_in(1, 10**15)  # bytes; the least a run needs is said by `pretrainkit.dataprep.budget`
 _DEFAULTS = DedupOptions()
 # Document dedup's options, which mean nothing for paragraphs: refused beside --paragraphs when
 # given a value other than their default, in one line (and --min-length without --paragraphs).
@@ -57,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_executor_options(p)
     p.add_argument(
         "--memory-limit",
-        type=quantity,
+        type=MEMORY_LIMIT,
         metavar="BYTES",
         help="memory for the whole run, main process and workers (e.g. 2G; default: a quarter of this machine's); "
         "sets how the work is cut, never the output",
@@ -76,5 +77,5 @@ def _run(args: argparse.Namespace) -> int:
     refuse_mixed_options(args)
     if args.paragraphs:
         return run_paragraphs_command(args)
-    stage = DedupStage(int(args.memory_limit) if args.memory_limit else None)
+    stage = DedupStage(args.memory_limit)
     return run_stage_command(args, stage, dedup_options_from_args(args))

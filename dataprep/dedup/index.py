@@ -290,7 +290,7 @@ class DedupIndex:
         if not meta_path.is_file():
             raise UserError(
                 f"{directory}: not a finished dedup index (no meta.json); "
-                "point --against at OUT/index of a completed `ptk dedup`"
+                "--against takes OUT/index of a completed `ptk dedup`"
             )
         try:
             meta = json.loads(meta_path.read_text())

@@ -62,6 +62,7 @@ from typing import ClassVar
 import numpy as np
 
 from pretrainkit import __version__
+from pretrainkit.arguments import int_in, number_in
 from pretrainkit.dataprep.budget import MIN_RANGE_DOCS, DedupBudget, run_budget
 from pretrainkit.dataprep.dedup.clusters import cluster
 from pretrainkit.dataprep.dedup.index import DedupIndex, Parts
@@ -87,6 +88,12 @@ WORK_FORMAT = 7  # of the files in .work/: a rerun by code that lays them out ot
 INDEX_NAME = "index"  # OUT/index: the finished index, what a later run reads with --against
 
 
+# The settings' ranges: `ptk dedup`'s argument types, and the check of a pipeline file's or a caller's options
+THRESHOLD = number_in(0, 1, lo_open=True)
+NUM_PERM = int_in(8, 1024)
+NGRAM = int_in(1, 64)
+
+
 @dataclass(frozen=True)
 class DedupOptions:
     threshold: float = 0.8
@@ -98,12 +105,9 @@ class DedupOptions:
     against: str | None = None
 
     def validate(self) -> None:
-        if not 0.0 < self.threshold <= 1.0:
-            raise UserError(f"--threshold must be in (0, 1], got {self.threshold}")
-        if not 8 <= self.num_perm <= 1024:
-            raise UserError(f"--num-perm must be in [8, 1024], got {self.num_perm}")
-        if not 1 <= self.ngram <= 64:
-            raise UserError(f"--ngram must be in [1, 64], got {self.ngram}")
+        THRESHOLD.check(self.threshold, "threshold")
+        NUM_PERM.check(self.num_perm, "num_perm")
+        NGRAM.check(self.ngram, "ngram")
 
 
 @dataclass(frozen=True)
@@ -127,9 +131,9 @@ class DedupStage(Stage):
     def options_json(self, options: DedupOptions) -> dict:
         return dict(asdict(options), against=options.against and shown(options.against))  # as given: a URL
 
-    def prepare(self, run: Run) -> DedupIndex | None:
+    def prepare(self, options: DedupOptions) -> DedupIndex | None:
         """The `--against` index, opened and checked."""
-        return _open_against(run.options)
+        return _open_against(options)
 
     def checked_files(self, run: Run) -> list[str]:
         return [run.options.against] if run.options.against else []

@@ -4,7 +4,9 @@
 
 The encoding is, in order: a byte-order mark, the charset the HTTP header declares, the page's own
 `<meta charset>` (or `http-equiv` Content-Type) within its first `META_SCAN_BYTES`, else a
-detection: UTF-8 when the bytes are valid UTF-8, else uchardet's guess (resiliparse). Labels are
+detection: UTF-8 when the bytes are valid UTF-8, else uchardet's guess (resiliparse). As the WHATWG
+encoding standard's sniffing says: a `<meta>` that declares UTF-16 (LE or BE) means UTF-8 (a page
+whose bytes spell the tag in ASCII is no UTF-16), while an HTTP header's UTF-16 is taken as declared. Labels are
 mapped as browsers map them (WHATWG: `iso-8859-1` and `us-ascii` mean windows-1252); a label no one
 knows is passed over for the next source. Bytes invalid in the chosen encoding never fail a page:
 each invalid sequence becomes U+FFFD and is counted.
@@ -28,8 +30,14 @@ def decode_html(data: bytes, declared: str | None) -> tuple[str, int]:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             return _decode(data[len(bom) :], encoding)
-    encoding = _known(declared) or _known(meta_charset(data)) or detected_encoding(data)
+    encoding = _known(declared) or _meta_encoding(data) or detected_encoding(data)
     return _decode(data, encoding)
+
+
+def _meta_encoding(data: bytes) -> str | None:
+    """The encoding the page's `<meta>` declares, UTF-16 read as UTF-8 (WHATWG's "prescan a byte stream")."""
+    encoding = _known(meta_charset(data))
+    return "utf-8" if encoding in ("utf-16-le", "utf-16-be") else encoding
 
 
 def meta_charset(data: bytes) -> str | None:

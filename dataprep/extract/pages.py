@@ -10,7 +10,8 @@ record is `Skipped` for its kind (`request record`, `metadata record`, `warcinfo
 (5xx)`, `informational (1xx)`), its type (`not HTML`) or its size (`block over 64 MiB`). A
 response whose HTTP part cannot be read, or whose payload cannot be decoded (chunked framing, gzip
 or deflate content encoding, which some crawlers store as sent; Common Crawl stores payloads
-decoded) is `Broken`: a rejected row.
+decoded) is `Broken`: a rejected row. So is one that decodes to more than `MAX_DECODED_BYTES` (a
+3.4 KB gzip bomb inflated to 512 MB): it is inflated no further than that.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ STATUS_CLASSES = {1: "informational (1xx)", 3: "redirect (3xx)", 4: "client erro
 _STATUS_LINE = re.compile(rb"HTTP/\d(?:\.\d)? +(\d{3})")
 _LOOKS_HTML = re.compile(rb"\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)", re.IGNORECASE | re.DOTALL)
 SNIFF_BYTES = 1024
+MAX_DECODED_BYTES = MAX_BLOCK_BYTES  # a payload's gzip or deflate inflates to no more than a block may hold
+_CHUNK_SIZE = re.compile(rb"[0-9a-fA-F]+")
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,10 @@ class Skipped:
 @dataclass(frozen=True)
 class Broken:
     reason: str
+
+
+class _TooLarge(Exception):
+    """A content encoding that inflates past MAX_DECODED_BYTES (the message names it)."""
 
 
 def page_of(record: WarcRecord) -> Page | Skipped | Broken:
@@ -73,6 +80,8 @@ def page_of(record: WarcRecord) -> Page | Skipped | Broken:
         return Skipped("not HTML")
     try:
         html = _decoded(payload, http)
+    except _TooLarge as e:
+        return Broken(f"payload over {MAX_DECODED_BYTES >> 20} MiB once decoded ({e})")
     except (ValueError, zlib.error) as e:
         return Broken(f"payload cannot be decoded: {e}")
     if not mime and not _LOOKS_HTML.match(html, 0, SNIFF_BYTES):
@@ -104,12 +113,23 @@ def _decoded(payload: bytes, http: dict[str, str]) -> bytes:
         payload = _unchunked(payload)
     encoding = http.get("content-encoding", "identity").lower()
     if encoding in ("gzip", "x-gzip"):
-        return zlib.decompress(payload, zlib.MAX_WBITS | 16)
+        return _inflated(payload, zlib.MAX_WBITS | 16, encoding)
     if encoding == "deflate":
-        return zlib.decompress(payload)
+        return _inflated(payload, zlib.MAX_WBITS, encoding)
     if encoding not in ("identity", ""):
         raise ValueError(f"unsupported content encoding {encoding!r}")
     return payload
+
+
+def _inflated(payload: bytes, wbits: int, encoding: str) -> bytes:
+    """What zlib.decompress gives, inflated no further than MAX_DECODED_BYTES (`_TooLarge` past it)."""
+    inflater = zlib.decompressobj(wbits)
+    data = inflater.decompress(payload, MAX_DECODED_BYTES + 1)
+    if len(data) > MAX_DECODED_BYTES:
+        raise _TooLarge(f"{encoding} content encoding")
+    if not inflater.eof:
+        raise zlib.error("Error -5 while decompressing data: incomplete or truncated stream")
+    return data
 
 
 def _unchunked(payload: bytes) -> bytes:
@@ -118,7 +138,10 @@ def _unchunked(payload: bytes) -> bytes:
         end = payload.find(b"\r\n", at)
         if end < 0:
             raise ValueError("chunked payload ends inside a chunk size line")
-        size = int(payload[at:end].split(b";")[0].strip() or b"x", 16)  # ValueError when no hex number
+        digits = payload[at:end].split(b";")[0].strip()
+        if not _CHUNK_SIZE.fullmatch(digits):  # int() takes "-6", and a negative size read on for ever
+            raise ValueError(f"chunk size {digits[:20]!r} is not a hex number")
+        size = int(digits, 16)
         if size == 0:
             return b"".join(parts)
         parts.append(payload[end + 2 : end + 2 + size])

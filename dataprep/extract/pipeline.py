@@ -36,7 +36,7 @@ from pretrainkit import __version__
 from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.extract.charset import decode_html
-from pretrainkit.dataprep.extract.html import main_text
+from pretrainkit.dataprep.extract.html import TooDeep, main_text
 from pretrainkit.dataprep.extract.pages import Broken, Page, Skipped, page_of
 from pretrainkit.dataprep.extract.warc import Unreadable, read_warc
 from pretrainkit.dataprep.readers import InputFile, input_format
@@ -241,6 +241,8 @@ def _page_row(page: Page, where: dict, counts: _Counts) -> dict:
         text = main_text(html)
     except HTMLParserException as e:
         return _rejected(counts, where, f"HTML cannot be parsed: {e}")
+    except TooDeep as e:
+        return _rejected(counts, where, str(e))
     if not text:
         return _rejected(counts, where, "no extractable text")
     counts.kept += 1

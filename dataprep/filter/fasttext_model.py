@@ -2,6 +2,7 @@
 
     model = FastTextModel.load(path)        # lid.176.ftz: quantized, hierarchical softmax
     label, score = model.predict(line)     # ('__label__de', 0.99870...): what fastText's predict(line) gives
+    labels = model_labels(path)            # ['__label__en', ...]: its labels alone, in milliseconds
 
 The language step calls this once or more per document, so its cost is the step's: fastText's own
 C++ `predict` (the fasttext-predict package) builds a string per character n-gram and looks each up
@@ -427,6 +428,32 @@ def _vocabulary(entries: list[tuple[bytes, int, int]], ints: np.ndarray, pruned:
     return (word_table, word_bytes, word_at, sub_rows, sub_at, kept_bits, prune_keys, prune_values)
 
 
+def _dictionary_of(r: _Reader) -> tuple[tuple[int, ...], list[tuple[bytes, int, int]]]:
+    """The header fields the model is run with, and the dictionary's entries (word, count, type): the
+    start of the file, in FastText::loadModel's order."""
+    magic, version = r.take("ii")
+    if magic != MAGIC or version not in VERSIONS:
+        raise UserError(f"{r.path}: not a fastText model file (magic {magic}, version {version})")
+    dim, _ws, _epoch, _min_count, _neg, word_ngrams, loss, model, bucket, minn, maxn, _rate = r.take("12i")
+    r.take("d")
+    if version == 11:
+        maxn = 0  # fastText: old supervised models use no character n-grams
+    size, nwords, nlabels = r.take("3i")
+    _ntokens, prune_size = r.take("2q")
+    entries = [(r.word(), *r.take("qb")) for _ in range(size)]
+    return (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), entries
+
+
+def _labels(entries: list[tuple[bytes, int, int]]) -> list[str]:
+    return [word.decode("utf-8", "replace") for word, _, kind in entries if kind == LABEL]
+
+
+def model_labels(path: Path) -> list[str]:
+    """The labels of model file `path` ("__label__de", ...), read from its dictionary alone: a few
+    milliseconds, where `FastTextModel.load` takes seconds."""
+    return _labels(_dictionary_of(_Reader(path))[1])
+
+
 @dataclass(frozen=True)
 class FastTextModel:
     labels: list[str]  # as the file names them: "__label__de"
@@ -441,16 +468,7 @@ class FastTextModel:
         """The model of file `path` (FastText::loadModel's order of fields); a file that is no model, is
         cut short, or is a kind of model this reader does not run: a UserError naming it."""
         r = _Reader(path)
-        magic, version = r.take("ii")
-        if magic != MAGIC or version not in VERSIONS:
-            raise UserError(f"{path}: not a fastText model file (magic {magic}, version {version})")
-        dim, _ws, _epoch, _min_count, _neg, word_ngrams, loss, model, bucket, minn, maxn, _rate = r.take("12i")
-        r.take("d")
-        if version == 11:
-            maxn = 0  # fastText: old supervised models use no character n-grams
-        size, nwords, nlabels = r.take("3i")
-        _ntokens, prune_size = r.take("2q")
-        entries = [(r.word(), *r.take("qb")) for _ in range(size)]  # (word, count, type)
+        (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), entries = _dictionary_of(r)
         pruned = r.array(np.int32, 2 * max(prune_size, 0)).reshape(-1, 2)
         (quant_input,) = r.take("?")
         if (model, loss, word_ngrams, quant_input) != (SUPERVISED, HIERARCHICAL_SOFTMAX, 1, True) or prune_size < 0:
@@ -469,7 +487,7 @@ class FastTextModel:
             raise UserError(f"{path}: not a readable fastText model (its matrices do not match its dictionary)")
         ints = np.array([minn, maxn, bucket, nwords, dim], np.int64)
         return cls(
-            labels=[word.decode("utf-8", "replace") for word, _, kind in entries if kind == LABEL],
+            labels=_labels(entries),
             ints=ints,
             words=_vocabulary(entries, ints, pruned),
             rows=_input_rows(codes, pq, norms),

@@ -10,6 +10,10 @@ from dataclasses import dataclass
 
 from pretrainkit.dataprep.filter.rules import Doc, Removal, below
 
+# The most a per-document count in a setting may be (characters, words, lines: a filters file's, and
+# `ptk dedup --paragraphs --min-length`): far past any document, and within what the kernels compare.
+MOST_CHARS = 10**9
+
 
 @dataclass(frozen=True)
 class MinLengthSettings:

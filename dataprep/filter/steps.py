@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pretrainkit.arguments import Bounded, int_in
 from pretrainkit.dataprep.filter.c4 import C4, C4Settings
 from pretrainkit.dataprep.filter.fineweb import FineWebQuality, FineWebSettings
 from pretrainkit.dataprep.filter.gopher import (
@@ -34,8 +35,9 @@ from pretrainkit.dataprep.filter.gopher import (
     GopherRepetition,
     GopherRepetitionSettings,
 )
+from pretrainkit.dataprep.filter.language_codes import checked_codes
 from pretrainkit.dataprep.filter.language_filter import LanguageSettings, LanguageStep
-from pretrainkit.dataprep.filter.length import MinLength, MinLengthSettings
+from pretrainkit.dataprep.filter.length import MOST_CHARS, MinLength, MinLengthSettings
 from pretrainkit.dataprep.filter.pii import PII, PIISettings
 from pretrainkit.errors import UserError, quoted
 from pretrainkit.user_yaml import read_named_items
@@ -71,10 +73,29 @@ def build_step(spec: StepSpec):
 
 def read_filters(path: Path) -> list[StepSpec]:
     """The steps of filters file `path`, validated (see the module docstring)."""
-    return [
-        StepSpec(name, settings_from(STEPS[name][0], given, f"{where}.{name}"))
-        for name, given, where in read_named_items(path, "filters file", "filters", "step", STEPS)
-    ]
+    specs = []
+    for name, given, where in read_named_items(path, "filters file", "filters", "step", STEPS):
+        specs.append(StepSpec(name, settings_from(STEPS[name][0], given, f"{where}.{name}")))
+        if name == "language" and specs[-1].settings.languages is not None:
+            check_languages(specs[-1].settings.languages, f"{where}.{name}")
+    return specs
+
+
+def check_languages(codes: list[str], where: str) -> None:
+    """A file's `languages` (at `where`: its file and key) are codes the language model outputs."""
+    try:
+        checked_codes(codes)
+    except UserError as e:
+        raise UserError(f"{where}.languages: {e}") from None
+
+
+RANGE = "range"  # a settings field's metadata key: its `pretrainkit.arguments.Bounded`
+NGRAM_N = int_in(2, 100)  # the n of gopher_repetition's n-gram rules
+
+
+def ranged(default: float, bounds: Bounded) -> Any:
+    """A setting whose values are those of its command-line option: `ngram: int = ranged(13, NGRAM)`."""
+    return dataclasses.field(default=default, metadata={RANGE: bounds})
 
 
 def settings_from(cls: type, given: dict, where: str):
@@ -100,13 +121,15 @@ def _value(f: dataclasses.Field, value: object, where: str) -> object:
         if not isinstance(value, bool):
             raise UserError(f"{where}: must be true or false, got {quoted(value)}")
         return value
+    bounds = f.metadata.get(RANGE)  # a `ranged` setting's, as its command line's option has it
     if kind == "int":
         least = 1 if f.name in ("short_line_length",) else 0
         if not _is_int(value) or value < least:
             raise UserError(f"{where}: must be an integer >= {least}{nullable}, got {quoted(value)}")
-        return value
+        return (bounds or int_in(least, MOST_CHARS)).check(value, where)  # and not past what a kernel compares
     if kind == "float":
-        return _number(value, unit, f"{where}", nullable)
+        number = _number(value, unit, f"{where}", nullable)
+        return bounds.check(number, where) if bounds else number
     if kind == "str":
         if not isinstance(value, str) or not value:
             raise UserError(f"{where}: must be a non-empty string, got {quoted(value)}")
@@ -118,6 +141,8 @@ def _value(f: dataclasses.Field, value: object, where: str) -> object:
     if kind == "dict[int, float]":
         if not isinstance(value, dict) or not all(_is_int(n) and n >= 2 for n in value):
             raise UserError(f"{where}: must map each n >= 2 to its fraction, e.g. {{2: 0.2}}, got {quoted(value)}")
+        for n in value:  # the kernel keeps a limit for every n up to the largest
+            NGRAM_N.check(n, f"{where}: n")
         return {n: _number(v, True, f"{where}.{n}", "") for n, v in sorted(value.items())}
     raise AssertionError(f"setting {f.name} has a type no filters file can give: {f.type}")
 
@@ -135,9 +160,11 @@ def _number(value: object, unit: bool, where: str, nullable: str) -> float:
 
 
 def with_languages(specs: list[StepSpec], languages: list[str] | None) -> list[StepSpec]:
-    """`--languages`: the language step keeps those (one is put first where the file has none)."""
+    """`--languages`: the language step keeps those (one is put first where the file has none), in
+    sorted order, each once: the same settings, and stats, however a command or a pipeline lists them."""
     if languages is None:
         return specs
+    languages = sorted(set(languages))
     at = next((i for i, s in enumerate(specs) if s.name == "language"), None)
     if at is None:
         return [StepSpec("language", LanguageSettings(languages=languages)), *specs]

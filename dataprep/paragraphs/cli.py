@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from pretrainkit.dataprep.cli_options import run_stage_command
-from pretrainkit.dataprep.paragraphs.pipeline import DEFAULT_MIN_LENGTH, ParagraphOptions, ParagraphStage
+from pretrainkit.dataprep.paragraphs.pipeline import DEFAULT_MIN_LENGTH, MIN_LENGTH, ParagraphOptions, ParagraphStage
 
 
 def add_paragraph_options(p: argparse.ArgumentParser) -> None:
@@ -22,7 +22,7 @@ def add_paragraph_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--min-length",
-        type=int,
+        type=MIN_LENGTH,
         metavar="CHARS",
         help="with --paragraphs: a document that lost a paragraph and is left with fewer characters (stripped) "
         f"is removed, as paragraphs.min_length (default {DEFAULT_MIN_LENGTH}, ptk filter's min_length)",
@@ -33,4 +33,4 @@ def run_paragraphs_command(args: argparse.Namespace) -> int:
     options = ParagraphOptions(
         DEFAULT_MIN_LENGTH if args.min_length is None else args.min_length, args.text_field, args.id_field
     )
-    return run_stage_command(args, ParagraphStage(int(args.memory_limit) if args.memory_limit else None), options)
+    return run_stage_command(args, ParagraphStage(args.memory_limit), options)

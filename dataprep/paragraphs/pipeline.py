@@ -53,15 +53,15 @@ from pathlib import Path
 from typing import ClassVar
 
 from pretrainkit import __version__
+from pretrainkit.arguments import int_in
 from pretrainkit.dataprep.budget import DedupBudget, run_budget
 from pretrainkit.dataprep.executors import JobRunner
-from pretrainkit.dataprep.filter.length import MinLengthSettings
+from pretrainkit.dataprep.filter.length import MOST_CHARS, MinLengthSettings
 from pretrainkit.dataprep.paragraphs.resolve import ResolveJob, resolve_partition
 from pretrainkit.dataprep.paragraphs.scan import BUCKETS, ENTRY_BYTES, ScanJob, scan_part, scan_path
 from pretrainkit.dataprep.paragraphs.write import MIN_LENGTH_REASON, WriteJob, write_part
 from pretrainkit.dataprep.stage import Run, Stage, run_stage
 from pretrainkit.dataprep.summary import input_row, summary_table
-from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic
 from pretrainkit.output_folders import PARAGRAPHS, Kind
 from pretrainkit.stage_layout import REJECTED_NAME, REMOVED_NAME
@@ -69,6 +69,7 @@ from pretrainkit.stage_layout import REJECTED_NAME, REMOVED_NAME
 WORK_FORMAT = 1  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 RESOLVED_NAME = "resolved.json"
 DEFAULT_MIN_LENGTH = MinLengthSettings().min_chars  # `ptk filter`'s min_length default: 1 character
+MIN_LENGTH = int_in(0, MOST_CHARS)  # --min-length's type; the check of a pipeline file's or a caller's
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,7 @@ class ParagraphOptions:
     id_field: str = "id"
 
     def __post_init__(self) -> None:
-        if self.min_length < 0:
-            raise UserError(f"--min-length must be at least 0 characters, got {self.min_length}")
+        MIN_LENGTH.check(self.min_length, "min_length")
 
 
 @dataclass(frozen=True)

@@ -61,10 +61,8 @@ def stages_from_args(args: argparse.Namespace) -> list[Stage]:
     if args.pipeline is None:
         if not args.tokenizer:
             raise UserError("--tokenizer is needed (or a --pipeline FILE whose tokenize stage names one)")
-        dedup = dedup_options_from_args(args)
-        dedup.validate()  # before OUT is made
         return [
-            Stage("dedup", dedup),
+            Stage("dedup", dedup_options_from_args(args)),
             Stage("tokenize", Tokenize(args.tokenizer, tokenize_options(args))),
         ]
     given = [key for key, default in _stage_option_defaults().items() if getattr(args, key) != default]

@@ -13,7 +13,10 @@
 Each setting is the option of the same name of the stage's command (`-` written `_`); a stage left
 without settings runs with that command's defaults. Paths in the file are relative to the file's
 folder. Each stage appears at most once; `extract`, where there is one, comes first and `tokenize`
-last. Every mistake is one line naming the file, the stage and the key.
+last. Every mistake is one line naming the file, the stage and the key (an option's message names
+the key: `threshold`, where `ptk dedup` says `--threshold`); what the settings name (evaluation sets,
+an index, the tokenizer) is read when `ptk prepare` checks every stage before its first
+(`Stage.checked`), its errors named the same way.
 """
 
 from __future__ import annotations
@@ -23,15 +26,24 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from pretrainkit.dataprep.decontaminate import pipeline as decontaminate
 from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions
+from pretrainkit.dataprep.dedup import pipeline as dedup
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions
 from pretrainkit.dataprep.filter.pipeline import FilterOptions
-from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, settings_from, with_languages
-from pretrainkit.dataprep.paragraphs.pipeline import ParagraphOptions
-from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage
+from pretrainkit.dataprep.filter.steps import (
+    DEFAULT_FILTERS,
+    check_languages,
+    ranged,
+    read_filters,
+    settings_from,
+    with_languages,
+)
+from pretrainkit.dataprep.paragraphs.pipeline import MIN_LENGTH, ParagraphOptions
+from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, settings_named
+from pretrainkit.dataprep.tokenize.arguments import BATCH_SIZE, SHARD_SIZE
 from pretrainkit.dataprep.tokenize.corpus import Tokenize, TokenizeOptions
 from pretrainkit.errors import UserError
-from pretrainkit.quantities import count
 from pretrainkit.remote.staging import local_copy, shown
 from pretrainkit.remote.urls import beside, is_url
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
@@ -51,14 +63,14 @@ class FilterSettings:
 
 @dataclass(frozen=True)
 class ParagraphsSettings:
-    min_length: int = ParagraphOptions.min_length
+    min_length: int = ranged(ParagraphOptions.min_length, MIN_LENGTH)
 
 
 @dataclass(frozen=True)
 class DedupSettings:
-    threshold: float = DedupOptions.threshold
-    num_perm: int = DedupOptions.num_perm
-    ngram: int = DedupOptions.ngram
+    threshold: float = ranged(DedupOptions.threshold, dedup.THRESHOLD)
+    num_perm: int = ranged(DedupOptions.num_perm, dedup.NUM_PERM)
+    ngram: int = ranged(DedupOptions.ngram, dedup.NGRAM)
     near: bool = DedupOptions.near
     against: str | None = None
 
@@ -68,7 +80,7 @@ class DecontaminateSettings:
     eval: list[str] | None = None  # required: None is "not given"
     eval_field: list[str] | None = None
     eval_id_field: str = DecontaminateOptions.eval_id_field
-    ngram: int = DecontaminateOptions.ngram
+    ngram: int = ranged(DecontaminateOptions.ngram, decontaminate.NGRAM)
     report_only: bool = False
 
 
@@ -89,7 +101,7 @@ SETTINGS = {
     "decontaminate": DecontaminateSettings,
     "tokenize": TokenizeSettings,
 }
-SIZES = ("shard_size", "batch_size")  # token counts, given as 32M or 16384
+SIZES = {"shard_size": SHARD_SIZE, "batch_size": BATCH_SIZE}  # token counts, given as 32M or 16384
 
 
 def read_pipeline(path: Path, text_field: str = "text", id_field: str = "id") -> list[Stage]:
@@ -109,14 +121,16 @@ def read_pipeline(path: Path, text_field: str = "text", id_field: str = "id") ->
 
 
 def _sizes(given: dict, where: str) -> dict:
-    """Token counts written as 32M (as on the command line) made integers."""
+    """Token counts written as 32M (as on the command line) made integers, and checked as there."""
     out = dict(given)
-    for key in SIZES:
+    for key, bounds in SIZES.items():
         if isinstance(out.get(key), str):
             try:
-                out[key] = count(out[key])
+                out[key] = bounds(out[key])
             except argparse.ArgumentTypeError as e:  # the command line's parser of sizes
                 raise UserError(f"{where}.{key}: {e}") from None
+        elif key in out:
+            bounds.check(out[key], f"{where}.{key}")
     return out
 
 
@@ -133,36 +147,38 @@ def _relative(base: Path, path: str) -> str:
 
 
 def _stage(name: str, s, base: Path, text_field: str, id_field: str, where: str) -> Stage:
-    fields = {"text_field": text_field, "id_field": id_field}
-    try:
-        if name == "extract":
-            return Stage(name, None)
-        if name == "filter":
-            steps = read_filters(Path(_relative(base, s.filters)) if s.filters else DEFAULT_FILTERS)
-            return Stage(name, FilterOptions(tuple(with_languages(steps, s.languages)), **fields))
-        if name == "paragraphs":
-            return Stage(name, ParagraphOptions(s.min_length, **fields))
-        if name == "dedup":
-            against = _relative(base, s.against) if s.against else None
-            options = DedupOptions(**dict(dataclasses.asdict(s), against=against), **fields)
-            options.validate()
-            return Stage(name, options)
-        if name == "decontaminate":
-            if not s.eval:
-                raise UserError("eval: the evaluation set files are needed (a list of paths)")
-            options = DecontaminateOptions(
-                eval_files=tuple(_relative(base, p) for p in s.eval),
-                eval_fields=tuple(s.eval_field or DecontaminateOptions.eval_fields),
-                eval_id_field=s.eval_id_field,
-                ngram=s.ngram,
-                report_only=s.report_only,
-                **fields,
-            )
-            options.validate()
-            return Stage(name, options)
-        if not s.tokenizer:
-            raise UserError("tokenizer: the tokenizer (a tokenizer.json, or a folder holding one) is needed")
-        options = TokenizeOptions(s.format, s.shard_size, s.batch_size, eos_token=s.eos_token, **fields)
-        return Stage(name, Tokenize(_relative(base, s.tokenizer), options))
-    except UserError as e:
-        raise UserError(f"{where}: {e}") from None
+    if name == "filter" and s.languages is not None:
+        check_languages(s.languages, where)
+    with settings_named(where):
+        return Stage(name, _options(name, s, base, {"text_field": text_field, "id_field": id_field}), where)
+
+
+def _options(name: str, s, base: Path, fields: dict):
+    """The options of stage `name`'s command from its settings `s` (checked as the command checks them)."""
+    if name == "extract":
+        return None
+    if name == "filter":
+        steps = read_filters(Path(_relative(base, s.filters)) if s.filters else DEFAULT_FILTERS)
+        return FilterOptions(tuple(with_languages(steps, s.languages)), **fields)
+    if name == "paragraphs":
+        return ParagraphOptions(s.min_length, **fields)
+    if name == "dedup":
+        against = _relative(base, s.against) if s.against else None
+        return DedupOptions(**dict(dataclasses.asdict(s), against=against), **fields)
+    if name == "decontaminate":
+        if not s.eval:
+            raise UserError("eval: the evaluation set files are needed (a list of paths)")
+        options = DecontaminateOptions(
+            eval_files=tuple(_relative(base, p) for p in s.eval),
+            eval_fields=tuple(s.eval_field or DecontaminateOptions.eval_fields),
+            eval_id_field=s.eval_id_field,
+            ngram=s.ngram,
+            report_only=s.report_only,
+            **fields,
+        )
+        options.validate()
+        return options
+    if not s.tokenizer:
+        raise UserError("tokenizer: the tokenizer (a tokenizer.json, or a folder holding one) is needed")
+    options = TokenizeOptions(s.format, s.shard_size, s.batch_size, eos_token=s.eos_token, **fields)
+    return Tokenize(_relative(base, s.tokenizer), options)

@@ -6,38 +6,43 @@ folder under OUT, then the funnel (OUT/stats.json, the table printed, OUT/funnel
         funnel = run_prepare(["crawl/"], Path("out"), stages, runner)
 
 Each stage is its command's run (`pretrainkit.dataprep.prepare.stages`), crash-safe on its own, over
-the kept records of the stage before. A finished stage is recorded in OUT/.work (its stats and the
-profile of what it kept, `pretrainkit.dataprep.prepare.profile`), so running the same command again
-after a kill goes on from the stage it was in, into the same bytes; a changed pipeline or input
-starts again (each stage's own plan then decides what of its folder it keeps). The documents that
-enter the first text stage (the extracted pages, or the inputs) and those the last text stage
-keeps are profiled with their languages; every stage's output with its size and lengths. The
-shard manifest's provenance names the raw inputs with their hashes and holds every earlier
-stage's stats, so it describes the whole pipeline. OUT/stats.json is written last: a folder
-without it is no finished prepare.
+the kept records of the stage before. Before the first stage, every stage's settings are checked and
+the files they name read (`Stage.checked`): a mistake in the last stage costs no run of the first. A
+finished stage is recorded in OUT/.work (its stats, the profile of what it kept,
+`pretrainkit.dataprep.prepare.profile`, and the stamps of its folder's files), so running the same
+command again after a kill goes on from the stage it was in, into the same bytes; a changed pipeline
+or input starts again (each stage's own plan then decides what of its folder it keeps), and so does a
+finished stage whose folder no longer holds what it recorded, with every stage after it. A finished
+OUT of the same pipeline over the same inputs is left as it is; one of another pipeline or other
+inputs is refused (`pretrainkit.dataprep.prepare.finished`). The stage
+folders are the prepare's: no other command writes into a folder under OUT
+(`pretrainkit.output_folders`). The documents that enter the first text stage (the extracted pages,
+or the inputs) and those the last text stage keeps are profiled with their languages; every stage's
+output with its size and lengths. The shard manifest's provenance names the raw inputs with their
+hashes and holds every earlier stage's stats, so it describes the whole pipeline. OUT/stats.json is
+written last: a folder without it is no finished prepare.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 from pretrainkit import __version__
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES
+from pretrainkit.dataprep.prepare.finished import finished_run, input_records, named_records
 from pretrainkit.dataprep.prepare.funnel import funnel_rows
 from pretrainkit.dataprep.prepare.picture import draw_funnel
 from pretrainkit.dataprep.prepare.profile import profile
 from pretrainkit.dataprep.prepare.stages import FIRST, LAST, Stage, run_pipeline_stage, stage_outputs
-from pretrainkit.dataprep.readers import discover_inputs
+from pretrainkit.dataprep.readers import discover_inputs, refuse_overlap
 from pretrainkit.dataprep.tokenize.corpus import TokenizeStage, input_hashes
-from pretrainkit.dataprep.workdir import input_stamps, open_work_dir, remove_work_dir
+from pretrainkit.dataprep.workdir import file_stamp, input_stamps, open_work_dir, remove_work_dir
 from pretrainkit.errors import UserError
 from pretrainkit.files import output_directory, write_text_atomic, writing_into
-from pretrainkit.output_folders import PREPARE, check_folder, output_folder
-from pretrainkit.shards.tokenizer import load_tokenizer
+from pretrainkit.output_folders import PREPARE, check_folder, output_folder, own_name
 from pretrainkit.stage_layout import STATS_NAME, WORK_NAME
 
 PICTURE_NAME = "funnel.png"
@@ -52,9 +57,16 @@ def owned_directories(out_dir: Path, stages: list[Stage]) -> tuple[list[Path], l
     return dirs, trees
 
 
-def _stamp(path: str) -> tuple[str, int, int] | str:
-    """(path, size, mtime) of a file a stage's settings name; the path alone of a folder (a tokenizer's)."""
-    return (path, os.path.getsize(path), os.stat(path).st_mtime_ns) if os.path.isfile(path) else path
+def _stamp(path: str) -> tuple[str, int, int, str] | str:
+    """The stamp of a file a stage's settings name (`file_stamp`); the path alone of a folder (a tokenizer's)."""
+    return file_stamp(path) if Path(path).is_file() else path
+
+
+def folder_stamps(folder: Path) -> list[list]:
+    """What a finished stage's folder holds: each file's path in it with its stamp (`file_stamp`), the
+    output folder's marker and lock left out (no output's content)."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and not own_name(p.name)) if folder.is_dir() else []
+    return [[p.relative_to(folder).as_posix(), *file_stamp(str(p))[1:]] for p in files]
 
 
 def run_prepare(
@@ -69,18 +81,19 @@ def run_prepare(
     """Run `stages` over `inputs` into `out_dir` on `runner` (entered); returns OUT/stats.json's content.
     `report` is given each stage's summary as the stage ends (or that an earlier run finished it)."""
     out_dir = Path(out_dir)
+    refuse_overlap(inputs, out_dir)
+    states = [stage.checked() for stage in stages]  # before anything is written, not after the long stages
     with output_folder(out_dir, PREPARE), writing_into(out_dir, *owned_directories(out_dir, stages)):
         for stage in stages:
             check_folder(out_dir / stage.folder, stage.kind)  # before the long first stage, not after it
-        if stages[-1].name == LAST:  # fail before the long stages, not after them
-            load_tokenizer(stages[-1].options.tokenizer, stages[-1].options.options.eos_token)
-        return _prepare(inputs, out_dir, stages, runner, text_field, id_field, report)
+        return _prepare(inputs, out_dir, stages, states, runner, text_field, id_field, report)
 
 
 def _prepare(
     inputs: list[str],
     out_dir: Path,
     stages: list[Stage],
+    states: list,
     runner: JobRunner,
     text_field: str,
     id_field: str,
@@ -90,13 +103,22 @@ def _prepare(
     output_directory(out_dir)
     runner.check_paths([f.path for f in raw] + [str(p) for s in stages for p in s.files()], out_dir)
     work = out_dir / WORK_NAME
+    stamps = input_stamps(raw)
     plan = {
-        "inputs": input_stamps(raw),
+        "inputs": stamps,
         "files": [_stamp(path) for stage in stages for path in stage.files()],  # a changed eval set or tokenizer
         "stages": [s.as_json() for s in stages],
         "fields": [text_field, id_field],
         "version": __version__,
     }
+    named = [path for stage in stages for path in stage.files()]
+    made = {"pipeline": plan["stages"], "files": named_records(named), "inputs": input_records(raw, stamps)}
+    done = finished_run(out_dir, made)  # another pipeline's or other inputs' finished output: refused
+    if done is not None:
+        report(f"prepare -> {out_dir}: finished by an earlier run of this pipeline over these inputs; nothing to do")
+        if work.is_dir():
+            remove_work_dir(work)  # of a run killed after it wrote OUT/stats.json
+        return done
     open_work_dir(work, plan)
     (out_dir / STATS_NAME).unlink(missing_ok=True)  # until this run ends, OUT is no finished output
 
@@ -113,7 +135,7 @@ def _prepare(
         profiles["input"] = recorded("profile-input", lambda: profile(inputs, text_field, id_field, True, runner))
     records: list[dict] = []
     current = list(inputs)
-    for i, stage in enumerate(stages):
+    for i, (stage, state) in enumerate(zip(stages, states)):
         folder = out_dir / stage.folder
         runs = stage.runs
         if stage.name == LAST:  # its manifest's provenance names the raw inputs and the stages before
@@ -122,21 +144,26 @@ def _prepare(
             provenance.update({s.name: r["stats"] for s, r in zip(stages, records)})
             runs = TokenizeStage(provenance)
 
-        def finish(stage=stage, folder=folder, runs=runs, current=current) -> dict:
-            stats, summary = run_pipeline_stage(stage, current, folder, runner, runs)
+        def finish(stage=stage, state=state, folder=folder, runs=runs, current=current) -> dict:
+            stats, summary = run_pipeline_stage(stage, current, folder, runner, state, runs)
             report(summary)
-            if stage.name == LAST:
-                return {"stats": stats}
-            languages = stage.name == FIRST or stage is text_stages[-1]
-            kept = stage_outputs(stage, current, folder)
-            return {
-                "stats": stats,
-                "profile": profile(kept, text_field, id_field, languages, runner, f"profile {stage.name}"),
-            }
+            record = {"stats": stats}
+            if stage.name != LAST:
+                languages = stage.name == FIRST or stage is text_stages[-1]
+                kept = stage_outputs(stage, current, folder)
+                record["profile"] = profile(kept, text_field, id_field, languages, runner, f"profile {stage.name}")
+            return dict(record, folder=folder_stamps(folder))
 
         name = f"stage-{i:02d}-{stage.name}"
         if (work / f"{name}.json").exists():
-            report(f"{stage.name} -> {folder}: finished by an earlier run of this pipeline")
+            if json.loads((work / f"{name}.json").read_text(encoding="utf-8"))["folder"] == folder_stamps(folder):
+                report(f"{stage.name} -> {folder}: finished by an earlier run of this pipeline")
+            else:  # replaced or edited since: this stage and every one after it run again
+                report(
+                    f"{stage.name} -> {folder}: changed since an earlier run of this pipeline finished it; run again"
+                )
+                for later in range(i, len(stages)):
+                    (work / f"stage-{later:02d}-{stages[later].name}.json").unlink(missing_ok=True)
         records.append(recorded(name, finish))
         current = stage_outputs(stage, current, folder)
         if i + 1 < len(stages) and not records[-1]["profile"]["docs"]:
@@ -154,6 +181,8 @@ def _prepare(
         "profiles": profiles,
         "stages": {s.name: s.folder for s in stages},
         "pipeline": plan["stages"],
+        "files": made["files"],
+        "inputs": made["inputs"],
         "version": __version__,
     }
     draw_funnel(result, out_dir / PICTURE_NAME)

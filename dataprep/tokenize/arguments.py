@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import argparse
 
+from pretrainkit.arguments import count_in
 from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions
-from pretrainkit.quantities import count
 from pretrainkit.shards.formats import DEFAULT_BATCH_TOKENS, DEFAULT_SHARD_TOKENS
+
+# Tokens per shard and per record batch (`ptk tokenize`'s types, and a pipeline file's tokenize stage):
+# past 1T a shard's offsets would leave the int64 arithmetic the writer plans them with.
+SHARD_SIZE = count_in(1, 10**12)
+BATCH_SIZE = count_in(1, 10**12)
 
 
 def add_tokenize_options(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -26,11 +31,11 @@ def add_tokenize_options(p: argparse.ArgumentParser, required: bool = True) -> N
     )
     p.add_argument("--format", choices=["arrow", "webdataset"], default="arrow", help="shard format (default arrow)")
     p.add_argument(
-        "--shard-size", type=count, default=DEFAULT_SHARD_TOKENS, help="tokens per shard, e.g. 32M (default 32M)"
+        "--shard-size", type=SHARD_SIZE, default=DEFAULT_SHARD_TOKENS, help="tokens per shard, e.g. 32M (default 32M)"
     )
     p.add_argument(
         "--batch-size",
-        type=count,
+        type=BATCH_SIZE,
         default=DEFAULT_BATCH_TOKENS,
         help="tokens per record batch, the unit a reader decompresses (default 16K)",
     )

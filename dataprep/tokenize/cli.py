@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
+from pretrainkit.arguments import count_in, int_in
 from pretrainkit.dataprep.cli_options import (
     add_executor_options,
     add_field_options,
@@ -25,9 +26,8 @@ from pretrainkit.dataprep.tokenize.arguments import add_tokenize_options, tokeni
 from pretrainkit.dataprep.tokenize.corpus import Tokenize, TokenizeStage
 from pretrainkit.files import output_file, write_text_atomic, writing_into
 from pretrainkit.progress import progress_bar
-from pretrainkit.quantities import count
 from pretrainkit.remote.staging import UrlArguments
-from pretrainkit.shards.tokenizer import DEFAULT_EOS, load_tokenizer, train_tokenizer
+from pretrainkit.shards.tokenizer import DEFAULT_EOS, MIN_VOCAB, load_tokenizer, train_tokenizer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,11 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_inputs_and_output(train, "tokenizer.json to write")
     train.add_argument(
         "--vocab-size",
-        type=count,
+        type=count_in(MIN_VOCAB, 1 << 32),  # the 256 bytes and the end-of-text token; ids are at most uint32
         required=True,
         help="vocabulary size, special tokens included (at most: what the corpus's pairs allow)",
     )
-    train.add_argument("--min-frequency", type=int, default=2, help="least count of a pair to merge (default 2)")
+    train.add_argument(
+        "--min-frequency", type=int_in(1, 10**9), default=2, help="least count of a pair to merge (default 2)"
+    )
     train.add_argument("--eos-token", default=DEFAULT_EOS, help=f"end-of-text token (default {DEFAULT_EOS})")
     add_field_options(train)
     train.set_defaults(

@@ -54,7 +54,7 @@ from pretrainkit.dataprep.readers import (
     plan_read_tasks,
     read_task,
     reason_kind,
-    refuse_inputs_inside,
+    refuse_overlap,
 )
 from pretrainkit.dataprep.stage import Run, Stage, run_stage
 from pretrainkit.errors import UserError
@@ -119,8 +119,8 @@ class TokenizeStage(Stage):
     def named_files(self, options: Tokenize) -> list[str]:
         return [options.tokenizer]
 
-    def prepare(self, run: Run) -> LoadedTokenizer:
-        return load_tokenizer(run.options.tokenizer, run.options.options.eos_token)
+    def prepare(self, options: Tokenize) -> LoadedTokenizer:
+        return load_tokenizer(options.tokenizer, options.options.eos_token)
 
     def checked_files(self, run: Run) -> list[str]:
         return [str(run.state.path)]
@@ -228,7 +228,7 @@ def tokenize_corpus(
     if runner is not None:
         return run_stage(stage, inputs, out_dir, settings, runner)
     out_dir = Path(out_dir)
-    refuse_inputs_inside(inputs, out_dir)
+    refuse_overlap(inputs, out_dir)
     # held outside the local runner: its workers stop before temporaries are swept
     with output_folder(out_dir, TOKENIZE), writing_into(out_dir, *stage.owned(out_dir)), LocalRunner(workers) as local:
         return run_stage(stage, inputs, out_dir, settings, local)

@@ -107,7 +107,7 @@ def local_arguments(args: argparse.Namespace, spec: UrlArguments) -> Iterator[No
     _RUN.update(work=work, fetched=[])
     output_url = getattr(args, spec.output) if spec.output else None
     if is_url(output_url):
-        _refuse_inputs_inside(args, spec, output_url)
+        _refuse_overlap(args, spec, output_url)
     for name in spec.inputs + spec.files:
         value = getattr(args, name, None)
         select = spec.select_inputs if name in spec.inputs else None
@@ -246,13 +246,19 @@ def _have(path: Path, size: int) -> bool:
         return False
 
 
-def _refuse_inputs_inside(args: argparse.Namespace, spec: UrlArguments, output_url: str) -> None:
+def _refuse_overlap(args: argparse.Namespace, spec: UrlArguments, output_url: str) -> None:
+    """An output URL and its input URLs must not hold one another (as `dataprep.readers.refuse_overlap`
+    says of local folders), said before anything is fetched."""
     out = output_url.rstrip("/")
     for name in spec.inputs + spec.files:
         value = getattr(args, name, None)
         for given in value if isinstance(value, list) else [value]:
-            if is_url(given) and (given.rstrip("/") == out or given.startswith(out + "/")):
+            if not is_url(given):
+                continue
+            if given.rstrip("/") == out or given.startswith(out + "/"):
                 raise UserError(f"{given}: input lies inside the output directory {output_url}; choose another -o")
+            if out.startswith(given.rstrip("/") + "/"):
+                raise UserError(f"{output_url}: output lies inside the input folder {given}; choose another -o")
 
 
 def staging_path(url: str, work: Path) -> Path:

@@ -347,3 +347,25 @@ def test_an_error_quotes_at_most_200_characters_of_a_value_from_the_data(tmp_pat
         str(e.value)
         == f"{tmp_path / 'cols.parquet'}: Parquet file has no column 'text' (columns: {'k' * 200}…(2000000 chars))"
     )
+
+
+def test_a_null_or_non_string_text_is_rejected_saying_what_it_is(tmp_path):
+    """`{"text": null}` was rejected as "missing text field 'text'" (issue 49 item 14): a text that is
+    there but null, or not a string, is said to be what it is; only an absent field is missing."""
+    p = tmp_path / "kinds.jsonl"
+    values = [None, 5, 2.5, True, ["a", "b"], {"a": 1}]
+    p.write_text("".join(json.dumps({"id": i, "text": v}) + "\n" for i, v in enumerate(values)) + '{"id": 9}\n')
+    assert [i.reason for i in read_all([p])] == [
+        "text field 'text' is null, not a string",
+        "text field 'text' is a number, not a string",
+        "text field 'text' is a number, not a string",
+        "text field 'text' is a boolean, not a string",
+        "text field 'text' is an array, not a string",
+        "text field 'text' is an object, not a string",
+        "missing text field 'text' (fields: id)",
+    ]
+    pq.write_table(pa.table({"text": ["fine", None]}), tmp_path / "rows.parquet")  # a Parquet null alike
+    assert [i.reason if type(i) is Rejected else i.text for i in read_all([tmp_path / "rows.parquet"])] == [
+        "fine",
+        "text field 'text' is null, not a string",
+    ]

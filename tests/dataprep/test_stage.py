@@ -4,6 +4,7 @@ skeleton's output layout, resume, plan reset and refusals hold for a toy stage, 
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -181,3 +182,20 @@ def test_the_default_rejection_reasons_come_from_the_joined_rows(tmp_path):
     )
     run = Run([], out, None, InProcess(), 0.0)
     assert ToyStage().rejection_reasons(run, []) == Counter({"not JSON": 1, "no text": 1})
+
+
+def test_an_input_edited_in_place_at_its_size_and_time_is_another_plan(tmp_path):
+    inputs = corpus(tmp_path, [["a"], ["b"]])
+    FAIL_AT.add(1)
+    with pytest.raises(RuntimeError):
+        run_stage(ToyStage(), inputs, tmp_path / "out", "x", InProcess())
+    first = Path(inputs[0]) / "0.jsonl"
+    stat = first.stat()
+    first.write_text(first.read_text().replace('"a"', '"z"'))  # the same size
+    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same modification time
+
+    CALLS.clear()
+    FAIL_AT.clear()
+    run_stage(ToyStage(), inputs, tmp_path / "out", "x", InProcess())
+    assert CALLS == [0, 1]  # job 0's part was of the old content: not kept
+    assert (tmp_path / "out" / "part-00000.jsonl.zst").read_text() == "Z\n"

@@ -26,12 +26,17 @@ def tree(path: Path) -> dict[str, bytes]:
     return {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("command", [c for c in COMMANDS if c.bad_value], ids=str)
-def test_a_bad_value_is_one_line_and_writes_nothing(command: Command, workspace, tmp_path: Path, capsys, one_thread):
+BAD_VALUES = [(c, value) for c in COMMANDS for value in (c.bad_value, c.huge_value) if value]
+
+
+@pytest.mark.parametrize(("command", "bad_value"), BAD_VALUES, ids=[f"{c}-{' '.join(v)}" for c, v in BAD_VALUES])
+def test_a_bad_value_is_one_line_and_writes_nothing(
+    command: Command, bad_value: tuple[str, ...], workspace, tmp_path: Path, capsys, one_thread
+):
     out = output_of(command, tmp_path)
-    code, _, err = run_in_process(command.argv(workspace, out) + list(command.bad_value), capsys)
+    code, _, err = run_in_process(command.argv(workspace, out) + list(bad_value), capsys)
     assert code == 2, err
-    option = command.bad_value[-1].split("=")[0] if command.bad_value[0] == "--set" else command.bad_value[0]
+    option = bad_value[-1].split("=")[0] if bad_value[0] == "--set" else bad_value[0]
     line = error_line(err)
     assert "unrecognized arguments" not in line, line  # the option exists: it is its value that is bad
     assert option.lstrip("-").replace("-", "_") in line.replace("-", "_")
@@ -68,3 +73,4 @@ def test_a_damaged_input_is_one_line_naming_it_or_accounted_for(
     rejected = out / first_stage / "rejected.jsonl"
     rows = [json.loads(line) for line in rejected.read_text().splitlines()]
     assert any(r["source"] == named.name for r in rows), rows
+    assert any(r["source"] == named.name and r["reason"].startswith(damage.reason) for r in rows), rows

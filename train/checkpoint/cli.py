@@ -12,10 +12,10 @@ import argparse
 import contextlib
 from pathlib import Path
 
+from pretrainkit.arguments import count_in
 from pretrainkit.errors import UserError, os_error
 from pretrainkit.files import output_file
 from pretrainkit.output_folders import EXPORT, output_folder, prefixed
-from pretrainkit.quantities import count
 from pretrainkit.remote.staging import UrlArguments
 from pretrainkit.remote.urls import is_url
 from pretrainkit.train.rundir.run_files import run_files_read
@@ -95,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--max-shard-size",
-        type=count,
+        type=count_in(1, 10**15),
         default=5_000_000_000,
         metavar="BYTES",
         help="hf: weight files above this size are split, with model.safetensors.index.json (default 5G)",

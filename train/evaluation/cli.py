@@ -17,6 +17,7 @@ import json
 import math
 import sys
 
+from pretrainkit.arguments import int_in
 from pretrainkit.dataprep.readers import fetched_input_files
 from pretrainkit.errors import UserError
 from pretrainkit.remote.staging import UrlArguments
@@ -45,8 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     what.add_argument("--mixture", metavar="YAML", help="a mixture: each source's held-out documents")
     p.add_argument("--tokenizer", help="tokenizer.json: needed for --text, and for bits per byte on shards")
-    p.add_argument("--seq-len", type=int, help="tokens of context per window (default: the model's max_seq_len)")
-    p.add_argument("--batch-size", type=int, default=8, help="windows per forward pass (default %(default)s)")
+    p.add_argument(
+        "--seq-len", type=int_in(1, 1 << 20), help="tokens of context per window (default: the model's max_seq_len)"
+    )
+    p.add_argument(
+        "--batch-size", type=int_in(1, 1 << 20), default=8, help="windows per forward pass (default %(default)s)"
+    )
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     add_field_options(p)
@@ -68,8 +73,6 @@ def run_eval(args: argparse.Namespace) -> int:
     from pretrainkit.train.evaluation.scoring import score_documents
     from pretrainkit.train.parallel.distributed import select_device
 
-    if args.batch_size < 1:
-        raise UserError(f"--batch-size must be >= 1, got {args.batch_size}")
     device = select_device(args.device, 0)
     loaded = load_model(args.model, args.tokenizer, device=str(device))
     cfg = loaded.config

@@ -9,30 +9,19 @@ The prompt and continuation go to stdout as the tokens come; a summary line goes
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 
+from pretrainkit.arguments import int_in, number_in
 from pretrainkit.errors import UserError
 from pretrainkit.remote.staging import UrlArguments
 from pretrainkit.train.rundir.run_files import run_files_read
-
-
-def check_options(args: argparse.Namespace) -> None:
-    """The sampling options, checked before a model is loaded: inf would sample uniformly, nan fail in torch."""
-    if args.max_new_tokens < 1:
-        raise UserError(f"--max-new-tokens {args.max_new_tokens}: must be >= 1")
-    if not (math.isfinite(args.temperature) and args.temperature >= 0):
-        raise UserError(f"--temperature {args.temperature:g}: must be a finite number >= 0 (0: greedy)")
-    if not 0 < args.top_p <= 1:  # nan fails the comparison too
-        raise UserError(f"--top-p {args.top_p:g}: must lie in (0, 1]")
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from pretrainkit.train.checkpoint.load_model import describe, load_model
     from pretrainkit.train.generation.generate import stream
 
-    check_options(args)
     loaded = load_model(args.model, tokenizer=args.tokenizer, device=args.device)
     if loaded.tokenizer is None:
         raise UserError(
@@ -80,15 +69,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--prompt", required=True, metavar="TEXT")
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
+    p.add_argument(
+        "--max-new-tokens", type=int_in(1, 1 << 20), default=64, help="tokens to generate at most (default 64)"
+    )
+    # The sampling options, checked when parsed, before a model is loaded: inf would sample uniformly, nan fail in torch
+    p.add_argument(
+        "--temperature", type=number_in(0, 100), default=0.0, help="sampling temperature, 0: greedy (default 0)"
+    )
     p.add_argument(
         "--top-p",
-        type=float,
+        type=number_in(0, 1, lo_open=True),
         default=1.0,
         help="nucleus sampling: keep the smallest set of tokens reaching this probability",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int_in(0, 2**63 - 1), default=0, help="of the sampling (default 0)")
     p.add_argument("--tokenizer", help="the model's tokenizer.json or HF directory, when MODEL does not lead to it")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.set_defaults(

@@ -26,12 +26,13 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
 from pretrainkit.train.model.llama import Transformer, embed, head
 from pretrainkit.train.parallel.mesh import ParallelMesh
 
-SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved_1f1b": ScheduleInterleaved1F1B}
+# The classes of `torch.distributed.pipelining` that run each `parallel.pp_schedule`, by name: imported
+# by a pipelined run alone, since that package imports torch._dynamo (half a second of every process's start).
+SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B", "interleaved_1f1b": "ScheduleInterleaved1F1B"}
 
 
 class StageModule(nn.Module):
@@ -104,8 +105,12 @@ class Pipeline:
         self.local = merged(stages)
         self.first = 0 in stage_ids
         self.last = num_stages - 1 in stage_ids
-        pipe_stages = [PipelineStage(m, s, num_stages, device, group=mesh.pp_group) for m, s in zip(stages, stage_ids)]
-        cls = SCHEDULES[schedule]
+        from torch.distributed import pipelining
+
+        pipe_stages = [
+            pipelining.PipelineStage(m, s, num_stages, device, group=mesh.pp_group) for m, s in zip(stages, stage_ids)
+        ]
+        cls = getattr(pipelining, SCHEDULES[schedule])
         target = pipe_stages if schedule == "interleaved_1f1b" else pipe_stages[0]
         self.schedule = cls(target, n_microbatches=n_microbatches, loss_fn=loss_fn, scale_grads=False)
 

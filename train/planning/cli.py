@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pretrainkit.arguments import int_in, number_in
 from pretrainkit.errors import UserError
 from pretrainkit.files import write_text_atomic, writing_into
 from pretrainkit.output_folders import TRAIN, check_folder
@@ -53,23 +54,11 @@ from pretrainkit.train.planning.plan import LAWS, LossLaw, load_law, resolve_bud
 GB = 1e9
 
 
-def _checked(convert, ok, requirement: str):
-    """An argparse type: `convert` the text, then insist on `ok(value)`."""
-
-    def parse(text: str):
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not ok(value):
-            raise argparse.ArgumentTypeError(f"{requirement}, got {value}")
-        return value
-
-    return parse
-
-
-positive_int = _checked(int, lambda v: v >= 1, "must be an integer >= 1")
-fraction = _checked(float, lambda v: 0 < v <= 1, "must lie in (0, 1]")
+# The ranges of the integer options: past them a plan means nothing (and 2**64 devices overflow torch's sizes)
+VOCAB_SIZE = int_in(1, 1 << 32)
+DEVICES = int_in(1, 10**7)
+PARALLEL = int_in(1, 1 << 20)  # --tp, --pp, --micro-batch
+SEQ_LEN = int_in(1, 1 << 20)
 
 
 def human(value: float) -> str:
@@ -411,8 +400,6 @@ def _run_init(args: argparse.Namespace) -> int:
     from pretrainkit.train.planning.plan import load_law
     from pretrainkit.train.planning.probe import measured_plan
 
-    if not args.minutes > 0:
-        raise UserError(f"--minutes must be > 0, got {args.minutes}")
     run = Path(args.run_name)
     for name in (MIXTURE_FILE, TRAIN_FILE):
         if (run / name).exists():
@@ -470,7 +457,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--flops", type=quantity, help="training compute budget C (FLOPs), e.g. 1e21")
     p.add_argument("--params", type=quantity, help="parameter count N, e.g. 7.5B")
     p.add_argument("--config", help="a training config (ptk train CONFIG.yaml): N, micro-batch, seq_len, precision")
-    p.add_argument("--vocab-size", type=positive_int, help="with --config: instead of reading the mixture's manifest")
+    p.add_argument("--vocab-size", type=VOCAB_SIZE, help="with --config: instead of reading the mixture's manifest")
     p.add_argument("--tokens", type=quantity, help="training tokens D, e.g. 300B")
     p.add_argument(
         "--law",
@@ -479,19 +466,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--devices",
-        type=positive_int,
+        type=DEVICES,
         default=1,
         help="devices in all (default 1); data-parallel over what tp x pp leave",
     )
-    p.add_argument("--tp", type=positive_int, help="tensor-parallel size (default: the config's, else 1)")
-    p.add_argument("--pp", type=positive_int, help="pipeline stages (default: the config's, else 1)")
+    p.add_argument("--tp", type=PARALLEL, help="tensor-parallel size (default: the config's, else 1)")
+    p.add_argument("--pp", type=PARALLEL, help="pipeline stages (default: the config's, else 1)")
     p.add_argument("--device-memory", type=lambda t: quantity(t) * GB, help="GB per device, e.g. 80")
     p.add_argument("--peak-flops", type=quantity, help="peak FLOP/s of one device, e.g. 989T")
-    p.add_argument("--mfu", type=fraction, default=0.4, help="model FLOPs utilisation for the time (default 0.4)")
     p.add_argument(
-        "--micro-batch", type=positive_int, help="sequences per device per micro-step (default: config, else 1)"
+        "--mfu",
+        type=number_in(0, 1, lo_open=True),
+        default=0.4,
+        help="model FLOPs utilisation for the time (default 0.4)",
     )
-    p.add_argument("--seq-len", type=positive_int, help="tokens per sequence (default: config, else 2048)")
+    p.add_argument("--micro-batch", type=PARALLEL, help="sequences per device per micro-step (default: config, else 1)")
+    p.add_argument("--seq-len", type=SEQ_LEN, help="tokens per sequence (default: config, else 2048)")
     p.add_argument("--activation-dtype", choices=("bf16", "fp32"), help="(default: config's precision, else bf16)")
     p.add_argument(
         "--state-bytes",
@@ -525,9 +515,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "or the mean of the last 10 training losses"
         ),
     )
-    f.add_argument("--vocab-size", type=positive_int, help="instead of reading each run's mixture manifest")
+    f.add_argument("--vocab-size", type=VOCAB_SIZE, help="instead of reading each run's mixture manifest")
     f.add_argument(
-        "--starts", type=positive_int, default=16, help="L-BFGS starts from the best grid points (default 16)"
+        "--starts", type=int_in(1, 10**4), default=16, help="L-BFGS starts from the best grid points (default 16)"
     )
     f.add_argument(
         "--predict", type=_prediction, action="append", metavar="N:D", help="print the loss at N:D, e.g. 1B:20B"
@@ -549,7 +539,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--shards", nargs="+", metavar="DIR", help="shard sets, one source each, weighted by their tokens"
     )
     what.add_argument("--mixture", metavar="YAML", help="an existing mixture (copied, its paths rewritten)")
-    p.add_argument("--minutes", type=float, default=30.0, help="training time to size for (default %(default)s)")
+    p.add_argument(
+        "--minutes",
+        type=number_in(0, 10**6, lo_open=True),
+        default=30.0,
+        help="training time to size for (default %(default)s)",
+    )
     p.add_argument("--law", default="besiroglu", help="loss law for the compute-optimal split (see ptk plan)")
     p.add_argument(
         "--no-measure",

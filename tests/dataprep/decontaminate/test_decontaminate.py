@@ -107,14 +107,15 @@ def test_report_only_lists_the_same_rows_and_writes_no_records(setup, tmp_path, 
     stats = json.loads((listed / "stats.json").read_text())
     assert (stats["kept_docs"], stats["contaminated_docs"], stats["options"]["report_only"]) == (598, 2, True)
     # A report is no corpus: another command given the folder (or one holding it) says so and reads nothing.
+    deduped = tmp_path.with_name(f"{tmp_path.name}-deduped")  # in no folder given (an output there is refused)
     for given in (listed, tmp_path):
-        assert main(["dedup", str(given), "-o", str(tmp_path / "deduped")]) == 2
+        assert main(["dedup", str(given), "-o", str(deduped)]) == 2
         line = capsys.readouterr().err.strip().splitlines()[-1]
         assert line == (
             f"ptk: error: {listed}: a `ptk decontaminate --report-only` output: it lists the contaminated documents "
             f"({listed / 'contaminated.jsonl'}) and keeps none; give the corpus it read instead"
         )
-        assert not (tmp_path / "deduped").exists()
+        assert not deduped.exists()
 
 
 def test_the_same_bytes_for_one_and_two_workers(setup, tmp_path):
@@ -212,7 +213,6 @@ def half(data: bytes) -> bytes:
             [],
             "bad.jsonl:2: no field 'text' (fields: 'id', 'question')",
         ),
-        (b'{"id": 1, "text": "fine"}\n', ["--ngram", "0"], "--ngram must be at least 1, got 0"),
         (
             half(gzip.compress(b"".join(b'{"id": %d, "text": "fine"}\n' % i for i in range(500)))),
             [],
@@ -220,8 +220,9 @@ def half(data: bytes) -> bytes:
         ),
         (b'{"id": 1, "text": "caf\xe9"}\n', [], "bad.jsonl:1: invalid UTF-8 at byte 22"),
         (b'{"id": [1], "text": "fine words"}\n', [], "bad.jsonl:1: id field 'id' is a list, not a string or integer"),
+        (b'{"id": 1, "text": null}\n', [], "bad.jsonl:1: field 'text' is null, not a string or list of strings"),
     ],
-    ids=["missing", "empty", "no-field", "ngram-0", "truncated-gzip", "not-utf8", "bad-id"],
+    ids=["missing", "empty", "no-field", "truncated-gzip", "not-utf8", "bad-id", "null-text"],
 )
 def test_bad_evaluation_input_is_one_line(setup, tmp_path, capsys, make, extra, expected):
     root, _, _ = setup
@@ -233,6 +234,20 @@ def test_bad_evaluation_input_is_one_line(setup, tmp_path, capsys, make, extra, 
     assert run(str(root / "corpus"), "--eval", str(path), "-o", str(out), *extra) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected in err[0], err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["0", "99999999999999999999"])
+def test_an_ngram_out_of_range_is_one_line_when_parsed(setup, tmp_path, capsys, value):
+    root, evals, _ = setup
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        run(str(root / "corpus"), "--eval", str(evals), "-o", str(out), "--ngram", value)
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        f"ptk decontaminate: error: argument --ngram: must be in [1, 1000], got '{value}' "
+        "(see ptk decontaminate --help)\n"
+    )
     assert not out.exists()
 
 

@@ -371,15 +371,17 @@ def test_cli_summary_and_one_line_errors(tmp_path):
     assert "input docs" in ok.stdout and "MB/s" in ok.stdout
     for args, message in [
         (["dedup", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "o2")], "missing.jsonl: no such file"),
-        (["dedup", str(src), "-o", str(tmp_path / "o3"), "--threshold", "1.5"], "--threshold must be in (0, 1]"),
         (["dedup", str(src), "-o", str(tmp_path / "o4"), "--against", str(tmp_path)], "not a finished dedup index"),
-        (["dedup", str(tmp_path), "-o", str(tmp_path / "out")], "input lies inside the output directory"),
+        (["dedup", str(src), "-o", str(tmp_path)], "input lies inside the output directory"),
     ]:
         r = run_cli(*args)
         assert r.returncode == 2
         *notes, error = r.stderr.strip().splitlines()  # notes: files a directory scan left out
         assert all(n.startswith("ptk: note: ") for n in notes)
         assert error.startswith("ptk: error: ") and message in error and "Traceback" not in r.stderr
+    r = run_cli("dedup", str(src), "-o", str(tmp_path / "o3"), "--threshold", "1.5")  # refused when parsed
+    assert r.returncode == 2 and not (tmp_path / "o3").exists()
+    assert r.stderr == "ptk dedup: error: argument --threshold: must be in (0, 1], got '1.5' (see ptk dedup --help)\n"
 
 
 def test_same_file_names_under_two_inputs_get_distinct_ids_and_rows_locate_the_raw_line(tmp_path):

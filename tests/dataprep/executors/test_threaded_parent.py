@@ -1,7 +1,8 @@
 """The local runner from a parent with threads: it never forks from it (a fork copies the locks its
 threads hold) but starts its workers from the forkserver, which gives the same results, never hangs
 after Ray and tokenizers started their threads here, and whose workers die with a parent killed by
-SIGKILL as forked ones do; a single-threaded parent still forks them (the cheaper start)."""
+SIGKILL as forked ones do; a single-threaded parent still forks them (the cheaper start), and a dataprep
+command's own process is one: its imports start no thread."""
 
 from __future__ import annotations
 
@@ -23,6 +24,19 @@ from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.processes import start_method, thread_count
 
 ROOT = Path(__file__).resolve().parents[3]
+# `ptk` as its console runs it, with the start method of each runner it starts written to the file $METHODS.
+SPIED_CONSOLE = """
+import json, os, sys
+from pretrainkit import cli, processes
+methods, start_method = [], processes.start_method
+processes.start_method = lambda: methods.append(start_method()) or methods[-1]
+sys.argv = ["ptk", *sys.argv[1:]]
+try:
+    cli.console()
+finally:
+    with open(os.environ["METHODS"], "w") as out:
+        json.dump(methods, out)
+"""
 TEXTS = [f"record {i}: the quick brown fox jumps over the lazy dog {i * 7} times" for i in range(64)]
 
 
@@ -81,6 +95,21 @@ def test_a_single_threaded_parent_forks_its_workers_a_threaded_one_does_not(inpu
         # Killed in the middle of its workers' jobs: the workers die with it, however they started.
         alive = kill_parent(proc, workers)
         assert not alive, f"workers {sorted(alive)} outlived their killed parent ({mode})"
+
+
+def test_a_dataprep_command_forks_its_workers(tmp_path: Path):
+    """numpy's OpenBLAS pool and Arrow's jemalloc thread, which their imports start, would make it start a
+    forkserver first (half a second a command)."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"{text} {text}"}) + "\n" for text in TEXTS), encoding="utf-8")
+    quiet = ("OPENBLAS_NUM_THREADS", "JE_ARROW_MALLOC_CONF")
+    env = {name: value for name, value in os.environ.items() if name not in quiet}
+    env.update(METHODS=str(tmp_path / "methods.json"), PYTHONPATH=str(ROOT))
+    argv = ["dedup", str(corpus), "-o", str(tmp_path / "out"), "--workers", "2"]
+    done = subprocess.run([sys.executable, "-c", SPIED_CONSOLE, *argv], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    methods = json.loads((tmp_path / "methods.json").read_text())
+    assert methods and set(methods) == {"fork"}, methods
 
 
 @pytest.mark.ray_in_process

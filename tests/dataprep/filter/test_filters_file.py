@@ -67,6 +67,18 @@ def test_a_file_chooses_steps_order_and_thresholds(tmp_path):
             "filters[0].c4.min_sentences: must be an integer >= 0 or null, got 'five'",
         ),
         (
+            "filters:\n  - c4: {min_sentences: 99999999999999999999}\n",
+            "filters[0].c4.min_sentences: must be an integer in [0, 1000000000], got 99999999999999999999",
+        ),
+        (
+            "filters:\n  - gopher_quality: {max_words: 1000000001}\n",
+            "filters[0].gopher_quality.max_words: must be an integer in [0, 1000000000], got 1000000001",
+        ),
+        (
+            "filters:\n  - gopher_repetition: {max_top_ngram_char_fraction: {99999999999999999999: 0.1}}\n",
+            "filters[0].gopher_repetition.max_top_ngram_char_fraction: n: must be an integer in [2, 100], got 9999",
+        ),
+        (
             "filters:\n  - fineweb_quality: {max_short_line_ratio: 1.5}\n",
             "filters[0].fineweb_quality.max_short_line_ratio: must be a fraction in [0, 1] or null, got 1.5",
         ),

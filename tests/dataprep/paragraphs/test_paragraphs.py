@@ -200,12 +200,23 @@ def test_a_run_stopped_after_any_job_resumes_to_the_same_bytes(tmp_path: Path, c
     [
         (["--threshold", "0.5"], "ptk: error: --threshold: document dedup's, not used with --paragraphs"),
         (["--no-near", "--ngram", "3"], "ptk: error: --ngram, --no-near: document dedup's, not used with --paragraphs"),
-        (["--min-length", "-1"], "ptk: error: --min-length must be at least 0 characters, got -1"),
     ],
 )
 def test_bad_options_are_one_line(tmp_path: Path, capsys, reuters_jsonl, extra, message):
     assert main(["dedup", "--paragraphs", str(reuters_jsonl), "-o", str(tmp_path / "out"), *extra]) == 2
     assert capsys.readouterr().err.strip() == message
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value", ["-1", "99999999999999999999"])
+def test_a_min_length_out_of_range_is_one_line_when_parsed(tmp_path: Path, capsys, reuters_jsonl, value):
+    """99999999999999999999 once ran the whole dedup, then raised a TypeError (issue 49 item 11)."""
+    with pytest.raises(SystemExit) as e:
+        main(["dedup", "--paragraphs", str(reuters_jsonl), "-o", str(tmp_path / "out"), "--min-length", value])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        f"ptk dedup: error: argument --min-length: must be in [0, 1000000000], got '{value}' (see ptk dedup --help)\n"
+    )
     assert not (tmp_path / "out").exists()
 
 

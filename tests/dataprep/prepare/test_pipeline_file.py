@@ -39,7 +39,7 @@ stages:
     assert [s.folder for s in stages] == [*names[:-1], "shards"]
     steps = stages[1].options.steps
     assert [s.name for s in steps] == [s.name for s in read_filters(DEFAULT_FILTERS)]  # FineWeb's, by default
-    assert next(s for s in steps if s.name == "language").settings.languages == ["en", "de"]
+    assert next(s for s in steps if s.name == "language").settings.languages == ["de", "en"]  # as --languages: sorted
     assert stages[2].options.min_length == 50
     assert (stages[3].options.threshold, stages[3].options.near) == (0.7, False)
     assert stages[4].options.eval_files == (str(tmp_path / "evals" / "qa.jsonl"),)
@@ -61,7 +61,25 @@ stages:
         ("stages: [{tokenize: {tokenizer: t.json}}, dedup]\n", "stages[0]: 'tokenize' must be the last stage"),
         ("stages: [{dedup: {treshold: 0.8}}]\n", "stages[0].dedup: unknown key 'treshold' (known: threshold,"),
         ("stages: [{dedup: {threshold: high}}]\n", "stages[0].dedup.threshold: must be a number >= 0"),
-        ("stages: [{dedup: {threshold: 1.5}}]\n", "stages[0].dedup: --threshold must be in (0, 1], got 1.5"),
+        ("stages: [{dedup: {threshold: 1.5}}]\n", "stages[0].dedup.threshold: must be a number in (0, 1], got 1.5"),
+        ("stages: [{dedup: {num_perm: 99999999999999999999}}]\n", "stages[0].dedup.num_perm: must be an integer in ["),
+        ("stages: [{dedup: {ngram: 65}}]\n", "stages[0].dedup.ngram: must be an integer in [1, 64], got 65"),
+        (
+            "stages: [{paragraphs: {min_length: 99999999999999999999}}]\n",
+            "stages[0].paragraphs.min_length: must be an integer in [0, 1000000000], got 99999999999999999999",
+        ),
+        (
+            "stages: [{decontaminate: {eval: [e.jsonl], ngram: 99999999999999999999}}]\n",
+            "stages[0].decontaminate.ngram: must be an integer in [1, 1000], got 99999999999999999999",
+        ),
+        (
+            "stages: [{tokenize: {tokenizer: t.json, shard_size: 99999999999999999999}}]\n",
+            "stages[0].tokenize.shard_size: must be an integer in [1, 1000000000000], got 99999999999999999999",
+        ),
+        (
+            "stages: [{tokenize: {tokenizer: t.json, batch_size: 100T}}]\n",
+            "stages[0].tokenize.batch_size: must be in [1, 1000000000000], got '100T'",
+        ),
         ("stages: [{dedup: [0.8]}]\n", "stages[0].dedup: settings must be a mapping"),
         ("stages: [{paragraphs: {min_length: -1}}]\n", "stages[0].paragraphs.min_length: must be an integer >= 0"),
         ("stages: [decontaminate]\n", "stages[0].decontaminate: eval: the evaluation set files are needed"),

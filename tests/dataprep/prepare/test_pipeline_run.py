@@ -153,3 +153,16 @@ def test_a_stage_that_keeps_nothing_ends_the_run_naming_it(tmp_path, capsys):
         "nothing is left for the dedup stage"
     )
     assert not (tmp_path / "out" / "stats.json").exists()
+
+
+def test_a_filter_stage_is_its_command_for_languages_in_any_order(tmp_path):
+    docs = man_page_documents()[::6]
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": d.text}) + "\n" for i, d in enumerate(docs)))
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text("stages:\n  - filter: {languages: [fr, de, fr]}\n")
+    assert (
+        main(["prepare", str(corpus), "--pipeline", str(pipeline), "-o", str(tmp_path / "out"), "--workers", "1"]) == 0
+    )
+    assert main(["filter", str(corpus), "-o", str(tmp_path / "hand"), "--languages", "de,fr", "--workers", "1"]) == 0
+    assert _tree(tmp_path / "out" / "filter") == _tree(tmp_path / "hand")

@@ -8,7 +8,7 @@ from tokenizers import Tokenizer, models
 from fixtures.corpora import DATA, need_data
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
-from pretrainkit.shards.tokenizer import load_tokenizer
+from pretrainkit.shards.tokenizer import load_tokenizer, train_tokenizer
 
 WIKI = DATA / "wikitext2"
 
@@ -54,9 +54,13 @@ def test_bad_tokenizer_files_give_one_line_errors(tmp_path):
 
 
 def test_train_command_rejects_a_tiny_vocabulary(tmp_path, wiki_dir, capsys):
-    assert main(["tokenizer", "train", str(wiki_dir), "-o", str(tmp_path / "t.json"), "--vocab-size", "100"]) == 2
-    assert "--vocab-size must be at least 257" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # when the command line is parsed
+        main(["tokenizer", "train", str(wiki_dir), "-o", str(tmp_path / "t.json"), "--vocab-size", "100"])
+    assert e.value.code == 2
+    assert "argument --vocab-size: must be in [257, 4294967296], got '100'" in capsys.readouterr().err
     assert not (tmp_path / "t.json").exists()
+    with pytest.raises(UserError, match="--vocab-size must be at least 257"):  # as a library call is told
+        train_tokenizer(["some text"], vocab_size=100)
 
 
 def test_a_vocabulary_smaller_than_asked_for_is_said(tmp_path, wiki_dir, capsys):
