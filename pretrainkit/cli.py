@@ -24,7 +24,7 @@ from pretrainkit.arguments import CommandParser
 from pretrainkit.errors import UserError
 from pretrainkit.processes import quiet_imports
 from pretrainkit.progress import end_bars
-from pretrainkit.remote.staging import local_arguments, shown
+from pretrainkit.remote.staging import local_arguments, refuse_other_urls, shown
 from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, handling_sigterm
 
 # Each folder's cli.py registers the commands it owns (`register(subparsers)`): the commands by name, in
@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         with handling_sigterm():
             args = build_parser(argv).parse_args(argv)
             urls = getattr(args, "url_arguments", None)
+            refuse_other_urls(args, urls)
             with local_arguments(args, urls) if urls else contextlib.nullcontext():
                 return int(args.func(args) or 0)
     except UserError as e:

@@ -61,7 +61,7 @@ from pretrainkit.remote.transfer import (
     upload,
     upload_all,
 )
-from pretrainkit.remote.urls import filesystem, is_url, join, scheme
+from pretrainkit.remote.urls import BACKENDS, filesystem, is_url, join, scheme
 from pretrainkit.stage_layout import LOCK_NAME, MARKER_NAME, WORK_NAME
 
 WORK_DIR_ENV = "PTK_WORK_DIR"
@@ -87,6 +87,31 @@ class UrlArguments:
     # listing (relative path: size) are fetched; a training run's: `train/rundir/run_files.py`
     selected: tuple[tuple[str, Callable[[dict[str, int]], dict[str, int]]], ...] = ()
     output: str | None = None  # the output folder
+
+
+def refuse_other_urls(args: argparse.Namespace, spec: UrlArguments | None) -> None:
+    """A storage URL where the command takes a local path (an argument `spec` does not name) is one line,
+    before anything is read or written: typed as a path, `s3://b/x` would become the local folder
+    `s3:/b/x`, and the command would write there and exit 0."""
+    named = set()
+    if spec is not None:
+        named = {*spec.inputs, *spec.files, *(name for name, _ in spec.selected), spec.output}
+    for name, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if name not in named and _storage_url(item):
+                command = " ".join(str(v) for k, v in vars(args).items() if k == "command" or k.endswith("_command"))
+                raise UserError(
+                    f"{item}: ptk {command} takes a local path for {name}, not a URL "
+                    "(what takes URLs: docs/object-storage.md)"
+                )
+
+
+def _storage_url(value: object) -> bool:
+    """Whether `value` is a URL of a storage scheme, also as a `Path` made of one (`s3:/b/x`: a slash lost)."""
+    if not isinstance(value, (str, os.PathLike)):
+        return False
+    head, colon, _ = os.fspath(value).partition(":/")
+    return bool(colon) and head.lower() in BACKENDS
 
 
 def work_dir(given: str | os.PathLike | None = None) -> Path:
