@@ -89,21 +89,18 @@ class UrlArguments:
     output: str | None = None  # the output folder
 
 
-def refuse_other_urls(args: argparse.Namespace, spec: UrlArguments | None) -> None:
-    """A storage URL where the command takes a local path (an argument `spec` does not name) is one line,
-    before anything is read or written: typed as a path, `s3://b/x` would become the local folder
-    `s3:/b/x`, and the command would write there and exit 0."""
-    named = set()
-    if spec is not None:
-        named = {*spec.inputs, *spec.files, *(name for name, _ in spec.selected), spec.output}
-    for name, value in vars(args).items():
-        for item in value if isinstance(value, list) else [value]:
-            if name not in named and _storage_url(item):
-                command = " ".join(str(v) for k, v in vars(args).items() if k == "command" or k.endswith("_command"))
-                raise UserError(
-                    f"{item}: ptk {command} takes a local path for {name}, not a URL "
-                    "(what takes URLs: docs/object-storage.md)"
-                )
+def refuse_local_output_urls(args: argparse.Namespace, names: tuple[str, ...]) -> None:
+    """A storage URL given for an argument the command writes as a local path (`names`: its parser's
+    `local_outputs`) is one line, before anything is read or written: `s3://b/x` would be written to
+    the local folder `s3:/b/x` with exit 0 (or, typed as a `Path`, fail later)."""
+    for name in names:
+        value = getattr(args, name, None)
+        if _storage_url(value):
+            command = " ".join(str(v) for k, v in vars(args).items() if k == "command" or k.endswith("_command"))
+            raise UserError(
+                f"{value}: ptk {command} writes {name} to a local path, not a URL "
+                "(what takes URLs: docs/object-storage.md)"
+            )
 
 
 def _storage_url(value: object) -> bool:
