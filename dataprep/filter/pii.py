@@ -26,7 +26,9 @@ every such quad that `ipaddress` calls global, so that section numbers became ad
 Installing the required firmwares"); here a quad is no address where the text says what else it is:
 - a heading: a quad of small numbers (each below 100) opening a line, then ". " or a capitalised word;
 - a cross-reference: right after "Section", "§", "chapter", "appendix", "table", "RFC 5280 section",
-  ... (also the later numbers of "Sections 4.2.1.1 and 4.2.1.2");
+  ..., or the word DocBook's translations write for them ("Abschnitt", "Sezione", "Раздел", ...), also
+  the later numbers of "Sections 4.2.1.1 and 4.2.1.2"; or followed by a title in typographic quotes
+  (`12.2.2.2 – „Network Configuration“`);
 - a version: right after "version", "v", "release", "build", "kernel", "Linux", "update", ..., or
   followed by "~" or "+" and a suffix (`1.2.3.4~rc1`, `1.2.3.4+dfsg`);
 - an OID: an arc 0, 1 or 2 first and "OID", "object identifier" or "ASN.1" on the line.
@@ -93,11 +95,20 @@ _SPACE = r"[ \t\u00a0]"
 _LINE_OPENING = re.compile(r"[ \t\u00a0#*>|-]*")
 _HEADING_AFTER = re.compile(rf"\.{_SPACE}+\S|\.?{_SPACE}+[A-Z][a-z]|\.$")
 _NUMBER_LIST = rf"(?:[\d.]+{_SPACE}*(?:,|\band\b|\bor\b|\bto\b|\bthrough\b|-|\u2013){_SPACE}*)*"
+# "Section" and "Chapter" as DocBook's translations write a cross-reference ("siehe Abschnitt 9.2.1.4")
+_XREF_WORDS = (
+    "abschnitt|kapitel|anhang|afsnit|avsnitt|kapittel|chapitre|annexe|sección|seccion|capítulo|capitulo|apéndice"
+    "|seção|secção|sezione|capitolo|appendice|paragraaf|hoofdstuk|bijlage|sekcja|rozdział|oddíl|kapitola|odsek"
+    "|odjeljak|poglavlje|szakasz|fejezet|secțiune|capitol|kısım|bölüm|phần|chương|τμήμα|κεφάλαιο|раздел\\w*"
+    "|глав\\w*|розділ\\w*|jakso|luku"
+)
 _XREF_CUE = re.compile(
     rf"(?i)(?:\b(?:sections?|sect|secs?|chapters?|chap|ch|appendix|appendices|annex|parts?|clauses?|paragraphs?"
-    rf"|paras?|figures?|figs?|tables?|rfc{_SPACE}*\d+{_SPACE}+section)\.?|\u00a7+)"
+    rf"|paras?|figures?|figs?|tables?|rfc{_SPACE}*\d+{_SPACE}+section|{_XREF_WORDS})\.?|\u00a7+)"
     rf"{_SPACE}*[-#]?{_SPACE}*{_NUMBER_LIST}$"
 )
+# a title in typographic quotes after the number: DocBook's "12.2.2.2, “Network Configuration”"
+_XREF_TITLE_AFTER = re.compile(rf"{_SPACE}*[,\u2013\u2014-]?{_SPACE}*[\u201c\u201e\u00ab\u300c]")
 _VERSION_CUE = re.compile(
     rf"(?i)(?:\b(?:versions?|ver|v|releases?|released|rel|revision|rev|build|kernel|linux|firmware|patch"
     rf"|update[ds]?|upgrade[ds]?)\.?|[<>=~]=){_SPACE}*:?{_SPACE}*$"
@@ -210,7 +221,7 @@ def _ipv4(m: re.Match) -> bool | None:
     # a cue stands right before the quad (a cross-reference's list of numbers between): its tail is read
     if _XREF_CUE.search(before[-_CUE_REACH:]) or _VERSION_CUE.search(before[-_CUE_REACH:]):
         return None
-    if _VERSION_SUFFIX.match(after):
+    if _VERSION_SUFFIX.match(after) or _XREF_TITLE_AFTER.match(after):
         return None
     if parts[0] <= 2 and _OID_CUE.search(before + after):
         return None

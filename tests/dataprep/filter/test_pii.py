@@ -90,6 +90,8 @@ STAYS = {
         "described in \u00a7 5.7.1.1 and chapter 12.6.2.1",  # was redacted
         "Sections 4.2.1.1 and 4.2.1.2 apply",  # was redacted (the second has no cue of its own)
         "https://datatracker.ietf.org/doc/html/rfc6960#section-4.2.2.2",  # was redacted
+        "(siehe Abschnitt\u00a09.2.1.4, \u201eVerschl\u00fcsselte Tunnel mit Port-Weiterleitung\u201c)",  # was redacted
+        "(see 12.2.2.2 \u2013 \u201eNetwork Configuration\u201c)",  # was redacted (a translation's xref: no cue word)
     ],
     "version": [
         "Upgrade to version 1.2.3.4 or v2.0.1.3 (release 4.4.4.4).",
