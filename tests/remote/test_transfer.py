@@ -72,13 +72,15 @@ def test_an_endpoint_that_never_answers_is_given_up_after_the_retries_in_one_lin
         with pytest.raises(UserError) as listing:
             list_tree("s3://frozen/corpus")
         took = time.monotonic() - began
-        assert 2 <= took < 6, took  # two tries of 1 s, up to 1 s of backoff between them, the client's own start
+        # two tries of 1 s, up to 1 s of backoff between them, the client's own start (seconds on a loaded
+        # machine); s3fs's loop around botocore's took 14 s
+        assert 2 <= took < 10, took
         fs, _ = filesystem("s3://frozen/corpus")  # a shuffle window's 64 range reads, each one's outcome awaited
         began = time.monotonic()
         results = fs.cat_ranges([f"frozen/corpus/{i}" for i in range(64)], [0] * 64, [8] * 64, on_error="return")
         took = time.monotonic() - began
         assert all(is_timeout(r) for r in results)
-        assert took < 6, took  # one wave (fewer tries once botocore's retry quota is spent)
+        assert took < 10, took  # one wave (fewer tries once botocore's retry quota is spent); 7 waves took 12.5 s
     assert str(listing.value) == (
         "s3://frozen/corpus: cannot list: the endpoint did not answer in 1 s (a request is tried 2 times "
         "at most; PTK_STORAGE_TIMEOUT, PTK_STORAGE_RETRIES set this)"
