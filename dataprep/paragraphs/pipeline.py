@@ -16,11 +16,13 @@ Three stages, each a set of independent jobs whose results are files in `OUT/.wo
 2. resolve (per partition, a range of buckets)  the entries of each hash in corpus order: every
            one of a later document than the first is removed; the removals by read task.
 3. write   (per read task)  the kept records (`part-NNNNN.jsonl.zst`, input order) without their
-           removed lines, and the rows of documents left shorter than `--min-length`.
+           removed lines, a changed one's language identified again (`relabel`), and the rows of
+           documents left shorter than `--min-length` or in none of `--languages`.
 
 Outputs (OUT): `part-NNNNN.jsonl.zst`, `removed.jsonl` (a row per removed document: id, source,
-line, `filter`: `paragraphs.min_length`, value: the length left, threshold), `rejected.jsonl`, and,
-last, `stats.json`: documents in, kept, removed (by reason) and rejected, paragraphs and text bytes
+line, `filter`: `paragraphs.min_length`, value: the length left, threshold; or, with `languages`,
+`paragraphs.languages`, value: the language of the text left), `rejected.jsonl`, and, last,
+`stats.json`: documents in, kept, removed (by reason), relabelled and rejected, paragraphs and text bytes
 in, out and removed, with input = kept + removed + rejected, the text bytes, and the removed
 paragraphs the write stage applied = those the scan and resolve stages found, checked before it is
 written.

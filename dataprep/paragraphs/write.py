@@ -95,9 +95,10 @@ def write_part(job: WriteJob) -> dict:
                 counts["paragraphs_removed"] += len(lines)
                 counts["docs_changed"] += 1
                 short = min_length.check(doc)
-                removal = (
-                    Removal(MIN_LENGTH_REASON, short.value, short.threshold) if short else relabel.check(item, doc)
-                )
+                if short is None:
+                    removal = relabel.check(item, doc)  # the language of the text left
+                else:
+                    removal = Removal(MIN_LENGTH_REASON, short.value, short.threshold)
                 if removal is not None:
                     removed_rows.write(removed_row(item, removal, doc))
                     counts[f"removed {removal.filter}"] += 1
