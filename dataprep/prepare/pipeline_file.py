@@ -164,7 +164,7 @@ def _relative(base: Path, path: str) -> str:
 
 
 def _stage(name: str, s, base: Path, text_field: str, id_field: str, where: str) -> Stage:
-    if name == "filter" and s.languages is not None:
+    if name in ("filter", "paragraphs") and s.languages is not None:
         check_languages(s.languages, where)
     with settings_named(where):
         return Stage(name, _options(name, s, base, {"text_field": text_field, "id_field": id_field}), where)
