@@ -20,7 +20,7 @@ from pretrainkit.remote.staging import UrlArguments
 MEMORY_LIMIT = count_in(1, 10**15)  # bytes; the least a run needs is said by `pretrainkit.dataprep.budget`
 _DEFAULTS = DedupOptions()
 # Document dedup's options, which mean nothing for paragraphs: refused beside --paragraphs when
-# given a value other than their default, in one line (and --min-length without --paragraphs).
+# given a value other than their default, in one line (and paragraph dedup's without --paragraphs).
 DOCUMENT_ONLY = (  # (option, its dest, its default)
     ("--threshold", "threshold", _DEFAULTS.threshold),
     ("--num-perm", "num_perm", _DEFAULTS.num_perm),
@@ -28,12 +28,14 @@ DOCUMENT_ONLY = (  # (option, its dest, its default)
     ("--no-near", "no_near", False),
     ("--against", "against", None),
 )
+PARAGRAPHS_ONLY = (("--min-length", "min_length"), ("--languages", "languages"))  # (option, its dest)
 
 
 def refuse_mixed_options(args: argparse.Namespace) -> None:
     if not args.paragraphs:
-        if args.min_length is not None:
-            raise UserError("--min-length needs --paragraphs (it is paragraph dedup's)")
+        given = [option for option, dest in PARAGRAPHS_ONLY if getattr(args, dest) is not None]
+        if given:
+            raise UserError(f"{given[0]} needs --paragraphs (it is paragraph dedup's)")
         return
     given = [option for option, dest, default in DOCUMENT_ONLY if getattr(args, dest) != default]
     if given:

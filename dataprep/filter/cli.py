@@ -12,11 +12,10 @@ from pretrainkit.dataprep.cli_options import (
     path_or_url,
     run_stage_command,
 )
-from pretrainkit.dataprep.filter.language_codes import CODES_DOC, checked_codes
+from pretrainkit.dataprep.filter.language_codes import LANGUAGES_HELP, language_list
 from pretrainkit.dataprep.filter.pipeline import FilterOptions, FilterStage
 from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, with_languages
 from pretrainkit.dataprep.readers import fetched_input_files
-from pretrainkit.errors import UserError
 from pretrainkit.remote.staging import UrlArguments
 
 
@@ -39,11 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--languages",
-        type=_languages,
+        type=language_list,
         metavar="CODES",
-        help="keep only documents in these languages, e.g. en,de (default: all): codes the language model outputs, "
-        "ISO 639-1 where the language has one (its 3-letter code otherwise: ceb, yue); a code it never outputs "
-        f"is refused with the nearest it does (all of them: {CODES_DOC})",
+        help=f"keep only documents in these languages, e.g. en,de (default: all): {LANGUAGES_HELP}",
     )
     add_field_options(p)
     add_executor_options(p)
@@ -54,18 +51,6 @@ def register(sub: argparse._SubParsersAction) -> None:
             inputs=("inputs",), select_inputs=fetched_input_files, files=("filters",), output="output"
         ),
     )
-
-
-def _languages(value: str) -> list[str]:
-    codes = [c.strip() for c in value.split(",") if c.strip()]
-    # ISO 639-1, or the model's three-letter code for a language without one (ceb)
-    bad = [c for c in codes if not (len(c) in (2, 3) and c.isascii() and c.isalpha() and c.islower())]
-    if not codes or bad:
-        raise argparse.ArgumentTypeError(f"expected ISO 639-1 codes separated by commas (e.g. en,de), got {value!r}")
-    try:
-        return checked_codes(codes)
-    except UserError as e:  # a code the model never outputs, said as argparse says a bad value
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _run(args: argparse.Namespace) -> int:

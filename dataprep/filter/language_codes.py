@@ -5,6 +5,7 @@ nearest of them.
     checked_codes(["en", "de"])             # ['de', 'en']
     checked_codes(["eng"])                  # UserError: language code 'eng': the language model never
                                             # outputs it (nearest: en); ...
+    p.add_argument("--languages", type=language_list, help=LANGUAGES_HELP)   # en,de -> ['de', 'en']
 
 A code the model never outputs (`eng`, `nb`, `xx`, `und`) would remove every document and exit 0
 (issue 49 item 15): it is refused in one line with the nearest codes it does output. The codes are
@@ -17,6 +18,7 @@ so they are what `identify` can answer, never a list typed by hand. The nearest:
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import functools
 from collections.abc import Iterable
@@ -26,6 +28,10 @@ from pretrainkit.dataprep.filter.language import LABEL_PREFIX, UNDETERMINED, mod
 from pretrainkit.errors import UserError, quoted
 
 CODES_DOC = "docs/filter.md, Language codes"  # where every code is listed
+LANGUAGES_HELP = (
+    "codes the language model outputs, ISO 639-1 where the language has one (its 3-letter code otherwise: ceb, "
+    f"yue); a code it never outputs is refused with the nearest it does (all of them: {CODES_DOC})"
+)
 NEAREST = 3  # codes suggested at most
 
 # Codes for a language the model names otherwise: ISO 639-2 (bibliographic and terminological) and
@@ -73,3 +79,16 @@ def checked_codes(codes: Iterable[str]) -> list[str]:
                 f"all {len(known)}: {CODES_DOC})"
             )
     return sorted(set(codes))
+
+
+def language_list(value: str) -> list[str]:
+    """A `--languages` value (`en,de`) as checked codes; a bad one is argparse's one-line error."""
+    codes = [c.strip() for c in value.split(",") if c.strip()]
+    # ISO 639-1, or the model's three-letter code for a language without one (ceb)
+    bad = [c for c in codes if not (len(c) in (2, 3) and c.isascii() and c.isalpha() and c.islower())]
+    if not codes or bad:
+        raise argparse.ArgumentTypeError(f"expected ISO 639-1 codes separated by commas (e.g. en,de), got {value!r}")
+    try:
+        return checked_codes(codes)
+    except UserError as e:  # a code the model never outputs, said as argparse says a bad value
+        raise argparse.ArgumentTypeError(str(e)) from None

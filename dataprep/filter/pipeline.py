@@ -12,7 +12,11 @@ input = kept + removed + rejected checked before it is written.
 
 A document goes through the steps in the filters file's order, each reading the text as the
 steps before it left it (C4 drops lines; PII redacts); the first step to remove it is its reason.
-A step that leaves no text removes the document as `<step>.no_text_left`. A job runs the steps on
+A step that leaves no text removes the document as `<step>.no_text_left`. The language step's
+labels and rules hold for the text kept: a document whose text a later step changed is identified
+again on the text left (its `lang` and `lang_score` replaced) and removed by the language step's
+rule (`language.languages`, `language.min_score`) where it no longer passes; a document whose text
+no later step changed is not read again. A job runs the steps on
 a batch of documents at a time (BATCH_DOCS), one step after another, and writes the batch's rows in
 input order: the same rows as one document at a time.
 
@@ -37,6 +41,7 @@ from pathlib import Path
 from pretrainkit import __version__
 from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.executors import JobRunner
+from pretrainkit.dataprep.filter.language_filter import LanguageStep
 from pretrainkit.dataprep.filter.records import kept_record, removed_row
 from pretrainkit.dataprep.filter.rules import Doc, Removal
 from pretrainkit.dataprep.filter.steps import StepSpec, build_step
@@ -285,18 +290,33 @@ def _run_steps(steps: list, docs: list[Doc], seconds: dict[str, float]) -> list[
     removals: list[Removal | None] = [None] * len(docs)
     alive = list(range(len(docs)))
     clock = time.perf_counter
+    language, judged = None, {}  # the language step, and the text it judged of each document it kept
     for step in steps:
         began = clock()
-        left = []
         batch = [docs[i] for i in alive]
         found = step.check_many(batch) if hasattr(step, "check_many") else [step.check(doc) for doc in batch]
-        for i, doc, removal in zip(alive, batch, found):
-            if removal is None and (not doc.text or doc.text.isspace()):
-                removal = Removal(f"{step.name}.no_text_left", 0, 1)
-            if removal is None:
-                left.append(i)
-            else:
-                removals[i] = removal
+        alive = _survivors(step.name, alive, batch, found, removals)
         seconds[step.name] += clock() - began
-        alive = left
+        if isinstance(step, LanguageStep):
+            language, judged = step, {i: docs[i].text for i in alive}
+    if language is not None:
+        began = clock()
+        changed = [i for i in alive if docs[i].text != judged[i]]  # by a later step: C4's lines, PII
+        batch = [docs[i] for i in changed]
+        _survivors(language.name, changed, batch, language.check_many(batch), removals)
+        seconds[language.name] += clock() - began
     return removals
+
+
+def _survivors(name: str, alive: list[int], batch: list[Doc], found: list, removals: list) -> list[int]:
+    """The documents of `alive` that step `name` kept (its verdicts `found` on `batch`); the others'
+    removals set, a document left without text removed as `<step>.no_text_left`."""
+    left = []
+    for i, doc, removal in zip(alive, batch, found):
+        if removal is None and (not doc.text or doc.text.isspace()):
+            removal = Removal(f"{name}.no_text_left", 0, 1)
+        if removal is None:
+            left.append(i)
+        else:
+            removals[i] = removal
+    return left

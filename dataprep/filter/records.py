@@ -3,6 +3,7 @@ document's row.
 
     line = kept_record(document, doc, "text")    # the input record's bytes where nothing changed
     line = removed_row(document, removal, doc)   # {"id", "source", "line", "filter", "value", "threshold", ...}
+    fields = record_object(document)             # the input record as a dict
 
 A kept record whose text the steps changed (C4's dropped lines, PII redaction) or to which they
 added fields (`lang`, `lang_score`, `pii`) is parsed again and written compactly by orjson, its
@@ -23,10 +24,7 @@ from pretrainkit.dataprep.readers import Document
 def kept_record(document: Document, doc: Doc, text_field: str) -> bytes:
     if doc.text == document.text and not doc.fields:
         return document.record
-    try:
-        obj = orjson.loads(document.record)
-    except orjson.JSONDecodeError:
-        obj = json.loads(document.record)
+    obj = record_object(document)
     if doc.text != document.text:
         obj[text_field] = doc.text
     obj.update(doc.fields)
@@ -34,6 +32,14 @@ def kept_record(document: Document, doc: Doc, text_field: str) -> bytes:
         return orjson.dumps(obj)
     except TypeError:
         return json.dumps(obj, ensure_ascii=False).encode("utf-8", "backslashreplace")
+
+
+def record_object(document: Document) -> dict:
+    """The document's input record, parsed (by json where orjson cannot read it)."""
+    try:
+        return orjson.loads(document.record)
+    except orjson.JSONDecodeError:
+        return json.loads(document.record)
 
 
 def removed_row(document: Document, removal: Removal, doc: Doc) -> bytes:

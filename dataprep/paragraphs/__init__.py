@@ -4,7 +4,8 @@ first occurrence and removed from every later document. `pipeline` runs the stag
 `rule` (which entries of paragraphs are removed), `scan` (per read task: line entries into bucketed
 files), `resolve` (per partition of hashes: the removals by read task), `removals` (a task's
 removals a window of documents at a time), `write` (per read task: the documents without their
-removed lines); `cli` wires the options into `ptk dedup`."""
+removed lines), `relabel` (the language of a changed document, identified again); `cli` wires
+the options into `ptk dedup`."""
 
 from pretrainkit.dataprep.kernels.numba_cache import use_cache_dir
 

@@ -16,11 +16,13 @@ Three stages, each a set of independent jobs whose results are files in `OUT/.wo
 2. resolve (per partition, a range of buckets)  the entries of each hash in corpus order: every
            one of a later document than the first is removed; the removals by read task.
 3. write   (per read task)  the kept records (`part-NNNNN.jsonl.zst`, input order) without their
-           removed lines, and the rows of documents left shorter than `--min-length`.
+           removed lines, a changed one's language identified again (`relabel`), and the rows of
+           documents left shorter than `--min-length` or in none of `--languages`.
 
 Outputs (OUT): `part-NNNNN.jsonl.zst`, `removed.jsonl` (a row per removed document: id, source,
-line, `filter`: `paragraphs.min_length`, value: the length left, threshold), `rejected.jsonl`, and,
-last, `stats.json`: documents in, kept, removed (by reason) and rejected, paragraphs and text bytes
+line, `filter`: `paragraphs.min_length`, value: the length left, threshold; or, with `languages`,
+`paragraphs.languages`, value: the language of the text left), `rejected.jsonl`, and, last,
+`stats.json`: documents in, kept, removed (by reason), relabelled and rejected, paragraphs and text bytes
 in, out and removed, with input = kept + removed + rejected, the text bytes, and the removed
 paragraphs the write stage applied = those the scan and resolve stages found, checked before it is
 written.
@@ -56,17 +58,19 @@ from pretrainkit import __version__
 from pretrainkit.arguments import int_in
 from pretrainkit.dataprep.budget import DedupBudget, run_budget
 from pretrainkit.dataprep.executors import JobRunner
+from pretrainkit.dataprep.filter.language_codes import checked_codes
 from pretrainkit.dataprep.filter.length import MOST_CHARS, MinLengthSettings
+from pretrainkit.dataprep.paragraphs.relabel import LANGUAGES_REASON
 from pretrainkit.dataprep.paragraphs.resolve import ResolveJob, resolve_partition
 from pretrainkit.dataprep.paragraphs.scan import BUCKETS, ENTRY_BYTES, ScanJob, scan_part, scan_path
-from pretrainkit.dataprep.paragraphs.write import MIN_LENGTH_REASON, WriteJob, write_part
+from pretrainkit.dataprep.paragraphs.write import MIN_LENGTH_REASON, REASONS, WriteJob, write_part
 from pretrainkit.dataprep.stage import Run, Stage, run_stage
 from pretrainkit.dataprep.summary import input_row, summary_table
 from pretrainkit.files import write_text_atomic
 from pretrainkit.output_folders import PARAGRAPHS, Kind
 from pretrainkit.stage_layout import REJECTED_NAME, REMOVED_NAME
 
-WORK_FORMAT = 1  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
+WORK_FORMAT = 2  # of the files in .work/: a rerun by code that lays them out otherwise starts afresh
 RESOLVED_NAME = "resolved.json"
 DEFAULT_MIN_LENGTH = MinLengthSettings().min_chars  # `ptk filter`'s min_length default: 1 character
 MIN_LENGTH = int_in(0, MOST_CHARS)  # --min-length's type; the check of a pipeline file's or a caller's
@@ -77,9 +81,19 @@ class ParagraphOptions:
     min_length: int = DEFAULT_MIN_LENGTH
     text_field: str = "text"
     id_field: str = "id"
+    languages: list[str] | None = None  # a changed document identified in none of them is removed; None: all kept
 
     def __post_init__(self) -> None:
         MIN_LENGTH.check(self.min_length, "min_length")
+        if self.languages is not None:
+            object.__setattr__(self, "languages", checked_codes(self.languages))  # sorted, each once
+
+    def as_json(self) -> dict:
+        """As stats.json shows them: `languages` only where given (a run without it writes what it always did)."""
+        shown = asdict(self)
+        if self.languages is None:
+            del shown["languages"]
+        return shown
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,9 @@ class ParagraphStage(Stage):
     name: ClassVar[str] = "paragraphs"
     kind: ClassVar[Kind] = PARAGRAPHS
     row_names: ClassVar[tuple[str, ...]] = (REMOVED_NAME, REJECTED_NAME)
+
+    def options_json(self, options: ParagraphOptions) -> dict:
+        return options.as_json()
 
     def plan(self, run: Run) -> dict:
         return {
@@ -121,6 +138,7 @@ class ParagraphStage(Stage):
                     t,
                     *fields,
                     options.min_length,
+                    options.languages,
                     str(run.out_dir),
                     str(work),
                     str(resolve_dir),
@@ -152,17 +170,25 @@ class ParagraphStage(Stage):
         removed = result["removed_text_bytes"]
         removed_bytes = removed["paragraphs"] + removed["documents"]
         share = result["paragraphs_removed"] / max(1, result["paragraphs"])
-        rows = [
-            ("input docs", f"{result['input_docs']:,}"),
-            ("kept", f"{result['kept_docs']:,}"),
-            (
-                "removed",
-                f"{result['removed_docs']:,} (left shorter than --min-length {result['options']['min_length']}; "
-                f"see {out_dir / REMOVED_NAME})",
-            ),
+        options, by_reason = result["options"], result["removed_by_reason"]
+        short = f"left shorter than --min-length {options['min_length']}"
+        rows = [("input docs", f"{result['input_docs']:,}"), ("kept", f"{result['kept_docs']:,}")]
+        if "languages" in options:
+            rows += [
+                ("removed", f"{result['removed_docs']:,} (see {out_dir / REMOVED_NAME})"),
+                (f"  {short}", f"{by_reason[MIN_LENGTH_REASON]['docs']:,}"),
+                (f"  not in --languages {','.join(options['languages'])}", f"{by_reason[LANGUAGES_REASON]['docs']:,}"),
+            ]
+        else:
+            rows.append(("removed", f"{result['removed_docs']:,} ({short}; see {out_dir / REMOVED_NAME})"))
+        rows += [
             ("rejected", f"{result['rejected']:,}"),
             ("paragraphs removed", f"{result['paragraphs_removed']:,} of {result['paragraphs']:,} ({share:.1%})"),
             ("docs changed", f"{result['docs_changed']:,} lost a paragraph or more"),
+        ]
+        if result["relabelled_docs"]:
+            rows.append(("relabelled", f"{result['relabelled_docs']:,} kept docs whose lang changed on the text left"))
+        rows += [
             (
                 "text removed",
                 f"{removed_bytes:,} of {result['input_text_bytes']:,} bytes "
@@ -213,12 +239,18 @@ def _stats(scans: list[dict], written: list[dict], resolved_removed: int, option
     def total(parts: list[dict], key: str) -> int:
         return sum(p[key] for p in parts)
 
-    removed_docs = total(written, "removed")
+    reasons = REASONS if options.languages is not None else (MIN_LENGTH_REASON,)
+    by_reason = {
+        r: {"docs": sum(w["removed"][r][0] for w in written), "bytes": sum(w["removed"][r][1] for w in written)}
+        for r in REASONS
+    }
+    removed_docs = sum(r["docs"] for r in by_reason.values())
     stats = {
         "input_docs": total(scans, "docs") + total(scans, "rejected"),
         "kept_docs": total(written, "kept"),
         "removed_docs": removed_docs,
-        "removed_by_reason": {MIN_LENGTH_REASON: {"docs": removed_docs, "bytes": total(written, "removed_bytes")}},
+        "removed_by_reason": {r: by_reason[r] for r in reasons},
+        "relabelled_docs": total(written, "relabelled"),
         "rejected": total(scans, "rejected"),
         "rejected_reasons": dict(sorted(sum((Counter(s["rejected_reasons"]) for s in scans), Counter()).items())),
         "paragraphs": total(scans, "entries"),
@@ -228,15 +260,16 @@ def _stats(scans: list[dict], written: list[dict], resolved_removed: int, option
         "output_text_bytes": total(written, "output_bytes"),
         "removed_text_bytes": {
             "paragraphs": total(written, "kept_input_bytes") - total(written, "output_bytes"),
-            "documents": total(written, "removed_bytes"),
+            "documents": sum(r["bytes"] for r in by_reason.values()),
         },
-        "options": asdict(options),
+        "options": options.as_json(),
         "version": __version__,
     }
     removed_bytes = stats["removed_text_bytes"]
     if (
         stats["input_docs"] != stats["kept_docs"] + stats["removed_docs"] + stats["rejected"]
         or [s["docs"] for s in scans] != [w["docs"] for w in written]
+        or any(by_reason[r]["docs"] for r in REASONS if r not in reasons)
         or stats["input_text_bytes"]
         != stats["output_text_bytes"] + removed_bytes["paragraphs"] + removed_bytes["documents"]
         or stats["input_text_bytes"] != total(written, "text_bytes")

@@ -1,6 +1,7 @@
 """Paragraph dedup's write stage: per read task, its documents without their removed paragraphs.
 
-    counts = write_part(WriteJob(index, task, "text", "id", min_length, out_dir, work_dir, resolve_dir, partitions))
+    job = WriteJob(index, task, "text", "id", min_length, languages, out_dir, work_dir, resolve_dir, partitions)
+    counts = write_part(job)
 
 A job reads its task's removed paragraphs, those the scan found alone and those of every resolve
 partition, a window of `WINDOW_DOCS` documents at a time
@@ -11,7 +12,10 @@ by "\\n" as they stood) and every other field as `ptk filter` writes a changed r
 (`pretrainkit.dataprep.filter.records`). A document that lost a paragraph and whose text is
 left shorter than `min_length` characters (stripped: `ptk filter`'s `min_length` step measures it
 so) is removed instead, its row in `removed-NNNNN.jsonl` naming `paragraphs.min_length`, the length
-left and the threshold. `write-NNNNN.json` (the counts), written last, marks the job done.
+left and the threshold. One long enough has its language identified again on the text left
+(`pretrainkit.dataprep.paragraphs.relabel`): its `lang` label replaced, and where `languages` is
+given, removed as `paragraphs.languages` when in none of them. `write-NNNNN.json` (the counts),
+written last, marks the job done.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.filter.length import MinLength, MinLengthSettings
 from pretrainkit.dataprep.filter.records import kept_record, removed_row
 from pretrainkit.dataprep.filter.rules import Doc, Removal
+from pretrainkit.dataprep.paragraphs.relabel import LANGUAGES_REASON, Relabel
 from pretrainkit.dataprep.paragraphs.removals import VALUE_BYTES, Removals, Window
 from pretrainkit.dataprep.paragraphs.resolve import task_runs
 from pretrainkit.dataprep.paragraphs.scan import scan_path
@@ -37,6 +42,7 @@ from pretrainkit.stage_layout import KEPT_SUFFIX, part_name
 
 WINDOW_DOCS = 1 << 16  # documents whose removals a job holds at a time
 MIN_LENGTH_REASON = "paragraphs.min_length"
+REASONS = (MIN_LENGTH_REASON, LANGUAGES_REASON)
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,7 @@ class WriteJob:
     text_field: str
     id_field: str
     min_length: int
+    languages: list[str] | None
     out_dir: str
     work_dir: str
     resolve_dir: str
@@ -66,6 +73,7 @@ def write_part(job: WriteJob) -> dict:
     )
     window, window_end = Window(np.empty(0, np.uint64)), 0
     min_length = MinLength(MinLengthSettings(min_chars=job.min_length))
+    relabel = Relabel(job.languages)
     counts: Counter = Counter()
     with contextlib.ExitStack() as stack:
         removed_rows = stack.enter_context(atomic_write(job.path("removed"), durable=False))
@@ -87,11 +95,14 @@ def write_part(job: WriteJob) -> dict:
                 counts["paragraphs_removed"] += len(lines)
                 counts["docs_changed"] += 1
                 short = min_length.check(doc)
-                if short is not None:
+                if short is None:
+                    removal = relabel.check(item, doc)  # the language of the text left
+                else:
                     removal = Removal(MIN_LENGTH_REASON, short.value, short.threshold)
+                if removal is not None:
                     removed_rows.write(removed_row(item, removal, doc))
-                    counts["removed"] += 1
-                    counts["removed_bytes"] += size
+                    counts[f"removed {removal.filter}"] += 1
+                    counts[f"removed_bytes {removal.filter}"] += size
                     continue
                 record, left = kept_record(item, doc, job.text_field), len(doc.text.encode("utf-8", "surrogatepass"))
             kept.write(record + b"\n")
@@ -100,18 +111,20 @@ def write_part(job: WriteJob) -> dict:
             counts["output_bytes"] += left
         _check_applied(window, removals, job)  # before the part is published
     result = {
-        k: counts[k]
-        for k in (
-            "docs",
-            "kept",
-            "removed",
-            "text_bytes",
-            "kept_input_bytes",
-            "output_bytes",
-            "removed_bytes",
-            "paragraphs_removed",
-            "docs_changed",
-        )
+        **{
+            k: counts[k]
+            for k in (
+                "docs",
+                "kept",
+                "text_bytes",
+                "kept_input_bytes",
+                "output_bytes",
+                "paragraphs_removed",
+                "docs_changed",
+            )
+        },
+        "removed": {reason: [counts[f"removed {reason}"], counts[f"removed_bytes {reason}"]] for reason in REASONS},
+        "relabelled": relabel.relabelled,
     }
     write_text_atomic(done, json.dumps(result))
     return result

@@ -5,7 +5,7 @@
     stages:
       - extract                                     # WARC / HTML inputs to page texts
       - filter: {filters: filters.yaml, languages: [en]}
-      - paragraphs: {min_length: 200}               # ptk dedup --paragraphs
+      - paragraphs: {min_length: 200}               # ptk dedup --paragraphs (--languages en: the filter's)
       - dedup: {threshold: 0.8}
       - decontaminate: {eval: [evals/mmlu.jsonl], ngram: 13}
       - tokenize: {tokenizer: tokenizer.json, shard_size: 32M}
@@ -14,7 +14,9 @@ Each setting is the option of the same name of the stage's command (`-` written 
 without settings runs with that command's defaults. Paths in the file are relative to the file's
 folder. Each stage appears at most once; `extract`, where there is one, comes first and `tokenize`
 last. Every mistake is one line naming the file, the stage and the key (an option's message names
-the key: `threshold`, where `ptk dedup` says `--threshold`); what the settings name (evaluation sets,
+the key: `threshold`, where `ptk dedup` says `--threshold`). A stage that changes text after the
+filter stage (`paragraphs`) is given the filter's `languages` unless it sets its own
+(`passed_languages`). What the settings name (evaluation sets,
 an index, the tokenizer) is read when `ptk prepare` checks every stage before its first
 (`Stage.checked`), its errors named the same way.
 """
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pretrainkit.dataprep.decontaminate import pipeline as decontaminate
@@ -64,6 +66,7 @@ class FilterSettings:
 @dataclass(frozen=True)
 class ParagraphsSettings:
     min_length: int = ranged(ParagraphOptions.min_length, MIN_LENGTH)
+    languages: list[str] | None = None  # None: the filter stage's (`passed_languages`)
 
 
 @dataclass(frozen=True)
@@ -115,8 +118,22 @@ def read_pipeline(path: Path, text_field: str = "text", id_field: str = "id") ->
             raise UserError(f"{where}: '{LAST}' must be the last stage (the others read and write text)")
         settings = settings_from(SETTINGS[name], _sizes(given, f"{where}.{name}"), f"{where}.{name}")
         stages.append(_stage(name, settings, path.parent, text_field, id_field, f"{where}.{name}"))
+    stages = passed_languages(stages)
     if stages[0].name == FIRST and (text_field, id_field) != ("text", "id"):
         raise UserError(f"{path}: --text-field/--id-field: an '{FIRST}' stage writes records with 'text' and 'id'")
+    return stages
+
+
+def passed_languages(stages: list[Stage]) -> list[Stage]:
+    """The filter stage's `languages` (its language step's) given to each later stage that changes text
+    (`paragraphs`) and has none of its own, so that they hold for the pipeline's output: such a stage
+    identifies a changed document's language again and removes it where it is in none of them."""
+    kept = None
+    for i, stage in enumerate(stages):
+        if stage.name == "filter":
+            kept = next((s.settings.languages for s in stage.options.steps if s.name == "language"), None)
+        elif stage.name == "paragraphs" and stage.options.languages is None and kept is not None:
+            stages[i] = replace(stage, options=replace(stage.options, languages=kept))
     return stages
 
 
@@ -147,7 +164,7 @@ def _relative(base: Path, path: str) -> str:
 
 
 def _stage(name: str, s, base: Path, text_field: str, id_field: str, where: str) -> Stage:
-    if name == "filter" and s.languages is not None:
+    if name in ("filter", "paragraphs") and s.languages is not None:
         check_languages(s.languages, where)
     with settings_named(where):
         return Stage(name, _options(name, s, base, {"text_field": text_field, "id_field": id_field}), where)
@@ -161,7 +178,7 @@ def _options(name: str, s, base: Path, fields: dict):
         steps = read_filters(Path(_relative(base, s.filters)) if s.filters else DEFAULT_FILTERS)
         return FilterOptions(tuple(with_languages(steps, s.languages)), **fields)
     if name == "paragraphs":
-        return ParagraphOptions(s.min_length, **fields)
+        return ParagraphOptions(s.min_length, **fields, languages=s.languages)
     if name == "dedup":
         against = _relative(base, s.against) if s.against else None
         return DedupOptions(**dict(dataclasses.asdict(s), against=against), **fields)

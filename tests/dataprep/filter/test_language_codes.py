@@ -76,8 +76,9 @@ def test_known_codes_are_taken_sorted_once() -> None:
     [
         (read_filters, "filters:\n  - language: {languages: [en, zz]}\n", "filters[0].language.languages", "zz"),
         (read_pipeline, "stages:\n  - filter: {languages: [eng]}\n", "stages[0].filter.languages", "eng"),
+        (read_pipeline, "stages:\n  - paragraphs: {languages: [nb]}\n", "stages[0].paragraphs.languages", "nb"),
     ],
-    ids=["filters-file", "pipeline-file"],
+    ids=["filters-file", "pipeline-file", "pipeline-paragraphs"],
 )
 def test_a_files_unknown_code_is_one_line_naming_its_key(tmp_path: Path, read, text, where, refused) -> None:
     path = tmp_path / "file.yaml"

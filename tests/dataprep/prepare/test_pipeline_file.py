@@ -49,6 +49,20 @@ stages:
     assert (tokenize.options.shard_tokens, tokenize.options.format) == (2_000_000, "webdataset")
 
 
+def test_the_filter_languages_pass_to_a_later_paragraphs_stage_without_its_own(tmp_path):
+    (tmp_path / "language.yaml").write_text("filters:\n  - language: {languages: [fr, de]}\n")
+    given = {
+        "filter: {languages: [en]}\n  - paragraphs": ["en"],
+        "filter: {filters: language.yaml}\n  - paragraphs": ["de", "fr"],  # the filters file's language step
+        "filter: {languages: [en]}\n  - paragraphs: {languages: [fr, en]}": ["en", "fr"],  # its own, sorted
+        "filter\n  - paragraphs": None,  # a filter keeping every language: every document relabelled, none removed
+        "paragraphs\n  - filter: {languages: [en]}": None,  # a filter after it
+    }
+    for stages, languages in given.items():
+        pipeline = read_pipeline(_file(tmp_path, f"stages:\n  - {stages}\n"))
+        assert next(s for s in pipeline if s.name == "paragraphs").options.languages == languages, stages
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -11,6 +11,7 @@ import pytest
 import zstandard
 
 from fixtures.language_documents import man_page_documents
+from fixtures.translated_pages import translated_page_records
 from fixtures.warc import write_crawl
 from pretrainkit.cli import main
 
@@ -37,7 +38,9 @@ def crawl_run(tmp_path_factory) -> tuple[Path, Path, Path]:
     assert main(["extract", str(crawl), "-o", str(hand / "extract")]) == 0
     assert main(["tokenizer", "train", str(hand / "extract"), "-o", str(tok), "--vocab-size", "500"]) == 0
     assert main(["filter", str(hand / "extract"), "-o", str(hand / "filter"), "--languages", "en"]) == 0
-    assert main(["dedup", "--paragraphs", str(hand / "filter"), "-o", str(hand / "paragraphs")]) == 0
+    # the pipeline gives its filter stage's languages to its paragraphs stage (docs/prepare.md)
+    paragraphs = ["dedup", "--paragraphs", str(hand / "filter"), "-o", str(hand / "paragraphs"), "--languages", "en"]
+    assert main(paragraphs) == 0
     assert main(["dedup", str(hand / "paragraphs"), "-o", str(hand / "dedup"), "--threshold", "0.7"]) == 0
     # an evaluation item copied from one kept page, lower-cased: decontamination must find it
     words = _texts(hand / "dedup")[0].split()[40:70]
@@ -166,3 +169,32 @@ def test_a_filter_stage_is_its_command_for_languages_in_any_order(tmp_path):
     )
     assert main(["filter", str(corpus), "-o", str(tmp_path / "hand"), "--languages", "de,fr", "--workers", "1"]) == 0
     assert _tree(tmp_path / "out" / "filter") == _tree(tmp_path / "hand")
+
+
+def test_the_filter_languages_hold_for_the_output_after_paragraphs(tmp_path):
+    """Translated pages labelled English for their untranslated paragraphs: once paragraph dedup
+    removes those, what is left is French and German, and the pipeline's output keeps English only."""
+    corpus = tmp_path / "pages.jsonl"
+    corpus.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in translated_page_records()))
+    (tmp_path / "language.yaml").write_text("filters:\n  - language\n")
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text("stages:\n  - filter: {filters: language.yaml, languages: [en]}\n  - paragraphs\n")
+    out = tmp_path / "out"
+    assert main(["prepare", str(corpus), "--pipeline", str(pipeline), "-o", str(out), "--workers", "1"]) == 0
+    assert json.loads((out / "filter" / "stats.json").read_text())["languages"] == {"en": 3}  # the stale labels
+    assert _texts(out / "paragraphs") == [translated_page_records()[0]["text"]]  # the English page alone
+    removed = [json.loads(line) for line in (out / "paragraphs" / "removed.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["filter"], r["lang"]) for r in removed] == [
+        ("fr", "paragraphs.languages", "fr"),
+        ("de", "paragraphs.languages", "de"),
+    ]
+    result = json.loads((out / "stats.json").read_text())
+    assert result["profiles"]["output"]["languages"] == {"en": 1} and result["funnel"][-1]["docs"] == 1
+    # the commands one after another, the paragraphs stage given the filter's languages
+    hand = tmp_path / "hand"
+    filtering = ["filter", str(corpus), "-o", str(hand / "filter"), "--filters", str(tmp_path / "language.yaml")]
+    assert main([*filtering, "--languages", "en", "--workers", "1"]) == 0
+    paragraphs = ["dedup", "--paragraphs", str(hand / "filter"), "-o", str(hand / "paragraphs"), "--languages", "en"]
+    assert main([*paragraphs, "--workers", "1"]) == 0
+    for stage in ("filter", "paragraphs"):
+        assert _tree(out / stage) == _tree(hand / stage), stage
