@@ -200,6 +200,7 @@ def test_duplicates_rows_are_the_bytes_of_json_dumps_whatever_the_ids(tmp_path):
     for line in lines:
         assert line == (json.dumps(json.loads(line), ensure_ascii=False) + "\n").encode("utf-8")
     got = {r["id"]: r for r in map(json.loads, lines)}
+    assert all(got[doc_id]["text_head"] == text[:200] for doc_id, text in rows if doc_id in got)
     for i, doc_id in enumerate(ODD_IDS):
         for kind, line in (("exact", 3 * i + 2), ("near", 3 * i + 3)):
             row = got[f"{doc_id} {kind} copy"]
