@@ -17,8 +17,9 @@ A `ptk prepare` output is shown stage by stage, in its pipeline's order.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import orjson
@@ -43,7 +44,12 @@ class RowFile:
 
 def _filter_detail(row: dict) -> str:
     lang = f", lang {row['lang']} ({row['lang_score']})" if "lang" in row else ""
-    return f"value {row['value']}, threshold {row['threshold']}{lang}"
+    return f"value {_json(row['value'])}, threshold {_json(row['threshold'])}{lang}"
+
+
+def _json(value: object) -> str:
+    """A value as its row writes it: `"{"` and `true` read as what they are."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 ROW_FILES = {
@@ -78,11 +84,8 @@ class StageExamples:
     command: str  # its owner: "ptk filter"
     rows: Path | None  # the row file the removed examples come from; None for kept records
     kept_docs: int
+    removed_docs: int  # every reason's, whichever groups are shown
     groups: list[Group]
-
-    @property
-    def removed_docs(self) -> int:
-        return sum(g.count for g in self.groups) if self.rows else 0
 
     def detail(self, row: dict) -> str:
         return ROW_FILES[self.command].detail(row) if self.rows else ""
@@ -94,11 +97,8 @@ def folder_examples(out: Path, n: int, kept: bool = False, reason: str | None = 
     shown = [_stage_examples(folder, command, n, kept) for folder, command in _stage_folders(out)]
     if reason is None:
         return shown
-    chosen = [
-        StageExamples(s.folder, s.command, s.rows, s.kept_docs, [g for g in s.groups if g.reason == reason])
-        for s in shown
-        if any(g.reason == reason for g in s.groups)
-    ]
+    chosen = [replace(s, groups=[g for g in s.groups if g.reason == reason]) for s in shown]
+    chosen = [s for s in chosen if s.groups]
     if not chosen:
         names = sorted({g.reason for s in shown for g in s.groups})
         there = f"the reasons there: {', '.join(names)}" if names else "it removed no documents"
@@ -142,7 +142,7 @@ def _stage_examples(folder: Path, command: str, n: int, kept: bool) -> StageExam
         options = stats.get("options") or {}
         records = _kept_records(folder, options.get("text_field", "text"), options.get("id_field", "id"))
         group = Group(KEPT, kept_docs, [_kept_example(doc) for _, doc in zip(range(n), records)])
-        return StageExamples(folder, command, None, kept_docs, [group])
+        return StageExamples(folder, command, None, kept_docs, 0, [group])
     rows = folder / ROW_FILES[command].name
     groups: dict[str, Group] = {}
     reason_of = ROW_FILES[command].reason
@@ -156,7 +156,7 @@ def _stage_examples(folder: Path, command: str, n: int, kept: bool) -> StageExam
         if len(group.examples) < n:
             group.examples.append(row)
     ordered = sorted(groups.values(), key=lambda g: (-g.count, g.reason))
-    return StageExamples(folder, command, rows, kept_docs, ordered)
+    return StageExamples(folder, command, rows, kept_docs, sum(g.count for g in ordered), ordered)
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict]]:

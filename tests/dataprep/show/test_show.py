@@ -125,8 +125,8 @@ def test_a_stage_folder_alone_and_its_text_for_a_person(prepared, capsys):
     first = groups[0]["examples"][0]
     assert lines[1] == f"  {groups[0]['reason']}: {groups[0]['count']:,} removed, the first 1"
     assert lines[2] == (
-        f"    1. {first['id']} ({first['source']}:{first['line']}): value {first['value']}, "
-        f"threshold {first['threshold']}, lang {first['lang']} ({first['lang_score']})"
+        f"    1. {first['id']} ({first['source']}:{first['line']}): value {json.dumps(first['value'])}, "
+        f"threshold {json.dumps(first['threshold'])}, lang {first['lang']} ({first['lang_score']})"
     )
     assert lines[3:5] == [f"       {first['url']}", f"       {json.dumps(first['text_head'], ensure_ascii=False)}"]
     assert sum(line.startswith("  ") and not line.startswith("   ") for line in lines) == len(groups)
@@ -138,6 +138,7 @@ def test_filter_shows_one_reason_across_the_stages_and_n_zero_only_counts(prepar
     assert code == 0
     (stage,) = json.loads(out)["stages"]
     assert Path(stage["folder"]).name == "paragraphs" and stage["groups"] == [group]
+    assert stage["removed_docs"] == len(rows(prepared / "paragraphs" / "removed.jsonl"))  # every reason's
     code, out, _ = show(capsys, str(prepared / "dedup"), "--n", "0")
     assert code == 0 and out.splitlines()[1:] == [
         f"  {g['reason']}: {g['count']:,} removed" for g in expected_groups(prepared / "dedup", 0)
