@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numba
 import numpy as np
+import orjson
 
 from pretrainkit.dataprep import readers
 from pretrainkit.dataprep.dedup.index import IndexPart, read_extents
@@ -67,8 +68,12 @@ class Duplicates:
 
 def head_fragment(document: readers.Document) -> bytes:
     """`, "url": ..., "text_head": ...` of a document (`readers.described`), as json.dumps writes them in
-    its row: the scan keeps it per document (`.heads`), the row of a removed one ends with it."""
-    return b", " + json.dumps(readers.described(document), ensure_ascii=False)[1:-1].encode("utf-8")
+    its row: the scan keeps it per document (`.heads`), the row of a removed one ends with it. orjson
+    writes a string as json.dumps(ensure_ascii=False) does, the same escapes, ~10x faster: the scan
+    pays this for every document, removed or not."""
+    return b"".join(
+        b', "%s": %s' % (key.encode(), orjson.dumps(value)) for key, value in readers.described(document).items()
+    )
 
 
 def write_duplicates(

@@ -15,9 +15,10 @@ import pytest
 from fixtures import corpora
 from pretrainkit.dataprep.dedup.index import COALESCE_GAP, SCRATCH_BYTES, DedupIndex, read_extents
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
-from pretrainkit.dataprep.dedup.rows import _decimals
+from pretrainkit.dataprep.dedup.rows import _decimals, head_fragment
 from pretrainkit.dataprep.dedup.similarity import jaccard, pair_similarities, pairs_reaching
 from pretrainkit.dataprep.executors.local import LocalRunner
+from pretrainkit.dataprep.readers import Document
 from pretrainkit.errors import UserError
 
 
@@ -183,6 +184,15 @@ ODD_IDS = [
     "\\",
     " ",
 ]
+
+
+def test_a_rows_url_and_text_head_are_the_bytes_of_json_dumps_whatever_they_hold():
+    for odd in ODD_IDS:
+        text = odd * 100
+        for document in (Document("x", text, "s", 1, b"", url=odd), Document("x", text, "s", 1, b"")):
+            shown = {"url": odd} if document.url else {}
+            expected = json.dumps(shown | {"text_head": text[:200]}, ensure_ascii=False).encode("utf-8")
+            assert b"{" + head_fragment(document)[2:] + b"}" == expected, odd
 
 
 def test_duplicates_rows_are_the_bytes_of_json_dumps_whatever_the_ids(tmp_path):
