@@ -53,18 +53,21 @@ def _as_json(stage: StageExamples) -> dict:
         "rows": None if stage.rows is None else str(stage.rows),
         "kept_docs": stage.kept_docs,
         "removed_docs": stage.removed_docs,
+        "report_only": stage.report_only,
         "groups": [{"reason": g.reason, "count": g.count, "examples": g.examples} for g in stage.groups],
     }
 
 
 def _as_text(stage: StageExamples) -> str:
-    removed = f", {stage.removed_docs:,} removed (each listed in {stage.rows})" if stage.rows else ""
+    verb = " found" if stage.report_only else " removed" if stage.rows else ""
+    how = "--report-only: not removed; " if stage.report_only else ""
+    removed = f", {stage.removed_docs:,}{verb} ({how}each listed in {stage.rows})" if stage.rows else ""
     lines = [f"{stage.command} -> {stage.folder}: {stage.kept_docs:,} kept{removed}"]
     if stage.rows and not stage.groups:
-        lines.append("  no document removed")
+        lines.append(f"  no document{verb}")
     for group in stage.groups:
         first = f", the first {len(group.examples)}" if group.examples else ""
-        lines.append(f"  {group.reason}: {group.count:,}{' removed' if stage.rows else ''}{first}")
+        lines.append(f"  {group.reason}: {group.count:,}{verb}{first}")
         for i, row in enumerate(group.examples, 1):
             detail = stage.detail(row)
             lines.append(f"    {i}. {row['id']} ({row['source']}:{row['line']}){': ' + detail if detail else ''}")

@@ -66,7 +66,7 @@ ROW_FILES = {
     DECONTAMINATE.name: RowFile(
         "contaminated.jsonl",
         lambda r: f"decontaminate.{r['eval_file']}",
-        lambda r: f"evaluation item {r['eval_id']}, shared n-gram {r['ngram']!r}",
+        lambda r: f"evaluation item {r['eval_id']}, shared n-gram {_json(r['ngram'])}",
     ),
 }
 
@@ -86,6 +86,7 @@ class StageExamples:
     kept_docs: int
     removed_docs: int  # every reason's, whichever groups are shown
     groups: list[Group]
+    report_only: bool = False  # `ptk decontaminate --report-only`: its rows list documents it kept
 
     def detail(self, row: dict) -> str:
         return ROW_FILES[self.command].detail(row) if self.rows else ""
@@ -156,7 +157,8 @@ def _stage_examples(folder: Path, command: str, n: int, kept: bool) -> StageExam
         if len(group.examples) < n:
             group.examples.append(row)
     ordered = sorted(groups.values(), key=lambda g: (-g.count, g.reason))
-    return StageExamples(folder, command, rows, kept_docs, sum(g.count for g in ordered), ordered)
+    report_only = bool((stats.get("options") or {}).get("report_only"))
+    return StageExamples(folder, command, rows, kept_docs, sum(g.count for g in ordered), ordered, report_only)
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict]]:

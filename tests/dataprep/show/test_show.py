@@ -208,3 +208,18 @@ def test_a_broken_row_is_one_line_naming_the_file_and_line(prepared, tmp_path, c
     code, _, err = show(capsys, str(copy))
     assert code == 2 and err.startswith(f"ptk: error: {copy / 'removed.jsonl'}: line {lines}: not a JSON row")
     assert err.count("\n") == 1
+
+
+def test_a_report_only_decontamination_is_shown_as_found_not_removed(prepared, tmp_path, capsys):
+    out = tmp_path / "listed"
+    evals = prepared.parent / "evals.jsonl"
+    assert main(["decontaminate", str(prepared / "dedup"), "--eval", str(evals), "--report-only", "-o", str(out)]) == 0
+    capsys.readouterr()
+    code, text, err = show(capsys, str(out), "--n", "0")
+    listed = rows(out / "contaminated.jsonl")
+    assert code == 0 and listed, err
+    assert text.splitlines() == [
+        f"ptk decontaminate -> {out}: {json.loads((out / 'stats.json').read_text())['kept_docs']:,} kept, "
+        f"{len(listed):,} found (--report-only: not removed; each listed in {out / 'contaminated.jsonl'})",
+        f"  decontaminate.{evals}: {len(listed):,} found",
+    ]
