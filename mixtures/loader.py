@@ -24,6 +24,7 @@ import functools
 import itertools
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -68,11 +69,25 @@ class _RankMicroBatches(IterableDataset):
         (`_inputs_targets`): at 64 x 2048 tokens that transfer, not the reading, bounded the loader."""
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        for u in itertools.count(self.start + worker, workers):
-            k, j = divmod(u, self.per_batch)
-            lo = self.first_row + j * self.micro_size
-            tokens, _ = self.sampler.rows(k, lo, lo + self.micro_size)
-            yield torch.from_numpy(tokens.astype(np.int32) if info is not None else tokens)
+        try:
+            for u in itertools.count(self.start + worker, workers):
+                k, j = divmod(u, self.per_batch)
+                lo = self.first_row + j * self.micro_size
+                tokens, _ = self.sampler.rows(k, lo, lo + self.micro_size)
+                yield torch.from_numpy(tokens.astype(np.int32) if info is not None else tokens)
+        except UserError as e:
+            if info is None:
+                raise
+            yield _WorkerError(str(e))
+
+
+@dataclass(frozen=True)
+class _WorkerError:
+    """A UserError met in a loader worker (a bucket that does not answer, a corrupt record batch), sent
+    as an item and raised again in the loader's process: raised in the worker, it would reach the
+    caller with the worker's traceback as its message, not as one line."""
+
+    message: str
 
 
 class TrainLoader:
@@ -127,7 +142,10 @@ class TrainLoader:
             # Checked here, in the caller's process, so that max_epochs ends training with a one-line
             # UserError rather than a worker's wrapped traceback.
             self.sampler.check_batch(self.batch)
-            item = _inputs_targets(next(it), pin)
+            rows = next(it)
+            if isinstance(rows, _WorkerError):
+                raise UserError(rows.message)
+            item = _inputs_targets(rows, pin)
             self.micro += 1
             if self.micro == self.per_batch:
                 self.batch, self.micro = self.batch + 1, 0

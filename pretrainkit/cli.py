@@ -3,7 +3,8 @@
 Every handler is `func(args) -> int` (the exit status). A `UserError` anywhere below becomes one
 line on stderr and exit status 2, never a traceback; a progress bar still on screen ends its line first.
 A command whose parser sets `url_arguments` (the dataprep commands) takes URLs there: they are made
-local paths around it, and its output published after it (`pretrainkit/remote/staging.py`).
+local paths around it, and its output published after it (`pretrainkit/remote/staging.py`); one whose
+parser sets `local_outputs` refuses a URL for those.
 SIGTERM stops a command as Ctrl-C does (`pretrainkit/sigterm.py`), with one line and status 143; a
 command whose parser sets `resumes=True` (dedup, tokenize, prepare) says that the same command resumes.
 A closed stdout (`| head`) ends the command quietly with status 141.
@@ -24,7 +25,7 @@ from pretrainkit.arguments import CommandParser
 from pretrainkit.errors import UserError
 from pretrainkit.processes import quiet_imports
 from pretrainkit.progress import end_bars
-from pretrainkit.remote.staging import local_arguments, shown
+from pretrainkit.remote.staging import local_arguments, refuse_local_output_urls, shown
 from pretrainkit.sigterm import SIGTERM_STATUS, Terminated, handling_sigterm
 
 # Each folder's cli.py registers the commands it owns (`register(subparsers)`): the commands by name, in
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         with handling_sigterm():
             args = build_parser(argv).parse_args(argv)
             urls = getattr(args, "url_arguments", None)
+            refuse_local_output_urls(args, getattr(args, "local_outputs", ()))
             with local_arguments(args, urls) if urls else contextlib.nullcontext():
                 return int(args.func(args) or 0)
     except UserError as e:

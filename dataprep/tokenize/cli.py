@@ -52,7 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--eos-token", default=DEFAULT_EOS, help=f"end-of-text token (default {DEFAULT_EOS})")
     add_field_options(train)
     train.set_defaults(
-        func=run_train, url_arguments=UrlArguments(inputs=("inputs",), select_inputs=fetched_input_files)
+        func=run_train,
+        url_arguments=UrlArguments(inputs=("inputs",), select_inputs=fetched_input_files),
+        local_outputs=("output",),
     )
 
     tokenize = sub.add_parser(

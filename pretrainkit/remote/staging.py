@@ -61,7 +61,7 @@ from pretrainkit.remote.transfer import (
     upload,
     upload_all,
 )
-from pretrainkit.remote.urls import filesystem, is_url, join, scheme
+from pretrainkit.remote.urls import BACKENDS, filesystem, is_url, join, scheme
 from pretrainkit.stage_layout import LOCK_NAME, MARKER_NAME, WORK_NAME
 
 WORK_DIR_ENV = "PTK_WORK_DIR"
@@ -87,6 +87,28 @@ class UrlArguments:
     # listing (relative path: size) are fetched; a training run's: `train/rundir/run_files.py`
     selected: tuple[tuple[str, Callable[[dict[str, int]], dict[str, int]]], ...] = ()
     output: str | None = None  # the output folder
+
+
+def refuse_local_output_urls(args: argparse.Namespace, names: tuple[str, ...]) -> None:
+    """A storage URL given for an argument the command writes as a local path (`names`: its parser's
+    `local_outputs`) is one line, before anything is read or written: `s3://b/x` would be written to
+    the local folder `s3:/b/x` with exit 0 (or, typed as a `Path`, fail later)."""
+    for name in names:
+        value = getattr(args, name, None)
+        if _storage_url(value):
+            command = " ".join(str(v) for k, v in vars(args).items() if k == "command" or k.endswith("_command"))
+            raise UserError(
+                f"{value}: ptk {command} writes {name} to a local path, not a URL "
+                "(what takes URLs: docs/object-storage.md)"
+            )
+
+
+def _storage_url(value: object) -> bool:
+    """Whether `value` is a URL of a storage scheme, also as a `Path` made of one (`s3:/b/x`: a slash lost)."""
+    if not isinstance(value, (str, os.PathLike)):
+        return False
+    head, colon, _ = os.fspath(value).partition(":/")
+    return bool(colon) and head.lower() in BACKENDS
 
 
 def work_dir(given: str | os.PathLike | None = None) -> Path:

@@ -37,8 +37,12 @@ def list_versions(url: str) -> dict[str, tuple[int, str]]:
     one given, as text; "" when none is), so that a changed object of the same size is told apart."""
     fs, root = filesystem(url)
     with storage_errors(url, "list"):
-        if fs.isfile(root):
-            return {"": _sized(fs.info(root))}
+        try:  # not `fs.isfile`: it takes any error for "not a file", and an endpoint that timed out is asked again
+            info = fs.info(root)
+        except FileNotFoundError:
+            info = {}
+        if info.get("type") == "file":
+            return {"": _sized(info)}
         found = fs.find(root, detail=True)
     root = root.rstrip("/")
     return {

@@ -7,7 +7,9 @@
 
 Backends are fsspec's maintained ones, installed as extras (`pip install 'pretrainkit[s3]'`); each
 takes its credentials and endpoint from its own standard configuration (for S3 the AWS variables and
-files, `AWS_ENDPOINT_URL` for MinIO and other compatible stores): nothing here invents settings.
+files, `AWS_ENDPOINT_URL` for MinIO and other compatible stores). The one setting added here is how
+long a request waits and how often it is sent again (`remote.limits`: `PTK_STORAGE_TIMEOUT`,
+`PTK_STORAGE_RETRIES`), so that an endpoint that never answers ends a command in one line.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 from collections.abc import Iterator
 
 from pretrainkit.errors import UserError
+from pretrainkit.remote.limits import LIMITED, RequestLimits, is_timeout, one_retry_loop
 
 # scheme -> (the fsspec backend package, the pretrainkit extra that installs it)
 BACKENDS = {
@@ -42,8 +45,8 @@ def scheme(url: str) -> str:
 
 
 def filesystem(url: str, writing: bool = False):
-    """(fsspec filesystem, path within it) for `url`; a UserError for a scheme that is not supported,
-    whose backend is not installed, or (`writing`) that is read-only."""
+    """(fsspec filesystem, path within it) for `url`, its requests limited (`remote.limits`); a UserError
+    for a scheme that is not supported, whose backend is not installed, or (`writing`) that is read-only."""
     name = scheme(url)
     if name not in BACKENDS:
         raise UserError(
@@ -53,11 +56,14 @@ def filesystem(url: str, writing: bool = False):
         raise UserError(f"{url}: {name}:// is read-only here; write to a local path or a bucket")
     import fsspec
 
+    limits = RequestLimits.from_environment()
     try:
-        return fsspec.core.url_to_fs(url)
+        fs, path = fsspec.core.url_to_fs(url, **limits.options(name))
     except ImportError:
         package, extra = BACKENDS[name]
         raise UserError(f"{url}: {name}:// needs {package}: pip install 'pretrainkit[{extra}]'") from None
+    one_retry_loop(fs, name)
+    return fs, path
 
 
 def join(url: str, *names: str) -> str:
@@ -79,7 +85,7 @@ def beside(folder: str, relative: str) -> str:
 @contextlib.contextmanager
 def storage_errors(url: str, doing: str) -> Iterator[None]:
     """What a storage call raises, as one UserError naming `url`: a missing bucket or key, denied
-    access (wrong credentials), a service that cannot be reached (after the backend's own retries)."""
+    access (wrong credentials), an endpoint that does not answer or cannot be reached (after the retries)."""
     try:
         yield
     except UserError:
@@ -92,6 +98,9 @@ def storage_errors(url: str, doing: str) -> Iterator[None]:
             f"{scheme(url)}:// backend is configured with"
         ) from None
     except Exception as e:  # botocore, aiohttp, google-auth, azure: each backend has its own types
+        if is_timeout(e) and scheme(url) in LIMITED:
+            limits = RequestLimits.from_environment()
+            raise UserError(f"{url}: cannot {doing}: the endpoint did not answer in {limits.describe()}") from None
         raise UserError(f"{url}: cannot {doing}: {type(e).__name__}: {_reason(e)}") from None
 
 

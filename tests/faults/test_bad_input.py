@@ -9,17 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.fault_commands import COMMANDS, DAMAGES, Command, damaged_workspace, error_line, output_of
-from pretrainkit.cli import main
-
-
-def run_in_process(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as e:  # argparse
-        code = int(e.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from fixtures.fault_commands import (
+    COMMANDS,
+    DAMAGES,
+    Command,
+    damaged_workspace,
+    error_line,
+    output_of,
+    run_in_process,
+)
 
 
 def tree(path: Path) -> dict[str, bytes]:

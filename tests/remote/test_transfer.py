@@ -1,11 +1,16 @@
-"""Copies to and from a real S3 server on the loopback, and its errors as one line."""
+"""Copies to and from a real S3 server on the loopback, and its errors as one line: an endpoint that
+never answers too, given up after the retries the variables set."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 import s3fs
 
+from fixtures.s3_server import frozen_endpoint
 from pretrainkit.errors import UserError
+from pretrainkit.remote.limits import RETRIES_ENV, TIMEOUT_ENV, is_timeout
 from pretrainkit.remote.transfer import download, list_tree, read_bytes, upload
 from pretrainkit.remote.urls import filesystem, is_url
 
@@ -46,3 +51,55 @@ def test_schemes():
         filesystem("ftp://h/x")
     with pytest.raises(UserError, match=r"^hf://datasets/x/y: hf:// is read-only here"):
         filesystem("hf://datasets/x/y", writing=True)
+
+
+@pytest.mark.timeout(60)  # without limits, s3fs's 5 tries of botocore's 5 attempts of 15 s: 417 s
+def test_an_endpoint_that_never_answers_is_given_up_after_the_retries_in_one_line(monkeypatch):
+    """Each request waits PTK_STORAGE_TIMEOUT and is tried 1 + PTK_STORAGE_RETRIES times, once in all:
+    s3fs's loop does not multiply botocore's, and the 64 requests of a batch do not queue for connections
+    (with botocore's 10, they would be answered, or not, in 7 waves)."""
+    with frozen_endpoint() as endpoint:
+        for name, value in {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "k",
+            "AWS_SECRET_ACCESS_KEY": "s",
+            TIMEOUT_ENV: "1",
+            RETRIES_ENV: "1",
+        }.items():
+            monkeypatch.setenv(name, value)
+        s3fs.S3FileSystem.clear_instance_cache()
+        began = time.monotonic()
+        with pytest.raises(UserError) as listing:
+            list_tree("s3://frozen/corpus")
+        took = time.monotonic() - began
+        # two tries of 1 s, up to 1 s of backoff between them, the client's own start (seconds on a loaded
+        # machine); s3fs's loop around botocore's took 14 s
+        assert 2 <= took < 10, took
+        fs, _ = filesystem("s3://frozen/corpus")  # a shuffle window's 64 range reads, each one's outcome awaited
+        began = time.monotonic()
+        results = fs.cat_ranges([f"frozen/corpus/{i}" for i in range(64)], [0] * 64, [8] * 64, on_error="return")
+        took = time.monotonic() - began
+        assert all(is_timeout(r) for r in results)
+        assert took < 10, took  # one wave (fewer tries once botocore's retry quota is spent); 7 waves took 12.5 s
+    assert str(listing.value) == (
+        "s3://frozen/corpus: cannot list: the endpoint did not answer in 1 s (a request is tried 2 times "
+        "at most; PTK_STORAGE_TIMEOUT, PTK_STORAGE_RETRIES set this)"
+    )
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.mark.parametrize(
+    "name, value, expected",
+    [
+        (TIMEOUT_ENV, "soon", "a number of seconds > 0 (default 30)"),
+        (TIMEOUT_ENV, "0", "a number of seconds > 0 (default 30)"),
+        (TIMEOUT_ENV, "inf", "a number of seconds > 0 (default 30)"),
+        (RETRIES_ENV, "-1", "a whole number >= 0 (default 3)"),
+        (RETRIES_ENV, "1.5", "a whole number >= 0 (default 3)"),
+    ],
+)
+def test_a_bad_limit_is_one_line_naming_the_variable(monkeypatch, name, value, expected):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(UserError) as caught:
+        filesystem("s3://b/x")
+    assert str(caught.value) == f"{name}='{value}': must be {expected}"

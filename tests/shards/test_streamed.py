@@ -24,6 +24,7 @@ from fixtures.corpora import DATA, need_data
 from fixtures.fault_commands import run_ptk
 from pretrainkit.errors import UserError
 from pretrainkit.mixtures import MixtureSampler, TrainLoader, load_mixture
+from pretrainkit.remote.limits import RETRIES_ENV, TIMEOUT_ENV
 from pretrainkit.remote.transfer import upload
 from pretrainkit.shards import ShardSet, batch_cache, write_shards
 from pretrainkit.shards.batch_cache import LOCK_NAME
@@ -266,7 +267,7 @@ def test_a_server_gone_mid_stream_is_one_line_naming_the_object(speeches, tmp_pa
     with s3_server() as server:  # a server of this test's own, killed while the set is read
         for name, value in server.environment().items():
             monkeypatch.setenv(name, value)
-        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # the backend's own retries only make the wait longer
+        monkeypatch.setenv(RETRIES_ENV, "0")  # the backend's retries only make the wait longer
         monkeypatch.setenv(MAX_BYTES_ENV, "10K")
         monkeypatch.setenv("PTK_CACHE_DIR", str(tmp_path / "cache"))
         s3fs.S3FileSystem.clear_instance_cache()
@@ -280,6 +281,42 @@ def test_a_server_gone_mid_stream_is_one_line_naming_the_object(speeches, tmp_pa
     s3fs.S3FileSystem.clear_instance_cache()
     assert re.fullmatch(rf"{url}/shard-\d{{5}}\.arrow: cannot read: [^\n]+", str(caught.value)), caught.value
     assert batches_per_epoch(speeches) > 128  # a third window exists: the stop is met mid-stream
+
+
+@pytest.mark.timeout(120)  # without limits, each request was waited on for 417 s
+def test_a_server_frozen_mid_stream_is_one_line_from_the_loader_workers(speeches, tmp_path, monkeypatch):
+    """A server that stops answering (SIGSTOP: the kernel still takes connections) while loader workers
+    stream a set: a worker gives up after the retries, and the loader raises its one line in the
+    caller's process, not a worker's traceback, within (1 + retries) x timeout and the backoff."""
+    from fixtures.s3_server import s3_server
+
+    with s3_server() as server:
+        for name, value in server.environment().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv(TIMEOUT_ENV, "1")
+        monkeypatch.setenv(RETRIES_ENV, "1")
+        monkeypatch.setenv(MAX_BYTES_ENV, "10K")
+        monkeypatch.setenv("PTK_CACHE_DIR", str(tmp_path / "cache"))
+        s3fs.S3FileSystem.clear_instance_cache()
+        url = uploaded(speeches, f"{server.make_bucket('freezing')}/tokens/speeches")
+        sampler = MixtureSampler(
+            load_mixture(mixture(tmp_path / "m.yaml", url)), seq_len=SEQ_LEN, global_batch_size=BATCH
+        )
+        loader = iter(TrainLoader(sampler, rank=0, world_size=1, micro_size=BATCH // 2, num_workers=2))
+        next(loader)
+        server.freeze()
+        began = time.monotonic()
+        with pytest.raises(UserError) as caught:
+            for _ in range(10_000):  # until a window that is neither read nor prefetched
+                next(loader)
+        took = time.monotonic() - began
+    s3fs.S3FileSystem.clear_instance_cache()
+    assert re.fullmatch(
+        rf"{url}/shard-\d{{5}}\.arrow: cannot read: the endpoint did not answer in 1 s \(a request is tried 2 times "
+        rf"at most; {TIMEOUT_ENV}, {RETRIES_ENV} set this\)",
+        str(caught.value),
+    ), caught.value
+    assert took < 30, took  # 2 s of tries and 1 of backoff per request; a worker's last window's requests in turn
 
 
 def test_readers_sharing_the_cache_fetch_each_batch_once(s3, speeches, tmp_path, monkeypatch):

@@ -524,7 +524,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     f.add_argument("--flops", type=quantity, action="append", metavar="C", help="print the compute-optimal N, D for C")
     f.add_argument("-o", "--output", help="write the fitted law as JSON (for ptk plan --law)")
-    f.set_defaults(func=run_scaling_fit)
+    f.set_defaults(func=run_scaling_fit, local_outputs=("output",))
 
     p = sub.add_parser(
         "init",
@@ -552,4 +552,4 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="size from the nominal FLOP/s of this machine's cores or GPUs, without timing a few steps "
         "(the same files for the same inputs; the time is right only on an idle machine)",
     )
-    p.set_defaults(func=run_init)
+    p.set_defaults(func=run_init, local_outputs=("run_name",))

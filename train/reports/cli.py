@@ -59,5 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="x axis: steps or tokens trained on; a continued run starts where its base stopped (default step)",
     )
     r.set_defaults(
-        func=run_report, url_arguments=UrlArguments(selected=(("run_dir", run_logs_read), ("compare", run_logs_read)))
+        func=run_report,
+        url_arguments=UrlArguments(selected=(("run_dir", run_logs_read), ("compare", run_logs_read))),
+        local_outputs=("output",),
     )

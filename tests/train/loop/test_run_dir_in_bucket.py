@@ -17,6 +17,7 @@ import yaml
 
 from pretrainkit.cli import main
 from pretrainkit.remote import staging
+from pretrainkit.remote.limits import RETRIES_ENV
 from pretrainkit.remote.transfer import upload
 
 RUN = {"max_steps": 8, "checkpoint": {"every": 2, "keep": 2}, "eval": {"every": 4, "batches": 1}}
@@ -189,7 +190,7 @@ def test_a_bucket_gone_mid_run_stops_the_run_in_one_line_naming_it(kit, tmp_path
     with s3_server() as server:  # a server of this test's own, killed while the run goes on
         for name, value in server.environment().items():
             monkeypatch.setenv(name, value)
-        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # the backend's own retries only make the wait longer
+        monkeypatch.setenv(RETRIES_ENV, "0")  # the backend's retries only make the wait longer
         s3fs.S3FileSystem.clear_instance_cache()
         url = f"{server.make_bucket('vanishing')}/runs/a"
         config = kit.config(tmp_path, **{**RUN, "max_steps": 2000}, run_dir=url)
