@@ -14,6 +14,8 @@ from pathlib import Path
 
 from pretrainkit.arguments import int_in
 from pretrainkit.dataprep.show.examples import ROW_FILES, StageExamples, folder_examples
+from pretrainkit.errors import UserError
+from pretrainkit.remote.urls import is_url
 
 EXAMPLES = int_in(0, 1_000_000)
 
@@ -28,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"kept records. OUT is the output folder of {', '.join(ROW_FILES)}, or of ptk prepare (each of its "
         "stages in turn).",
     )
-    p.add_argument("output", type=Path, metavar="OUT", help="output folder of a dataprep command or of ptk prepare")
+    p.add_argument("output", metavar="OUT", help="output folder of a dataprep command or of ptk prepare, a local one")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--filter", metavar="NAME", help="only the documents this reason removed, e.g. c4.lorem_ipsum")
     which.add_argument("--kept", action="store_true", help="the first kept records instead of removed ones")
@@ -38,7 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    shown = folder_examples(args.output, args.n, kept=args.kept, reason=args.filter)
+    if is_url(args.output):  # a Path would make `s3://b/out` the missing folder `s3:/b/out`
+        raise UserError(f"{args.output}: ptk show reads a local folder, not a URL; copy the output here first")
+    shown = folder_examples(Path(args.output), args.n, kept=args.kept, reason=args.filter)
     if args.json:
         print(json.dumps({"output": str(args.output), "stages": [_as_json(s) for s in shown]}, ensure_ascii=False))
     else:

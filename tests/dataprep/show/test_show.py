@@ -17,6 +17,7 @@ import yaml
 import zstandard
 
 from fixtures.corpora import write_jsonl
+from fixtures.fault_commands import run_in_process
 from pretrainkit.cli import main
 
 REASONS: dict[str, tuple[str, Callable[[dict], str]]] = {  # the folder's row file, and a row's reason
@@ -62,12 +63,7 @@ def kept_records(folder: Path) -> list[dict]:
 
 
 def show(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(["show", *argv])
-    except SystemExit as e:  # argparse
-        code = int(e.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return run_in_process(["show", *argv], capsys)
 
 
 def expected_groups(folder: Path, n: int) -> list[dict]:
@@ -188,6 +184,7 @@ def test_a_missing_empty_unfinished_or_other_folder_is_one_line(prepared, tmp_pa
         (tmp_path / "missing", "no such folder"),
         (tmp_path / "empty", "an empty folder; ptk show reads the outputs of ptk filter, "),
         (tmp_path / "mine", "no ptk output; ptk show reads"),
+        ("s3://bucket/out", "ptk show reads a local folder, not a URL"),
     ):
         code, out, err = show(capsys, str(folder))
         assert code == 2 and not out and err.startswith(f"ptk: error: {folder}: {message}") and err.count("\n") == 1
