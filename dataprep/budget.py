@@ -6,9 +6,9 @@
 The main process and each worker get an equal share of the limit. A stage holds a few times its
 chunk while it works (a match partition is sorted with about four copies of its entries, and its
 candidate pairs go to as many pair partitions; a verification job keeps ~100 bytes per pair and
-one chunk of shingle sets;
-describing a duplicates row takes ~1 KB; resolving a range of keys ~64 bytes per key), so chunks
-are a quarter of a share, within fixed bounds: small chunks only cost more jobs. The sizes never
+one chunk of shingle sets; describing a duplicates row takes ~3 KB, its url and text head, up to
+800 bytes of text, held three times; resolving a range of keys ~64 bytes per key), so chunks are a
+quarter of a share, within fixed bounds: small chunks only cost more jobs. The sizes never
 change the output, only how the work is cut. What stays outside the budget is said in
 `pretrainkit.dataprep.dedup.pipeline` (4 bytes per document: the cluster labels, a memory-mapped file).
 """
@@ -53,7 +53,7 @@ class DedupBudget:
             partition_bytes=_clamp(chunk, 1 << 20, 64 << 20),
             verify_pairs=_clamp(chunk // 128, 1 << 10, 1 << 16),
             shingle_bytes=_clamp(chunk, 1 << 20, 64 << 20),
-            describe_rows=_clamp(chunk // 1024, 1 << 10, 1 << 16),
+            describe_rows=_clamp(chunk // 3072, 1 << 10, 1 << 16),
             range_docs=_clamp(chunk // 64, MIN_RANGE_DOCS, 1 << 20),
         )
 

@@ -18,7 +18,9 @@ Provenance: `InputFile.rel` is the path relative to the common directory of all 
 an id (or with a null or empty one) gets `"<rel>:<line>"`. `Document.record` is the input line's
 bytes, without its line terminator and BOM; a generated id is inserted into it as the first key,
 leaving every other byte as it was; `Document.verbatim` says the record is its line of an
-uncompressed `.jsonl` file exactly, so that a copy of it can be read back from the input. Large
+uncompressed `.jsonl` file exactly, so that a copy of it can be read back from the input.
+`Document.url` is the record's `url` field, where it is a string; `described(document)` is what the
+row of a removed document shows of it (its url and its text's first HEAD_CHARS characters). Large
 uncompressed `.jsonl` files are split into byte ranges on line boundaries (`ReadTask`), so that
 several processes can share one file while the order of documents stays the input order.
 """
@@ -50,6 +52,8 @@ from pretrainkit.stage_layout import KEPT_GLOB, STATS_NAME, WORK_NAME
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet", ".txt")
 SPLIT_BYTES = 16 << 20  # uncompressed .jsonl files larger than this are read as several tasks
 BOM = b"\xef\xbb\xbf"
+URL_FIELD = "url"  # a record's address, shown in the rows of removed documents
+HEAD_CHARS = 200  # characters of a removed document's text its row shows
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ class Document:
     verbatim: bool = (
         False  # record is its uncompressed .jsonl line's bytes before the "\n": a copy can come from the input
     )
+    url: str | None = None  # the record's `url` field where it is a string (`ptk extract` writes one)
 
 
 @dataclass
@@ -499,7 +504,7 @@ def _parse_json_line(raw: bytes, source: str, line_no: int, text_field: str, id_
     if type(obj) is dict and type(text := obj.get(text_field)) is str:
         doc_id = obj.get(id_field, _ABSENT)
         if type(doc_id) is str and doc_id and text and not text.isspace():  # the commonest record: its line as it is
-            return Document(doc_id, text, source, line_no, raw if records else b"")
+            return Document(doc_id, text, source, line_no, raw if records else b"", url=_url(obj))
         if type(doc_id) is str and doc_id or type(doc_id) is int or doc_id is _ABSENT:
             return _document_from_object(obj, raw, source, line_no, text_field, id_field, records)
     return _parse_json_line_with_json(raw, source, line_no, text_field, id_field, records)
@@ -578,7 +583,22 @@ def _document_from_object(
     else:
         return Rejected(source, line_no, f"id field '{id_field}' is a {type(doc_id).__name__}, not a string or integer")
     record = _record(obj, raw, id_field, doc_id, generated) if records else b""
-    return Document(doc_id, text, source, line_no, record)
+    return Document(doc_id, text, source, line_no, record, url=_url(obj))
+
+
+def _url(obj: dict) -> str | None:
+    url = obj.get(URL_FIELD)
+    return url if type(url) is str else None
+
+
+def described(document: Document) -> dict:
+    """What a removed document's row shows of it, so that a rule can be judged without joining files:
+    its `url` (where the record has one) and `text_head`, the first HEAD_CHARS characters of its text
+    as the stage read it (before the stage changed it)."""
+    # json reads an escaped lone surrogate in a field other than the text and id; UTF-8 cannot write it
+    shown = document.url is not None and _lone_surrogate(document.url) is None
+    url = {"url": document.url} if shown else {}
+    return {**url, "text_head": document.text[:HEAD_CHARS]}
 
 
 def _record(obj: dict, raw: bytes | None, id_field: str, doc_id: str, generated: bool) -> bytes:

@@ -40,6 +40,7 @@ COMMANDS = {
     "tokenizer": "pretrainkit.dataprep.tokenize.cli",
     "tokenize": "pretrainkit.dataprep.tokenize.cli",
     "prepare": "pretrainkit.dataprep.prepare.cli",
+    "show": "pretrainkit.dataprep.show.cli",
     "shards": "pretrainkit.shards.cli",
     "mix": "pretrainkit.mixtures.cli",
     "plan": "pretrainkit.train.planning.cli",

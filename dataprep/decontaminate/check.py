@@ -25,7 +25,7 @@ import numpy as np
 from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.decontaminate.evalindex import EvalIndex, Match
 from pretrainkit.dataprep.decontaminate.ngrams import first_hits, gram_hashes, joined, normalized_words
-from pretrainkit.dataprep.readers import Document, ReadTask, in_batches, read_task
+from pretrainkit.dataprep.readers import Document, ReadTask, described, in_batches, read_task
 from pretrainkit.files import atomic_write, write_text_atomic
 from pretrainkit.stage_layout import KEPT_SUFFIX, part_name
 
@@ -93,7 +93,7 @@ def check_task(job: CheckJob) -> dict:
                 counts["contaminated"] += 1
                 by_eval_file[match.eval_file] += 1
                 row = {"id": doc.id, "source": doc.source, "line": doc.line, "eval_id": match.eval_id}
-                row |= {"eval_file": match.eval_file, "ngram": joined(match.ngram)}
+                row |= {"eval_file": match.eval_file, "ngram": joined(match.ngram)} | described(doc)
                 rows.write(json.dumps(row, ensure_ascii=False) + "\n")
             if kept is not None and kept_records:
                 kept.write(b"\n".join(kept_records) + b"\n")

@@ -19,6 +19,8 @@ files are the run's, moved and cut down in place):
 | `.ids`      | one JSON string (the document id) per line                    | both |
 | `.idpos`    | uint64 [docs + 1] byte offset of each line of `.ids`          | both |
 | `.lines`    | uint64 [docs] line (row) of each document in its input file   | both |
+| `.heads`    | each document's url and text head, as its duplicates.jsonl row shows them (`rows.head_fragment`) | run |
+| `.headpos`  | uint64 [docs + 1] byte offset of each document's piece of `.heads` | run |
 | `.json`     | the part's counts and its input file (`source`); written after the arrays: marks the part whole | both |
 
 A part's `source` is relative to the run's input root.
@@ -49,7 +51,8 @@ INDEX_VERSION = (
 READ_CHUNK_DOCS = 1 << 18
 COALESCE_GAP = 4096  # bytes between two extents still read by one call: about what a call costs in copying
 SCRATCH_BYTES = 1 << 20
-ARRAY_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".lines")  # and .bands, with near-dedup
+# the arrays a scan writes, and .bands with near-dedup; the finished index keeps FINISHED_SUFFIXES of them
+ARRAY_SUFFIXES = (".exact", ".counts", ".shingles", ".ids", ".idpos", ".lines", ".heads", ".headpos")
 
 
 def written_part_files(work_base: str, bands: int) -> list[str]:

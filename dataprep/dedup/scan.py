@@ -35,6 +35,7 @@ import numpy as np
 
 from pretrainkit.dataprep.dedup.index import ARRAY_SUFFIXES
 from pretrainkit.dataprep.dedup.minhash import MinHasher, band_hashes, near_normal_bytes
+from pretrainkit.dataprep.dedup.rows import head_fragment
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.kernels.digests import blake2b_128
 from pretrainkit.dataprep.kernels.ids import id_lines
@@ -158,11 +159,12 @@ def scan_part(job: ScanJob) -> dict:
         records = stack.enter_context(atomic_write(job.records_path, "wb", durable=False))
         verbatim = stack.enter_context(atomic_write(job.verbatim_path, "wb", durable=False))
         batch = _Batch()
-        id_end = 0
+        id_end = head_end = 0
         out[".idpos"].write(np.zeros(1, np.uint64).tobytes())
+        out[".headpos"].write(np.zeros(1, np.uint64).tobytes())
 
         def flush() -> None:
-            nonlocal id_end, no_words
+            nonlocal id_end, head_end, no_words
             if batch.records:
                 records.write(b"\n".join(batch.records))  # no copy of a batch of one large document
                 records.write(b"\n")
@@ -187,6 +189,10 @@ def scan_part(job: ScanJob) -> dict:
             out[".ids"].write(lines)
             out[".idpos"].write((offsets[1:] + id_end).astype(np.uint64))
             id_end += int(offsets[-1])
+            heads, offsets = joined(batch.heads)
+            out[".heads"].write(heads)
+            out[".headpos"].write((offsets[1:] + head_end).astype(np.uint64))
+            head_end += int(offsets[-1])
             out[".lines"].write(np.array(batch.lines, dtype=np.uint64))
             batch.clear()
 
@@ -224,6 +230,7 @@ class _Batch:
         self.lines: list[int] = []
         self.records: list[bytes] = []  # of the documents that are not verbatim
         self.verbatim: list[bool] = []
+        self.heads: list[bytes] = []  # `rows.head_fragment` of each document: its duplicates.jsonl row shows it
         self.text_chars = 0
 
     def add(self, doc: Document) -> None:
@@ -231,6 +238,7 @@ class _Batch:
         self.texts.append(doc.text)
         self.lines.append(doc.line)
         self.verbatim.append(doc.verbatim)
+        self.heads.append(head_fragment(doc))
         if not doc.verbatim:  # a verbatim record is read again from the input: the copy is not written
             self.records.append(doc.record)
         doc.record = b""  # the batch holds the only reference: a large line is freed once written

@@ -2,7 +2,8 @@
 document's row.
 
     line = kept_record(document, doc, "text")    # the input record's bytes where nothing changed
-    line = removed_row(document, removal, doc)   # {"id", "source", "line", "filter", "value", "threshold", ...}
+    line = removed_row(document, removal, doc)   # {"id", "source", "line", "filter", "value", "threshold",
+                                                 #  ..., "url", "text_head"}
     fields = record_object(document)             # the input record as a dict
 
 A kept record whose text the steps changed (C4's dropped lines, PII redaction) or to which they
@@ -18,7 +19,7 @@ import json
 import orjson
 
 from pretrainkit.dataprep.filter.rules import Doc, Removal
-from pretrainkit.dataprep.readers import Document
+from pretrainkit.dataprep.readers import Document, described
 
 
 def kept_record(document: Document, doc: Doc, text_field: str) -> bytes:
@@ -53,4 +54,5 @@ def removed_row(document: Document, removal: Removal, doc: Doc) -> bytes:
     }
     if "lang" in doc.fields:  # the language found, where a language step ran before the removal
         row["lang"], row["lang_score"] = doc.fields["lang"], doc.fields["lang_score"]
+    row |= described(document)  # url and text_head: the text as it entered the stage
     return orjson.dumps(row) + b"\n"

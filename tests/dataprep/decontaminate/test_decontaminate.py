@@ -77,6 +77,9 @@ def test_copies_are_found_and_removed_twelve_shared_words_are_not(setup, tmp_pat
         (docs[30][0], "part0.jsonl", 31, "wt-5"),
     ]
     assert rows[0]["eval_file"] == str(evals)
+    # each row shows its document's first 200 characters (these records have no url)
+    assert [r["text_head"] for r in rows] == [docs[10][1][:200], docs[30][1][:200]]
+    assert not any("url" in r for r in rows)
     copy = normalized_words(stripped(" ".join(passages_of(evals)[3].split()[20:40])))
     assert rows[0]["ngram"].split() == [w.decode() for w in copy[:13]]
     assert rows[1]["ngram"].split() == [w.decode() for w in normalized_words(passages_of(evals)[5])[:13]]

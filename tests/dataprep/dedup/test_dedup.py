@@ -311,12 +311,17 @@ def test_short_documents_are_compared_whole_never_merged_blindly(tmp_path):
         "one two three four five six seven",
     ]
     src = tmp_path / "short.jsonl"
+    urls = {i: f"https://short.example/é?{i}" for i in range(len(texts)) if i != 5}  # s5's record has none
     src.write_text(
-        "".join(json.dumps({"id": f"s{i}", "text": t}, ensure_ascii=False) + "\n" for i, t in enumerate(texts))
+        "".join(
+            json.dumps({"id": f"s{i}", "text": t} | ({"url": urls[i]} if i in urls else {}), ensure_ascii=False) + "\n"
+            for i, t in enumerate(texts)
+        )
     )
     dedup([str(src)], tmp_path / "out", DedupOptions(), workers=1)
     dups = {d["id"]: d for d in jsonl_rows(tmp_path / "out" / "duplicates.jsonl")}
     assert set(dups) == {"s1", "s5"}
+    assert "url" not in dups["s5"] and dups["s5"]["text_head"] == "Héllo, WÖRLD"
     assert dups["s1"] == {
         "id": "s1",
         "source": "short.jsonl",
@@ -330,6 +335,8 @@ def test_short_documents_are_compared_whole_never_merged_blindly(tmp_path):
         "matched_source": "short.jsonl",
         "matched_line": 1,
         "matched_similarity": 1.0,
+        "url": "https://short.example/é?1",
+        "text_head": "hello world",
     }
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert stats["docs_without_words"] == 2 and stats["kept_docs"] == 5
@@ -412,6 +419,7 @@ def test_same_file_names_under_two_inputs_get_distinct_ids_and_rows_locate_the_r
         "matched_source": "x/data.jsonl",
         "matched_line": 1,
         "matched_similarity": 1.0,
+        "text_head": "alpha beta gamma delta epsilon",
     }
     kept_ids = [json.loads(r)["id"] for r in kept_records(tmp_path / "out")]
     assert kept_ids == ["x/data.jsonl:1", "x/data.jsonl:2", "y/data.jsonl:1"]

@@ -15,9 +15,10 @@ import pytest
 from fixtures import corpora
 from pretrainkit.dataprep.dedup.index import COALESCE_GAP, SCRATCH_BYTES, DedupIndex, read_extents
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, run_dedup
-from pretrainkit.dataprep.dedup.rows import _decimals
+from pretrainkit.dataprep.dedup.rows import _decimals, head_fragment
 from pretrainkit.dataprep.dedup.similarity import jaccard, pair_similarities, pairs_reaching
 from pretrainkit.dataprep.executors.local import LocalRunner
+from pretrainkit.dataprep.readers import Document
 from pretrainkit.errors import UserError
 
 
@@ -185,6 +186,15 @@ ODD_IDS = [
 ]
 
 
+def test_a_rows_url_and_text_head_are_the_bytes_of_json_dumps_whatever_they_hold():
+    for odd in ODD_IDS:
+        text = odd * 100
+        for document in (Document("x", text, "s", 1, b"", url=odd), Document("x", text, "s", 1, b"")):
+            shown = {"url": odd} if document.url else {}
+            expected = json.dumps(shown | {"text_head": text[:200]}, ensure_ascii=False).encode("utf-8")
+            assert b"{" + head_fragment(document)[2:] + b"}" == expected, odd
+
+
 def test_duplicates_rows_are_the_bytes_of_json_dumps_whatever_the_ids(tmp_path):
     rows = []
     for i, doc_id in enumerate(ODD_IDS):
@@ -200,6 +210,7 @@ def test_duplicates_rows_are_the_bytes_of_json_dumps_whatever_the_ids(tmp_path):
     for line in lines:
         assert line == (json.dumps(json.loads(line), ensure_ascii=False) + "\n").encode("utf-8")
     got = {r["id"]: r for r in map(json.loads, lines)}
+    assert all(got[doc_id]["text_head"] == text[:200] for doc_id, text in rows if doc_id in got)
     for i, doc_id in enumerate(ODD_IDS):
         for kind, line in (("exact", 3 * i + 2), ("near", 3 * i + 3)):
             row = got[f"{doc_id} {kind} copy"]

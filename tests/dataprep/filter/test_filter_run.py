@@ -75,7 +75,7 @@ def snapshot(out: Path) -> dict[str, bytes]:
     return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
 
-def test_every_record_is_kept_removed_or_rejected(tmp_path, corpus, no_language_filters, capsys):
+def test_every_record_is_kept_removed_or_rejected(tmp_path, corpus, no_language_filters, reuters_docs, capsys):
     inputs, records = corpus
     out = tmp_path / "out"
     assert main(["filter", str(inputs), "-o", str(out), "--filters", str(no_language_filters), "--workers", "2"]) == 0
@@ -89,15 +89,22 @@ def test_every_record_is_kept_removed_or_rejected(tmp_path, corpus, no_language_
     assert stats["rejected_reasons"].keys() == {"empty text", "malformed JSON: Expecting value", "invalid UTF-8"}
     assert 0.1 < len(removed) / records < 0.9  # real articles: the filters keep most and remove some
 
-    # every removed row names the record, the rule and the value that failed its threshold
+    # every removed row names the record, the rule and the value that failed its threshold, and shows
+    # the record's url (the Reuters records have one, the crafted ones none) and its text's first 200 characters
     by_rule = {}
+    texts = {str(i): t for i, t in reuters_docs[:1500]}
     for row in removed:
-        assert row.keys() == {"id", "source", "line", "filter", "value", "threshold"}
+        has_url = {"url"} if row["id"] in texts else set()
+        assert row.keys() == {"id", "source", "line", "filter", "value", "threshold", "text_head"} | has_url
+        if has_url:
+            assert row["url"] == f"https://news.example/{row['id']}"
+            assert row["text_head"] == texts[row["id"]][:200]
         by_rule[row["filter"]] = by_rule.get(row["filter"], 0) + 1
         step, _, rule = row["filter"].partition(".")
         assert step in ("gopher_repetition", "gopher_quality", "c4", "fineweb_quality") and rule
     assert by_rule == {rule: v["docs"] for rule, v in stats["removed_by_filter"].items()}
     assert {r["id"]: r["filter"] for r in removed}["lorem"] == "c4.lorem_ipsum"
+    assert {r["id"]: r["text_head"] for r in removed}["lorem"] == (reuters_docs[20][1] + "\n" + LOREM)[:200]
     short = [r for r in removed if r["filter"] == "gopher_quality.min_words"]
     assert short and all(r["value"] < r["threshold"] == 50 for r in short)
 

@@ -75,9 +75,11 @@ def test_the_rule_on_crafted_documents(tmp_path: Path):
     assert kept[1]["text"] == "Story two.\n\n"  # "Home" and "Share this" after stripping: seen in a1
     assert kept[2]["text"] == "New story."
     assert kept[3]["text"] == "tiny"
+    # a removed row shows the text as it came in, not what the repeats left of it
+    reason = {"source": "b.jsonl.gz", "filter": "paragraphs.min_length", "threshold": 5}
     assert rows(tmp_path / "out" / "removed.jsonl") == [
-        {"id": "b1", "source": "b.jsonl.gz", "line": 1, "filter": "paragraphs.min_length", "value": 0, "threshold": 5},
-        {"id": "b3", "source": "b.jsonl.gz", "line": 3, "filter": "paragraphs.min_length", "value": 3, "threshold": 5},
+        {"id": "b1", "line": 1, **reason, "value": 0, "text_head": "Home\r\nStory one."},
+        {"id": "b3", "line": 3, **reason, "value": 3, "text_head": "Share this\nabc"},
     ]
     assert stats["input_docs"] == 6 and stats["kept_docs"] == 4 and stats["removed_docs"] == 2
     assert stats["paragraphs"] == 15 and stats["paragraphs_removed"] == 7 and stats["docs_changed"] == 4

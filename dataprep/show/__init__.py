@@ -1,0 +1,1 @@
+"""Looking at what a stage removed or kept (`ptk show`), without joining files."""
