@@ -20,6 +20,9 @@ SOURCE_FOLDERS = ("pretrainkit", "dataprep", "shards", "mixtures", "train", "ben
 # such as `shards/web` or `runs/first/train.yaml`, are not .py files or docs pages).
 # `$REPO/demo/x.py` names the checkout's file too.
 FILE_NAME = re.compile(r"(?<![\w./-])(?:\$\{?\w+\}?/)?((?:[\w-]+/)+[\w-]+\.py|docs/[\w-]+\.md)\b")
+# Where a named file can be: a path under another folder is a user's or a corpus's (`collections/__init__.py`,
+# a document of the stdlib corpus, in an example's output).
+REPOSITORY_FOLDERS = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")}
 # A module named in prose, with or without its `pretrainkit.` prefix (`train.checkpoint.export.load_exported`).
 MODULE_NAME = re.compile(r"(?<![\w./-])(pretrainkit(?:\.\w+)+|(?:dataprep|shards|mixtures|train)(?:\.[a-z_]+){2,})\b")
 PACKAGE_DIR = {
@@ -69,7 +72,7 @@ def test_every_named_file_exists():
             f"{where}: {name}"
             for where, text in texts()
             for name in FILE_NAME.findall(text)
-            if not (ROOT / name).exists()
+            if name.split("/")[0] in REPOSITORY_FOLDERS and not (ROOT / name).exists()
         }
     )
     assert not missing, "named but not in the repository:\n" + "\n".join(missing)
