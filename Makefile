@@ -4,9 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist), each given whole files: a file's module fixtures (a Ray cluster, the
-# reference runs of the parallel layouts) are made once. Most tests wait on subprocesses, so two
-# workers on 2 cores take about 0.8x the wall time of one.
-TEST_WORKERS ?= 2
+# reference runs of the parallel layouts) are made once. Many tests wait on subprocesses and servers:
+# with two on 2 cores the cores were busy 72% of the time (27 of 38 core-minutes), so three.
+TEST_WORKERS ?= 3
 TORCH_INDEX ?=
 
 .PHONY: setup test-data test test-fast lint format demo bench clean

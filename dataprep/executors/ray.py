@@ -12,7 +12,8 @@ filesystem every node mounts at the same path, or be URLs, whose staging folder 
 the nodes that do not see it through the bucket (`executors.mirror`). A task whose worker dies (killed, out of memory, a
 lost node) is run again by Ray, up to `TASK_RETRIES` times; the job rewrites its files from the
 start under new temporary names, so a retried job leaves the same bytes. A job that raises (bad
-input) fails the run with its own one-line message, and the other tasks are cancelled.
+input) fails the run with its own one-line message, and the other tasks end (cancelled, or with the
+connection the runner opened and shuts down).
 
 Address: `address` (`--ray-address`), else `RAY_ADDRESS`, else a local Ray instance started for
 the run (on the loopback interface) and shut down after it. A driver that is already connected
@@ -128,7 +129,7 @@ class RayRunner:
             except ConnectionError as e:
                 raise UserError(f"--ray-address {self.address}: no Ray cluster there ({e})") from None
             finally:
-                reclaim_sigterm()  # a SIGTERM stops the command as it does locally (pending tasks cancelled)
+                reclaim_sigterm()  # a SIGTERM stops the command as it does locally (its tasks end with it)
             self._owns_connection = True
         self._ray = ray
         cpus = int(ray.cluster_resources().get("CPU", 0))
@@ -188,9 +189,13 @@ class RayRunner:
                 while pending:
                     collect_one()
             except BaseException:
-                # Not force=True: a worker killed as its reply arrives crashed the driver inside Ray.
-                for ref in pending:
-                    ray.cancel(ref)
+                # A connection of our own is shut down next (__exit__), which ends the tasks it owns; a
+                # caller's stays, so its tasks are cancelled here. A cancel racing a task's reply crashed
+                # Ray's core worker in the driver (a failed check in TaskManager::CompletePendingTask, exit
+                # status 1, once in a SIGTERM test), and force=True as a worker's reply arrived too.
+                if not self._owns_connection:
+                    for ref in pending:
+                        ray.cancel(ref)
                 raise
         return results
 
