@@ -121,7 +121,9 @@ def handling_sigterm() -> Iterator[None]:
     try:
         yield
     finally:
-        _State.handling = False
+        # Nothing of this block's SIGTERM is left for code that runs later in this process (a test
+        # process's next in-process training run stopped after its first step).
+        _State.handling, _State.received, _State.lost, _State.pending = False, False, False, False
         signal.signal(signal.SIGTERM, before)
         sys.unraisablehook = _State.unraisable_before
 
@@ -151,4 +153,6 @@ def sigterm_seen_elsewhere() -> Terminated:
 
 
 def sigterm_received() -> bool:
-    return _State.received
+    """Whether a SIGTERM came (or ended a child, `sigterm_seen_elsewhere`) within handling_sigterm();
+    outside it, always False: nothing there says a SIGTERM is a stop."""
+    return _State.handling and _State.received

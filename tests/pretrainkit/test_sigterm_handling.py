@@ -14,7 +14,7 @@ import time
 import pytest
 
 from pretrainkit import cli
-from pretrainkit.sigterm import Terminated, handling_sigterm, sigterm_received
+from pretrainkit.sigterm import Terminated, handling_sigterm, sigterm_received, sigterm_seen_elsewhere
 
 
 class SignalledWhileDeleted:
@@ -92,3 +92,14 @@ def test_a_sigterm_while_the_commands_are_imported_is_raised_after_that_import(t
     monkeypatch.setattr(cli.importlib, "import_module", importing)
     raised_after(cli.build_parser)
     assert sys.modules[name].DONE
+
+
+def test_a_sigterm_is_forgotten_when_handling_ends() -> None:
+    """A test process runs training in-process after a test that stopped a runner with SIGTERM: the
+    training loop, which polls sigterm_received(), stopped after its first step."""
+    sigterm_seen_elsewhere()  # outside handling_sigterm(): a child died of SIGTERM, nothing here is a stop
+    assert not sigterm_received()
+    with pytest.raises(Terminated), handling_sigterm():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    assert not sigterm_received()

@@ -1,7 +1,8 @@
 """The local runner from a parent with threads: it never forks from it (a fork copies the locks its
 threads hold) but starts its workers from the forkserver, which gives the same results, never hangs
 after Ray and tokenizers started their threads here, and whose workers die with a parent killed by
-SIGKILL as forked ones do; a single-threaded parent still forks them (the cheaper start), and a dataprep
+SIGKILL as forked ones do, and one whose start its dying parent cut short exits without a word; a
+single-threaded parent still forks them (the cheaper start), and a dataprep
 command's own process is one: its imports start no thread."""
 
 from __future__ import annotations
@@ -131,3 +132,25 @@ def test_runners_after_ray_and_a_tokenizers_batch_never_hang_and_give_the_single
                 assert os.getpid() not in runner.run(parent_pid, [0, 1], "parents")
     finally:
         ray.shutdown()
+
+
+# A start cut short: the forkserver forks a child, and the process that asked for it dies before it sends
+# the child its start-up data (its write end closed unwritten). Prints the child's exit status.
+ORPHANED_START = """
+import multiprocessing, multiprocessing.forkserver as forkserver, os
+multiprocessing.set_forkserver_preload(["pretrainkit.forkserver_setup"])
+status, data = forkserver._forkserver.connect_to_new_process([])
+with os.fdopen(status, "rb") as reply:
+    pid = forkserver.read_signed(reply.fileno())
+    os.close(data)
+    print(forkserver.read_signed(reply.fileno()))  # the server sends the exit status
+"""
+
+
+def test_a_worker_whose_parent_died_before_its_start_data_exits_without_a_traceback():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-c", ORPHANED_START], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout, done.stderr) == ("1\n", "")
