@@ -115,7 +115,7 @@ def run_train(args: argparse.Namespace) -> int:
         model.write(args.output)
     counts = ", ".join(f"{n:,} {name}" for name, n in zip(model.labels, model.label_counts))
     print(
-        f"trained on {len(examples.texts):,} documents ({counts}), {len(model.vocabulary.words):,} words, "
-        f"in {time.perf_counter() - started:.1f} s: wrote {args.output}"
+        f"trained on {len(examples.texts):,} documents ({examples.rejected} rejected records skipped): {counts}; "
+        f"{len(model.vocabulary.words):,} words; {time.perf_counter() - started:.1f} s; wrote {args.output}"
     )
     return 0

@@ -44,6 +44,7 @@ import numba  # noqa: E402
 
 _mix64 = numba.njit(cache=True)(mix64)
 NGRAM_MULTIPLIER = np.uint64(116049371)  # Dictionary::addWordNgrams
+STEP_TOKENS = 1 << 21  # tokens of one compiled training call, ~0.5 s: a signal waits for its end
 
 
 @numba.njit(cache=True)
@@ -166,57 +167,71 @@ def _softmax(wo, hidden, output):
 
 
 @numba.njit(cache=True, nogil=True)
-def _train_share(rows, at, labels, order, wi, wo, lr, epochs, tokens):
-    """SGD over documents `order` (indices), `epochs` times in that order, wi and wo updated in place;
-    the learning rate falls from lr to 0 with the tokens done (`tokens` per document)."""
+def _train_steps(rows, at, labels, order, wi, wo, lr, tokens, total, step, done, most):
+    """SGD from step `step` on (document order[step % len(order)]: the order again each epoch), wi and wo
+    updated in place, until `most` more tokens are done or all `total` are; the learning rate falls from
+    lr to 0 as the tokens done (`tokens` per document) go to `total`. Returns (step, done) to go on from."""
     dim, n_labels = wi.shape[1], wo.shape[0]
     hidden = np.empty(dim, np.float32)
     grad = np.empty(dim, np.float32)
     output = np.empty(n_labels, np.float32)
-    total = 0
-    for d in order:
-        total += tokens[d]
-    total *= epochs
-    done = 0
-    for _ in range(epochs):
-        for d in order:
-            rate = np.float32(lr * (1.0 - done / total))
-            done += tokens[d]
-            inputs = rows[at[d] : at[d + 1]]
-            if len(inputs) == 0:
-                continue
-            _hidden(inputs, wi, hidden)
-            _softmax(wo, hidden, output)
-            grad[:] = 0
-            for i in range(n_labels):
-                alpha = rate * ((np.float32(1.0) if i == labels[d] else np.float32(0.0)) - output[i])
-                for k in range(dim):
-                    grad[k] += alpha * wo[i, k]
-                for k in range(dim):
-                    wo[i, k] += alpha * hidden[k]
-            scale = np.float32(1.0 / len(inputs))
+    until = min(total, done + most)
+    while done < until:
+        d = order[step % len(order)]
+        step += 1
+        rate = np.float32(lr * (1.0 - done / total))
+        done += tokens[d]
+        inputs = rows[at[d] : at[d + 1]]
+        if len(inputs) == 0:
+            continue
+        _hidden(inputs, wi, hidden)
+        _softmax(wo, hidden, output)
+        grad[:] = 0
+        for i in range(n_labels):
+            alpha = rate * ((np.float32(1.0) if i == labels[d] else np.float32(0.0)) - output[i])
             for k in range(dim):
-                grad[k] *= scale
-            for r in inputs:
-                for k in range(dim):
-                    wi[r, k] += grad[k]
+                grad[k] += alpha * wo[i, k]
+            for k in range(dim):
+                wo[i, k] += alpha * hidden[k]
+        scale = np.float32(1.0 / len(inputs))
+        for k in range(dim):
+            grad[k] *= scale
+        for r in inputs:
+            for k in range(dim):
+                wi[r, k] += grad[k]
+    return step, done
+
+
+def _train_share(rows, at, labels, order, wi, wo, lr, epochs, tokens, stop: threading.Event | None) -> None:
+    """SGD over documents `order`, `epochs` times in that order, in compiled calls of STEP_TOKENS tokens
+    each: between two, a signal is handled (in the main thread) or `stop` is seen (in another)."""
+    total = int(tokens[order].sum()) * epochs
+    step = done = 0
+    while done < total and not (stop is not None and stop.is_set()):
+        step, done = _train_steps(rows, at, labels, order, wi, wo, lr, tokens, total, step, done, STEP_TOKENS)
 
 
 def train(rows, at, labels, order, wi, wo, lr: float, epochs: int, tokens, workers: int) -> None:
     """SGD over the documents in `order`, wi and wo updated in place: by one worker (deterministic), or
-    by `workers` threads each over a contiguous share of `order`, hogwild (module docstring)."""
-    shares = np.array_split(order, workers)
+    by `workers` threads each over a contiguous share of `order`, hogwild (module docstring). A signal
+    (Ctrl-C, SIGTERM) stops it within a compiled call's time."""
     if workers == 1:
-        _train_share(rows, at, labels, order, wi, wo, lr, epochs, tokens)
+        _train_share(rows, at, labels, order, wi, wo, lr, epochs, tokens, None)
         return
+    stop = threading.Event()
     threads = [
-        threading.Thread(target=_train_share, args=(rows, at, labels, share, wi, wo, lr, epochs, tokens))
-        for share in shares
+        threading.Thread(target=_train_share, args=(rows, at, labels, share, wi, wo, lr, epochs, tokens, stop))
+        for share in np.array_split(order, workers)
     ]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.join()  # in the main thread: a signal's handler runs here, and may raise
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
 
 
 @numba.njit(cache=True)

@@ -13,8 +13,9 @@ is one fastText line, in training and in scoring alike. Labels are the label fie
 file in order of their counts. The documents are shuffled by the seed before training (fastText
 reads a file in its order, and a corpus of one label after the other would train on one label at a
 time); `training_order` gives that order, so that fastText can be trained on the same sequence.
-Every record must be usable: a record the readers reject, a missing or non-string label, fewer than
-two labels, is a one-line error naming the file and record.
+A record the readers reject (malformed JSON, no text) is skipped and counted, as every command over a
+corpus does; a missing or non-string label, or fewer than two labels, is a one-line error naming the
+file and record.
 """
 
 from __future__ import annotations
@@ -28,7 +29,16 @@ import orjson
 
 from pretrainkit.dataprep.filter.fasttext_model import EOS, _table_size
 from pretrainkit.dataprep.quality import fasttext_bin, fasttext_train
-from pretrainkit.dataprep.readers import Document, Rejected, discover_inputs, json_kind, plan_read_tasks, read_task
+from pretrainkit.dataprep.readers import (
+    Document,
+    Rejected,
+    discover_inputs,
+    json_kind,
+    nothing_usable,
+    plan_read_tasks,
+    read_task,
+    reason_kind,
+)
 from pretrainkit.errors import UserError, quoted
 
 LABEL_PREFIX = "__label__"
@@ -52,6 +62,7 @@ class LabelledTexts:
     texts: list[bytes]  # each as `fastText_line` makes it
     labels: np.ndarray  # int32, an index into `names` per text
     names: list[str]  # "__label__..."
+    rejected: int = 0  # records the readers rejected, skipped
 
 
 def fasttext_line(text: str) -> bytes:
@@ -60,13 +71,15 @@ def fasttext_line(text: str) -> bytes:
     return text.replace("\n", " ").replace("\0", " ").encode("utf-8", "replace")
 
 
-def _documents(inputs: list[str], text_field: str):
-    """(input path, Document) of every record, in order; a record the readers reject is a UserError."""
+def _documents(inputs: list[str], text_field: str, rejected: Counter):
+    """(input path, Document) of every usable record, in order; a record the readers reject (malformed,
+    no text) is skipped and counted in `rejected` by reason, as every command over a corpus does."""
     for task in plan_read_tasks(discover_inputs(inputs)):
         for item in read_task(task, text_field=text_field):
             if type(item) is Rejected:
-                raise UserError(f"{task.file.path}: record {item.line}: {item.reason}")
-            yield task.file.path, item
+                rejected[reason_kind(item.reason)] += 1
+            else:
+                yield task.file.path, item
 
 
 def _label_of(path: str, doc: Document, label_field: str) -> str:
@@ -80,36 +93,41 @@ def _label_of(path: str, doc: Document, label_field: str) -> str:
     return value
 
 
-def _labelled(texts: list[bytes], values: list[str], where: str) -> LabelledTexts:
+def _labelled(texts: list[bytes], values: list[str], inputs: list[str], rejected: Counter) -> LabelledTexts:
+    if not texts:
+        raise nothing_usable(inputs, rejected)
     counts = Counter(values)
     if len(counts) < 2:
-        found = f"only the label {quoted(next(iter(counts)))}" if counts else "no records"
-        raise UserError(f"{where}: {found}; a classifier needs records of two labels or more")
+        where = inputs[0] if len(inputs) == 1 else f"{inputs[0]} and {len(inputs) - 1} more inputs"
+        raise UserError(
+            f"{where}: only the label {quoted(values[0])}; a classifier needs records of two labels or more"
+        )
     names = [name for name, _ in counts.most_common()]  # fastText orders its labels by count
     index = {name: i for i, name in enumerate(names)}
     labels = np.array([index[v] for v in values], np.int32)
-    return LabelledTexts(texts, labels, [LABEL_PREFIX + name for name in names])
+    return LabelledTexts(texts, labels, [LABEL_PREFIX + name for name in names], sum(rejected.values()))
 
 
 def read_labelled(inputs: list[str], text_field: str, label_field: str) -> LabelledTexts:
-    """Every record of `inputs`, labelled by its `label_field` (a string of one word)."""
-    texts, values = [], []
-    for path, doc in _documents(inputs, text_field):
+    """Every usable record of `inputs`, labelled by its `label_field` (a string of one word)."""
+    texts, values, rejected = [], [], Counter()
+    for path, doc in _documents(inputs, text_field, rejected):
         values.append(_label_of(path, doc, label_field))
         texts.append(fasttext_line(doc.text))
-    return _labelled(texts, values, inputs[0] if len(inputs) == 1 else f"{inputs[0]} and {len(inputs) - 1} more")
+    return _labelled(texts, values, inputs, rejected)
 
 
 def read_two_labels(positive: list[str], negative: list[str], text_field: str) -> LabelledTexts:
-    """The records of `positive` labelled POSITIVE, then those of `negative` labelled NEGATIVE."""
-    texts, values = [], []
+    """The usable records of `positive` labelled POSITIVE, then those of `negative` labelled NEGATIVE."""
+    texts, values, rejected = [], [], Counter()
     for inputs, label in ((positive, POSITIVE), (negative, NEGATIVE)):
-        before = len(texts)
-        texts += [fasttext_line(doc.text) for _, doc in _documents(inputs, text_field)]
-        if len(texts) == before:
-            raise UserError(f"{inputs[0]}: no records for --{label}; a classifier needs both")
-        values += [label] * (len(texts) - before)
-    return _labelled(texts, values, positive[0])
+        own: Counter = Counter()
+        texts += [fasttext_line(doc.text) for _, doc in _documents(inputs, text_field, own)]
+        if len(texts) == len(values):  # none of this label: both are needed
+            raise nothing_usable(inputs, own)
+        values += [label] * (len(texts) - len(values))
+        rejected += own
+    return _labelled(texts, values, positive + negative, rejected)
 
 
 def training_order(count: int, seed: int) -> np.ndarray:

@@ -116,9 +116,8 @@ RECORDS = [{"text": "a b c", "topic": "x"}, {"text": "d e f", "topic": "y"}]
             "data.jsonl: record 3: label field 'topic' is a number, not a string",
         ),
         ([*RECORDS, {"text": "g h", "topic": "two words"}], "data.jsonl: record 3: label 'two words' is not one word"),
-        ([*RECORDS, {"topic": "x"}], "data.jsonl: record 3: missing text field 'text'"),
-        ([*RECORDS, "{not json"], "data.jsonl: record 3: malformed JSON"),
         ([RECORDS[0], RECORDS[0]], "data.jsonl: only the label 'x'; a classifier needs records of two labels or more"),
+        ([{"topic": "x"}, "{not json"], "data.jsonl: all 2 records were rejected, most often missing text field"),
     ],
 )
 def test_bad_input_is_one_line_naming_file_and_record(tmp_path, capsys, lines, message):
@@ -128,6 +127,14 @@ def test_bad_input_is_one_line_naming_file_and_record(tmp_path, capsys, lines, m
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
     assert not (tmp_path / "m.bin").exists()
+
+
+def test_records_the_readers_reject_are_skipped_and_counted(tmp_path, capsys):
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS) + '{"topic": "x"}\n{not json\n')
+    assert train_command(str(data), "-o", str(tmp_path / "m.bin"), "--label-field", "topic") == 0
+    assert "(2 rejected records skipped)" in capsys.readouterr().out
+    assert fasttext.load_model(str(tmp_path / "m.bin")).predict("a b c")[0] == ("__label__x",)
 
 
 def test_unreadable_inputs_are_one_line(tmp_path, capsys):
