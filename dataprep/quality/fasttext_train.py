@@ -1,10 +1,11 @@
 """fastText's supervised model, compiled (numba): documents as rows of the input matrix, SGD over them,
 and the labels' probabilities.
 
-    ids, at = input_rows(data, ends, vocabulary, nwords, bucket, ngrams)   # each document's rows
-    wi = initial_input(nwords + bucket, dim, seed)                          # uniform in +-1/dim
-    train(ids, at, labels, order, wi, wo, lr, epochs, tokens, workers)     # wi, wo updated in place
-    p = probabilities(ids, at, wi, wo)                                      # [documents, labels]
+    table = word_table(word_bytes, word_at, size)                     # the vocabulary, by hash
+    rows, at, tokens = input_rows(data, ends, table, word_bytes, word_at, nwords, bucket, ngrams)
+    wi = initial_input(nwords + bucket, dim, seed)                     # uniform in +-1/dim
+    train(rows, at, labels, order, wi, wo, lr, epochs, tokens, workers)   # wi, wo updated in place
+    p = probabilities(rows, at, wi, wo)                                # [documents, labels]
 
 The computation is fastText's (https://github.com/facebookresearch/fastText, src/, v0.9.2), so that
 the model it writes predicts in fastText as it does here:
@@ -22,7 +23,8 @@ the model it writes predicts in fastText as it does here:
 What differs, neither changing the model's form nor its quality (the tests compare held-out AUC with
 fastText's own training): the initial input matrix comes from splitmix64 of (seed, element) rather
 than fastText's minstd_rand, and documents are read in a given order (`train.py` shuffles them by the
-seed) rather than as the lines of a file. Each document's rows are computed once, not once per epoch.
+seed) rather than as the lines of a file; the learning rate is updated after every document rather
+than every 100 tokens (`lrUpdateRate`). Each document's rows are computed once, not once per epoch.
 
 Workers: one worker is deterministic (the same seed, the same bytes). Several are fastText's own
 scheme, hogwild: each takes a contiguous share of the order, all update the shared matrices without

@@ -209,7 +209,15 @@ def train_classifier(examples: LabelledTexts, options: TrainOptions) -> Classifi
     vocabulary = Vocabulary.count(examples.texts, options.min_count)
     rows, at, tokens = vocabulary.rows(examples.texts, options)
     tokens += 1  # each document's label, a token to fastText
-    wi = fasttext_train.initial_input(len(vocabulary.words) + options.bucket, options.dim, options.seed)
+    rows_n = len(vocabulary.words) + options.bucket
+    try:
+        wi = fasttext_train.initial_input(rows_n, options.dim, options.seed)
+    except MemoryError:
+        raise UserError(
+            f"the model's input matrix ({rows_n:,} rows of {options.dim} floats, "
+            f"{rows_n * options.dim * 4 / 1e9:.1f} GB) does not fit in memory: a smaller --bucket or --dim "
+            "makes it smaller"
+        ) from None
     wo = np.zeros((len(examples.names), options.dim), np.float32)
     order = training_order(len(examples.texts), options.seed)
     fasttext_train.train(rows, at, examples.labels, order, wi, wo, options.lr, options.epoch, tokens, options.workers)
