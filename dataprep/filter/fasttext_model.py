@@ -217,19 +217,6 @@ def _is_space(b):
 
 
 @numba.njit(cache=True)
-def next_token(line, i):
-    """(start, end) of the first token of `line` (bytes) at or after `i`, as `Dictionary::readWord`
-    separates them (`_is_space`); start = len(line) where none is left."""
-    n = len(line)
-    while i < n and _is_space(line[i]):
-        i += 1
-    start = i
-    while i < n and not _is_space(line[i]):
-        i += 1
-    return start, i
-
-
-@numba.njit(cache=True)
 def _best_label(line, ints, words, rows, output, tree):
     """The best label's index and score for `line` (UTF-8 bytes, without the line feed), or (-1, 0)
     where no row is read. `ints`: [minn, maxn, bucket, nwords, dim]; `words`: (table, word bytes,
@@ -271,8 +258,12 @@ def _add_line(line, ints, words, rows, hidden):
     mask = len(table) - 1
     i = 0
     while True:
-        start, i = next_token(line, i)
-        if start < n:
+        while i < n and _is_space(line[i]):
+            i += 1
+        if i < n:
+            start = i
+            while i < n and not _is_space(line[i]):
+                i += 1
             size = i - start
             buffer[1 : size + 1] = line[start:i]
         else:  # the line's end: "</s>", the last token

@@ -37,7 +37,7 @@ import threading
 
 import numpy as np
 
-from pretrainkit.dataprep.filter.fasttext_model import EOS_BYTES, LABEL_BYTES, _fnv, _placed, _same, next_token
+from pretrainkit.dataprep.filter.fasttext_model import EOS_BYTES, LABEL_BYTES, _fnv, _is_space, _placed, _same
 from pretrainkit.dataprep.kernels import numba_cache as _cache  # noqa: F401  (numba's cache directory, before numba loads)
 from pretrainkit.dataprep.kernels.hashing import mix64
 
@@ -97,9 +97,13 @@ def input_rows(data, ends, table, word_bytes, word_at, nwords, bucket, ngrams):
         n = len(line)
         n_hashes = 0
         i = 0
-        while True:
-            begin, i = next_token(line, i)
-            if begin < n:
+        while True:  # the tokens as fasttext_model._add_line reads them (Dictionary::readWord)
+            while i < n and _is_space(line[i]):
+                i += 1
+            if i < n:
+                begin = i
+                while i < n and not _is_space(line[i]):
+                    i += 1
                 token = line[begin:i]
             else:
                 token = EOS_BYTES
