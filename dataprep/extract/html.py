@@ -22,8 +22,13 @@ from __future__ import annotations
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
+from pretrainkit.dataprep.extract.chrome import chrome_selectors
+
 MAX_WORK = 10_000_000  # tags times depth: ~1.2 s of the main-content pass (1 MiB of 30,000 tags may nest 333 deep)
 MAX_DEPTH = 512  # Chromium's HTML parser nests no deeper (kMaximumHTMLParserDOMTreeDepth): deeper is no real page
+# `--extractor`: resiliparse's main-content pass alone, or after leaving out the page's chrome (chrome.py)
+EXTRACTORS = ("nochrome", "resiliparse")
+DEFAULT_EXTRACTOR = "nochrome"
 
 
 class TooDeep(Exception):
@@ -35,11 +40,14 @@ def depth_limit(tags: int) -> int:
     return min(MAX_DEPTH, MAX_WORK // max(tags, 1))
 
 
-def main_text(html: str) -> str:
+def main_text(html: str, extractor: str = DEFAULT_EXTRACTOR) -> str:
     tree = HTMLTree.parse(html)
     tags = html.count("<")  # at least as many as elements: the implied html, head and body aside
     limit = depth_limit(tags)
     # an element with `limit` elements above it (no page of fewer tags has one)
     if tags > limit and tree.document.query_selector(">".join(["*"] * (limit + 1))) is not None:
         raise TooDeep(f"HTML nested too deep (deeper than {limit} elements, the most for a page of {tags:,} tags)")
-    return extract_plain_text(tree, main_content=True, alt_texts=False, links=False, form_fields=False).strip()
+    skip = chrome_selectors(tree) if extractor == "nochrome" else None
+    return extract_plain_text(
+        tree, main_content=True, alt_texts=False, links=False, form_fields=False, skip_elements=skip
+    ).strip()
