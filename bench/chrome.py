@@ -77,7 +77,7 @@ SITES = (
         'summary="Navigation header"',
         "/html/body/div[not(contains(@class, 'nav'))]",
         ("//div[@class='navheader']", "//div[@class='navfooter']"),
-        r"(Prev|Up|Home|Next)(\s|$)",
+        r"Prev\s+(Up|Home|Next)\b|.*\t\s*Home\s*\t",  # the tables' rows, their cells joined by tabs
     ),
     Site(
         "sphinx",

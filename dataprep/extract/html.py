@@ -1,11 +1,16 @@
 """The main content of an HTML page as plain text (resiliparse; bench/extract.py says why this one).
 
-    text = main_text(html)   # "" when the page has none
+    text = main_text(html)                  # "" when the page has none
+    text = main_text(html, "resiliparse")   # resiliparse's pass alone, the page's marked chrome kept
 
 Resiliparse's `extract_plain_text` with `main_content=True` drops what its heuristics call page
 chrome (navigation, menus, headers and footers, cookie and share boxes, forms, scripts and styles)
 and keeps headings, paragraphs, lists (with their bullets), tables and code blocks with their line
-breaks. Alt texts and link targets are left out: they are not the page's prose.
+breaks. Alt texts and link targets are left out: they are not the page's prose. Its heuristics
+keep much of a documentation page's chrome (DocBook's "Prev Up Home Next" tables, mdBook's
+keyboard-help popup, Texinfo's "Next: ..., Up: ..." lines), so the `nochrome` extractor (the
+default) first leaves out what the page's own markup says is chrome (`chrome.py`) and `resiliparse`
+runs the pass alone (docs/extract.md#page-chrome measures both).
 
 Its main-content pass takes time that grows with the page's elements times their depth (100k nested
 `<div>` took 378 s of CPU, 20k took 12.5 s; 80k paragraphs 505 deep, 4.8 s; parsing any of them,
