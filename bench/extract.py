@@ -1,5 +1,6 @@
 """Benchmark: main-content extraction, resiliparse (what `ptk extract` uses) against trafilatura, on the
-same real pages, for speed and quality.
+same real pages, for speed and quality; and `ptk extract`'s default, nochrome (resiliparse after the
+page's marked chrome is left out: bench/chrome.py measures that on more sites).
 
     python -m bench.extract [--per-set 120]
 
@@ -26,7 +27,8 @@ member per record), read whole (each record's block in memory) by `ptk extract`'
 (`pretrainkit.dataprep.extract.warc`) against fastwarc and warcio, in MB/s of the file.
 
 trafilatura runs as FineWeb ran it (datatrove's extractor: favor_precision, no comments,
-deduplicate); resiliparse as `ptk extract` runs it (`pretrainkit.dataprep.extract.html`).
+deduplicate); resiliparse and nochrome as `ptk extract --extractor NAME` runs them
+(`pretrainkit.dataprep.extract.html`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import lxml.html
@@ -133,13 +136,16 @@ def load_page(path: str, pages: PageSet) -> Page | None:
     return Page(path, html, blocks, content, chrome) if blocks else None
 
 
+def spread(pattern: str, marker: str, n: int) -> list[str]:
+    """Up to `n` of the files `pattern` finds that hold `marker`, spread evenly over their sorted list
+    (the same files every run)."""
+    paths = sorted(p for p in glob.glob(pattern, recursive=True) if marker in Path(p).read_text("utf-8", "replace"))
+    return paths[:: max(1, len(paths) // n)][:n]
+
+
 def sample(pages: PageSet, per_set: int) -> list[Page]:
-    """Up to `per_set` pages of the set, spread evenly over its sorted file list (the same pages every run)."""
-    paths = sorted(
-        p for p in glob.glob(pages.pattern, recursive=True) if pages.marker in Path(p).read_text("utf-8", "replace")
-    )
-    step = max(1, len(paths) // per_set)
-    chosen = [load_page(p, pages) for p in paths[::step][:per_set]]
+    """Up to `per_set` pages of the set (`spread`) whose layout holds content."""
+    chosen = [load_page(p, pages) for p in spread(pages.pattern, pages.marker, per_set)]
     return [p for p in chosen if p is not None]
 
 
@@ -147,7 +153,11 @@ def trafilatura_text(html: str) -> str:
     return trafilatura.extract(html, favor_precision=True, include_comments=False, deduplicate=True) or ""
 
 
-EXTRACTORS = {"resiliparse": main_text, "trafilatura": trafilatura_text}
+EXTRACTORS = {
+    "resiliparse": partial(main_text, extractor="resiliparse"),
+    "nochrome": partial(main_text, extractor="nochrome"),
+    "trafilatura": trafilatura_text,
+}
 
 
 def quality(page: Page, text: str) -> dict:
@@ -249,7 +259,8 @@ def main() -> None:
     result["speed_ratio"] = round(seconds["trafilatura"] / seconds["resiliparse"], 2)
     print(
         f"all {pages} pages: resiliparse {pages / seconds['resiliparse']:.1f} pages/s, trafilatura "
-        f"{pages / seconds['trafilatura']:.1f} pages/s: resiliparse {result['speed_ratio']:.1f}x faster"
+        f"{pages / seconds['trafilatura']:.1f} pages/s: resiliparse {result['speed_ratio']:.1f}x faster; "
+        f"nochrome {pages / seconds['nochrome']:.1f} pages/s"
     )
     result["warc_reader"] = r = measure_readers(every)
     print(

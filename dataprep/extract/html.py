@@ -1,11 +1,16 @@
 """The main content of an HTML page as plain text (resiliparse; bench/extract.py says why this one).
 
-    text = main_text(html)   # "" when the page has none
+    text = main_text(html)                  # "" when the page has none
+    text = main_text(html, "resiliparse")   # resiliparse's pass alone, the page's marked chrome kept
 
 Resiliparse's `extract_plain_text` with `main_content=True` drops what its heuristics call page
 chrome (navigation, menus, headers and footers, cookie and share boxes, forms, scripts and styles)
 and keeps headings, paragraphs, lists (with their bullets), tables and code blocks with their line
-breaks. Alt texts and link targets are left out: they are not the page's prose.
+breaks. Alt texts and link targets are left out: they are not the page's prose. Its heuristics
+keep much of a documentation page's chrome (DocBook's "Prev Up Home Next" tables, mdBook's
+keyboard-help popup, Texinfo's "Next: ..., Up: ..." lines), so the `nochrome` extractor (the
+default) first leaves out what the page's own markup says is chrome (`chrome.py`) and `resiliparse`
+runs the pass alone (docs/extract.md#page-chrome measures both).
 
 Its main-content pass takes time that grows with the page's elements times their depth (100k nested
 `<div>` took 378 s of CPU, 20k took 12.5 s; 80k paragraphs 505 deep, 4.8 s; parsing any of them,
@@ -22,8 +27,13 @@ from __future__ import annotations
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
+from pretrainkit.dataprep.extract.chrome import chrome_selectors
+
 MAX_WORK = 10_000_000  # tags times depth: ~1.2 s of the main-content pass (1 MiB of 30,000 tags may nest 333 deep)
 MAX_DEPTH = 512  # Chromium's HTML parser nests no deeper (kMaximumHTMLParserDOMTreeDepth): deeper is no real page
+# `--extractor`: resiliparse's main-content pass alone, or after leaving out the page's chrome (chrome.py)
+EXTRACTORS = ("nochrome", "resiliparse")
+DEFAULT_EXTRACTOR = "nochrome"
 
 
 class TooDeep(Exception):
@@ -35,11 +45,14 @@ def depth_limit(tags: int) -> int:
     return min(MAX_DEPTH, MAX_WORK // max(tags, 1))
 
 
-def main_text(html: str) -> str:
+def main_text(html: str, extractor: str = DEFAULT_EXTRACTOR) -> str:
     tree = HTMLTree.parse(html)
     tags = html.count("<")  # at least as many as elements: the implied html, head and body aside
     limit = depth_limit(tags)
     # an element with `limit` elements above it (no page of fewer tags has one)
     if tags > limit and tree.document.query_selector(">".join(["*"] * (limit + 1))) is not None:
         raise TooDeep(f"HTML nested too deep (deeper than {limit} elements, the most for a page of {tags:,} tags)")
-    return extract_plain_text(tree, main_content=True, alt_texts=False, links=False, form_fields=False).strip()
+    skip = chrome_selectors(tree) if extractor == "nochrome" else None
+    return extract_plain_text(
+        tree, main_content=True, alt_texts=False, links=False, form_fields=False, skip_elements=skip
+    ).strip()

@@ -1,6 +1,7 @@
 """`ptk extract`'s run: WARC and HTML inputs to JSONL parts of page texts, in jobs that resume after a kill.
 
     stats = run_extract(["crawl/", "page.html"], Path("out"), runner)   # runner: `dataprep.executors`
+    stats = run_extract(inputs, out, runner, ExtractOptions("resiliparse"))   # another extractor
 
 Jobs: one per WARC file (per `WARC_JOB_BYTES` of a larger `.warc.gz`: a part of it, as
 `pretrainkit.dataprep.extract.warc.read_warc` reads one), and one per run of consecutive HTML files
@@ -36,7 +37,7 @@ from pretrainkit import __version__
 from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.extract.charset import decode_html
-from pretrainkit.dataprep.extract.html import TooDeep, main_text
+from pretrainkit.dataprep.extract.html import DEFAULT_EXTRACTOR, EXTRACTORS, TooDeep, main_text
 from pretrainkit.dataprep.extract.pages import Broken, Page, Skipped, page_of
 from pretrainkit.dataprep.extract.warc import Unreadable, read_warc
 from pretrainkit.dataprep.readers import InputFile, input_format
@@ -53,9 +54,17 @@ HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 INPUT_SUFFIXES = WARC_SUFFIXES + HTML_SUFFIXES
 HTML_JOB_BYTES = 4 << 20  # HTML files per job, by size
 WARC_JOB_BYTES = 256 << 20  # a larger .warc.gz is read by several jobs (Common Crawl's files: ~1 GB)
-EXTRACTOR = (
-    f"resiliparse {importlib.metadata.version('resiliparse')}"  # in the plan and stats: another version, other texts
-)
+RESILIPARSE = f"resiliparse {importlib.metadata.version('resiliparse')}"  # another version, other texts
+
+
+@dataclass(frozen=True)
+class ExtractOptions:
+    extractor: str = DEFAULT_EXTRACTOR  # one of `EXTRACTORS` (`pretrainkit.dataprep.extract.html`)
+
+    @property
+    def label(self) -> str:
+        """The extractor and its library's version, as the plan and stats.json name it."""
+        return RESILIPARSE if self.extractor == "resiliparse" else f"{self.extractor}, {RESILIPARSE}"
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,7 @@ class ExtractJob:
     work_dir: str
     start: int = 0  # the part of a WARC file this job reads: its records whose gzip member starts
     end: int | None = None  # in [start, end); None: to the end of the file
+    extractor: str = DEFAULT_EXTRACTOR
 
     @property
     def nbytes(self) -> int:
@@ -73,19 +83,26 @@ class ExtractJob:
 
 
 class ExtractStage(Stage):
-    """Its options are None: what it does depends on the inputs alone."""
+    """Its options: `ExtractOptions`, the extractor."""
 
     name = "extract"
     kind = EXTRACT
     input_suffixes = INPUT_SUFFIXES
 
+    def validate(self, options: ExtractOptions) -> None:
+        if options.extractor not in EXTRACTORS:
+            raise UserError(f"--extractor: unknown extractor {options.extractor!r} (known: {', '.join(EXTRACTORS)})")
+
+    def with_fields(self, options: ExtractOptions, text_field: str, id_field: str) -> ExtractOptions:
+        return options  # it reads pages, not records (a pipeline refuses other fields with an extract stage)
+
     def plan_jobs(self, run: Run) -> list[ExtractJob]:
-        return plan_jobs(run.files, run.out_dir, run.work)
+        return plan_jobs(run.files, run.out_dir, run.work, run.options.extractor)
 
     def plan(self, run: Run) -> dict:
         return {
             "jobs": [([f.path for f in job.files], job.start, job.end) for job in run.jobs],
-            "extractor": EXTRACTOR,
+            "extractor": run.options.label,
             "version": __version__,
         }
 
@@ -108,7 +125,7 @@ class ExtractStage(Stage):
             raise UserError(f"{_named(run.inputs)}: no page with text in the inputs ({_outcomes(stats, run.out_dir)})")
 
     def stats(self, run: Run, results: list[dict]) -> dict:
-        return _stats(run.files, results)
+        return _stats(run.files, results, run.options.label)
 
     def publish(self, run: Run, stats: dict) -> None:
         write_text_atomic(run.out_dir / STATS_NAME, json.dumps(stats, indent=2) + "\n")
@@ -140,12 +157,14 @@ class ExtractStage(Stage):
         return summary_table("extract", out_dir, rows)
 
 
-def run_extract(inputs: list[str], out_dir: Path, runner: JobRunner) -> dict:
+def run_extract(inputs: list[str], out_dir: Path, runner: JobRunner, options: ExtractOptions | None = None) -> dict:
     """Write `out_dir` (parts, rejected.jsonl, then stats.json) and return the stats."""
-    return run_stage(ExtractStage(), inputs, out_dir, None, runner)
+    return run_stage(ExtractStage(), inputs, out_dir, options or ExtractOptions(), runner)
 
 
-def plan_jobs(files: list[InputFile], out_dir: Path, work: Path) -> list[ExtractJob]:
+def plan_jobs(
+    files: list[InputFile], out_dir: Path, work: Path, extractor: str = DEFAULT_EXTRACTOR
+) -> list[ExtractJob]:
     groups: list[tuple[list[InputFile], int, int | None]] = []  # (files, start, end)
     for f in files:
         warc = input_format(f.path, WARC_SUFFIXES) is not None
@@ -159,7 +178,10 @@ def plan_jobs(files: list[InputFile], out_dir: Path, work: Path) -> list[Extract
             ]
         else:
             groups.append(([f], 0, None))
-    return [ExtractJob(i, tuple(g), str(out_dir), str(work), start, end) for i, (g, start, end) in enumerate(groups)]
+    return [
+        ExtractJob(i, tuple(g), str(out_dir), str(work), start, end, extractor)
+        for i, (g, start, end) in enumerate(groups)
+    ]
 
 
 def _is_html_group(group: list[InputFile]) -> bool:
@@ -197,7 +219,7 @@ def extract_part(job: ExtractJob) -> dict:
     with atomic_write(part) as raw, atomic_write(f"{base}.rejected", "wb", durable=False) as rejected:
         with compressed_part(raw) as out:
             for f in job.files:
-                for row in _file_rows(f, counts, job.start, job.end):
+                for row in _file_rows(f, counts, job.start, job.end, job.extractor):
                     if "text" in row:
                         out.write(orjson.dumps(row) + b"\n")
                     else:
@@ -207,7 +229,7 @@ def extract_part(job: ExtractJob) -> dict:
     return meta
 
 
-def _file_rows(f: InputFile, counts: _Counts, start: int, end: int | None):
+def _file_rows(f: InputFile, counts: _Counts, start: int, end: int | None, extractor: str):
     """The records (with `text`) and rejected rows of one input file (of its part from `start` to `end`,
     a WARC), in order; skips only counted."""
     if input_format(f.path, HTML_SUFFIXES) is not None:
@@ -216,7 +238,7 @@ def _file_rows(f: InputFile, counts: _Counts, start: int, end: int | None):
         if not html.strip():
             yield _rejected(counts, {"id": f.rel, "source": f.rel}, "empty file")
             return
-        yield _page_row(Page(f.rel, None, None, html, None), {"id": f.rel, "source": f.rel}, counts)
+        yield _page_row(Page(f.rel, None, None, html, None), {"id": f.rel, "source": f.rel}, counts, extractor)
         return
     for item in read_warc(f.path, start, end):
         where = {"source": f.rel, "offset": item.offset}
@@ -229,16 +251,16 @@ def _file_rows(f: InputFile, counts: _Counts, start: int, end: int | None):
         elif isinstance(found, Broken):
             yield _rejected(counts, {"id": item.headers.get("warc-record-id"), **where}, found.reason)
         else:
-            yield _page_row(found, {"id": found.id, **where}, counts)
+            yield _page_row(found, {"id": found.id, **where}, counts, extractor)
 
 
-def _page_row(page: Page, where: dict, counts: _Counts) -> dict:
+def _page_row(page: Page, where: dict, counts: _Counts, extractor: str) -> dict:
     html, invalid = decode_html(page.html, page.charset)
     if invalid:
         counts.invalid_byte_pages += 1
         counts.invalid_byte_sequences += invalid
     try:
-        text = main_text(html)
+        text = main_text(html, extractor)
     except HTMLParserException as e:
         return _rejected(counts, where, f"HTML cannot be parsed: {e}")
     except TooDeep as e:
@@ -259,13 +281,13 @@ def _reason_kind(reason: str) -> str:
     return re.split(r" \(|: |; ", reason, maxsplit=1)[0]
 
 
-def _stats(files: list[InputFile], counts: list[dict]) -> dict:
+def _stats(files: list[InputFile], counts: list[dict], extractor: str) -> dict:
     skipped = sum((Counter(c["skipped"]) for c in counts), Counter())
     rejected = sum((Counter(c["rejected"]) for c in counts), Counter())
     kept = sum(c["kept"] for c in counts)
     return {
         "pretrainkit_version": __version__,
-        "extractor": EXTRACTOR,
+        "extractor": extractor,
         "input_files": len(files),
         "input_bytes": sum(f.size for f in files),
         "records": kept + sum(skipped.values()) + sum(rejected.values()),

@@ -3,7 +3,7 @@
     stages = read_pipeline(Path("pipeline.yaml"), text_field="text", id_field="id")
 
     stages:
-      - extract                                     # WARC / HTML inputs to page texts
+      - extract: {extractor: nochrome}              # WARC / HTML inputs to page texts
       - filter: {filters: filters.yaml, languages: [en]}
       - paragraphs: {min_length: 200}               # ptk dedup --paragraphs (--languages en: the filter's)
       - dedup: {threshold: 0.8}
@@ -32,6 +32,7 @@ from pretrainkit.dataprep.decontaminate import pipeline as decontaminate
 from pretrainkit.dataprep.decontaminate.pipeline import DecontaminateOptions
 from pretrainkit.dataprep.dedup import pipeline as dedup
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions
+from pretrainkit.dataprep.extract.pipeline import ExtractOptions
 from pretrainkit.dataprep.filter.pipeline import FilterOptions
 from pretrainkit.dataprep.filter.steps import (
     DEFAULT_FILTERS,
@@ -54,7 +55,7 @@ from pretrainkit.user_yaml import read_named_items
 
 @dataclass(frozen=True)
 class ExtractSettings:
-    pass
+    extractor: str = ExtractOptions.extractor
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ def _stage(name: str, s, base: Path, text_field: str, id_field: str, where: str)
 def _options(name: str, s, base: Path, fields: dict):
     """The options of stage `name`'s command from its settings `s` (checked as the command checks them)."""
     if name == "extract":
-        return None
+        return ExtractOptions(s.extractor)
     if name == "filter":
         steps = read_filters(Path(_relative(base, s.filters)) if s.filters else DEFAULT_FILTERS)
         return FilterOptions(tuple(with_languages(steps, s.languages)), **fields)

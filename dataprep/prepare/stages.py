@@ -54,7 +54,7 @@ class Stage:
     """A stage of a pipeline: the registered stage of this name, with the options of this pipeline."""
 
     name: str  # as the pipeline file names it
-    options: Any  # what the stage runs with: None for extract
+    options: Any  # what the stage runs with
     where: str = field(default="", compare=False)  # in a pipeline file: "pipeline.yaml: stages[4].decontaminate"
 
     @property

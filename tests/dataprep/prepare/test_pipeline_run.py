@@ -35,7 +35,9 @@ def crawl_run(tmp_path_factory) -> tuple[Path, Path, Path]:
     crawl = write_crawl(root / "crawl")
     hand = root / "by_hand"
     tok = root / "tok.json"
-    assert main(["extract", str(crawl), "-o", str(hand / "extract")]) == 0
+    # resiliparse alone leaves the pages' chrome, which the paragraphs stage then removes; and the
+    # pipeline file's setting must give what the command's option gives
+    assert main(["extract", str(crawl), "-o", str(hand / "extract"), "--extractor", "resiliparse"]) == 0
     assert main(["tokenizer", "train", str(hand / "extract"), "-o", str(tok), "--vocab-size", "500"]) == 0
     assert main(["filter", str(hand / "extract"), "-o", str(hand / "filter"), "--languages", "en"]) == 0
     # the pipeline gives its filter stage's languages to its paragraphs stage (docs/prepare.md)
@@ -52,7 +54,7 @@ def crawl_run(tmp_path_factory) -> tuple[Path, Path, Path]:
     pipeline = root / "pipeline.yaml"
     pipeline.write_text(
         "stages:\n"
-        "  - extract\n"
+        "  - extract: {extractor: resiliparse}\n"
         "  - filter: {languages: [en]}\n"
         "  - paragraphs\n"
         "  - dedup: {threshold: 0.7}\n"
