@@ -22,8 +22,9 @@ step labelled with another language gets that language's values for the rules th
   own marks too (。！？ need no space after them); Thai and Lao have none, so C4's sentence count and
   FineWeb's punctuation share are off for them. FineWeb's threshold stays English's: FineWeb-2 tuned
   one per language on its own crawl (0 for German, 0.333 for Vietnamese), and on the Debian
-  Administrator's Handbook its Vietnamese one kept 16.7 points less of the translated pages than of
-  the same pages in English (English's, with the language's marks: 8.3; docs/filter.md).
+  Administrator's Handbook (trafilatura's text) its Vietnamese one kept 16.7 points less of the
+  translated pages than of the same pages in English (English's, with the language's marks: 8.3;
+  docs/filter.md).
 A rule the filters file turns off (null) is off in every language. A language with no config (every
 code lid.176 outputs that FineWeb-2 did not tune, and "und") gets rules with `tuned` False: the
 stop-word, word-length and punctuation-share rules are off for it, and `ptk filter`'s summary and
