@@ -1,6 +1,7 @@
 """The filters' per-character work, compiled (numba): a text's words in one pass over its code points.
 
     w = scan_words(text)     # Words: w.count, w.lengths, w.alpha (has a letter), w.hashes, w.lower_hashes
+    w = scan_words(text, unicode=True)   # the words of every script (below)
     word_hash("the")         # the hash scan_words gives that word (lower_hashes: of its lower case)
     candidate_windows(text, "ipv4")   # where an address could be: the PII patterns run there only
     ngram_repeats(grams, chars, n)    # Gopher's top and duplicate n-gram characters, in one hash table
@@ -140,9 +141,9 @@ def words_of(cps: np.ndarray, unicode: bool = False) -> Words:
     return Words(*_scan(cps, classes, lower, JOINERS, WORD, 0))
 
 
-def word_hash(word: str, unicode: bool = False) -> tuple[int, int]:
+def word_hash(word: str) -> tuple[int, int]:
     """(hash, lower-case hash) of `word` as `scan_words` computes them for a word of the text."""
-    w = scan_words(word, unicode)
+    w = scan_words(word)
     if w.count != 1:
         raise ValueError(f"{word!r} is not one word")
     return int(w.hashes[0]), int(w.lower_hashes[0])
