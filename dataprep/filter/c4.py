@@ -26,13 +26,19 @@ with "e.g." or "Mr."). FineWeb ran this filter with `require_terminal_punctuatio
 (https://github.com/huggingface/datatrove/blob/main/examples/fineweb.py:
 `C4QualityFilter(filter_no_terminal_punct=False)`). The lines are cut, tested and joined by one
 compiled call (`c4_kernel`, whose docstring spells the rules out as Python expressions).
+
+The settings are English's: a document labelled with another language (`language_rules`) has its
+words per line counted in that language's words (a character of an unspaced script is a word, 3
+words are 6 Chinese characters) and its sentences ended by that language's marks too (`。` with no
+space after it); a language without sentence marks (Thai, Lao) has no `min_sentences`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pretrainkit.dataprep.filter.c4_kernel import CURLY_BRACKET, FEW_SENTENCES, LOREM_IPSUM, C4Kernel
+from pretrainkit.dataprep.filter.c4_kernel import CURLY_BRACKET, FEW_SENTENCES, LOREM_IPSUM, MIN_SENTENCES, C4Kernel
+from pretrainkit.dataprep.filter.language_rules import PerLanguage
 from pretrainkit.dataprep.filter.rules import Doc, Removal, below
 
 
@@ -54,15 +60,17 @@ class C4:
 
     def __init__(self, settings: C4Settings):
         self.s = settings
-        self.kernel = C4Kernel(settings)
+        # the kernel with the language's words and sentence marks (`language_rules`)
+        self.kernels = PerLanguage(C4Kernel(settings), lambda language: C4Kernel(settings, language))
 
     def check(self, doc: Doc) -> Removal | None:
-        found = self.kernel.run(doc.code_points())
+        kernel = self.kernels(doc.fields.get("lang"))
+        found = kernel.run(doc.code_points())
         if found.outcome == LOREM_IPSUM:
             return Removal(f"{self.name}.lorem_ipsum", "lorem ipsum", True)
         if found.outcome == CURLY_BRACKET:
             return Removal(f"{self.name}.curly_bracket", "{", True)
         if found.outcome == FEW_SENTENCES:
-            return below(self.name, "min_sentences", found.sentences, self.s.min_sentences)
+            return below(self.name, "min_sentences", found.sentences, int(kernel.rules[MIN_SENTENCES]))
         doc.set_text(found.text, found.code_points)
         return None

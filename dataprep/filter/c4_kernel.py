@@ -3,6 +3,7 @@ lines cut, tested and the kept ones joined in one call over its code points.
 
     kernel = C4Kernel(C4Settings())
     found = kernel.run(kernels.code_points(text))   # found.outcome, found.sentences, found.text
+    kernel = C4Kernel(C4Settings(), rules_for("zh"))  # a language's words and sentence marks
 
 It does what these Python expressions, in this order, do on the page (TFDS's `clean_page`, as
 `c4` describes it; the test holds them and compares the two on real and random texts):
@@ -24,6 +25,12 @@ It does what these Python expressions, in this order, do on the page (TFDS's `cl
 Whitespace is `str.isspace`, `\\d` `str.isdecimal`, lower case `str.lower` per character (the tables
 of `kernels`; the phrases are ASCII, and no character's lower case of several characters can make
 or break one). In Python this took ~20 us of a 1.6 KB page; compiled, ~13 us.
+
+With a language's rules (`language_rules`; English's are the expressions above): a terminal mark is
+also one of the language's sentence marks; in a language of an unspaced script each of its
+characters is a word of its own for `min_words_per_line` (scaled to the language's characters per
+word); the sentence marks are the language's (where they need no space after them, any text after
+them on the line will do), and a language without any has no sentence count (`min_sentences` off).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pretrainkit.dataprep.filter.kernels import DECIMAL, SPACE, among, code_points, tables
+from pretrainkit.dataprep.filter.kernels import DECIMAL, SPACE, UNSPACED, among, code_points, tables
 from pretrainkit.dataprep.filter.line_kernels import NEWLINE, PERIOD, is_line_end, joined_code_points, mark_at
 
 # isort: split
@@ -41,6 +48,7 @@ import numba  # noqa: E402
 
 if TYPE_CHECKING:
     from pretrainkit.dataprep.filter.c4 import C4Settings
+    from pretrainkit.dataprep.filter.language_rules import LanguageRules
 
 KEPT, LOREM_IPSUM, CURLY_BRACKET, FEW_SENTENCES = 0, 1, 2, 3  # outcomes
 POLICY_PHRASES = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
@@ -48,10 +56,22 @@ PHRASES = ("lorem ipsum", "javascript", *POLICY_PHRASES)  # bit i of what `_line
 OPEN_BRACKET, CLOSE_BRACKET, OPEN_BRACE = 91, 93, 123
 BRACE = np.uint64(1 << 63)  # among the bits of the phrases a line holds: it holds a "{"
 # the rules' settings in one array (a call with fewer arguments costs less): their places in it
-LONGEST, LEAST, CITATIONS, TERMINAL, MIN_SENTENCES, LOREM_RULE, JAVASCRIPT_RULE, CURLY_RULE, POLICY_RULE = range(9)
+(
+    LONGEST,
+    LEAST,
+    CITATIONS,
+    TERMINAL,
+    MIN_SENTENCES,
+    LOREM_RULE,
+    JAVASCRIPT_RULE,
+    CURLY_RULE,
+    POLICY_RULE,
+    SPLIT,  # the class bits of a character that is a word of its own (kernels.UNSPACED), or 0
+    SPACED_SENTENCES,  # a sentence mark ends a sentence only before blanks
+) = range(11)
 _CITATION_WORDS = joined_code_points(["[edit]", "[citation needed]"])
-_TERMINAL = code_points(".?!\"'")
-_SENTENCE_MARKS, _CLOSERS = code_points(".!?"), code_points("\"'”’)]")
+_TERMINAL = ".?!\"'"
+_SENTENCE_MARKS, _CLOSERS = ".!?", code_points("\"'”’)]")
 
 
 @dataclass(frozen=True)
@@ -63,21 +83,28 @@ class C4Found:
 
 
 class C4Kernel:
-    """C4's rules, with its settings (`c4.C4Settings`; None, a rule that is off), run on pages."""
+    """C4's rules, with its settings (`c4.C4Settings`; None, a rule that is off), run on pages; with
+    `language`, that language's words and sentence marks (`language_rules`)."""
 
-    def __init__(self, settings: C4Settings) -> None:
-        s = settings
+    def __init__(self, settings: C4Settings, language: LanguageRules | None = None) -> None:
+        s, r = settings, language
+        least = s.min_words_per_line if r is None else r.words(s.min_words_per_line)
+        min_sentences = s.min_sentences if r is None or r.sentence_marks else None
+        self.terminal = code_points(_TERMINAL if r is None else _TERMINAL + r.sentence_marks)
+        self.sentence_marks = code_points(_SENTENCE_MARKS if r is None else r.sentence_marks)
         self.rules = np.array(
             [
                 -1 if s.max_word_length is None else s.max_word_length,
-                -1 if s.min_words_per_line is None else s.min_words_per_line,
+                -1 if least is None else least,
                 s.remove_citations,
                 s.require_terminal_punctuation,
-                -1 if s.min_sentences is None else s.min_sentences,
+                -1 if min_sentences is None else min_sentences,
                 s.lorem_ipsum,
                 s.drop_javascript_lines,
                 s.curly_bracket,
                 s.drop_policy_lines,
+                UNSPACED if r is not None and r.unspaced else 0,
+                r is None or r.space_after_sentence,
             ],
             np.int64,
         )
@@ -92,7 +119,9 @@ class C4Kernel:
 
     def run(self, cps: np.ndarray) -> C4Found:
         classes, lower = tables()
-        outcome, sentences, out, size = _c4_page(cps, classes, lower, self.rules, *self.phrases, self.letters)
+        outcome, sentences, out, size = _c4_page(
+            cps, classes, lower, self.rules, *self.phrases, self.letters, self.terminal, self.sentence_marks
+        )
         if outcome != KEPT:
             return C4Found(outcome, sentences, "")
         joined = out[:size].tobytes().decode("utf-32-le", "surrogatepass")
@@ -143,38 +172,41 @@ def _has_longer_word(cps, a, b, classes, longest):
 
 
 @numba.njit(cache=True)
-def _has_words(line, a, b, classes, least):
-    """Whether line[a:b] holds `least` words (runs of non-whitespace) or more."""
+def _has_words(line, a, b, classes, least, split):
+    """Whether line[a:b] holds `least` words (runs of non-whitespace, a character of class bits `split`
+    a word of its own) or more."""
     words, inside = 0, False
     for k in range(a, b):
-        space = (classes[line[k]] & SPACE) != 0
-        if not space and not inside:
+        c = classes[line[k]]
+        space = (c & SPACE) != 0
+        if not space and (not inside or c & split):
             words += 1
             if words >= least:
                 return True
-        inside = not space
+        inside = not space and not c & split
     return words >= least
 
 
 @numba.njit(cache=True)
-def _sentence_ends(line, a, b, classes, most):
+def _sentence_ends(line, a, b, classes, most, marks, spaced):
     """The matches of r"[.!?]+[\"'”’)\\]]*(?=[^\\S\\n]+\\S)" in line[a:b], counted up to `most` (none
-    when it is 0 or less): a run of end marks, then closing quotes or brackets, with blanks and more of
-    the line after it (a match never reaches past its line: the blanks after it are no line feed)."""
+    when it is 0 or less): a run of end marks (`marks`), then closing quotes or brackets, with blanks
+    (optional where not `spaced`) and more of the line after it (a match never reaches past its line:
+    the blanks after it are no line feed)."""
     found, p = 0, a
     while p < b and found < most:
-        if not among(line[p], _SENTENCE_MARKS):
+        if not among(line[p], marks):
             p += 1
             continue
         j = p
-        while j < b and among(line[j], _SENTENCE_MARKS):
+        while j < b and among(line[j], marks):
             j += 1
         while j < b and among(line[j], _CLOSERS):
             j += 1
         k = j
         while k < b and classes[line[k]] & SPACE:
             k += 1
-        if k > j and k < b:
+        if (k > j or not spaced) and k < b:
             found += 1
         p = j  # a match from within the run would end where this one does, and fail or succeed alike
     return found
@@ -214,16 +246,16 @@ def _line_phrases(line, a, b, lower, phrases, phrase_ends, letters):
 
 
 @numba.njit(cache=True)
-def _line_verdict(line, a, b, classes, lower, rules, phrases, phrase_ends, held, page, cut):
+def _line_verdict(line, a, b, classes, lower, rules, phrases, phrase_ends, held, page, cut, terminal):
     """The rules after the citations on line[a:b], which holds the phrases `held` (`_line_phrases`):
     (KEPT and whether it is kept), or a page rule's outcome. `cut`: the line lost a citation mark,
     which can join a phrase the page does not hold (it counts only where the page, `page[:]`, holds it)."""
     size = b - a
     if rules[TERMINAL]:
         ellipsis = size >= 3 and line[b - 1] == PERIOD and line[b - 2] == PERIOD and line[b - 3] == PERIOD
-        if size == 0 or not among(line[b - 1], _TERMINAL) or ellipsis:
+        if size == 0 or not among(line[b - 1], terminal) or ellipsis:
             return KEPT, False
-    if rules[LEAST] > 0 and not _has_words(line, a, b, classes, rules[LEAST]):
+    if rules[LEAST] > 0 and not _has_words(line, a, b, classes, rules[LEAST], rules[SPLIT]):
         return KEPT, False
     if held == 0:
         return KEPT, True
@@ -247,7 +279,7 @@ def _line_verdict(line, a, b, classes, lower, rules, phrases, phrase_ends, held,
 
 
 @numba.njit(cache=True)
-def _c4_page(cps, classes, lower, rules, phrases, phrase_ends, letters):
+def _c4_page(cps, classes, lower, rules, phrases, phrase_ends, letters, terminal, marks):
     n = len(cps)
     line = np.empty(0, np.uint32)  # a stripped line whose citation marks were cut (rare: made when needed)
     out = np.empty(n, np.uint32)  # the kept lines, "\n" between them: never more than the text
@@ -289,9 +321,13 @@ def _c4_page(cps, classes, lower, rules, phrases, phrase_ends, letters):
             width = _cut_citations(cps, a, b, classes, line)
         if width >= 0:  # the line lost a citation mark: it is in `line`
             held = _line_phrases(line, 0, width, lower, phrases, phrase_ends, letters)
-            outcome, keep = _line_verdict(line, 0, width, classes, lower, rules, phrases, phrase_ends, held, cps, True)
+            outcome, keep = _line_verdict(
+                line, 0, width, classes, lower, rules, phrases, phrase_ends, held, cps, True, terminal
+            )
         else:
-            outcome, keep = _line_verdict(cps, a, b, classes, lower, rules, phrases, phrase_ends, held, cps, False)
+            outcome, keep = _line_verdict(
+                cps, a, b, classes, lower, rules, phrases, phrase_ends, held, cps, False, terminal
+            )
         if outcome != KEPT:
             return outcome, 0, out, 0
         if not keep:
@@ -302,10 +338,14 @@ def _c4_page(cps, classes, lower, rules, phrases, phrase_ends, letters):
         kept += 1
         if width >= 0:
             size = _put_line(out, size, line, 0, width)
-            more = _sentence_ends(line, 0, width, classes, rules[MIN_SENTENCES] - kept - found)
+            more = _sentence_ends(
+                line, 0, width, classes, rules[MIN_SENTENCES] - kept - found, marks, rules[SPACED_SENTENCES]
+            )
         else:
             size = _put_line(out, size, cps, a, b)
-            more = _sentence_ends(cps, a, b, classes, rules[MIN_SENTENCES] - kept - found)
+            more = _sentence_ends(
+                cps, a, b, classes, rules[MIN_SENTENCES] - kept - found, marks, rules[SPACED_SENTENCES]
+            )
         found += more  # counted only as far as min_sentences needs: more ends change nothing
     if kept + found < rules[MIN_SENTENCES]:
         return FEW_SENTENCES, kept + found, out, size

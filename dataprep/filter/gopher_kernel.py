@@ -2,7 +2,7 @@
 `pretrainkit.dataprep.filter.gopher` and its comparison with its threshold, in the rules' order,
 stopping at the first that fails.
 
-    rule, value = repetition_verdict(cps, words, most_n, limits)   # (-1, 0.0): every rule passed
+    rule, value = repetition_verdict(cps, words, most_n, limits, 1)   # (-1, 0.0): every rule passed
     rule, value = quality_verdict(cps, words, bullets, stop_hashes, limits)
 
 `limits` holds the thresholds in the rules' order, NaN for a rule that is off (no comparison with
@@ -49,8 +49,9 @@ def limits_array(thresholds: list[float | None]) -> np.ndarray:
     return np.array([np.nan if t is None else t for t in thresholds], np.float64)
 
 
-def repetition_verdict(cps: np.ndarray, words: Words, most_n: int, limits: np.ndarray) -> tuple[int, float]:
-    return _repetition(cps, tables()[0], words.hashes, words.lengths, most_n, limits)
+def repetition_verdict(cps: np.ndarray, words: Words, most_n: int, limits: np.ndarray, gap: int) -> tuple[int, float]:
+    """`gap`: the characters between an n-gram's words (`kernels.ngram_repeats`)."""
+    return _repetition(cps, tables()[0], words.hashes, words.lengths, most_n, limits, gap)
 
 
 def quality_verdict(
@@ -69,14 +70,14 @@ def _ratio(part, whole):
 
 
 @numba.njit(cache=True)
-def _repetition(cps, classes, hashes, lengths, most_n, limits):
+def _repetition(cps, classes, hashes, lengths, most_n, limits, gap):
     size = len(cps)
     r = _repeated_lines(cps, classes)
     measured = (_ratio(r[1], r[0]), _ratio(r[2], size), _ratio(r[4], r[3]), _ratio(r[5], size))
     for k in range(4):
         if measured[k] > limits[k]:
             return k, measured[k]
-    top, repeated = _ngram_repeats(hashes, lengths, most_n)
+    top, repeated = _ngram_repeats(hashes, lengths, most_n, gap)
     for n in range(2, most_n + 1):
         if top[n] == 0:  # no n-gram repeats, so no longer one does: every fraction from here on is 0
             break

@@ -1,6 +1,7 @@
 """The filters' per-character work, compiled (numba): a text's words in one pass over its code points.
 
     w = scan_words(text)     # Words: w.count, w.lengths, w.alpha (has a letter), w.hashes, w.lower_hashes
+    w = scan_words(text, unicode=True)   # the words of every script (below)
     word_hash("the")         # the hash scan_words gives that word (lower_hashes: of its lower case)
     candidate_windows(text, "ipv4")   # where an address could be: the PII patterns run there only
     ngram_repeats(grams, chars, n)    # Gopher's top and duplicate n-gram characters, in one hash table
@@ -17,6 +18,12 @@ once per Python and Unicode version: saved beside numba's cache), so the kernels
 and `str.lower` character by character
 (a character whose lower case is several characters keeps its own code point in `lower_hashes`).
 Word hashes are FNV-1a over code points: the same in every process (Python's `hash` of a str is not).
+
+`words_of(cps, unicode=True)` finds the words of every script (`language_rules`: every language but
+English): a combining mark (Unicode category M, and the joiners U+200C/U+200D) is a word character, as
+it is to the `regex` package's `\\w` (`re`'s `\\w` cuts हिन्दी into three words), and each character of
+a script written without spaces between words (Han, kana, Thai, Lao, Khmer, Myanmar, ...:
+`pretrainkit.dataprep.decontaminate.scripts`) is a word of its own.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pretrainkit.dataprep.decontaminate.scripts import UNSPACED_SCRIPTS
 from pretrainkit.dataprep.kernels import numba_cache as _cache  # noqa: F401  (numba's cache directory, before numba loads)
 from pretrainkit.files import write_bytes_atomic
 
@@ -40,9 +48,11 @@ from pretrainkit.files import write_bytes_atomic
 import numba  # noqa: E402
 
 # character class bits: WORD what \w matches, ALPHA str.isalpha, SPACE str.isspace (what str.strip and
-# str.split take away, and \s matches), DECIMAL str.isdecimal (what \d matches)
-WORD, ALPHA, SPACE, DECIMAL = 1, 2, 4, 8
-TABLES_FORMAT = 3  # in the saved file's name: a file of an earlier layout (fewer bits) is never read
+# str.split take away, and \s matches), DECIMAL str.isdecimal (what \d matches), MARK a combining mark or
+# joiner (a word character to `regex`'s \w), UNSPACED a word character or mark of a script written without
+# spaces between words
+WORD, ALPHA, SPACE, DECIMAL, MARK, UNSPACED = 1, 2, 4, 8, 16, 32
+TABLES_FORMAT = 4  # in the saved file's name: a file of an earlier layout (fewer bits) is never read
 _DTYPES = (np.dtype(np.uint8), np.dtype(np.uint32))  # of the tables: (classes, lower)
 JOINERS = np.array([ord(c) for c in "'’.-"], np.uint32)
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
@@ -85,6 +95,14 @@ def _made_tables() -> tuple[np.ndarray, np.ndarray]:
     classes |= np.fromiter(map(str.isalpha, every), np.uint8, size) * np.uint8(ALPHA)
     classes |= np.fromiter(map(str.isspace, every), np.uint8, size) * np.uint8(SPACE)
     classes |= np.fromiter(map(str.isdecimal, every), np.uint8, size) * np.uint8(DECIMAL)
+    marks = np.fromiter((unicodedata.category(c)[0] == "M" for c in every), np.bool_, size)
+    marks[[0x200C, 0x200D]] = True  # zero-width non-joiner and joiner: inside Persian and Indic words
+    classes[marks] |= np.uint8(MARK)
+    unspaced = np.zeros(size, np.bool_)
+    for _, _, ranges in UNSPACED_SCRIPTS:
+        for lo, hi in ranges:
+            unspaced[lo : hi + 1] = True
+    classes[unspaced & ((classes & WORD) != 0) | unspaced & marks] |= np.uint8(UNSPACED)
     lowered = list(map(str.lower, every))
     for i in np.flatnonzero(np.fromiter(map(len, lowered), np.int64, size) != 1).tolist():
         lowered[i] = every[i]  # "İ".lower() is two characters: such a character stands for itself
@@ -110,14 +128,17 @@ class Words:
         return len(self.lengths)
 
 
-def scan_words(text: str) -> Words:
-    return words_of(code_points(text))
+def scan_words(text: str, unicode: bool = False) -> Words:
+    return words_of(code_points(text), unicode)
 
 
-def words_of(cps: np.ndarray) -> Words:
-    """`scan_words` of the text whose `code_points` are `cps`."""
+def words_of(cps: np.ndarray, unicode: bool = False) -> Words:
+    """`scan_words` of the text whose `code_points` are `cps`; `unicode`: the words of every script
+    (marks are word characters, a character of an unspaced script is a word)."""
     classes, lower = tables()
-    return Words(*_scan(cps, classes, lower, JOINERS))
+    if unicode:
+        return Words(*_scan(cps, classes, lower, JOINERS, WORD | MARK, UNSPACED))
+    return Words(*_scan(cps, classes, lower, JOINERS, WORD, 0))
 
 
 def word_hash(word: str) -> tuple[int, int]:
@@ -129,16 +150,18 @@ def word_hash(word: str) -> tuple[int, int]:
 
 
 @numba.njit(cache=True)
-def _runs(cps, classes):
-    """Runs of word characters: at least as many as words (joiners merge runs), so that `_scan`'s
-    arrays are sized to the text's words rather than to its characters (a 48 MB document has ~8M)."""
+def _runs(cps, classes, word_bits, split_bits):
+    """Runs of word characters, each character of `split_bits` a run of its own: at least as many as
+    words (joiners merge runs), so that `_scan`'s arrays are sized to the text's words rather than to
+    its characters (a 48 MB document has ~8M)."""
     runs = 0
     inside = False
     for c in cps:
-        word = (classes[c] & 1) != 0
-        if word and not inside:
+        k = classes[c]
+        word = (k & word_bits) != 0
+        if word and (not inside or k & split_bits):
             runs += 1
-        inside = word
+        inside = word and not k & split_bits
     return runs
 
 
@@ -146,9 +169,14 @@ SMALL_TEXT = 1 << 16  # code points: up to here `_scan`'s arrays take half a wor
 
 
 @numba.njit(cache=True)
-def _scan(cps, classes, lower, joiners):
+def _scan(cps, classes, lower, joiners, word_bits, split_bits):
+    """The words: runs of characters of `word_bits` joined by `joiners`; a character of `split_bits`
+    (none for `re`'s words) is a word of its own."""
     n = len(cps)
-    room = n // 2 + 1 if n <= SMALL_TEXT else _runs(cps, classes)  # a word and its end take 2 characters
+    if n > SMALL_TEXT:
+        room = _runs(cps, classes, word_bits, split_bits)
+    else:  # a word and its end take 2 characters; a word of an unspaced script 1
+        room = n // 2 + 1 if split_bits == 0 else n + 1
     lengths = np.empty(room, np.int64)
     alpha = np.empty(room, np.bool_)
     hashes = np.empty(room, np.uint64)
@@ -158,28 +186,39 @@ def _scan(cps, classes, lower, joiners):
     while i < n:
         c = cps[i]
         k = classes[c]
-        if not k & 1:
+        if not k & word_bits:
             i += 1
             continue
         start = i
         h = FNV_OFFSET
         lh = FNV_OFFSET
         bits = np.uint8(0)  # the word's characters' classes, or-ed: ALPHA where one is a letter
-        while True:  # c = cps[i], k its classes
-            if k & 1:
-                bits |= k
-                h = (h ^ np.uint64(c)) * FNV_PRIME
-                lh = (lh ^ np.uint64(lower[c])) * FNV_PRIME
-            elif i + 1 < n and classes[cps[i + 1]] & 1 and among(c, joiners):
-                h = (h ^ np.uint64(c)) * FNV_PRIME
-                lh = (lh ^ np.uint64(c)) * FNV_PRIME
-            else:
-                break
+        if k & split_bits:  # a character of an unspaced script: a word of its own, a letter where it is a mark
+            bits = k | np.uint8(ALPHA) if k & MARK else k
+            h = (h ^ np.uint64(c)) * FNV_PRIME
+            lh = (lh ^ np.uint64(lower[c])) * FNV_PRIME
             i += 1
-            if i == n:
-                break
-            c = cps[i]
-            k = classes[c]
+        else:
+            while True:  # c = cps[i], k its classes
+                if k & word_bits and not k & split_bits:
+                    bits |= k
+                    h = (h ^ np.uint64(c)) * FNV_PRIME
+                    lh = (lh ^ np.uint64(lower[c])) * FNV_PRIME
+                elif (
+                    i + 1 < n
+                    and classes[cps[i + 1]] & word_bits
+                    and not classes[cps[i + 1]] & split_bits
+                    and among(c, joiners)
+                ):
+                    h = (h ^ np.uint64(c)) * FNV_PRIME
+                    lh = (lh ^ np.uint64(c)) * FNV_PRIME
+                else:
+                    break
+                i += 1
+                if i == n:
+                    break
+                c = cps[i]
+                k = classes[c]
         lengths[count] = i - start
         alpha[count] = (bits & 2) != 0
         hashes[count] = h
@@ -337,11 +376,13 @@ def ngram_repeats(words: Words, most_n: int) -> tuple[np.ndarray, np.ndarray]:
     common ones; its words joined by spaces), 0 where none repeats; `repeated[n]`, the characters
     (without spaces) of the n-grams equal to an earlier one, taken left to right without overlap: a
     repeat's words are counted once and the scan goes on after it."""
-    return _ngram_repeats(words.hashes, words.lengths, most_n)
+    return _ngram_repeats(words.hashes, words.lengths, most_n, 1)
 
 
 @numba.njit(cache=True)
-def _ngram_repeats(hashes, lengths, most_n):
+def _ngram_repeats(hashes, lengths, most_n, gap):
+    """`ngram_repeats`, the words of an n-gram joined by `gap` characters (1, a space; 0 between the
+    characters of an unspaced script)."""
     words = len(hashes)
     top = np.zeros(most_n + 1, np.int64)
     repeated = np.zeros(most_n + 1, np.int64)
@@ -399,7 +440,7 @@ def _ngram_repeats(hashes, lengths, most_n):
                 best_count, best_first = c, first[slot]
         if best_count == 1:  # no n-gram repeats, so no longer one does: every count from here on is 0
             break
-        top[n] = (ends[best_first + n] - ends[best_first] + n - 1) * best_count
+        top[n] = (ends[best_first + n] - ends[best_first] + (n - 1) * gap) * best_count
         after = 0
         for j in range(alive):
             i = live[j]

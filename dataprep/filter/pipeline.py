@@ -42,6 +42,7 @@ from pretrainkit import __version__
 from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.filter.language_filter import LanguageStep
+from pretrainkit.dataprep.filter.language_rules import RULES_OFF_STEPS, untuned
 from pretrainkit.dataprep.filter.records import kept_record, removed_row
 from pretrainkit.dataprep.filter.rules import Doc, Removal
 from pretrainkit.dataprep.filter.steps import StepSpec, build_step
@@ -148,6 +149,9 @@ class FilterStage(Stage):
                 f", {len(top) - 5} more" if len(top) > 5 else ""
             )
             rows.append(("kept languages", shown))
+        if result.get("language_rules_off"):
+            off = sorted(result["language_rules_off"].items(), key=lambda kv: (-kv[1], kv[0]))
+            rows.append(("no language rules", ", ".join(f"{lang} {n:,}" for lang, n in off) + " (docs/filter.md)"))
         if result["pii"]:
             rows.append(("PII redacted", ", ".join(f"{kind} {n:,}" for kind, n in result["pii"].items())))
         rows.append(input_row(result["input_bytes"], seconds))
@@ -189,11 +193,14 @@ def _stats(parts: list[dict], options: FilterOptions) -> dict:
         "removed_by_step": dict(sorted(by_step.items())),
         "rejected_reasons": dict(sorted(sum((Counter(p["rejected_reasons"]) for p in parts), Counter()).items())),
         "languages": dict(sorted(sum((Counter(p["languages"]) for p in parts), Counter()).items())),
+        "language_rules_off": dict(sorted(sum((Counter(p.get("rules_off", {})) for p in parts), Counter()).items())),
         "pii": dict(sorted(sum((Counter(p["pii"]) for p in parts), Counter()).items())),
         "filters": [s.as_json() for s in options.steps],
         "options": {"text_field": options.text_field, "id_field": options.id_field},
         "version": __version__,
     }
+    if not stats["language_rules_off"]:  # written only where a language had no rules: English's stats as they were
+        del stats["language_rules_off"]
     if (
         stats["input_docs"] != stats["kept_docs"] + stats["removed_docs"] + stats["rejected"]
         or stats["input_text_bytes"] != stats["kept_text_bytes"] + stats["removed_text_bytes"]
@@ -221,10 +228,11 @@ def filter_part(job: FilterJob) -> dict:
         return json.loads(done.read_text())
     counts = Counter()
     removed: dict[str, list[int]] = {}
-    reasons, languages, pii = Counter(), Counter(), Counter()
+    reasons, languages, pii, rules_off = Counter(), Counter(), Counter(), Counter()
     with contextlib.ExitStack() as stack:
         stack.enter_context(_collector_paused())
         steps = _steps(job.options.steps)  # a worker's first job builds them: the model, the compiled kernels
+        language_dependent = any(s.name in RULES_OFF_STEPS for s in steps)
         seconds = {s.name: 0.0 for s in steps}
         # The rows are not fsynced: a rerun rewrites any job whose done file (written last) is missing.
         removed_rows = stack.enter_context(atomic_write(job.path("removed"), durable=False))
@@ -242,6 +250,10 @@ def filter_part(job: FilterJob) -> dict:
                     reasons[reason_kind(item.reason)] += 1
                     continue
                 doc, removal = next(verdicts)
+                # a document the language-dependent rules judged with those rules off: no rules for its language
+                if language_dependent and (lang := untuned(doc.fields)):
+                    if removal is None or not removal.filter.startswith(f"{LanguageStep.name}."):
+                        rules_off[lang] += 1
                 size = len(item.text.encode("utf-8", "surrogatepass"))
                 counts["docs"] += 1
                 counts["text_bytes"] += size
@@ -264,6 +276,7 @@ def filter_part(job: FilterJob) -> dict:
         "rejected_reasons": dict(reasons),
         "languages": dict(languages),
         "pii": dict(pii),
+        **({"rules_off": dict(rules_off)} if rules_off else {}),
         "seconds": seconds,
     }
     write_text_atomic(done, json.dumps(result))

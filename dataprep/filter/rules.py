@@ -27,13 +27,14 @@ class Doc:
     next step until the text changes. Slots and plain attributes: every step reads these for every
     document."""
 
-    __slots__ = ("_text", "fields", "_code_points", "_words")
+    __slots__ = ("_text", "fields", "_code_points", "_words", "_unicode_words")
 
     def __init__(self, text: str):
         self._text = text
         self.fields: dict = {}
         self._code_points: np.ndarray | None = None
         self._words: Words | None = None
+        self._unicode_words: Words | None = None
 
     @property
     def text(self) -> str:
@@ -49,6 +50,7 @@ class Doc:
         self._text = text
         self._code_points = code_points
         self._words = None
+        self._unicode_words = None
 
     def code_points(self) -> np.ndarray:
         """The text's code points (`kernels.code_points`), for the compiled kernels."""
@@ -56,8 +58,13 @@ class Doc:
             self._code_points = code_points(self._text)
         return self._code_points
 
-    def words(self) -> Words:
-        """The text's words (`kernels.scan_words`), found once for the steps that read the same text."""
+    def words(self, unicode: bool = False) -> Words:
+        """The text's words (`kernels.scan_words`; `unicode`: the words of every script), found once for
+        the steps that read the same text."""
+        if unicode:
+            if self._unicode_words is None:
+                self._unicode_words = words_of(self.code_points(), True)
+            return self._unicode_words
         if self._words is None:
             self._words = words_of(self.code_points())
         return self._words
