@@ -49,7 +49,7 @@ from pretrainkit.dataprep.filter.steps import StepSpec, build_step
 from pretrainkit.dataprep.kernels.numba_cache import kernels_cached
 from pretrainkit.dataprep.readers import Document, ReadTask, in_batches, read_task, reason_kind
 from pretrainkit.dataprep.stage import Run, Stage, run_stage
-from pretrainkit.dataprep.summary import input_row, summary_table
+from pretrainkit.dataprep.summary import input_row, keep_rates, summary_table
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, write_text_atomic
 from pretrainkit.output_folders import FILTER
@@ -143,12 +143,8 @@ class FilterStage(Stage):
         by_step = result["removed_by_step"]
         rows += [(f"  {step}", f"{by_step[step]['docs']:,}") for step in order if step in by_step]
         rows.append(("rejected", f"{result['rejected']:,}"))
-        if result["languages"]:
-            top = sorted(result["languages"].items(), key=lambda kv: (-kv[1], kv[0]))
-            shown = ", ".join(f"{lang} {n:,}" for lang, n in top[:5]) + (
-                f", {len(top) - 5} more" if len(top) > 5 else ""
-            )
-            rows.append(("kept languages", shown))
+        if result["identified_languages"]:
+            rows.append(("kept by language", keep_rates(result["identified_languages"], result["languages"])))
         if result.get("language_rules_off"):
             off = sorted(result["language_rules_off"].items(), key=lambda kv: (-kv[1], kv[0]))
             rows.append(("no language rules", ", ".join(f"{lang} {n:,}" for lang, n in off) + " (docs/filter.md)"))
@@ -193,6 +189,9 @@ def _stats(parts: list[dict], options: FilterOptions) -> dict:
         "removed_by_step": dict(sorted(by_step.items())),
         "rejected_reasons": dict(sorted(sum((Counter(p["rejected_reasons"]) for p in parts), Counter()).items())),
         "languages": dict(sorted(sum((Counter(p["languages"]) for p in parts), Counter()).items())),
+        "identified_languages": dict(
+            sorted(sum((Counter(p["identified_languages"]) for p in parts), Counter()).items())
+        ),
         "language_rules_off": dict(sorted(sum((Counter(p.get("rules_off", {})) for p in parts), Counter()).items())),
         "pii": dict(sorted(sum((Counter(p["pii"]) for p in parts), Counter()).items())),
         "filters": [s.as_json() for s in options.steps],
@@ -228,7 +227,7 @@ def filter_part(job: FilterJob) -> dict:
         return json.loads(done.read_text())
     counts = Counter()
     removed: dict[str, list[int]] = {}
-    reasons, languages, pii, rules_off = Counter(), Counter(), Counter(), Counter()
+    reasons, languages, identified, pii, rules_off = Counter(), Counter(), Counter(), Counter(), Counter()
     with contextlib.ExitStack() as stack:
         stack.enter_context(_collector_paused())
         steps = _steps(job.options.steps)  # a worker's first job builds them: the model, the compiled kernels
@@ -254,6 +253,8 @@ def filter_part(job: FilterJob) -> dict:
                 if language_dependent and (lang := untuned(doc.fields)):
                     if removal is None or not removal.filter.startswith(f"{LanguageStep.name}."):
                         rules_off[lang] += 1
+                if "lang" in doc.fields:  # kept or not: each language's keep rate is of these
+                    identified[doc.fields["lang"]] += 1
                 size = len(item.text.encode("utf-8", "surrogatepass"))
                 counts["docs"] += 1
                 counts["text_bytes"] += size
@@ -275,6 +276,7 @@ def filter_part(job: FilterJob) -> dict:
         "removed": removed,
         "rejected_reasons": dict(reasons),
         "languages": dict(languages),
+        "identified_languages": dict(identified),
         "pii": dict(pii),
         **({"rules_off": dict(rules_off)} if rules_off else {}),
         "seconds": seconds,

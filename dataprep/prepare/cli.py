@@ -18,7 +18,7 @@ from pretrainkit.dataprep.prepare.pipeline_file import read_pipeline
 from pretrainkit.dataprep.prepare.run import PICTURE_NAME, owned_directories, run_prepare
 from pretrainkit.dataprep.prepare.stages import Stage
 from pretrainkit.dataprep.readers import fetched_input_files
-from pretrainkit.dataprep.summary import summary_table
+from pretrainkit.dataprep.summary import keep_rates, summary_table
 from pretrainkit.dataprep.tokenize.arguments import add_tokenize_options, tokenize_options
 from pretrainkit.dataprep.tokenize.corpus import Tokenize
 from pretrainkit.errors import UserError
@@ -90,5 +90,9 @@ def run_prepare_command(args: argparse.Namespace) -> int:
         result = run_prepare(args.inputs, out, stages, runner, args.text_field, args.id_field, report=print)
     tail = [*funnel_table(result["funnel"]), f"  stats {out / STATS_NAME}, picture {out / PICTURE_NAME}"]
     stages_row = ("stages", f"{', '.join(result['stages'])} (each in OUT/<stage>/, tokenize in OUT/shards/)")
-    print(summary_table("prepare", out, [stages_row, ("took", f"{time.monotonic() - began:.1f} s")], tail))
+    rows = [stages_row, ("took", f"{time.monotonic() - began:.1f} s")]
+    found, kept = (result["profiles"].get(k, {}).get("languages") for k in ("input", "output"))
+    if found and kept is not None:  # the pipeline's text as extracted, and as it leaves the last text stage
+        rows.append(("kept by language", keep_rates(found, kept)))
+    print(summary_table("prepare", out, rows, tail))
     return 0

@@ -69,11 +69,12 @@ def test_every_kept_record_gets_its_language_and_score(tmp_path, mixed_corpus):
     assert sum(stats["languages"].values()) == len(records)
 
 
-def test_languages_keeps_those_and_removed_rows_say_the_language_found(tmp_path, mixed_corpus):
+def test_languages_keeps_those_and_removed_rows_say_the_language_found(tmp_path, mixed_corpus, capsys):
     path, sizes = mixed_corpus
     out = tmp_path / "out"
     argv = ["filter", str(path), "-o", str(out), "--filters", str(only_language(tmp_path)), "--languages", "en"]
     assert main(argv) == 0
+    summary = capsys.readouterr().out
     records = kept(out)
     removed = [json.loads(line) for line in (out / "removed.jsonl").read_text().splitlines()]
     assert len(records) + len(removed) == sum(sizes.values())
@@ -84,6 +85,11 @@ def test_languages_keeps_those_and_removed_rows_say_the_language_found(tmp_path,
     stats = json.loads((out / "stats.json").read_text())
     assert stats["languages"] == {"en": len(records)}
     assert stats["removed_by_step"]["language"]["docs"] == len(removed)
+    found = stats["identified_languages"]  # kept or removed: what each language's keep rate is of
+    assert sum(found.values()) == sum(sizes.values()) and found["en"] == len(records)
+    assert all(found[r["lang"]] >= sum(x["lang"] == r["lang"] for x in removed) for r in removed)
+    rate = f"en {len(records):,} of {len(records):,} (100.0%)"
+    assert re.search(rf"^  kept by language +{re.escape(rate)}, (de|fr) 0 of \d+ \(0\.0%\)", summary, re.M), summary
 
 
 def test_a_bad_languages_value_is_one_line(tmp_path, mixed_corpus, capsys):

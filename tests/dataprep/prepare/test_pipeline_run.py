@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -127,7 +128,7 @@ def test_a_crawl_pipeline_is_its_commands_one_after_another(crawl_run, tmp_path,
 
 
 @pytest.mark.slow
-def test_the_language_mix_before_and_after_a_language_filter(tmp_path):
+def test_the_language_mix_before_and_after_a_language_filter(tmp_path, capsys):
     docs = man_page_documents()[::6]  # every language of the machine's man pages
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": d.text}) + "\n" for i, d in enumerate(docs)))
@@ -144,6 +145,14 @@ def test_the_language_mix_before_and_after_a_language_filter(tmp_path):
     assert sum(after.values()) == result["funnel"][-1]["docs"]  # of what the last stage (dedup) kept
     assert all(after[lang] <= kept[lang] <= before[lang] for lang in after)
     assert result["funnel"][0]["docs"] == len(docs)
+    # the summary's keep rate of each language: what the output has of what the input had
+    shown = re.findall(r"^  kept by language +(.*)$", capsys.readouterr().out, re.M)[-1]  # the filter's comes first
+    top = sorted(before, key=lambda lang: (-before[lang], -after.get(lang, 0), lang))[:6]
+    cells = [
+        f"{lang} {after.get(lang, 0):,} of {before[lang]:,} ({100 * after.get(lang, 0) / before[lang]:.1f}%)"
+        for lang in top
+    ]
+    assert shown == ", ".join(cells) + f", {len(before) - 6} more"
 
 
 def test_a_stage_that_keeps_nothing_ends_the_run_naming_it(tmp_path, capsys):
