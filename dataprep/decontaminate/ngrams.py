@@ -40,8 +40,8 @@ from functools import lru_cache
 import numba
 import numpy as np
 
-from pretrainkit.dataprep.decontaminate.scripts import UNSPACED_SCRIPTS, WORD_UNITS
 from pretrainkit.dataprep.kernels.hashing import mix64
+from pretrainkit.dataprep.kernels.scripts import UNSPACED_SCRIPTS, WORD_UNITS
 
 _U64 = np.uint64
 # classes of code points: a character of a word, whitespace, deleted, then one per unspaced script

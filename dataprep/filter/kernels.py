@@ -23,7 +23,7 @@ Word hashes are FNV-1a over code points: the same in every process (Python's `ha
 English): a combining mark (Unicode category M, and the joiners U+200C/U+200D) is a word character, as
 it is to the `regex` package's `\\w` (`re`'s `\\w` cuts हिन्दी into three words), and each character of
 a script written without spaces between words (Han, kana, Thai, Lao, Khmer, Myanmar, ...:
-`pretrainkit.dataprep.decontaminate.scripts`) is a word of its own.
+`pretrainkit.dataprep.kernels.scripts`) is a word of its own.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrainkit.dataprep.decontaminate.scripts import UNSPACED_SCRIPTS
 from pretrainkit.dataprep.kernels import numba_cache as _cache  # noqa: F401  (numba's cache directory, before numba loads)
+from pretrainkit.dataprep.kernels.scripts import UNSPACED_SCRIPTS
 from pretrainkit.files import write_bytes_atomic
 
 # isort: split

@@ -13,7 +13,7 @@ step labelled with another language gets that language's values for the rules th
 - words: `kernels.words_of(..., unicode=True)` (marks inside words, a character of an unspaced script a
   word); for Chinese, Japanese, Thai, Lao, Khmer and Myanmar a word is `chars_per_word` such tokens
   (the characters per English word measured on parallel text for `ptk decontaminate`:
-  `pretrainkit.dataprep.decontaminate.scripts`), so word counts (Gopher's 50 words, C4's 3 words a
+  `pretrainkit.dataprep.kernels.scripts`), so word counts (Gopher's 50 words, C4's 3 words a
   line), n-grams' n and FineWeb's short line scale by it, and the mean word length (of one-character
   tokens) is not measured;
 - stop words of an unspaced script, and Korean's (particles, which FineWeb-2's word tokenizer splits
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from pretrainkit.dataprep.decontaminate.scripts import UNSPACED_SCRIPTS, WORD_UNITS
+from pretrainkit.dataprep.kernels.scripts import UNSPACED_SCRIPTS, WORD_UNITS
 
 ENGLISH = "en"
 DATA = Path(__file__).resolve().parent / "data" / "fineweb2.json"

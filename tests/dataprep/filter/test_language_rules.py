@@ -77,7 +77,7 @@ def test_a_chinese_page_needs_as_many_characters_as_50_words_hold():
     han = "".join(HAN.findall(catalogue("zh_CN", "glib20.mo")))
     step = GopherQuality(only(GopherQualitySettings, min_words=50))
     least = rules_for("zh").words(50)
-    assert least == 86  # 50 words of 12 / 7 Han characters (`decontaminate.scripts`)
+    assert least == 86  # 50 words of 12 / 7 Han characters (`kernels.scripts`)
     assert step.check(labelled(han[:least], "zh")) is None
     removal = step.check(labelled(han[: least - 1], "zh"))
     assert (removal.filter, removal.value, removal.threshold) == ("gopher_quality.min_words", 85, 86)
