@@ -137,7 +137,10 @@ class SplitJob:
 def _score(document: Document, by: str) -> float:
     """The record's `by` field as a finite float, or a one-line error naming the file and line."""
     where = f"{document.source}:{document.line}"
-    record = orjson.loads(document.record)
+    try:
+        record = orjson.loads(document.record)
+    except orjson.JSONDecodeError:  # what only json reads: NaN, Infinity (the readers accepted the line)
+        record = json.loads(document.record)
     if by not in record:
         raise UserError(f"{where}: no field {by!r} to split by (ptk score writes score_NAME)")
     value = record[by]
