@@ -133,6 +133,13 @@ def test_bytes_identical_on_any_number_of_workers_and_on_a_rerun(scored, tmp_pat
     assert sum(1 for name in first if name.endswith(".jsonl.zst")) == 5 * 3  # a part per bucket and read task
 
 
+def test_a_run_of_other_buckets_into_the_same_folder_leaves_none_of_the_earlier(scored, tmp_path):
+    assert _split([str(scored)], tmp_path / "out", "--quantiles", "5", "--workers", "1") == 0
+    assert _split([str(scored)], tmp_path / "out", "--quantiles", "2", "--workers", "1") == 0
+    assert _split([str(scored)], tmp_path / "fresh", "--quantiles", "2", "--workers", "1") == 0
+    assert _files(tmp_path / "out") == _files(tmp_path / "fresh")
+
+
 def test_thresholds_cut_where_given_and_ties_go_up(scored, tmp_path):
     scores = sorted(json.loads(line)[FIELD] for line in _lines(scored))
     low, high = 0.7, scores[len(scores) // 2]  # the median: a score some documents have, a tie to place
