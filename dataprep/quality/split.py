@@ -134,9 +134,9 @@ class SplitJob:
         return Path(self.work_dir) / f"{kind}-{self.index:05d}.{suffix}"
 
 
-def _score(document: Document, by: str) -> float:
-    """The record's `by` field as a finite float, or a one-line error naming the file and line."""
-    where = f"{document.source}:{document.line}"
+def _score(document: Document, by: str, path: str) -> float:
+    """The record's `by` field as a finite float, or a one-line error naming the file (`path`) and line."""
+    where = f"{path}:{document.line}"
     try:
         record = orjson.loads(document.record)
     except orjson.JSONDecodeError:  # what only json reads: NaN, Infinity (the readers accepted the line)
@@ -165,7 +165,7 @@ def measure_part(job: SplitJob) -> dict:
                 rejected.write(json.dumps(item.to_json(), ensure_ascii=False).encode("utf-8") + b"\n")
                 reasons[reason_kind(item.reason)] += 1
                 continue
-            scores.append(_score(item, job.options.by))
+            scores.append(_score(item, job.options.by, job.task.file.path))
             lengths.append(len(item.text.encode("utf-8", "surrogatepass")))
     with atomic_write(job.path("measure", "npy")) as f:
         np.save(f, np.array(scores, dtype=np.float64))
