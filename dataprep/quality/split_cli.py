@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from pretrainkit.arguments import number_in
+from pretrainkit.arguments import int_in, number_in
 from pretrainkit.dataprep.cli_options import (
     add_executor_options,
     add_field_options,
@@ -46,7 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--by", required=True, metavar="FIELD", help="the numeric field to split by, e.g. score_edu")
     cuts = p.add_mutually_exclusive_group(required=True)
     cuts.add_argument(
-        "--quantiles", type=int, metavar="K", help=f"K buckets of ~equal text bytes (2 to {MOST_BUCKETS})"
+        "--quantiles",
+        type=int_in(2, MOST_BUCKETS),
+        metavar="K",
+        help=f"K buckets of ~equal text bytes (2 to {MOST_BUCKETS})",
     )
     cuts.add_argument(
         "--thresholds",

@@ -61,7 +61,11 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def _split(inputs: list[str], out: Path, *args: str) -> int:
-    return cli.main(["split", *inputs, "-o", str(out), "--by", FIELD, *args])
+    """`ptk split`'s exit status (an option argparse refuses exits, as `ptk` does then)."""
+    try:
+        return cli.main(["split", *inputs, "-o", str(out), "--by", FIELD, *args])
+    except SystemExit as e:
+        return int(e.code)
 
 
 def _brute_force_cuts(scores: list[float], lengths: list[int], k: int) -> list[float]:
@@ -164,7 +168,11 @@ def test_thresholds_cut_where_given_and_ties_go_up(scored, tmp_path):
         ),
         ('{"id": "a", "text": "words", "score_letters": true}', ["--quantiles", "2"], r"bad\.jsonl:2: .*true, not a"),
         ('{"id": "a", "text": "words", "score_letters": NaN}', ["--quantiles", "2"], r"bad\.jsonl:2: .*nan, not a fin"),
-        ('{"id": "a", "text": "words", "score_letters": 1}', ["--quantiles", "1"], r"--quantiles must be from 2"),
+        (
+            '{"id": "a", "text": "words", "score_letters": 1}',
+            ["--quantiles", "1"],
+            r"--quantiles: must be in \[2, 100\]",
+        ),
         ('{"id": "a", "text": "words", "score_letters": 1}', ["--thresholds", "2,1"], r"--thresholds must increase"),
         ('{"id": "a", "text": "words", "score_letters": 1}', ["--thresholds", "1,x"], r"--thresholds takes numbers"),
         ('{"id": "a", "text": "words", "score_letters": 1}', ["--quantiles", "2", "--upsample-top", "3:2"], r"of 2"),
