@@ -20,6 +20,7 @@ from pretrainkit import cli
 from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.dataprep.quality.split import SplitOptions, bucket_of, run_split, weighted_cuts
 from pretrainkit.dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
+from pretrainkit.mixtures.config import read_mixture_config
 from pretrainkit.shards import write_shards
 
 FIELD = "score_letters"
@@ -148,13 +149,23 @@ def test_thresholds_cut_where_given_and_ties_go_up(scored, tmp_path):
     scores = sorted(json.loads(line)[FIELD] for line in _lines(scored))
     low, high = 0.7, scores[len(scores) // 2]  # the median: a score some documents have, a tie to place
     out = tmp_path / "out"
-    assert _split([str(scored)], out, "--thresholds", f"{low},{high}", "--workers", "1") == 0
+    assert _split([str(scored)], out, "--thresholds", f"{low},{high},2", "--workers", "1") == 0
     buckets = json.loads((out / "buckets.json").read_text())
-    assert [(b["from"], b["to"]) for b in buckets] == [(None, low), (low, high), (high, None)]
+    assert [(b["from"], b["to"]) for b in buckets] == [(None, low), (low, high), (high, 2), (2, None)]
+    assert buckets[3]["docs"] == 0 and buckets[3]["lowest"] is None and _records(out / "bucket-03") == []
+    # The mixture leaves the empty bucket out and weights the others by their bytes, 4 epochs at most each.
+    for b in range(3):  # where the shards will be (the config checks that the folders are there)
+        (out / "tokens" / f"bucket-0{b}").mkdir(parents=True)
+    sources = read_mixture_config(out / "mixture.yaml").sources
+    total = sum(b["text_bytes"] for b in buckets)
+    assert [(s.name, s.shards, s.max_epochs) for s in sources] == [
+        (f"bucket-0{b}", out / "tokens" / f"bucket-0{b}", 4) for b in range(3)
+    ]
+    assert [s.weight for s in sources] == pytest.approx([b["text_bytes"] / total for b in buckets[:3]], rel=1e-5)
     expected = [sum(s < low for s in scores), sum(low <= s < high for s in scores), sum(s >= high for s in scores)]
-    assert [b["docs"] for b in buckets] == expected and all(expected)
+    assert [b["docs"] for b in buckets[:3]] == expected and all(expected)
     assert high in [r[FIELD] for r in _records(out / "bucket-02")] and buckets[2]["lowest"] == high
-    assert np.bincount(bucket_of(np.array(scores), np.array([low, high]))).tolist() == expected
+    assert np.bincount(bucket_of(np.array(scores), np.array([low, high, 2]))).tolist() == expected
 
 
 @pytest.mark.parametrize(
