@@ -42,6 +42,7 @@ COMMANDS = {
     "prepare": "pretrainkit.dataprep.prepare.cli",
     "show": "pretrainkit.dataprep.show.cli",
     "classifier": "pretrainkit.dataprep.quality.cli",
+    "split": "pretrainkit.dataprep.quality.split_cli",
     "shards": "pretrainkit.shards.cli",
     "mix": "pretrainkit.mixtures.cli",
     "plan": "pretrainkit.train.planning.cli",
