@@ -46,7 +46,7 @@ import orjson
 import zstandard
 
 from pretrainkit.errors import UserError, shortened
-from pretrainkit.output_folders import DECONTAMINATE, own_name, owner
+from pretrainkit.output_folders import DECONTAMINATE, SPLIT, own_name, owner
 from pretrainkit.stage_layout import KEPT_GLOB, STATS_NAME, WORK_NAME
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet", ".txt")
@@ -184,10 +184,16 @@ def _scan_directory(d: Path, given: str, suffixes: Sequence[str]) -> list[Path]:
     dedup_outputs = {d / rel for rel in outputs}
     unread = set(unread_in_dedup_outputs(list(rels.values()), outputs))
     for f in every:
-        if f.name == STATS_NAME and f.parent not in dedup_outputs and owner(f.parent) == DECONTAMINATE.name:
+        if f.name != STATS_NAME or f.parent in dedup_outputs:
+            continue
+        if owner(f.parent) == DECONTAMINATE.name:
             raise UserError(
                 f"{f.parent}: a `ptk decontaminate --report-only` output: it lists the contaminated documents "
                 f"({f.parent / 'contaminated.jsonl'}) and keeps none; give the corpus it read instead"
+            )
+        if owner(f.parent) == SPLIT.name:  # its buckets are corpora of their own: which ones is the user's choice
+            raise UserError(
+                f"{f.parent}: a `ptk split` output: give the bucket folders to read ({f.parent / 'bucket-00'}, ...)"
             )
     for f in every:
         if f.parent.name == WORK_NAME and f.parent.parent not in dedup_outputs:

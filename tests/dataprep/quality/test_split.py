@@ -20,6 +20,7 @@ from pretrainkit import cli
 from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.dataprep.quality.split import SplitOptions, bucket_of, run_split, weighted_cuts
 from pretrainkit.dataprep.readers import Document, discover_inputs, plan_read_tasks, read_task
+from pretrainkit.errors import UserError
 from pretrainkit.mixtures.config import read_mixture_config
 from pretrainkit.shards import write_shards
 
@@ -124,6 +125,9 @@ def test_quantile_buckets_hold_a_kth_of_the_bytes_each_record_unchanged(scored, 
         seen += records
     assert sorted(json.dumps(r, ensure_ascii=False).encode() for r in seen) == sorted(lines)  # each once, unchanged
     assert [b["to"] for b in buckets[:-1]] == _brute_force_cuts(scores.tolist(), lengths.tolist(), 4)
+    # the buckets are the corpora to read on: the whole folder (its rejected.jsonl among them) is refused
+    with pytest.raises(UserError, match=r": a `ptk split` output: give the bucket folders to read \("):
+        discover_inputs([str(out)])
 
 
 def test_bytes_identical_on_any_number_of_workers_and_on_a_rerun(scored, tmp_path):
