@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fixtures.first_run import run_twice_from_an_empty_cache
 from pretrainkit.dataprep.kernels.numba_cache import cache_dir
 
 MESSAGE = "compiling kernels (first run only)"
 
 
+@pytest.mark.slow  # every kernel compiled into an empty cache: half a minute
 def test_a_first_run_says_it_compiles_and_fills_the_cache_a_second_run_is_silent(tmp_path, reuters_docs):
     from fixtures.corpora import write_jsonl
 

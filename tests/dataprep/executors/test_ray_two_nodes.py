@@ -35,6 +35,8 @@ import pytest
 
 from fixtures.corpora import write_jsonl
 
+pytestmark = pytest.mark.slow  # two Ray nodes start for each test: the Ray tier, out of make test-fast
+
 RAY = str(Path(sys.executable).with_name("ray"))
 # Token authentication, as a real cluster has it: every node and driver gets the cluster's token
 # (here in the environment of the processes a test starts, not in ~/.ray, which is the user's).

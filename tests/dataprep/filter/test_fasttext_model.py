@@ -49,6 +49,7 @@ def reference(model, line: str) -> tuple[str, float] | None:
     return (found[0][1], found[0][0]) if found else None
 
 
+@pytest.mark.slow  # fastText's predict on every sample; the fast tier compares random and odd lines with it
 def test_same_labels_and_scores_as_fasttext_on_every_sample(models):
     ours, theirs = models
     missing = ld.missing_sources()
