@@ -89,6 +89,7 @@ EXTRACT = Kind("ptk extract", lambda f: False)
 DECONTAMINATE = Kind("ptk decontaminate", lambda f: False)  # never written without a marker: none to recognise
 FILTER = Kind("ptk filter", lambda f: False)  # never written without a marker: none to recognise
 PARAGRAPHS = Kind("ptk dedup --paragraphs", lambda f: False)  # never written without a marker: none to recognise
+SCORE = Kind("ptk score", lambda f: False)  # never written without a marker: none to recognise
 KINDS = (DEDUP, TOKENIZE, PREPARE, EXPORT, TRAIN)  # the order old outputs are recognised in
 
 

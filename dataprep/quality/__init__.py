@@ -1,0 +1,1 @@
+"""Model-based quality: classifiers trained and applied."""
