@@ -159,8 +159,9 @@ def _fields(classifiers: tuple[CheckedClassifier, ...], combine: tuple[str, ...]
     return [f for c in classifiers for f in c.fields] + [f"score_{how}" for how in combine]
 
 
-def _combined(fields: dict, classifiers: tuple[CheckedClassifier, ...], combine: tuple[str, ...]) -> None:
-    scores = [fields[c.score_field] for c in classifiers]
+def _combined(fields: dict, score_fields: list[str], combine: tuple[str, ...]) -> None:
+    """score_HOW of the classifiers' scores (their `score_fields`), for each way of `combine`."""
+    scores = [fields[name] for name in score_fields]
     for how in combine:
         value = max(scores) if how == "max" else sum(scores) / len(scores)
         fields[f"score_{how}"] = round(value, SCORE_DECIMALS)
@@ -174,6 +175,7 @@ def score_part(job: ScoreJob) -> dict:
         return json.loads(done.read_text())
     scorers = [load_scorer(c) for c in job.classifiers]  # a worker's first job loads the models
     counts = {f: ScoreCounts() for f in _fields(job.classifiers, job.options.combine)}
+    score_fields = [c.score_field for c in job.classifiers]
     docs, rejected, reasons = 0, 0, Counter()
     text_field = job.options.text_field
     # The rows are not fsynced: a rerun rewrites any job whose done file (written last) is missing.
@@ -197,7 +199,8 @@ def score_part(job: ScoreJob) -> dict:
                 doc = Doc(item.text)
                 for fields in each:
                     doc.fields.update(fields[i])
-                _combined(doc.fields, job.classifiers, job.options.combine)
+                if job.options.combine:
+                    _combined(doc.fields, score_fields, job.options.combine)
                 for name, value in doc.fields.items():
                     counts[name].add(value)
                 kept.write(kept_record(item, doc, text_field) + b"\n")

@@ -19,6 +19,12 @@ n-gram and quantized-row code this reuses), for every supervised model a user tr
 - the output: softmax (fastText's default for supervised models), one-vs-all or negative sampling
   (a sigmoid per label), or hierarchical softmax (the product of the branch probabilities on the
   label's path, each `p + 1e-5` as fastText's `std_log` takes it).
+A dense model of few labels (a quality classifier: DCLM's has two) is read faster than fastText
+reads it: the model is linear up to its output, so each input row's logits (its products with the
+output rows) are computed once as it loads (`_projected`, float64), and a text's logits are the mean
+of its rows' logits, a few numbers a row where fastText adds up `dim` (the rows a text reads are
+spread over a matrix of gigabytes: memory, not arithmetic, is the cost). The probabilities differ
+from fastText's float32 sums by rounding only (~1e-7). Other models are computed as fastText does.
 A text of which the model reads nothing (no token but the line's end, and "</s>" not in the model)
 gets fastText's empty prediction: probability 0.
 """
@@ -58,6 +64,9 @@ import numba  # noqa: E402  (after fasttext_model, which sets numba's cache dire
 
 HIERARCHICAL_SOFTMAX, NEGATIVE_SAMPLING, SOFTMAX, ONE_VS_ALL = 1, 2, 3, 4  # fastText's loss_name
 NGRAM_PRIME = np.uint64(116049371)  # Dictionary::addWordNgrams
+# A dense model's rows are projected onto its output rows where these are at most dim / PROJECTED_SHARE
+# (a classifier of a few labels: DCLM's has 2, of dim 256): each row is then a few numbers, not dim.
+PROJECTED_SHARE = 4
 
 
 @numba.njit(cache=True)
@@ -149,13 +158,12 @@ def _table_sigmoid(f):
 
 
 @numba.njit(cache=True)
-def _label_probability(hidden, output, loss, label, path):
-    """The probability of `label` given the averaged `hidden` vector (`Loss::computeOutput`); `path`:
-    for hierarchical softmax, the label's (inner node, 1 for its right branch) from the root down."""
+def _label_probability(logits, loss, label, path):
+    """The probability of `label` given `logits`, output row k's product with the averaged hidden
+    vector (`Loss::computeOutput`, in float32 as fastText's); `path`: for hierarchical softmax, the
+    label's (inner node, 1 for its right branch) from the root down."""
     if loss == SOFTMAX:
-        scores = np.empty(len(output), np.float32)
-        for i in range(len(output)):
-            scores[i] = _dot(output[i], hidden)
+        scores = logits.astype(np.float32)
         top = scores.max()
         z = np.float32(0.0)
         for i in range(len(scores)):
@@ -163,22 +171,25 @@ def _label_probability(hidden, output, loss, label, path):
             z += scores[i]
         return np.float64(scores[label] / z)
     if loss == HIERARCHICAL_SOFTMAX:
-        labels = len(output)  # the tree's inner node `labels + k` has row k
+        labels = len(logits)  # the tree's inner node `labels + k` has row k
         score = np.float32(0.0)
         for k in range(len(path)):
-            f = _sigmoid(_dot(output[path[k, 0] - labels], hidden))
+            f = _sigmoid(np.float32(logits[path[k, 0] - labels]))
             p = f if path[k, 1] else np.float32(1.0 - np.float64(f))
             score += np.float32(math.log(np.float64(p) + 1e-5))  # std_log, as the search sums it
         return np.float64(np.float32(np.exp(score)))
-    return np.float64(_table_sigmoid(_dot(output[label], hidden)))  # one-vs-all, negative sampling
+    return np.float64(_table_sigmoid(np.float32(logits[label])))  # one-vs-all, negative sampling
 
 
 @numba.njit(cache=True)
-def _probabilities(data, ends, ints, words, dense, quantized, output, loss, label, path):
-    """`_label_probability` of each line, line i data[ends[i - 1]:ends[i]] (from 0 for the first); the
-    input rows from `dense` where it has rows, else from `quantized` (`input_rows`)."""
+def _probabilities(data, ends, ints, words, projected, quantized, dense, output, loss, label, path):
+    """`_label_probability` of each line, line i data[ends[i - 1]:ends[i]] (from 0 for the first), its
+    logits from the first of these that has rows: `projected` (each input row's logits: their mean is
+    the line's), `quantized` (`input_rows`: the hidden vector, as fastText adds the rows), `dense`."""
     dim = ints[4]
     out = np.empty(len(ends), np.float64)
+    logits = np.empty(len(output), np.float64)
+    hidden = np.empty(dim, np.float32)
     start = 0
     for i in range(len(ends)):
         line = data[start : ends[i]]
@@ -191,19 +202,45 @@ def _probabilities(data, ends, ints, words, dense, quantized, output, loss, labe
         if count == 0:
             out[i] = 0.0
             continue
-        hidden = np.zeros(dim, np.float32)
-        if len(dense):
+        if len(projected):
+            logits[:] = 0.0
             for r in rows[:count]:
-                row = dense[r]
-                for d in range(dim):
-                    hidden[d] += row[d]
+                for k in range(len(logits)):
+                    logits[k] += projected[r, k]
+            logits /= count
         else:
-            add_rows(hidden, quantized, rows[:count])
-        scale = np.float32(1.0 / count)
-        for d in range(dim):
-            hidden[d] *= scale
-        out[i] = _label_probability(hidden, output, loss, label, path)
+            hidden[:] = 0.0
+            if len(quantized[0]):
+                add_rows(hidden, quantized, rows[:count])
+            else:
+                for r in rows[:count]:
+                    row = dense[r]
+                    for d in range(dim):
+                        hidden[d] += row[d]
+            scale = np.float32(1.0 / count)
+            for d in range(dim):
+                hidden[d] *= scale
+            for k in range(len(logits)):
+                logits[k] = _dot(output[k], hidden)
+        out[i] = _label_probability(logits, loss, label, path)
     return out
+
+
+@numba.njit(cache=True)
+def _projected(dense, output):
+    """Each input row's logits (its product with every output row), summed in float64: a line's logits
+    are the mean of its rows' (the model is linear up to its output), so a line reads len(output)
+    numbers per row rather than dim. One pass over the mapped matrix."""
+    projected = np.empty((len(dense), len(output)), np.float64)
+    weights = output.astype(np.float64)
+    for r in range(len(dense)):
+        row = dense[r]
+        for k in range(len(weights)):
+            total = 0.0
+            for d in range(len(row)):
+                total += row[d] * weights[k, d]
+            projected[r, k] = total
+    return projected
 
 
 def _label_paths(counts: list[int]) -> list[np.ndarray]:
@@ -233,6 +270,7 @@ class FastTextClassifier:
     words: tuple  # `fasttext_model.vocabulary`
     dense: np.ndarray  # [rows, dim], a view of the mapped file; no rows for a quantized model
     quantized: tuple  # `fasttext_model.input_rows` of a quantized model; a placeholder for a dense one
+    projected: np.ndarray  # [rows, labels]: `_projected` of a dense model of few labels; else no rows
     output: np.ndarray  # [labels, dim] (hierarchical softmax: a row per inner node of the tree)
     loss: int
     paths: list[np.ndarray]  # per label, for hierarchical softmax; empty paths otherwise
@@ -266,6 +304,7 @@ class FastTextClassifier:
         if (cols, out_cols, rows_n, out_rows, r.at) != (dim, dim, expected_rows, nlabels, len(r.data)):
             raise UserError(f"{path}: not a readable fastText model (its matrices do not match its dictionary)")
         counts = [count for _, count, kind in entries if kind == LABEL]
+        few = not quant_input and len(output) <= dim // PROJECTED_SHARE
         return cls(
             path=path,
             labels=labels_of(entries),
@@ -273,6 +312,7 @@ class FastTextClassifier:
             words=vocabulary(entries, ints, pruned),
             dense=dense,
             quantized=quantized,
+            projected=_projected(dense, output) if few else np.zeros((0, len(output)), np.float64),
             output=output,
             loss=loss,
             paths=_label_paths(counts) if loss == HIERARCHICAL_SOFTMAX else [np.zeros((0, 2), np.int64)] * nlabels,
@@ -288,8 +328,9 @@ class FastTextClassifier:
             ends,
             self.ints,
             self.words,
-            self.dense,
+            self.projected,
             self.quantized,
+            self.dense,
             self.output,
             self.loss,
             label,

@@ -9,8 +9,9 @@ encoder with one regression output).
 
 A text is tokenized as transformers' own pipeline does (special tokens added), truncated at the
 model's maximum length (the tokenizer's, no longer than the model's positions), and the texts are
-run in batches of similar length (sorted by their tokens, padded to the longest of each batch): the
-padding a batch of mixed lengths would cost is not computed, and a padded position changes no
+run in batches of similar length (sorted by their tokens, padded to the longest of each batch, as
+many as BATCH_SIZE texts of the maximum length hold): the padding a batch of mixed lengths would
+cost is not computed, and a padded position changes no
 output (the attention mask hides it), so each score is the one transformers gives the text alone,
 within float error (1e-4; the tests compare them). transformers and torch are imported here only,
 when a Hugging Face model is used.
@@ -28,7 +29,7 @@ import numpy as np
 from pretrainkit.errors import UserError
 
 CONFIG_NAME = "config.json"
-BATCH_SIZE = 32  # texts a forward pass reads
+BATCH_SIZE = 32  # texts a forward pass reads at least (more where they are short: `_batches`)
 
 
 def hf_labels(folder: Path) -> list[str]:
@@ -84,10 +85,22 @@ class HFClassifier:
         order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
         out = np.empty(len(texts))
         with torch.inference_mode():
-            for start in range(0, len(order), BATCH_SIZE):
-                batch = order[start : start + BATCH_SIZE]
+            for batch in _batches(order, [len(i) for i in ids], BATCH_SIZE * self.max_length):
                 inputs = self.tokenizer.pad({"input_ids": [ids[i] for i in batch]}, return_tensors="pt")
                 logits = self.model(**{k: v.to(self.device) for k, v in inputs.items()}).logits.float()
                 found = logits[:, 0] if label is None else torch.softmax(logits, dim=-1)[:, label]
                 out[batch] = found.cpu().numpy()
         return out
+
+
+def _batches(order: list[int], lengths: list[int], most_tokens: int) -> list[list[int]]:
+    """`order` (texts by increasing length) cut into batches of at least BATCH_SIZE texts, more while
+    the batch, padded to its longest, holds at most `most_tokens` (BATCH_SIZE full-length texts'):
+    short texts go many to a pass, which the processor runs faster than as many small ones."""
+    batches, batch = [], []
+    for i in order:
+        if len(batch) >= BATCH_SIZE and (len(batch) + 1) * lengths[i] > most_tokens:
+            batches.append(batch)
+            batch = []
+        batch.append(i)
+    return [*batches, batch] if batch else batches

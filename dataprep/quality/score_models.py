@@ -132,11 +132,10 @@ class Scorer:
 
     def fields(self, texts: list[str]) -> list[dict[str, float | int]]:
         """Each text's fields (`CheckedClassifier.fields`)."""
-        name = self.checked.score_field
-        if self.checked.label_index is not None:
-            return [{name: s} for s in self.scores(texts)]
-        edu = f"int_score_{self.checked.spec.field_name}"
-        return [{name: s, edu: int_score(s)} for s in self.scores(texts)]
+        names = self.checked.fields
+        if len(names) == 1:
+            return [{names[0]: s} for s in self.scores(texts)]
+        return [{names[0]: s, names[1]: int_score(s)} for s in self.scores(texts)]
 
 
 def int_score(score: float) -> int:

@@ -17,6 +17,7 @@ FASTTEXT_MODELS = {
         {"loss": "softmax", "wordNgrams": 2, "minn": 3, "maxn": 5},
         {"cutoff": 500, "dsub": 2, "retrain": False},
     ),
+    "softmax-dim4.bin": ({"loss": "softmax", "wordNgrams": 2, "dim": 4}, None),  # too few dims to project its rows
     "hs-subwords.bin": ({"loss": "hs", "minn": 2, "maxn": 4}, None),
     "ova-trigrams.bin": ({"loss": "ova", "wordNgrams": 3}, None),
 }

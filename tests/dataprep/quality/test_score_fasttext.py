@@ -1,8 +1,9 @@
 """The fastText scorer (`dataprep.quality.score_fasttext`) against fastText's own C++ `predict` (the
 fasttext-predict package): the probability of every label of models fastText trained here (softmax
 with word bigrams, quantized and pruned with subwords, hierarchical softmax, one-vs-all with
-trigrams) within 1e-4 on real documents and on lines whose tokens fastText reads in its own way; and
-files that are no classifier refused in one line."""
+trigrams; dense ones read through their projected rows and, with too few dimensions for that, as
+fastText adds them) within 1e-4 on real documents and on lines whose tokens fastText reads in its
+own way; and files that are no classifier refused in one line."""
 
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ def reference(model, text: str, label: str) -> float:
     return dict(zip(labels, probabilities)).get(label, 0.0)
 
 
-@pytest.mark.parametrize("name", ["softmax-bigrams.bin", "softmax-subwords.ftz", "hs-subwords.bin", "ova-trigrams.bin"])
+@pytest.mark.parametrize(
+    "name", ["softmax-bigrams.bin", "softmax-subwords.ftz", "softmax-dim4.bin", "hs-subwords.bin", "ova-trigrams.bin"]
+)
 def test_the_probability_of_every_label_is_fasttexts(fasttext_models, name):
     path = fasttext_models[name]
     ours, theirs = FastTextClassifier.load(path), fasttext.load_model(str(path))
@@ -52,6 +55,7 @@ def test_the_probability_of_every_label_is_fasttexts(fasttext_models, name):
         assert worst < 1e-4, (name, label, worst)
     news = ours.probabilities(lines[:100], 0)
     assert sum(news > 0.5) > 80, "the news model finds news: the comparison is of a model that learnt something"
+    assert len(ours.projected) == (0 if name in ("softmax-subwords.ftz", "softmax-dim4.bin") else len(ours.dense))
 
 
 def test_a_file_that_is_no_fasttext_model_is_one_line(tmp_path, fasttext_models):
