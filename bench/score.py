@@ -36,11 +36,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.filter import FILES, corpus  # noqa: E402  (the same corpus as bench.filter's)
 from bench.results import write_result  # noqa: E402
-from fixtures.corpora import DATA, ROOT, text_corpora, write_jsonl  # noqa: E402
+from fixtures.corpora import DATA, ROOT, text_corpora  # noqa: E402
 from fixtures.quality_models import labelled_file, tiny_bert, train_fasttext  # noqa: E402
 
-FILES = 8
 REPEATS = 2
 BASELINE = """
 import json, sys, time
@@ -55,22 +55,6 @@ for path in sorted(Path(sys.argv[2]).glob("*.jsonl")):
             docs += 1
 print(docs)
 """
-
-
-def corpus(root: Path, mb: float) -> tuple[Path, int, float]:
-    """The corpora's documents, repeated or cut to about `mb` MB of text, in FILES files."""
-    base = text_corpora()
-    docs, size, copy = [], 0, 0
-    while size < mb * 1e6:
-        for doc_id, text in base:
-            docs.append((f"{doc_id}-{copy}", text))
-            size += len(text.encode())
-            if size >= mb * 1e6:
-                break
-        copy += 1
-    for i in range(FILES):
-        write_jsonl(docs[i::FILES], root / f"part{i}.jsonl")
-    return root, len(docs), sum(p.stat().st_size for p in root.glob("*.jsonl")) / 1e6
 
 
 def timed(argv: list[str]) -> tuple[float, float]:
