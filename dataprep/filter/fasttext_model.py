@@ -94,13 +94,6 @@ class ModelReader:
         self.at += size
         return values
 
-    def word(self) -> bytes:
-        end = self.data.find(b"\0", self.at)
-        if end < 0:
-            raise UserError(f"{self.path}: not a readable fastText model (a dictionary word without its end)")
-        word, self.at = self.data[self.at : end], end + 1
-        return word
-
 
 def _quantizer(r: ModelReader) -> tuple[np.ndarray, int, int, int, int]:
     """A ProductQuantizer: (centroids, dim, nsubq, dsub, lastdsub)."""
@@ -457,7 +450,7 @@ def huffman_tree(counts: list[int]) -> tuple[np.ndarray, np.ndarray]:
     return left, right
 
 
-def vocabulary(entries: list[tuple[bytes, int, int]], ints: np.ndarray, pruned: np.ndarray | None) -> tuple:
+def vocabulary(dictionary: Dictionary, ints: np.ndarray, pruned: np.ndarray | None) -> tuple:
     """The dictionary as `_add_line` reads it (its docstring lists the arrays): the entries' words in
     a hash table, each word's rows (its own and its kept n-grams', as `initNgrams` makes them), and the
     kept n-grams' buckets (`pruneidx`) as bits and as a table of their rows; `pruned` None for a model
@@ -469,20 +462,68 @@ def vocabulary(entries: list[tuple[bytes, int, int]], ints: np.ndarray, pruned: 
         kept_bits = np.zeros((bucket + 63) // 64, np.uint64)
         bits = np.left_shift(np.uint64(1), (pruned[:, 0] & 63).astype(np.uint64))
         np.bitwise_or.at(kept_bits, pruned[:, 0] >> 6, bits)
-    words = [word for word, _, _ in entries]
-    word_bytes = np.frombuffer(b"".join(words), np.uint8).copy()
-    word_at = np.zeros(len(words) + 1, np.int64)
-    word_at[1:] = np.cumsum([len(w) for w in words])
-    tables = np.array([_table_size(len(pruned)), _table_size(len(words))], np.int64)
+    word_bytes, word_at = dictionary.word_bytes, dictionary.word_at
+    tables = np.array([_table_size(len(pruned)), _table_size(len(word_at) - 1)], np.int64)
     word_table, sub_rows, sub_at, prune_keys, prune_values = _dictionary(
         word_bytes, word_at, pruned, minn, maxn, bucket, nwords, kept_bits, tables
     )
     return (word_table, word_bytes, word_at, sub_rows, sub_at, kept_bits, prune_keys, prune_values)
 
 
-def dictionary_of(r: ModelReader) -> tuple[tuple[int, ...], list[tuple[bytes, int, int]]]:
-    """The header fields the model is run with, and the dictionary's entries (word, count, type): the
-    start of the file, in FastText::loadModel's order."""
+@dataclass(frozen=True)
+class Dictionary:
+    """A model file's dictionary: entry i's word is word_bytes[word_at[i]:word_at[i + 1]]."""
+
+    word_bytes: np.ndarray  # uint8
+    word_at: np.ndarray  # int64, one more than the entries
+    counts: np.ndarray  # int64
+    kinds: np.ndarray  # int8: 0 a word, LABEL a label
+
+    def labels(self) -> list[str]:
+        """The labels ("__label__de", ...), in the dictionary's order."""
+        at = self.word_at
+        return [
+            self.word_bytes[at[i] : at[i + 1]].tobytes().decode("utf-8", "replace")
+            for i in np.flatnonzero(self.kinds == LABEL)
+        ]
+
+    def label_counts(self) -> list[int]:
+        return self.counts[self.kinds == LABEL].tolist()
+
+
+@numba.njit(cache=True)
+def _entries(data, at, size):
+    """`size` dictionary entries from byte `at` (each its word, a NUL, its count as int64 and its type as
+    int8: `Dictionary::load`), in one compiled pass (a Python loop took ~3 us an entry: seconds for the
+    millions of words of a classifier trained on a crawl): (word bytes, word offsets, counts, types, the
+    byte after the last entry; -1 there where the file ends first)."""
+    word_at = np.zeros(size + 1, np.int64)
+    counts = np.zeros(size, np.int64)
+    kinds = np.zeros(size, np.int8)
+    starts = np.zeros(size, np.int64)
+    for i in range(size):
+        end = at
+        while end < len(data) and data[end] != 0:
+            end += 1
+        if end + 10 > len(data):
+            return np.zeros(0, np.uint8), word_at, counts, kinds, -1
+        starts[i] = at
+        word_at[i + 1] = word_at[i] + end - at
+        count = np.int64(0)
+        for k in range(8):
+            count |= np.int64(data[end + 1 + k]) << (8 * k)
+        counts[i] = count
+        kinds[i] = np.int8(data[end + 9]) if data[end + 9] < 128 else np.int8(np.int64(data[end + 9]) - 256)
+        at = end + 10
+    word_bytes = np.empty(word_at[size], np.uint8)
+    for i in range(size):
+        word_bytes[word_at[i] : word_at[i + 1]] = data[starts[i] : starts[i] + word_at[i + 1] - word_at[i]]
+    return word_bytes, word_at, counts, kinds, at
+
+
+def dictionary_of(r: ModelReader) -> tuple[tuple[int, ...], Dictionary]:
+    """The header fields the model is run with, and the dictionary: the start of the file, in
+    FastText::loadModel's order."""
     magic, version = r.take("ii")
     if magic != MAGIC or version not in VERSIONS:
         raise UserError(f"{r.path}: not a fastText model file (magic {magic}, version {version})")
@@ -492,18 +533,18 @@ def dictionary_of(r: ModelReader) -> tuple[tuple[int, ...], list[tuple[bytes, in
         maxn = 0  # fastText: old supervised models use no character n-grams
     size, nwords, nlabels = r.take("3i")
     _ntokens, prune_size = r.take("2q")
-    entries = [(r.word(), *r.take("qb")) for _ in range(size)]
-    return (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), entries
-
-
-def labels_of(entries: list[tuple[bytes, int, int]]) -> list[str]:
-    return [word.decode("utf-8", "replace") for word, _, kind in entries if kind == LABEL]
+    word_bytes, word_at, counts, kinds, end = _entries(np.frombuffer(r.data, np.uint8), r.at, max(size, 0))
+    if end < 0:
+        raise UserError(f"{r.path}: not a readable fastText model (it ends at byte {len(r.data)})")
+    r.at = end
+    dictionary = Dictionary(word_bytes, word_at, counts, kinds)
+    return (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), dictionary
 
 
 def model_labels(path: Path) -> list[str]:
     """The labels of model file `path` ("__label__de", ...), read from its dictionary alone: a few
     milliseconds, where `FastTextModel.load` takes seconds."""
-    return labels_of(dictionary_of(ModelReader(path))[1])
+    return dictionary_of(ModelReader(path))[1].labels()
 
 
 @dataclass(frozen=True)
@@ -520,7 +561,7 @@ class FastTextModel:
         """The model of file `path` (FastText::loadModel's order of fields); a file that is no model, is
         cut short, or is a kind of model this reader does not run: a UserError naming it."""
         r = ModelReader(path)
-        (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), entries = dictionary_of(r)
+        (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), words = dictionary_of(r)
         pruned = r.array(np.int32, 2 * max(prune_size, 0)).reshape(-1, 2)
         (quant_input,) = r.take("?")
         if (model, loss, word_ngrams, quant_input) != (SUPERVISED, HIERARCHICAL_SOFTMAX, 1, True) or prune_size < 0:
@@ -539,12 +580,12 @@ class FastTextModel:
             raise UserError(f"{path}: not a readable fastText model (its matrices do not match its dictionary)")
         ints = np.array([minn, maxn, bucket, nwords, dim], np.int64)
         return cls(
-            labels=labels_of(entries),
+            labels=words.labels(),
             ints=ints,
-            words=vocabulary(entries, ints, pruned),
+            words=vocabulary(words, ints, pruned),
             rows=input_rows(codes, pq, norms),
             output=output,
-            tree=huffman_tree([count for _, count, kind in entries if kind == LABEL]),
+            tree=huffman_tree(words.label_counts()),
         )
 
     def predict(self, line: str) -> tuple[str, float] | None:

@@ -39,7 +39,6 @@ import numpy as np
 
 from pretrainkit.dataprep.filter.fasttext_model import (
     EOS_BYTES,
-    LABEL,
     SUPERVISED,
     ModelReader,
     add_rows,
@@ -50,7 +49,6 @@ from pretrainkit.dataprep.filter.fasttext_model import (
     input_rows,
     is_label,
     kept_ngrams,
-    labels_of,
     next_token,
     quantized_matrix,
     same,
@@ -280,7 +278,7 @@ class FastTextClassifier:
         """The model of file `path` (FastText::loadModel's order of fields); a file that is no
         supervised fastText model, or is cut short: a UserError naming it."""
         r = ModelReader(path)
-        (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), entries = dictionary_of(r)
+        (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), words = dictionary_of(r)
         if model != SUPERVISED:
             raise UserError(f"{path}: a fastText word-vector model, not a classifier (trained with `supervised`)")
         if loss not in (HIERARCHICAL_SOFTMAX, NEGATIVE_SAMPLING, SOFTMAX, ONE_VS_ALL):
@@ -303,19 +301,20 @@ class FastTextClassifier:
         expected_rows = nwords + (len(pruned) if pruned is not None else bucket)
         if (cols, out_cols, rows_n, out_rows, r.at) != (dim, dim, expected_rows, nlabels, len(r.data)):
             raise UserError(f"{path}: not a readable fastText model (its matrices do not match its dictionary)")
-        counts = [count for _, count, kind in entries if kind == LABEL]
         few = not quant_input and len(output) <= dim // PROJECTED_SHARE
         return cls(
             path=path,
-            labels=labels_of(entries),
+            labels=words.labels(),
             ints=ints,
-            words=vocabulary(entries, ints, pruned),
+            words=vocabulary(words, ints, pruned),
             dense=dense,
             quantized=quantized,
             projected=_projected(dense, output) if few else np.zeros((0, len(output)), np.float64),
             output=output,
             loss=loss,
-            paths=_label_paths(counts) if loss == HIERARCHICAL_SOFTMAX else [np.zeros((0, 2), np.int64)] * nlabels,
+            paths=_label_paths(words.label_counts())
+            if loss == HIERARCHICAL_SOFTMAX
+            else [np.zeros((0, 2), np.int64)] * nlabels,
         )
 
     def probabilities(self, texts: list[str], label: int) -> np.ndarray:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrainkit.dataprep.filter.fasttext_model import MAGIC, ModelReader, dictionary_of, labels_of
+from pretrainkit.dataprep.filter.fasttext_model import MAGIC, model_labels
 from pretrainkit.errors import UserError, quoted
 
 SCORE_DECIMALS = 6
@@ -87,7 +87,7 @@ def check_classifier(spec: ClassifierSpec) -> CheckedClassifier:
     elif path.is_file():
         if not _is_fasttext(path):
             raise UserError(f"{path}: not a classifier (neither a fastText .bin/.ftz nor a Hugging Face model folder)")
-        labels, kind = labels_of(dictionary_of(ModelReader(path))[1]), FASTTEXT
+        labels, kind = model_labels(path), FASTTEXT
         shown = [label.removeprefix(FASTTEXT_LABEL) for label in labels]
     else:
         raise UserError(f"{path}: no such classifier (a fastText .bin/.ftz file or a Hugging Face model folder)")
