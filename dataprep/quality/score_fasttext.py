@@ -40,6 +40,7 @@ import numpy as np
 from pretrainkit.dataprep.filter.fasttext_model import (
     EOS_BYTES,
     SUPERVISED,
+    Dictionary,
     ModelReader,
     add_rows,
     bucket_row,
@@ -261,6 +262,51 @@ def _label_paths(counts: list[int]) -> list[np.ndarray]:
 
 
 @dataclass(frozen=True)
+class ModelFile:
+    """What a classifier's file holds, read and checked; its dense matrix a view of the mapped file."""
+
+    ints: np.ndarray  # minn, maxn, bucket, nwords, dim, wordNgrams
+    words: Dictionary
+    pruned: np.ndarray | None  # (bucket, row) of the n-grams a pruned model kept; None: never pruned
+    dense: np.ndarray  # [rows, dim]; no rows for a quantized model
+    quantized: tuple  # `fasttext_model.input_rows` of a quantized model; a placeholder (no codes) for a dense one
+    output: np.ndarray  # [labels, dim] (hierarchical softmax: a row per inner node of the tree)
+    loss: int
+
+
+def read_model_file(path: Path) -> ModelFile:
+    """Model file `path` in FastText::loadModel's order of fields, each part's size checked against its
+    dictionary's (a dense matrix is mapped, not read: seconds less for gigabytes, so a run checks its
+    models this way before it writes anything); a file that is no supervised fastText model, or is cut
+    short: a UserError naming it."""
+    r = ModelReader(path)
+    (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), words = dictionary_of(r)
+    if model != SUPERVISED:
+        raise UserError(f"{path}: a fastText word-vector model, not a classifier (trained with `supervised`)")
+    if loss not in (HIERARCHICAL_SOFTMAX, NEGATIVE_SAMPLING, SOFTMAX, ONE_VS_ALL):
+        raise UserError(f"{path}: not a readable fastText model (unknown loss {loss})")
+    pruned = r.array(np.int32, 2 * prune_size).reshape(-1, 2) if prune_size >= 0 else None
+    ints = np.array([minn, maxn, bucket, nwords, dim, max(word_ngrams, 1)], np.int64)
+    (quant_input,) = r.take("?")
+    if quant_input:
+        rows_n, cols, codes, pq, norms = quantized_matrix(r)
+        dense, quantized = np.zeros((0, dim), np.float32), input_rows(codes, pq, norms)
+    else:
+        rows_n, cols = r.take("qq")
+        dense = r.view(np.float32, rows_n * cols).reshape(rows_n, cols)
+        quantized = input_rows(np.zeros((0, 1), np.uint8), (np.zeros(256, np.float32), 1, 1, 1, 1), None)
+    (qout,) = r.take("?")
+    if qout:
+        raise UserError(f"{path}: a fastText model this reader does not run (its output matrix is quantized)")
+    out_rows, out_cols = r.take("qq")
+    output = r.array(np.float32, out_rows * out_cols).reshape(out_rows, out_cols)
+    expected_rows = nwords + (len(pruned) if pruned is not None else bucket)
+    if (cols, out_cols, rows_n, out_rows, r.at) != (dim, dim, expected_rows, nlabels, len(r.data)):
+        raise UserError(f"{path}: not a readable fastText model (its matrices do not match its dictionary)")
+    return ModelFile(ints, words, pruned, dense, quantized, output, loss)
+
+
+@dataclass(frozen=True)
 class FastTextClassifier:
     path: Path
     labels: list[str]  # as the file names them: "__label__hq"
@@ -275,46 +321,22 @@ class FastTextClassifier:
 
     @classmethod
     def load(cls, path: Path) -> FastTextClassifier:
-        """The model of file `path` (FastText::loadModel's order of fields); a file that is no
-        supervised fastText model, or is cut short: a UserError naming it."""
-        r = ModelReader(path)
-        (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), words = dictionary_of(r)
-        if model != SUPERVISED:
-            raise UserError(f"{path}: a fastText word-vector model, not a classifier (trained with `supervised`)")
-        if loss not in (HIERARCHICAL_SOFTMAX, NEGATIVE_SAMPLING, SOFTMAX, ONE_VS_ALL):
-            raise UserError(f"{path}: not a readable fastText model (unknown loss {loss})")
-        pruned = r.array(np.int32, 2 * prune_size).reshape(-1, 2) if prune_size >= 0 else None
-        ints = np.array([minn, maxn, bucket, nwords, dim, max(word_ngrams, 1)], np.int64)
-        (quant_input,) = r.take("?")
-        if quant_input:
-            rows_n, cols, codes, pq, norms = quantized_matrix(r)
-            dense, quantized = np.zeros((0, dim), np.float32), input_rows(codes, pq, norms)
-        else:
-            rows_n, cols = r.take("qq")
-            dense = r.view(np.float32, rows_n * cols).reshape(rows_n, cols)
-            quantized = input_rows(np.zeros((0, 1), np.uint8), (np.zeros(256, np.float32), 1, 1, 1, 1), None)
-        (qout,) = r.take("?")
-        if qout:
-            raise UserError(f"{path}: a fastText model this reader does not run (its output matrix is quantized)")
-        out_rows, out_cols = r.take("qq")
-        output = r.array(np.float32, out_rows * out_cols).reshape(out_rows, out_cols)
-        expected_rows = nwords + (len(pruned) if pruned is not None else bucket)
-        if (cols, out_cols, rows_n, out_rows, r.at) != (dim, dim, expected_rows, nlabels, len(r.data)):
-            raise UserError(f"{path}: not a readable fastText model (its matrices do not match its dictionary)")
-        few = not quant_input and len(output) <= dim // PROJECTED_SHARE
+        """The model of file `path` (`read_model_file`), ready to score."""
+        f = read_model_file(path)
+        few = not len(f.quantized[0]) and len(f.output) <= f.ints[4] // PROJECTED_SHARE
         return cls(
             path=path,
-            labels=words.labels(),
-            ints=ints,
-            words=vocabulary(words, ints, pruned),
-            dense=dense,
-            quantized=quantized,
-            projected=_projected(dense, output) if few else np.zeros((0, len(output)), np.float64),
-            output=output,
-            loss=loss,
-            paths=_label_paths(words.label_counts())
-            if loss == HIERARCHICAL_SOFTMAX
-            else [np.zeros((0, 2), np.int64)] * nlabels,
+            labels=f.words.labels(),
+            ints=f.ints,
+            words=vocabulary(f.words, f.ints, f.pruned),
+            dense=f.dense,
+            quantized=f.quantized,
+            projected=_projected(f.dense, f.output) if few else np.zeros((0, len(f.output)), np.float64),
+            output=f.output,
+            loss=f.loss,
+            paths=_label_paths(f.words.label_counts())
+            if f.loss == HIERARCHICAL_SOFTMAX
+            else [np.zeros((0, 2), np.int64)] * len(f.words.label_counts()),
         )
 
     def probabilities(self, texts: list[str], label: int) -> np.ndarray:

@@ -10,20 +10,24 @@ the probability of the label, which must be given) or a Hugging Face sequence-cl
 (`pretrainkit.dataprep.quality.score_hf`: the regression output of a one-output head, with
 `int_score_NAME` as FineWeb-Edu rounds it, int(round(max(0, min(score, 5)))); or the probability of
 the label of a head with several). A label is named as the model names it, fastText's with or
-without `__label__` (`hq`, `__label__hq`); a Hugging Face label also by its index. Checking reads
-the labels only (the fastText dictionary, the folder's config.json): milliseconds, no model loaded.
+without `__label__` (`hq`, `__label__hq`); a Hugging Face label also by its index. Checking loads no
+model: a fastText file is read through (its matrices mapped, their sizes checked), a Hugging Face
+folder's config.json read.
 Scores are rounded to SCORE_DECIMALS, so that a record shows the model's figures, not float noise.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from pretrainkit.dataprep.filter.fasttext_model import MAGIC, model_labels
+from pretrainkit.dataprep.filter.fasttext_model import MAGIC
+from pretrainkit.dataprep.quality.score_fasttext import FastTextClassifier, read_model_file
+from pretrainkit.dataprep.quality.score_hf import HFClassifier, hf_labels  # transformers: when a model loads
 from pretrainkit.errors import UserError, quoted
 
 SCORE_DECIMALS = 6
@@ -81,13 +85,11 @@ def check_classifier(spec: ClassifierSpec) -> CheckedClassifier:
     missing model, a file that is neither kind of model, a label the model lacks or one left out."""
     path = Path(spec.model)
     if path.is_dir():
-        from pretrainkit.dataprep.quality.score_hf import hf_labels  # no transformers import: its config alone
-
         labels, kind, shown = hf_labels(path), HUGGING_FACE, None
     elif path.is_file():
         if not _is_fasttext(path):
             raise UserError(f"{path}: not a classifier (neither a fastText .bin/.ftz nor a Hugging Face model folder)")
-        labels, kind = model_labels(path), FASTTEXT
+        labels, kind = read_model_file(path).words.labels(), FASTTEXT
         shown = [label.removeprefix(FASTTEXT_LABEL) for label in labels]
     else:
         raise UserError(f"{path}: no such classifier (a fastText .bin/.ftz file or a Hugging Face model folder)")
@@ -116,13 +118,9 @@ class Scorer:
         self.checked = checked
         path = Path(checked.spec.model)
         if checked.kind == FASTTEXT:
-            from pretrainkit.dataprep.quality.score_fasttext import FastTextClassifier
-
             self.model = FastTextClassifier.load(path)
             self._scores = lambda texts: self.model.probabilities(texts, checked.label_index)
         else:
-            from pretrainkit.dataprep.quality.score_hf import HFClassifier
-
             self.model = HFClassifier.load(path, checked.spec.device)
             self._scores = lambda texts: self.model.scores(texts, checked.label_index)
 
@@ -143,13 +141,16 @@ def int_score(score: float) -> int:
     return int(round(max(0, min(score, EDU_MAX))))
 
 
-_LOADED: dict[CheckedClassifier, Scorer] = {}  # per process: a worker loads a run's models once
+_LOADED: dict[tuple, Scorer] = {}  # per process: a worker loads a run's models once
 MOST_LOADED = 8  # models kept loaded in a process; more (a long-lived process of many runs): all dropped
 
 
 def load_scorer(checked: CheckedClassifier) -> Scorer:
-    if checked not in _LOADED:
+    """The classifier loaded, once per process while its files stay as they are (size, time)."""
+    stamps = tuple((f, os.stat(f).st_size, os.stat(f).st_mtime_ns) for f in model_files(checked.spec.model))
+    key = (checked, stamps)
+    if key not in _LOADED:
         if len(_LOADED) >= MOST_LOADED:
             _LOADED.clear()
-        _LOADED[checked] = Scorer(checked)
-    return _LOADED[checked]
+        _LOADED[key] = Scorer(checked)
+    return _LOADED[key]
