@@ -21,9 +21,8 @@ n-gram and quantized-row code this reuses), for every supervised model a user tr
   label's path, each `p + 1e-5` as fastText's `std_log` takes it).
 A dense model of few labels (a quality classifier: DCLM's has two) is read faster than fastText
 reads it: the model is linear up to its output, so each input row's logits (its products with the
-output rows) are computed once, the first time a text reads the row (`_projected`, float64: a
-worker reads of a matrix of gigabytes only the rows its texts have), and a text's logits are the
-mean of its rows' logits, a few numbers a row where fastText adds up `dim` (the rows a text reads are
+output rows) are computed once as it loads (`_projected`, float64), and a text's logits are the mean
+of its rows' logits, a few numbers a row where fastText adds up `dim` (the rows a text reads are
 spread over a matrix of gigabytes: memory, not arithmetic, is the cost). The probabilities differ
 from fastText's float32 sums by rounding only (~1e-7). Other models are computed as fastText does.
 A text of which the model reads nothing (no token but the line's end, and "</s>" not in the model)
@@ -184,9 +183,8 @@ def _label_probability(logits, loss, label, path):
 @numba.njit(cache=True)
 def _probabilities(data, ends, ints, words, projected, quantized, dense, output, loss, label, path):
     """`_label_probability` of each line, line i data[ends[i - 1]:ends[i]] (from 0 for the first), its
-    logits from the first of these that has rows: `projected` (`_projected`: each input row's logits,
-    their mean the line's), `quantized` (`input_rows`: the hidden vector, as fastText adds the rows),
-    `dense`."""
+    logits from the first of these that has rows: `projected` (each input row's logits: their mean is
+    the line's), `quantized` (`input_rows`: the hidden vector, as fastText adds the rows), `dense`."""
     dim = ints[4]
     out = np.empty(len(ends), np.float64)
     logits = np.empty(len(output), np.float64)
@@ -203,15 +201,11 @@ def _probabilities(data, ends, ints, words, projected, quantized, dense, output,
         if count == 0:
             out[i] = 0.0
             continue
-        values, known, weights = projected
-        if len(known):
+        if len(projected):
             logits[:] = 0.0
             for r in rows[:count]:
-                if not known[r]:  # its first reading
-                    _project(dense[r], weights, values[r])
-                    known[r] = True
                 for k in range(len(logits)):
-                    logits[k] += values[r, k]
+                    logits[k] += projected[r, k]
             logits /= count
         else:
             hidden[:] = 0.0
@@ -232,21 +226,20 @@ def _probabilities(data, ends, ints, words, projected, quantized, dense, output,
 
 
 @numba.njit(cache=True)
-def _project(row, weights, out):
-    """`out` = the row's product with each output row (`weights`, float64), summed in float64."""
-    for k in range(len(weights)):
-        total = 0.0
-        for d in range(len(row)):
-            total += row[d] * weights[k, d]
-        out[k] = total
-
-
-def _projected(rows: int, output: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(each input row's logits, whether each is computed yet, the output rows in float64) for
-    `_probabilities`, which computes a row's logits (`_project`) when a text first reads it: a line's
-    logits are the mean of its rows' (the model is linear up to its output), so it reads len(output)
-    numbers per row rather than dim. Zeroed memory: the pages of rows never read are never touched."""
-    return np.zeros((rows, len(output)), np.float64), np.zeros(rows, np.bool_), output.astype(np.float64)
+def _projected(dense, output):
+    """Each input row's logits (its product with every output row), summed in float64: a line's logits
+    are the mean of its rows' (the model is linear up to its output), so a line reads len(output)
+    numbers per row rather than dim. One pass over the mapped matrix."""
+    projected = np.empty((len(dense), len(output)), np.float64)
+    weights = output.astype(np.float64)
+    for r in range(len(dense)):
+        row = dense[r]
+        for k in range(len(weights)):
+            total = 0.0
+            for d in range(len(row)):
+                total += row[d] * weights[k, d]
+            projected[r, k] = total
+    return projected
 
 
 def _label_paths(counts: list[int]) -> list[np.ndarray]:
@@ -321,7 +314,7 @@ class FastTextClassifier:
     words: tuple  # `fasttext_model.vocabulary`
     dense: np.ndarray  # [rows, dim], a view of the mapped file; no rows for a quantized model
     quantized: tuple  # `fasttext_model.input_rows` of a quantized model; a placeholder for a dense one
-    projected: tuple  # `_projected` of a dense model of few labels; else of no rows
+    projected: np.ndarray  # [rows, labels]: `_projected` of a dense model of few labels; else no rows
     output: np.ndarray  # [labels, dim] (hierarchical softmax: a row per inner node of the tree)
     loss: int
     paths: list[np.ndarray]  # per label, for hierarchical softmax; empty paths otherwise
@@ -338,7 +331,7 @@ class FastTextClassifier:
             words=vocabulary(f.words, f.ints, f.pruned),
             dense=f.dense,
             quantized=f.quantized,
-            projected=_projected(len(f.dense) if few else 0, f.output),
+            projected=_projected(f.dense, f.output) if few else np.zeros((0, len(f.output)), np.float64),
             output=f.output,
             loss=f.loss,
             paths=_label_paths(f.words.label_counts())
