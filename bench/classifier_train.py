@@ -31,7 +31,7 @@ from pathlib import Path
 from bench.results import write_result
 from fixtures import corpora
 from fixtures.fasttext_reference import reference_scores
-from pretrainkit.dataprep.quality.auc import roc_auc
+from pretrainkit.dataprep.classifiers.auc import roc_auc
 from pretrainkit.dataprep.quality.train import TrainOptions, read_labelled, train_classifier
 
 TOPIC = "acq"

@@ -37,6 +37,7 @@ COMMANDS = {
     "dedup": "pretrainkit.dataprep.dedup.cli",
     "decontaminate": "pretrainkit.dataprep.decontaminate.cli",
     "filter": "pretrainkit.dataprep.filter.cli",
+    "score": "pretrainkit.dataprep.quality.score_cli",
     "tokenizer": "pretrainkit.dataprep.tokenize.cli",
     "tokenize": "pretrainkit.dataprep.tokenize.cli",
     "prepare": "pretrainkit.dataprep.prepare.cli",

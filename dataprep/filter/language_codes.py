@@ -23,7 +23,7 @@ import difflib
 import functools
 from collections.abc import Iterable
 
-from pretrainkit.dataprep.filter.fasttext_model import model_labels
+from pretrainkit.dataprep.classifiers.fasttext_model import model_labels
 from pretrainkit.dataprep.filter.language import LABEL_PREFIX, UNDETERMINED, model_path
 from pretrainkit.errors import UserError, quoted
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pretrainkit import __version__
+from pretrainkit.dataprep.classifiers.score_models import model_files
 from pretrainkit.dataprep.compressed_parts import compressed_part
 from pretrainkit.dataprep.executors import JobRunner
 from pretrainkit.dataprep.filter.language_filter import LanguageStep
@@ -50,6 +51,7 @@ from pretrainkit.dataprep.kernels.numba_cache import kernels_cached
 from pretrainkit.dataprep.readers import Document, ReadTask, in_batches, read_task, reason_kind
 from pretrainkit.dataprep.stage import Run, Stage, run_stage
 from pretrainkit.dataprep.summary import input_row, keep_rates, summary_table
+from pretrainkit.dataprep.workdir import file_stamp
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, write_text_atomic
 from pretrainkit.output_folders import FILTER
@@ -83,10 +85,10 @@ class FilterJob:
     work_dir: str
 
     def path(self, kind: str) -> Path:
-        return _piece(Path(self.work_dir), kind, self.index)
+        return work_piece(Path(self.work_dir), kind, self.index)
 
 
-def _piece(work: Path, kind: str, index: int) -> Path:
+def work_piece(work: Path, kind: str, index: int) -> Path:
     """A job's file in the work folder: its counts (`done`, which marks it finished) or its rows."""
     return work / f"{kind}-{index:05d}{'.json' if kind == 'done' else '.jsonl'}"
 
@@ -100,16 +102,25 @@ class FilterStage(Stage):
         if not kernels_cached(__package__):  # else the first run on a machine would be silent while they compile
             print("filter: compiling kernels (first run only, ~20 s)", file=sys.stderr, flush=True)
 
+    def named_files(self, options: FilterOptions) -> list[str]:
+        """The classifier step's model (`pretrainkit.dataprep.filter.classifier`)."""
+        return [s.settings.model for s in options.steps if s.name == "classifier"]
+
+    def checked_files(self, run: Run) -> list[str]:
+        return [f for model in self.named_files(run.options) for f in model_files(model)]
+
     def options_json(self, options: FilterOptions) -> dict:
         return {"filters": [s.as_json() for s in options.steps]}
 
     def plan(self, run: Run) -> dict:
         options = run.options
+        models = self.checked_files(run)  # a changed model is another plan (a plan without one: as before)
         return {
             "tasks": [(t.file.path, t.start, t.end) for t in run.jobs],
             "filters": [s.as_json() for s in options.steps],
             "fields": [options.text_field, options.id_field],
             "version": __version__,
+            **({"models": [file_stamp(f) for f in models]} if models else {}),
         }
 
     def run_jobs(self, run: Run) -> list[dict]:
@@ -117,7 +128,7 @@ class FilterStage(Stage):
         return run.runner.run(filter_part, jobs, "filter", weights=[t.nbytes for t in run.jobs], unit="B")
 
     def row_pieces(self, run: Run, name: str) -> list[Path]:
-        return [_piece(run.work, name.removesuffix(".jsonl"), i) for i in range(len(run.jobs))]
+        return [work_piece(run.work, name.removesuffix(".jsonl"), i) for i in range(len(run.jobs))]
 
     def stats(self, run: Run, results: list[dict]) -> dict:
         return _stats(results, run.options)

@@ -70,6 +70,9 @@ class Doc:
         return self._words
 
 
+RANGE = "range"  # a settings field's metadata key: its `pretrainkit.arguments.Bounded` (`steps.ranged`)
+
+
 @dataclass(frozen=True)
 class Removal:
     filter: str  # "<step>.<rule>"

@@ -28,6 +28,7 @@ from typing import Any
 
 from pretrainkit.arguments import Bounded, int_in
 from pretrainkit.dataprep.filter.c4 import C4, C4Settings
+from pretrainkit.dataprep.filter.classifier import ClassifierSettings, ClassifierStep, checked_settings
 from pretrainkit.dataprep.filter.fineweb import FineWebQuality, FineWebSettings
 from pretrainkit.dataprep.filter.gopher import (
     GopherQuality,
@@ -39,6 +40,7 @@ from pretrainkit.dataprep.filter.language_codes import checked_codes
 from pretrainkit.dataprep.filter.language_filter import LanguageSettings, LanguageStep
 from pretrainkit.dataprep.filter.length import MOST_CHARS, MinLength, MinLengthSettings
 from pretrainkit.dataprep.filter.pii import PII, PIISettings
+from pretrainkit.dataprep.filter.rules import RANGE
 from pretrainkit.errors import UserError, quoted
 from pretrainkit.user_yaml import read_named_items
 
@@ -53,6 +55,7 @@ STEPS: dict[str, tuple[type, type]] = {
     "fineweb_quality": (FineWebSettings, FineWebQuality),
     "min_length": (MinLengthSettings, MinLength),
     "pii": (PIISettings, PII),
+    "classifier": (ClassifierSettings, ClassifierStep),
 }
 
 
@@ -78,6 +81,8 @@ def read_filters(path: Path) -> list[StepSpec]:
         specs.append(StepSpec(name, settings_from(STEPS[name][0], given, f"{where}.{name}")))
         if name == "language" and specs[-1].settings.languages is not None:
             check_languages(specs[-1].settings.languages, f"{where}.{name}")
+        if name == "classifier":
+            specs[-1] = StepSpec(name, checked_settings(specs[-1].settings, path.parent, f"{where}.{name}"))
     return specs
 
 
@@ -89,7 +94,6 @@ def check_languages(codes: list[str], where: str) -> None:
         raise UserError(f"{where}.languages: {e}") from None
 
 
-RANGE = "range"  # a settings field's metadata key: its `pretrainkit.arguments.Bounded`
 NGRAM_N = int_in(2, 100)  # the n of gopher_repetition's n-gram rules
 
 
@@ -105,6 +109,9 @@ def settings_from(cls: type, given: dict, where: str):
     for key in given:
         if key not in known:
             raise UserError(f"{where}: unknown key {quoted(key)} (known: {', '.join(known)})")
+    for key, f in known.items():
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and key not in given:
+            raise UserError(f"{where}: {key}: must be set")
     return cls(**{key: _value(known[key], value, f"{where}.{key}") for key, value in given.items()})
 
 
@@ -115,7 +122,8 @@ def _value(f: dataclasses.Field, value: object, where: str) -> object:
         if optional:
             return None
         raise UserError(f"{where}: must be set (this setting cannot be turned off with null)")
-    unit = "ratio" in f.name or "fraction" in f.name or "score" in f.name  # in [0, 1]
+    # in [0, 1], unless the field says its range
+    unit = ("ratio" in f.name or "fraction" in f.name or "score" in f.name) and RANGE not in f.metadata
     nullable = " or null" if optional else ""
     if kind == "bool":
         if not isinstance(value, bool):

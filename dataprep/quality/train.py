@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from pretrainkit.dataprep.filter.fasttext_model import EOS, _table_size
-from pretrainkit.dataprep.quality import fasttext_bin, fasttext_train
+from pretrainkit.dataprep.classifiers import fasttext_bin, fasttext_train
+from pretrainkit.dataprep.classifiers.fasttext_model import EOS, _table_size
 from pretrainkit.dataprep.readers import (
     Document,
     Rejected,
@@ -139,7 +139,7 @@ def training_order(count: int, seed: int) -> np.ndarray:
 class Vocabulary:
     words: list[bytes]  # by count, the largest first (ties: the first seen first)
     counts: list[int]
-    table: np.ndarray  # word indices by FNV-1a hash (fasttext_train._word_id)
+    table: np.ndarray  # word indices by FNV-1a hash (fasttext_model.word_id probes it)
     word_bytes: np.ndarray
     word_at: np.ndarray
 

@@ -1,4 +1,4 @@
-"""The fastText reader (`dataprep.filter.fasttext_model`) against fastText's own C++ `predict`
+"""The fastText reader (`dataprep.classifiers.fasttext_model`) against fastText's own C++ `predict`
 (the fasttext-predict package, a test dependency): the same label and the same float score for every
 sample the language step reads of real documents in 23 languages, and for the lines whose tokens
 fastText treats specially."""
@@ -11,8 +11,8 @@ import fasttext
 import pytest
 
 from fixtures import language_documents as ld
+from pretrainkit.dataprep.classifiers.fasttext_model import FastTextModel
 from pretrainkit.dataprep.filter import language
-from pretrainkit.dataprep.filter.fasttext_model import FastTextModel
 from pretrainkit.errors import UserError
 
 # Lines whose tokens fastText reads in its own way: no token but the line's end, NUL and the other

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pretrainkit.cli import main
-from pretrainkit.dataprep.filter.fasttext_model import model_labels
+from pretrainkit.dataprep.classifiers.fasttext_model import model_labels
 from pretrainkit.dataprep.filter.language import identify_many, model_path
 from pretrainkit.dataprep.filter.language_codes import checked_codes, model_codes, nearest
 from pretrainkit.dataprep.filter.steps import read_filters

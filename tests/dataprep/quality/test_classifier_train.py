@@ -16,7 +16,7 @@ import pytest
 from fixtures import corpora
 from fixtures.fasttext_reference import reference_scores
 from pretrainkit import cli
-from pretrainkit.dataprep.quality.auc import roc_auc
+from pretrainkit.dataprep.classifiers.auc import roc_auc
 from pretrainkit.dataprep.quality.train import TrainOptions, fasttext_line, read_labelled, train_classifier
 
 # Small enough to train in about a second, large enough for AUCs that differ by little between runs.

@@ -37,7 +37,7 @@ import threading
 
 import numpy as np
 
-from pretrainkit.dataprep.filter.fasttext_model import EOS_BYTES, LABEL_BYTES, _fnv, _is_space, _placed, _same
+from pretrainkit.dataprep.classifiers.fasttext_model import EOS_BYTES, _placed, fnv, is_label, next_token, same, word_id
 from pretrainkit.dataprep.kernels import numba_cache as _cache  # noqa: F401  (numba's cache directory, before numba loads)
 from pretrainkit.dataprep.kernels.hashing import mix64
 
@@ -51,31 +51,16 @@ STEP_TOKENS = 1 << 21  # tokens of one compiled training call, ~0.5 s: a signal 
 
 @numba.njit(cache=True)
 def word_table(word_bytes, word_at, size):
-    """The table `_word_id` probes: word i (word_bytes[word_at[i]:word_at[i + 1]]) placed from the slot of
+    """The table `fasttext_model.word_id` probes: word i (word_bytes[word_at[i]:word_at[i + 1]]) placed from the slot of
     its hash on, in order; `size` a power of two larger than the words."""
     first = np.empty(len(word_at) - 1, np.int64)
     for i in range(len(first)):
-        first[i] = np.int64(_fnv(word_bytes, word_at[i], word_at[i + 1])) & (size - 1)
+        first[i] = np.int64(fnv(word_bytes, word_at[i], word_at[i + 1])) & (size - 1)
     table = np.full(size, -1, np.int32)
     slots = _placed(first, size)
     for i in range(len(first)):
         table[slots[i]] = i
     return table
-
-
-@numba.njit(cache=True, nogil=True)
-def _word_id(token, table, word_bytes, word_at):
-    """The vocabulary index of `token` (its bytes) and its FNV-1a hash; index -1 where it is no word.
-    `table`: word indices by hash, open addressing with linear probing, -1 for an empty slot."""
-    h = _fnv(token, 0, len(token))
-    mask = len(table) - 1
-    slot = np.int64(h) & mask
-    while table[slot] != -1:
-        w = table[slot]
-        if _same(token, word_bytes[word_at[w] : word_at[w + 1]]):
-            return w, h
-        slot = (slot + 1) & mask
-    return -1, h
 
 
 @numba.njit(cache=True)
@@ -97,21 +82,16 @@ def input_rows(data, ends, table, word_bytes, word_at, nwords, bucket, ngrams):
         n = len(line)
         n_hashes = 0
         i = 0
-        while True:  # the tokens as fasttext_model._add_line reads them (Dictionary::readWord)
-            while i < n and _is_space(line[i]):
-                i += 1
-            if i < n:
-                begin = i
-                while i < n and not _is_space(line[i]):
-                    i += 1
-                token = line[begin:i]
-            else:
-                token = EOS_BYTES
+        buffer = np.empty(n + 5, np.uint8)  # a token at buffer[1:], as the reader reads it
+        while True:  # the tokens as the reader reads them (Dictionary::readWord)
+            i, size = next_token(line, i, buffer)
+            token = buffer[1 : size + 1]
             tokens[d] += 1
-            end = _same(token, EOS_BYTES)
-            if not end and len(token) >= len(LABEL_BYTES) and _same(token[: len(LABEL_BYTES)], LABEL_BYTES):
+            end = same(token, EOS_BYTES)
+            if not end and is_label(token):
                 continue  # fastText's label, not a word
-            wid, h = _word_id(token, table, word_bytes, word_at)
+            h = fnv(token, 0, len(token))
+            wid = word_id(token, h, table, word_bytes, word_at)
             if wid >= 0:
                 rows[count] = wid
                 count += 1

@@ -4,7 +4,7 @@
                 words=[(b"the", 812), ...], labels=[(b"__label__positive", 50), ...], tokens=...,
                 input_matrix=wi, output_matrix=wo)
 
-The layout is `FastText::saveModel`'s (fastText v0.9.2, version 12; `dataprep/filter/fasttext_model.py`
+The layout is `FastText::saveModel`'s (fastText v0.9.2, version 12; `dataprep/classifiers/fasttext_model.py`
 reads the same fields), little-endian: the magic number and version; the arguments (`Args::save`);
 the dictionary (`Dictionary::save`: sizes, token count, no pruning, then each entry's bytes, NUL, its
 count and its type, the words before the labels); the input matrix and then the output matrix, each a
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrainkit.dataprep.filter.fasttext_model import MAGIC, SUPERVISED
+from pretrainkit.dataprep.classifiers.fasttext_model import MAGIC, SUPERVISED
 from pretrainkit.files import atomic_write
 
 VERSION = 12

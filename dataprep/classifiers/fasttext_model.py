@@ -33,6 +33,7 @@ output matrix (`-qout` off), its n-grams pruned (`-cutoff`); any other file is a
 from __future__ import annotations
 
 import math
+import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,11 +58,16 @@ _FNV_OFFSET, _FNV_PRIME = np.uint32(2166136261), np.uint32(16777619)
 _LOG_OF_ZERO = np.float32(math.log(1e-5))  # std_log(threshold 0): the dfs prunes below it
 
 
-class _Reader:
-    """Little-endian fields of a model file, in order; a short file is a UserError naming it."""
+class ModelReader:
+    """Little-endian fields of a model file, in order; a short file is a UserError naming it. The file
+    is mapped, not read: a quality classifier's dense matrix (gigabytes) is then a view of the page
+    cache that every worker shares (`view`)."""
 
     def __init__(self, path: Path):
-        self.path, self.data, self.at = path, path.read_bytes(), 0
+        with open(path, "rb") as f:
+            empty = f.seek(0, 2) == 0  # mmap refuses an empty file
+            data = b"" if empty else mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self.path, self.data, self.at = path, data, 0
 
     def take(self, fmt: str) -> tuple:
         size = struct.calcsize(fmt)
@@ -79,21 +85,23 @@ class _Reader:
         self.at += size
         return values
 
-    def word(self) -> bytes:
-        end = self.data.find(b"\0", self.at)
-        if end < 0:
-            raise UserError(f"{self.path}: not a readable fastText model (a dictionary word without its end)")
-        word, self.at = self.data[self.at : end], end + 1
-        return word
+    def view(self, dtype, count: int) -> np.ndarray:
+        """`array`, read-only and not copied: the mapped file's pages."""
+        size = np.dtype(dtype).itemsize * count
+        if self.at + size > len(self.data):
+            raise UserError(f"{self.path}: not a readable fastText model (it ends at byte {len(self.data)})")
+        values = np.frombuffer(self.data, dtype, count, self.at)
+        self.at += size
+        return values
 
 
-def _quantizer(r: _Reader) -> tuple[np.ndarray, int, int, int, int]:
+def _quantizer(r: ModelReader) -> tuple[np.ndarray, int, int, int, int]:
     """A ProductQuantizer: (centroids, dim, nsubq, dsub, lastdsub)."""
     dim, nsubq, dsub, lastdsub = r.take("4i")
     return r.array(np.float32, dim * KSUB), dim, nsubq, dsub, lastdsub
 
 
-def _quantized_matrix(r: _Reader) -> tuple:
+def quantized_matrix(r: ModelReader) -> tuple:
     """A QuantMatrix: (rows, cols, codes [rows, nsubq], quantizer, norms [rows] or None)."""
     (qnorm,) = r.take("?")
     rows, cols, codesize = r.take("qqi")
@@ -107,8 +115,8 @@ def _quantized_matrix(r: _Reader) -> tuple:
     return rows, cols, codes.reshape(rows, pq[2]), pq, norms
 
 
-def _input_rows(codes: np.ndarray, pq: tuple, norms: np.ndarray | None) -> tuple:
-    """The input matrix as `_add_rows` reads it: (codes [rows, nsubq], centroids [nsubq, KSUB, dsub],
+def input_rows(codes: np.ndarray, pq: tuple, norms: np.ndarray | None) -> tuple:
+    """The input matrix as `add_rows` reads it: (codes [rows, nsubq], centroids [nsubq, KSUB, dsub],
     the last sub-quantizer's padded past lastdsub, norms [rows], 1 where the file has none). Its rows
     stay encoded, 8 bytes each for lid.176 rather than 64 decoded: the rows a line reads are spread
     over the matrix, and this way they stay in the processor's caches."""
@@ -130,7 +138,7 @@ def _fnv_step(h, byte):
 
 
 @numba.njit(cache=True)
-def _fnv(data, start, end):
+def fnv(data, start, end):
     h = _FNV_OFFSET
     for i in range(start, end):
         h = _fnv_step(h, data[i])
@@ -150,15 +158,32 @@ def _modulo(h, bucket, inverse):
     return r
 
 
+# inline="always": the small helpers of the hot loops are inlined by numba itself (as LLVM left them,
+# language ID read 1000-character samples 10-15% slower than with the code written out in the loops).
+@numba.njit(cache=True, inline="always")
+def bucket_row(key, nwords, kept_bits, prune_keys, prune_values):
+    """The input row of n-gram bucket `key` (`Dictionary::pushHash`), -1 where the pruned model did not
+    keep it. Most n-grams were not kept: a bit per bucket (256 KB for lid.176, in the processor's cache)
+    says which were, so the table is read for those only. No bits (`kept_bits` empty): a model never
+    pruned, which keeps every bucket, at row nwords + key."""
+    if len(kept_bits) == 0:
+        return nwords + key
+    if (kept_bits[key >> 6] >> np.uint64(key & 63)) & np.uint64(1):
+        mask = len(prune_keys) - 1
+        slot = (key * 2654435761) & mask
+        while prune_keys[slot] != key:  # in the table: its bit is set
+            slot = (slot + 1) & mask
+        return nwords + prune_values[slot]
+    return -1
+
+
 @numba.njit(cache=True)
-def _kept_ngrams(word, minn, maxn, bucket, nwords, kept_bits, prune_keys, prune_values, out):
-    """`computeSubwords` of `word` (the bytes of "<token>"): the rows of the n-grams the pruned model
-    kept, written to `out` (room for len(word) * (maxn - minn + 1)); returns how many. Most n-grams
-    were not kept: a bit per bucket (256 KB for lid.176, in the processor's cache) says which were,
-    so the table is read for those only. An n-gram's hash continues the hash of the one before it,
-    one character shorter, as FNV-1a over its bytes does."""
+def kept_ngrams(word, minn, maxn, bucket, nwords, kept_bits, prune_keys, prune_values, out):
+    """`computeSubwords` of `word` (the bytes of "<token>"): the rows of the n-grams the model kept
+    (`bucket_row`), written to `out` (room for len(word) * (maxn - minn + 1)); returns how many. An
+    n-gram's hash continues the hash of the one before it, one character shorter, as FNV-1a over its
+    bytes does."""
     n_bytes = len(word)
-    mask = len(prune_keys) - 1
     inverse = 1.0 / bucket
     count = 0
     for i in range(n_bytes):
@@ -174,19 +199,16 @@ def _kept_ngrams(word, minn, maxn, bucket, nwords, kept_bits, prune_keys, prune_
                 h = _fnv_step(h, word[j])
                 j += 1
             if n >= minn and not (n == 1 and (i == 0 or j == n_bytes)):
-                key = _modulo(h, bucket, inverse)
-                if (kept_bits[key >> 6] >> np.uint64(key & 63)) & np.uint64(1):
-                    slot = (key * 2654435761) & mask
-                    while prune_keys[slot] != key:  # in the table: its bit is set
-                        slot = (slot + 1) & mask
-                    out[count] = nwords + prune_values[slot]
+                row = bucket_row(_modulo(h, bucket, inverse), nwords, kept_bits, prune_keys, prune_values)
+                if row >= 0:
+                    out[count] = row
                     count += 1
             n += 1
     return count
 
 
 @numba.njit(cache=True)
-def _same(a, b):
+def same(a, b):
     if len(a) != len(b):
         return False
     for k in range(len(a)):
@@ -196,9 +218,9 @@ def _same(a, b):
 
 
 @numba.njit(cache=True)
-def _add_rows(hidden, rows, which):
+def add_rows(hidden, rows, which):
     """hidden += each row of `which`, in order, as `ProductQuantizer::addcode` adds it (each element
-    norm * centroid in float32, then the sum); `rows` as `_input_rows` gives it. Returns how many."""
+    norm * centroid in float32, then the sum); `rows` as `input_rows` gives it. Returns how many."""
     codes, centroids, norms = rows
     dim = len(hidden)
     dsub = centroids.shape[2]
@@ -212,8 +234,44 @@ def _add_rows(hidden, rows, which):
 
 
 @numba.njit(cache=True)
-def _is_space(b):
+def is_space(b):
     return b == 32 or b == 10 or b == 13 or b == 9 or b == 11 or b == 12 or b == 0
+
+
+@numba.njit(cache=True, inline="always")
+def next_token(line, i, buffer):
+    """The token of `line` from byte `i` on (`Dictionary::readWord`: bytes up to a space), copied to
+    buffer[1:], or "</s>" at the line's end: (where the next token starts looking, its size)."""
+    n = len(line)
+    while i < n and is_space(line[i]):
+        i += 1
+    if i == n:  # the line's end: "</s>", the last token
+        buffer[1:5] = EOS_BYTES
+        return i, 4
+    start = i
+    while i < n and not is_space(line[i]):
+        i += 1
+    buffer[1 : i - start + 1] = line[start:i]
+    return i, i - start
+
+
+@numba.njit(cache=True, inline="always")
+def word_id(token, h, table, word_bytes, word_at):
+    """The dictionary entry of `token` (its hash `h`), found in the open addressing `table`; -1 for none."""
+    mask = len(table) - 1
+    slot = np.int64(h) & mask
+    while table[slot] != -1:
+        w = table[slot]
+        if same(token, word_bytes[word_at[w] : word_at[w + 1]]):
+            return w
+        slot = (slot + 1) & mask
+    return -1
+
+
+@numba.njit(cache=True)
+def is_label(token):
+    """Whether a token no vocabulary holds is a label to fastText (it starts with `__label__`): no input."""
+    return len(token) >= len(LABEL_BYTES) and same(token[: len(LABEL_BYTES)], LABEL_BYTES)
 
 
 @numba.njit(cache=True)
@@ -221,7 +279,7 @@ def _best_label(line, ints, words, rows, output, tree):
     """The best label's index and score for `line` (UTF-8 bytes, without the line feed), or (-1, 0)
     where no row is read. `ints`: [minn, maxn, bucket, nwords, dim]; `words`: (table, word bytes,
     word offsets, subword rows, subword offsets, kept n-grams' bits, prune keys, prune values); `rows`: the input matrix
-    (`_input_rows`); `output`: a row per inner node of `tree`, (left, right) per node, -1 for a leaf."""
+    (`input_rows`); `output`: a row per inner node of `tree`, (left, right) per node, -1 for a leaf."""
     hidden = np.zeros(ints[4], np.float32)
     count = _add_line(line, ints, words, rows, hidden)
     if count == 0:
@@ -255,39 +313,21 @@ def _add_line(line, ints, words, rows, hidden):
     buffer[0] = 60
     found = np.empty((n + 6) * max(maxn - minn + 1, 1), np.int32)
     count = 0
-    mask = len(table) - 1
     i = 0
     while True:
-        while i < n and _is_space(line[i]):
-            i += 1
-        if i < n:
-            start = i
-            while i < n and not _is_space(line[i]):
-                i += 1
-            size = i - start
-            buffer[1 : size + 1] = line[start:i]
-        else:  # the line's end: "</s>", the last token
-            size = 4
-            buffer[1:5] = EOS_BYTES
+        i, size = next_token(line, i, buffer)
         token = buffer[1 : size + 1]
-        end = _same(token, EOS_BYTES)  # fastText stops at "</s>", even one in the text
-        slot = np.int64(_fnv(token, 0, size)) & mask
-        wid = -1
-        while table[slot] != -1:
-            w = table[slot]
-            if _same(token, word_bytes[word_at[w] : word_at[w + 1]]):
-                wid = w
-                break
-            slot = (slot + 1) & mask
+        end = same(token, EOS_BYTES)  # fastText stops at "</s>", even one in the text
+        wid = word_id(token, fnv(token, 0, size), table, word_bytes, word_at)
         if wid >= 0:
             if wid < nwords:  # else a label of the vocabulary: no input
-                count += _add_rows(hidden, rows, sub_rows[sub_at[wid] : sub_at[wid + 1]])
-        elif not end and not (size >= len(LABEL_BYTES) and _same(token[: len(LABEL_BYTES)], LABEL_BYTES)):
+                count += add_rows(hidden, rows, sub_rows[sub_at[wid] : sub_at[wid + 1]])
+        elif not end and not is_label(token):
             buffer[size + 1] = 62
-            kept = _kept_ngrams(
+            kept = kept_ngrams(
                 buffer[: size + 2], minn, maxn, bucket, nwords, kept_bits, prune_keys, prune_values, found
             )
-            count += _add_rows(hidden, rows, found[:kept])
+            count += add_rows(hidden, rows, found[:kept])
         if end:
             return count
 
@@ -348,7 +388,7 @@ def _placed(first_slots, size):
 
 @numba.njit(cache=True)
 def _dictionary(word_bytes, word_at, pruned, minn, maxn, bucket, nwords, kept_bits, tables):
-    """The dictionary's arrays that `_add_line` probes (`_vocabulary`), made in one compiled call (in
+    """The dictionary's arrays that `_add_line` probes (`vocabulary`), made in one compiled call (in
     Python they took ~50 ms of each worker's start): `pruned`'s buckets and rows as an open addressing
     table, the entries' indices in a table of their hashes (`tables`: the two tables' sizes), and each
     entry's rows as `initNgrams` makes them: its own, then its kept n-grams' (none for "</s>" or where
@@ -361,7 +401,7 @@ def _dictionary(word_bytes, word_at, pruned, minn, maxn, bucket, nwords, kept_bi
     words = len(word_at) - 1
     first_slots = np.empty(words, np.int64)  # each word's hash, as `_add_line` probes from it
     for i in range(words):
-        first_slots[i] = np.int64(_fnv(word_bytes, word_at[i], word_at[i + 1])) & (tables[1] - 1)
+        first_slots[i] = np.int64(fnv(word_bytes, word_at[i], word_at[i + 1])) & (tables[1] - 1)
     word_table = np.full(tables[1], -1, np.int32)
     slots = _placed(first_slots, tables[1])
     for i in range(words):
@@ -378,18 +418,18 @@ def _dictionary(word_bytes, word_at, pruned, minn, maxn, bucket, nwords, kept_bi
         rows[count] = i
         count += 1
         word = word_bytes[word_at[i] : word_at[i + 1]]
-        if maxn > 0 and not _same(word, EOS_BYTES):
+        if maxn > 0 and not same(word, EOS_BYTES):
             size = len(word)
             bounded[1 : size + 1] = word
             bounded[size + 1] = 62
-            count += _kept_ngrams(
+            count += kept_ngrams(
                 bounded[: size + 2], minn, maxn, bucket, nwords, kept_bits, prune_keys, prune_values, rows[count:]
             )
         at[i + 1] = count
     return word_table, rows[:count].copy(), at, prune_keys, prune_values
 
 
-def _tree(counts: list[int]) -> tuple[np.ndarray, np.ndarray]:
+def huffman_tree(counts: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """The hierarchical softmax's Huffman tree of the labels' counts, as fastText's `buildTree` makes
     it: (left child, right child) of each of its 2 * labels - 1 nodes, -1 for a leaf; the root last."""
     osz = len(counts)
@@ -410,27 +450,80 @@ def _tree(counts: list[int]) -> tuple[np.ndarray, np.ndarray]:
     return left, right
 
 
-def _vocabulary(entries: list[tuple[bytes, int, int]], ints: np.ndarray, pruned: np.ndarray) -> tuple:
+def vocabulary(dictionary: Dictionary, ints: np.ndarray, pruned: np.ndarray | None) -> tuple:
     """The dictionary as `_add_line` reads it (its docstring lists the arrays): the entries' words in
     a hash table, each word's rows (its own and its kept n-grams', as `initNgrams` makes them), and the
-    kept n-grams' buckets (`pruneidx`) as bits and as a table of their rows."""
+    kept n-grams' buckets (`pruneidx`) as bits and as a table of their rows; `pruned` None for a model
+    never pruned (`bucket_row`: no bits)."""
     minn, maxn, bucket, nwords = ints[:4].tolist()
-    kept_bits = np.zeros((bucket + 63) // 64, np.uint64)
-    np.bitwise_or.at(kept_bits, pruned[:, 0] >> 6, np.left_shift(np.uint64(1), (pruned[:, 0] & 63).astype(np.uint64)))
-    words = [word for word, _, _ in entries]
-    word_bytes = np.frombuffer(b"".join(words), np.uint8).copy()
-    word_at = np.zeros(len(words) + 1, np.int64)
-    word_at[1:] = np.cumsum([len(w) for w in words])
-    tables = np.array([_table_size(len(pruned)), _table_size(len(words))], np.int64)
+    if pruned is None:
+        kept_bits, pruned = np.zeros(0, np.uint64), np.zeros((0, 2), np.int32)
+    else:
+        kept_bits = np.zeros((bucket + 63) // 64, np.uint64)
+        bits = np.left_shift(np.uint64(1), (pruned[:, 0] & 63).astype(np.uint64))
+        np.bitwise_or.at(kept_bits, pruned[:, 0] >> 6, bits)
+    word_bytes, word_at = dictionary.word_bytes, dictionary.word_at
+    tables = np.array([_table_size(len(pruned)), _table_size(len(word_at) - 1)], np.int64)
     word_table, sub_rows, sub_at, prune_keys, prune_values = _dictionary(
         word_bytes, word_at, pruned, minn, maxn, bucket, nwords, kept_bits, tables
     )
     return (word_table, word_bytes, word_at, sub_rows, sub_at, kept_bits, prune_keys, prune_values)
 
 
-def _dictionary_of(r: _Reader) -> tuple[tuple[int, ...], list[tuple[bytes, int, int]]]:
-    """The header fields the model is run with, and the dictionary's entries (word, count, type): the
-    start of the file, in FastText::loadModel's order."""
+@dataclass(frozen=True)
+class Dictionary:
+    """A model file's dictionary: entry i's word is word_bytes[word_at[i]:word_at[i + 1]]."""
+
+    word_bytes: np.ndarray  # uint8
+    word_at: np.ndarray  # int64, one more than the entries
+    counts: np.ndarray  # int64
+    kinds: np.ndarray  # int8: 0 a word, LABEL a label
+
+    def labels(self) -> list[str]:
+        """The labels ("__label__de", ...), in the dictionary's order."""
+        at = self.word_at
+        return [
+            self.word_bytes[at[i] : at[i + 1]].tobytes().decode("utf-8", "replace")
+            for i in np.flatnonzero(self.kinds == LABEL)
+        ]
+
+    def label_counts(self) -> list[int]:
+        return self.counts[self.kinds == LABEL].tolist()
+
+
+@numba.njit(cache=True)
+def _entries(data, at, size):
+    """`size` dictionary entries from byte `at` (each its word, a NUL, its count as int64 and its type as
+    int8: `Dictionary::load`), in one compiled pass (a Python loop took ~3 us an entry: seconds for the
+    millions of words of a classifier trained on a crawl): (word bytes, word offsets, counts, types, the
+    byte after the last entry; -1 there where the file ends first)."""
+    word_at = np.zeros(size + 1, np.int64)
+    counts = np.zeros(size, np.int64)
+    kinds = np.zeros(size, np.int8)
+    starts = np.zeros(size, np.int64)
+    for i in range(size):
+        end = at
+        while end < len(data) and data[end] != 0:
+            end += 1
+        if end + 10 > len(data):
+            return np.zeros(0, np.uint8), word_at, counts, kinds, -1
+        starts[i] = at
+        word_at[i + 1] = word_at[i] + end - at
+        count = np.int64(0)
+        for k in range(8):
+            count |= np.int64(data[end + 1 + k]) << (8 * k)
+        counts[i] = count
+        kinds[i] = np.int8(data[end + 9]) if data[end + 9] < 128 else np.int8(np.int64(data[end + 9]) - 256)
+        at = end + 10
+    word_bytes = np.empty(word_at[size], np.uint8)
+    for i in range(size):
+        word_bytes[word_at[i] : word_at[i + 1]] = data[starts[i] : starts[i] + word_at[i + 1] - word_at[i]]
+    return word_bytes, word_at, counts, kinds, at
+
+
+def dictionary_of(r: ModelReader) -> tuple[tuple[int, ...], Dictionary]:
+    """The header fields the model is run with, and the dictionary: the start of the file, in
+    FastText::loadModel's order."""
     magic, version = r.take("ii")
     if magic != MAGIC or version not in VERSIONS:
         raise UserError(f"{r.path}: not a fastText model file (magic {magic}, version {version})")
@@ -440,35 +533,35 @@ def _dictionary_of(r: _Reader) -> tuple[tuple[int, ...], list[tuple[bytes, int, 
         maxn = 0  # fastText: old supervised models use no character n-grams
     size, nwords, nlabels = r.take("3i")
     _ntokens, prune_size = r.take("2q")
-    entries = [(r.word(), *r.take("qb")) for _ in range(size)]
-    return (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), entries
-
-
-def _labels(entries: list[tuple[bytes, int, int]]) -> list[str]:
-    return [word.decode("utf-8", "replace") for word, _, kind in entries if kind == LABEL]
+    word_bytes, word_at, counts, kinds, end = _entries(np.frombuffer(r.data, np.uint8), r.at, max(size, 0))
+    if end < 0:
+        raise UserError(f"{r.path}: not a readable fastText model (it ends at byte {len(r.data)})")
+    r.at = end
+    dictionary = Dictionary(word_bytes, word_at, counts, kinds)
+    return (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), dictionary
 
 
 def model_labels(path: Path) -> list[str]:
     """The labels of model file `path` ("__label__de", ...), read from its dictionary alone: a few
     milliseconds, where `FastTextModel.load` takes seconds."""
-    return _labels(_dictionary_of(_Reader(path))[1])
+    return dictionary_of(ModelReader(path))[1].labels()
 
 
 @dataclass(frozen=True)
 class FastTextModel:
     labels: list[str]  # as the file names them: "__label__de"
     ints: np.ndarray  # minn, maxn, bucket, nwords, dim
-    words: tuple  # `_vocabulary`
-    rows: tuple  # `_input_rows`
+    words: tuple  # `vocabulary`
+    rows: tuple  # `input_rows`
     output: np.ndarray  # [labels, dim]: row i for the tree's inner node labels + i (the last row unused)
-    tree: tuple  # `_tree`
+    tree: tuple  # `huffman_tree`
 
     @classmethod
     def load(cls, path: Path) -> FastTextModel:
         """The model of file `path` (FastText::loadModel's order of fields); a file that is no model, is
         cut short, or is a kind of model this reader does not run: a UserError naming it."""
-        r = _Reader(path)
-        (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), entries = _dictionary_of(r)
+        r = ModelReader(path)
+        (dim, word_ngrams, loss, model, bucket, minn, maxn, nwords, nlabels, prune_size), words = dictionary_of(r)
         pruned = r.array(np.int32, 2 * max(prune_size, 0)).reshape(-1, 2)
         (quant_input,) = r.take("?")
         if (model, loss, word_ngrams, quant_input) != (SUPERVISED, HIERARCHICAL_SOFTMAX, 1, True) or prune_size < 0:
@@ -476,7 +569,7 @@ class FastTextModel:
                 f"{path}: a fastText model this reader does not run (it reads quantized and pruned supervised "
                 f"models with hierarchical softmax and no word n-grams, as lid.176.ftz)"
             )
-        rows_n, cols, codes, pq, norms = _quantized_matrix(r)
+        rows_n, cols, codes, pq, norms = quantized_matrix(r)
         (qout,) = r.take("?")
         if qout:
             raise UserError(f"{path}: a fastText model this reader does not run (its output matrix is quantized)")
@@ -487,12 +580,12 @@ class FastTextModel:
             raise UserError(f"{path}: not a readable fastText model (its matrices do not match its dictionary)")
         ints = np.array([minn, maxn, bucket, nwords, dim], np.int64)
         return cls(
-            labels=_labels(entries),
+            labels=words.labels(),
             ints=ints,
-            words=_vocabulary(entries, ints, pruned),
-            rows=_input_rows(codes, pq, norms),
+            words=vocabulary(words, ints, pruned),
+            rows=input_rows(codes, pq, norms),
             output=output,
-            tree=_tree([count for _, count, kind in entries if kind == LABEL]),
+            tree=huffman_tree(words.label_counts()),
         )
 
     def predict(self, line: str) -> tuple[str, float] | None:
