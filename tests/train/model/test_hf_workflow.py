@@ -112,7 +112,7 @@ def test_round_trip_hf_train_export_hf(kit, hf_model_with_tokenizer, tmp_path: P
     assert tok.eos_token == "<|endoftext|>" and exported.generation_config.eos_token_id == trained.tokenizer.eos_id
 
 
-@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma2", "gemma3"])
+@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma2", "gemma3", "qwen3_moe", "olmoe", "mixtral"])
 def test_continued_pretraining_of_each_family_exports_what_it_trained(
     kit, hf_model_with_tokenizer, family: str, tmp_path: Path
 ) -> None:
@@ -164,7 +164,9 @@ def test_a_gemma3_trained_from_scratch_exports_its_window(kit, hf_model_with_tok
         assert_logits_close(load_model(tmp_path / "run").model(x), exported(x).logits)
 
 
-@pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3"])
+@pytest.mark.parametrize(
+    "family", ["mistral", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3", "qwen3_moe", "olmoe", "mixtral"]
+)
 def test_hf_directory_exports_back_unchanged(hf_model_with_tokenizer, family: str, tmp_path: Path) -> None:
     """Imported from sharded safetensors, exported sharded: the same model_type, keys and logits (for
     Gemma 3 on 40 positions, past its window of 16)."""
@@ -211,7 +213,9 @@ def test_native_export_config_is_not_an_hf_config(kit, tmp_path: Path) -> None:
     assert load_model(tmp_path / "native").kind == "native export"
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3"])
+@pytest.mark.parametrize(
+    "family", ["llama", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3", "qwen3_moe", "olmoe", "mixtral"]
+)
 def test_greedy_generation_equals_transformers(hf_model_with_tokenizer, family: str) -> None:
     directory, reference, _ = hf_model_with_tokenizer(family)
     loaded = load_model(directory)

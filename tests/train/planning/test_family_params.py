@@ -120,7 +120,7 @@ def test_published_gemma_configs_read_as_transformers_reads_them(name: str) -> N
     assert cfg.tie_embeddings and theirs.tie_word_embeddings
 
 
-@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma2", "gemma3"])
+@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma2", "gemma3", "qwen3_moe", "olmoe", "mixtral"])
 def test_tiny_models_count_as_transformers(hf_model, family: str) -> None:
     directory, model = hf_model(family)
     cfg = model_config_from_hf(json.loads((directory / "config.json").read_text()), "config.json")
