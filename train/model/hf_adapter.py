@@ -11,7 +11,11 @@ Families (MODEL_TYPES: the HF model_type of each): llama (Llama 2/3/3.1/3.2), mi
 biases), qwen3 (per-head q/k norms), olmo2 (norms after attention and FFN, q/k norms over the whole
 projection), gemma2 (sandwich norms, GeGLU, alternating sliding and full layers, soft-capped
 attention scores and logits) and gemma3 (`gemma3_text`, Gemma3ForCausalLM: Gemma 2's settings with
-per-head q/k norms, sliding and full layers with their own RoPE bases, no attention cap). Which HF
+per-head q/k norms, sliding and full layers with their own RoPE bases, no attention cap), and the
+mixtures of experts qwen3_moe, olmoe (q/k norms over the whole projection) and mixtral, whose experts'
+per-expert tensors (`mlp.experts.N.{gate,up,down}_proj`, Mixtral's `block_sparse_moe.experts.N.w{1,3,2}`)
+are the rows of the model's stacked expert weights (`hf_names`; the router is `mlp.gate` or
+`block_sparse_moe.gate`). Which HF
 norm a native norm is depends on where the family puts its norms (`_NORM_NAMES`): Llama's
 `post_attention_layernorm` is the norm before the FFN, OLMo 2's and Gemma's the one on the attention
 output.

@@ -13,7 +13,10 @@ embedding. What Llama 2/3/3.1/3.2, Mistral, Qwen2, Qwen3, Gemma 2 and 3 and OLMo
 `norm_eps`, `rope_theta`, `rope_scaling` of type llama3, q/k/v biases (`qkv_bias`, Qwen2), an explicit
 `head_dim`, an exact `ffn_hidden`, and per layer a sliding attention window (`layer_types`,
 `sliding_window`; `rope_local_theta`: Gemma 3). The feed-forward hidden size follows Llama otherwise:
-`8/3 * d_model` rounded up to a multiple of `ffn_multiple_of`.
+`8/3 * d_model` rounded up to a multiple of `ffn_multiple_of`. Qwen3-MoE, OLMoE and Mixtral replace
+the feed-forward of their sparse layers by a mixture of experts (train/model/moe.py: `n_experts`,
+`experts_per_token`, `moe_ffn_dim`, `norm_topk_prob`; Qwen3-MoE's dense layers by `mlp_only_layers`
+and `decoder_sparse_step`).
 
 What a family fixes is its `FamilySettings` (FAMILY_SETTINGS): where the norms sit (`pre`: before
 attention and FFN, Llama; `post`: on their outputs, OLMo 2; `sandwich`: both, Gemma), q/k RMSNorm

@@ -164,6 +164,38 @@ def test_a_gemma3_trained_from_scratch_exports_its_window(kit, hf_model_with_tok
         assert_logits_close(load_model(tmp_path / "run").model(x), exported(x).logits)
 
 
+def test_a_mixture_of_experts_trained_from_scratch_exports_its_experts(
+    kit, hf_model_with_tokenizer, tmp_path: Path
+) -> None:
+    """`model: {family: qwen3_moe, n_experts, ...}` without init_from: transformers reads the export's
+    experts, top-k, renormalization and dense layers as the run's (its logits on 32 positions)."""
+    directory, _, mix = hf_model_with_tokenizer("qwen3")  # for its tokenizer and mixture only
+    moe = {
+        "family": "qwen3_moe",
+        "n_experts": 4,
+        "experts_per_token": 2,
+        "moe_ffn_dim": 24,
+        "norm_topk_prob": True,
+        "mlp_only_layers": [1],
+        "router_aux_loss_coef": 0.01,
+    }
+    config = kit.config(tmp_path, data={"mixture": str(mix), "seq_len": SEQ}, model=moe, max_steps=3, eval={"every": 0})
+    assert main(["train", str(config)]) == 0
+    out = tmp_path / "exported"
+    assert main(["export", str(tmp_path / "run"), "--format", "hf", "-o", str(out), "--tokenizer", str(directory)]) == 0
+    exported = load_in_transformers(out)
+    assert type(exported).__name__ == "Qwen3MoeForCausalLM" and exported.config.mlp_only_layers == [1]
+    assert (exported.config.num_experts, exported.config.num_experts_per_tok, exported.config.norm_topk_prob) == (
+        4,
+        2,
+        True,
+    )
+    assert (exported.config.moe_intermediate_size, exported.config.router_aux_loss_coef) == (24, 0.01)
+    x, _ = first_batch(mix)
+    with torch.no_grad():
+        assert_logits_close(load_model(tmp_path / "run").model(x), exported(x).logits)
+
+
 @pytest.mark.parametrize(
     "family", ["mistral", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3", "qwen3_moe", "olmoe", "mixtral"]
 )
@@ -340,6 +372,20 @@ def test_fsdp_and_tensor_parallel_imports_on_two_processes_equal_one(
         losses[name] = [r["loss"] for r in kit.rows(tmp_path / name / "run")]
     assert losses["fsdp"] == pytest.approx(losses["one"], rel=1e-5)
     assert losses["tp"] == pytest.approx(losses["one"], rel=1e-5)
+
+
+@pytest.mark.distributed
+def test_a_mixture_of_experts_on_two_processes_equals_one(kit, hf_model_with_tokenizer, tmp_path: Path) -> None:
+    """Qwen3-MoE continued on 2 processes, FSDP (each reads the experts of its row shards) and DDP (every
+    expert gets a gradient, zero for one that got no token): the losses of one process."""
+    directory, _, mix = hf_model_with_tokenizer("qwen3_moe")
+    losses = {}
+    for name, nproc, parallel in (("one", 1, "fsdp"), ("fsdp", 2, "fsdp"), ("ddp", 2, "ddp")):
+        proc = kit.ptk(hf_config(kit, tmp_path / name, directory, mix, parallel=parallel), nproc=nproc)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        losses[name] = [r["loss"] for r in kit.rows(tmp_path / name / "run")]
+    assert losses["fsdp"] == pytest.approx(losses["one"], rel=1e-5)
+    assert losses["ddp"] == pytest.approx(losses["one"], rel=1e-5)
 
 
 def test_ptk_eval_scores_an_hf_directory_like_its_export(hf_model_with_tokenizer, tmp_path: Path, capsys) -> None:
