@@ -374,20 +374,6 @@ def test_fsdp_and_tensor_parallel_imports_on_two_processes_equal_one(
     assert losses["tp"] == pytest.approx(losses["one"], rel=1e-5)
 
 
-@pytest.mark.distributed
-def test_a_mixture_of_experts_on_two_processes_equals_one(kit, hf_model_with_tokenizer, tmp_path: Path) -> None:
-    """Qwen3-MoE continued on 2 processes, FSDP (each reads the experts of its row shards) and DDP (every
-    expert gets a gradient, zero for one that got no token): the losses of one process."""
-    directory, _, mix = hf_model_with_tokenizer("qwen3_moe")
-    losses = {}
-    for name, nproc, parallel in (("one", 1, "fsdp"), ("fsdp", 2, "fsdp"), ("ddp", 2, "ddp")):
-        proc = kit.ptk(hf_config(kit, tmp_path / name, directory, mix, parallel=parallel), nproc=nproc)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        losses[name] = [r["loss"] for r in kit.rows(tmp_path / name / "run")]
-    assert losses["fsdp"] == pytest.approx(losses["one"], rel=1e-5)
-    assert losses["ddp"] == pytest.approx(losses["one"], rel=1e-5)
-
-
 def test_ptk_eval_scores_an_hf_directory_like_its_export(hf_model_with_tokenizer, tmp_path: Path, capsys) -> None:
     directory, _, mix = hf_model_with_tokenizer("mistral")
     assert main(["export", str(directory), "--format", "hf", "-o", str(tmp_path / "out")]) == 0
