@@ -85,7 +85,8 @@ FAMILY_SETTINGS = {
     "gemma2": GEMMA2,
     # Gemma 3: Gemma 2 with per-head q/k norms and a RoPE base of its own for sliding layers, no attention cap.
     "gemma3": replace(GEMMA2, qk_norm="head", local_rope=True, attention_softcap=False),
-    # Mixtures of experts: Qwen3's attention, OLMo 2's whole-projection q/k norms with Llama's norms, Mistral's.
+    # Mixtures of experts, each with the attention of a dense family: Qwen3's (per-head q/k norms), OLMo 2's
+    # q/k norms over the whole projection but Llama's norm placement (OLMoE), Mistral's.
     "qwen3_moe": FamilySettings(qk_norm="head", moe=True),
     "olmoe": FamilySettings(qk_norm="projection", moe=True),
     "mixtral": FamilySettings(moe=True),
@@ -197,14 +198,12 @@ class ModelConfig:
             )
         if self.n_experts is None:
             return
-        k = self.experts_per_token
-        if self.n_experts < 1 or k is None or not 1 <= k <= self.n_experts:
-            raise ValueError(
-                f"experts_per_token must be in [1, n_experts = {self.n_experts}], got {k} (n_experts must be >= 1)"
-            )
-        for name in ("moe_ffn_dim", "decoder_sparse_step"):
+        for name in ("n_experts", "moe_ffn_dim", "decoder_sparse_step"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        k = self.experts_per_token
+        if k is None or not 1 <= k <= self.n_experts:
+            raise ValueError(f"experts_per_token must be in [1, n_experts = {self.n_experts}], got {k}")
         if not all(0 <= i < self.n_layers for i in self.mlp_only_layers):
             raise ValueError(f"mlp_only_layers must be layers 0..{self.n_layers - 1}, got {list(self.mlp_only_layers)}")
         if self.family != "qwen3_moe" and (self.mlp_only_layers or self.decoder_sparse_step != 1):

@@ -99,6 +99,7 @@ def test_meta_initialization_equals_eager_construction() -> None:
         (dict(n_experts=None), "n_experts: None does not fit family qwen3_moe"),
         (dict(experts_per_token=7), "experts_per_token must be in [1, n_experts = 6], got 7"),
         (dict(experts_per_token=None), "experts_per_token must be in [1, n_experts = 6], got None"),
+        (dict(n_experts=0, experts_per_token=0), "n_experts must be >= 1, got 0"),
         (dict(moe_ffn_dim=0), "moe_ffn_dim must be >= 1, got 0"),
         (dict(decoder_sparse_step=0), "decoder_sparse_step must be >= 1, got 0"),
         (dict(mlp_only_layers=(3,)), "mlp_only_layers must be layers 0..2, got [3]"),
