@@ -4,6 +4,8 @@ and the settings' one-line errors. Logits against transformers: test_hf_import.p
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 
 import pytest
@@ -118,3 +120,10 @@ def test_tensor_parallel_refuses_a_mixture_of_experts_in_one_line() -> None:
     with pytest.raises(UserError, match=r"run.yaml: parallel.tp: 2 does not split a mixture of experts"):
         check_model_split(ParallelConfig(tp=2), moe(), "run.yaml")
     check_model_split(ParallelConfig(tp=2), moe(family="qwen3", n_experts=None, mlp_only_layers=()), "run.yaml")
+
+
+def test_moe_settings_survive_the_json_of_checkpoints_and_native_exports() -> None:
+    """Checkpoint meta and a native export store the ModelConfig as JSON (mlp_only_layers becomes a list)."""
+    cfg = moe(mlp_only_layers=(0, 2), norm_topk_prob=True, router_aux_loss_coef=0.01)
+    again = ModelConfig(**json.loads(json.dumps(dataclasses.asdict(cfg))))
+    assert again == cfg and [again.sparse_layer(i) for i in range(3)] == [False, True, False]
