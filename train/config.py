@@ -88,6 +88,14 @@ class ModelSection:
     query_scale: int | None = None
     final_softcap: float | None = None
     attn_softcap: float | None = None
+    # A mixture of experts (families qwen3_moe, olmoe, mixtral; train/model/moe.py).
+    n_experts: int | None = None
+    experts_per_token: int | None = None
+    moe_ffn_dim: int | None = None
+    norm_topk_prob: bool | None = None
+    mlp_only_layers: tuple[int, ...] | None = None
+    decoder_sparse_step: int | None = None
+    router_aux_loss_coef: float | None = None
 
 
 @dataclass

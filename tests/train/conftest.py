@@ -227,6 +227,42 @@ HF_FAMILIES = {
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
         },
     ),
+    # Qwen3-MoE: a dense first layer (mlp_only_layers, intermediate_size) then 2 sparse ones of 8 experts
+    # (moe_intermediate_size), top-2 renormalized, per-head q/k norms, head_dim 24.
+    "qwen3_moe": dict(
+        model_type="qwen3_moe",
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=24,
+        tie_word_embeddings=False,
+        num_experts=8,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        norm_topk_prob=True,
+        mlp_only_layers=[0],
+        decoder_sparse_step=1,
+    ),
+    # OLMoE: top-2 of 8 experts not renormalized, q/k norms over the whole projection, GQA 2:1.
+    "olmoe": dict(
+        model_type="olmoe",
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=False,
+        num_experts=8,
+        num_experts_per_tok=2,
+        norm_topk_prob=False,
+    ),
+    # Mixtral: top-2 of 4 experts (always renormalized), GQA 4:1.
+    "mixtral": dict(
+        model_type="mixtral",
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        tie_word_embeddings=False,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=None,
+    ),
 }
 
 
@@ -249,12 +285,11 @@ def build_hf_model(
     uniform and a wrong permutation, bias or norm would show."""
     import transformers
 
-    kw = {**HF_FAMILIES[family], **overrides}
+    kw = {"num_hidden_layers": 2, **HF_FAMILIES[family], **overrides}
     config = transformers.AutoConfig.for_model(
         vocab_size=vocab_size,
         hidden_size=64,
         intermediate_size=100,
-        num_hidden_layers=2,
         max_position_embeddings=256,
         rms_norm_eps=1e-6,
         bos_token_id=None,

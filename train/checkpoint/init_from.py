@@ -69,6 +69,10 @@ SHAPE_FIELDS = (
     "ffn_hidden_size",
     "tie_embeddings",
     "qkv_bias",
+    "n_experts",
+    "moe_ffn_size",
+    "mlp_only_layers",
+    "decoder_sparse_step",
 )
 HF_TOKENIZER = "tokenizer.json"
 

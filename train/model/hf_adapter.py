@@ -11,7 +11,11 @@ Families (MODEL_TYPES: the HF model_type of each): llama (Llama 2/3/3.1/3.2), mi
 biases), qwen3 (per-head q/k norms), olmo2 (norms after attention and FFN, q/k norms over the whole
 projection), gemma2 (sandwich norms, GeGLU, alternating sliding and full layers, soft-capped
 attention scores and logits) and gemma3 (`gemma3_text`, Gemma3ForCausalLM: Gemma 2's settings with
-per-head q/k norms, sliding and full layers with their own RoPE bases, no attention cap). Which HF
+per-head q/k norms, sliding and full layers with their own RoPE bases, no attention cap), and the
+mixtures of experts qwen3_moe, olmoe (q/k norms over the whole projection) and mixtral, whose experts'
+per-expert tensors (`mlp.experts.N.{gate,up,down}_proj`, Mixtral's `block_sparse_moe.experts.N.w{1,3,2}`)
+are the rows of the model's stacked expert weights (`hf_names`; the router is `mlp.gate` or
+`block_sparse_moe.gate`). Which HF
 norm a native norm is depends on where the family puts its norms (`_NORM_NAMES`): Llama's
 `post_attention_layernorm` is the norm before the FFN, OLMo 2's and Gemma's the one on the attention
 output.
@@ -50,6 +54,9 @@ ARCHITECTURES = {
     "olmo2": "Olmo2ForCausalLM",
     "gemma2": "Gemma2ForCausalLM",
     "gemma3": "Gemma3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "olmoe": "OlmoeForCausalLM",
+    "mixtral": "MixtralForCausalLM",
 }
 GEMMA_ACTIVATIONS = ("gelu_pytorch_tanh", "gelu_tanh")  # the same function under two names
 
@@ -75,12 +82,22 @@ _NORM_NAMES = {
         "ffn_post_norm": "post_feedforward_layernorm",
     },
 }
+# A sparse layer's router, and the prefix of its experts' HF names (`experts.N.<name>`; names by native w1, w2, w3).
+_MOE_PREFIX = {"qwen3_moe": "mlp", "olmoe": "mlp", "mixtral": "block_sparse_moe"}
+_EXPERT_NAMES = {
+    "qwen3_moe": {"w1": "gate_proj", "w2": "down_proj", "w3": "up_proj"},
+    "olmoe": {"w1": "gate_proj", "w2": "down_proj", "w3": "up_proj"},
+    "mixtral": {"w1": "w1", "w2": "w2", "w3": "w3"},
+}
+# transformers' defaults where a config.json leaves a key out.
+_AUX_LOSS_COEF = {"qwen3_moe": 0.001, "olmoe": 0.01, "mixtral": 0.001}
 _TOP_NAMES = {
     "tok_embeddings.weight": "model.embed_tokens.weight",
     "norm.weight": "model.norm.weight",
     "output.weight": "lm_head.weight",
 }
 _BLOCK = re.compile(r"layers\.(\d+)\.(\w+\.\w+|\w+)\.(weight|bias)")
+_EXPERTS = re.compile(r"layers\.(\d+)\.feed_forward\.experts\.(w[123])")
 
 
 def is_hf_model_dir(path: str | Path) -> bool:
@@ -123,9 +140,11 @@ def model_config_from_hf(hf: dict, where: str) -> ModelConfig:
     need("mlp_bias", not hf.get("mlp_bias", False), "no feed-forward biases")
     need("attention_bias", not hf.get("attention_bias", False), "no attention output bias")
     need("use_sliding_window", not hf.get("use_sliding_window", False), "full attention only")
+    need("clip_qkv", hf.get("clip_qkv") is None, "no q/k/v clipping")
+    need("router_jitter_noise", not hf.get("router_jitter_noise"), "no router jitter")
     theta, scaling, window = _rope(hf, family, where)
     max_seq_len = int(hf.get("max_position_embeddings", 2048))
-    if family == "mistral" and hf.get("sliding_window"):
+    if family in ("mistral", "mixtral") and hf.get("sliding_window"):
         max_seq_len = min(max_seq_len, int(hf["sliding_window"]))
     try:
         return ModelConfig(
@@ -146,11 +165,31 @@ def model_config_from_hf(hf: dict, where: str) -> ModelConfig:
             rope_scaling=scaling,
             family=family,
             **window,
+            **_experts(hf, family),
         )
     except KeyError as e:
         raise UserError(f"{where}: required key {e.args[0]} is missing") from None
     except (TypeError, ValueError) as e:
         raise UserError(f"{where}: {e}") from None
+
+
+def _experts(hf: dict, family: str) -> dict:
+    """The mixture-of-experts settings of a config.json (none for a dense family). Qwen3-MoE's
+    `intermediate_size` is its dense layers', `moe_intermediate_size` an expert's; OLMoE's and
+    Mixtral's `intermediate_size` is an expert's. Mixtral always renormalizes its top-k weights."""
+    if family not in _MOE_PREFIX:
+        return {}
+    out = {
+        "n_experts": int(hf["num_experts"] if "num_experts" in hf else hf["num_local_experts"]),
+        "experts_per_token": int(hf["num_experts_per_tok"]),
+        "norm_topk_prob": family == "mixtral" or bool(hf.get("norm_topk_prob", False)),
+        "router_aux_loss_coef": float(hf.get("router_aux_loss_coef", _AUX_LOSS_COEF[family])),
+    }
+    if family == "qwen3_moe":
+        out["moe_ffn_dim"] = int(hf["moe_intermediate_size"])
+        out["mlp_only_layers"] = tuple(hf.get("mlp_only_layers") or ())
+        out["decoder_sparse_step"] = int(hf.get("decoder_sparse_step", 1))
+    return out
 
 
 def _rope(hf: dict, family: str, where: str) -> tuple[float, dict | None, dict]:
@@ -225,7 +264,9 @@ def hf_config(cfg: ModelConfig, bos_id: int | None, eos_id: int | None, dtype: s
         "torch_dtype": dtype,
         "use_cache": True,
     }
-    if cfg.family in ("llama", "olmo2"):
+    if cfg.family in _MOE_PREFIX:
+        out.update(_moe_config(cfg))
+    elif cfg.family in ("llama", "olmo2"):
         out.update(attention_bias=False, mlp_bias=False)
     elif cfg.family in ("gemma2", "gemma3"):
         out.update(_gemma_config(cfg))
@@ -233,6 +274,28 @@ def hf_config(cfg: ModelConfig, bos_id: int | None, eos_id: int | None, dtype: s
     else:
         out.update(sliding_window=None, use_sliding_window=False)
     return out
+
+
+def _moe_config(cfg: ModelConfig) -> dict:
+    """The mixture-of-experts keys of qwen3_moe, olmoe and mixtral (see `_experts`)."""
+    out = {
+        "num_experts_per_tok": cfg.experts_per_token,
+        "router_aux_loss_coef": cfg.router_aux_loss_coef,
+        "attention_bias": False,
+        "sliding_window": None,
+        "output_router_logits": False,
+    }
+    if cfg.family == "mixtral":
+        return out | {"num_local_experts": cfg.n_experts, "intermediate_size": cfg.moe_ffn_size}
+    out |= {"num_experts": cfg.n_experts, "norm_topk_prob": cfg.norm_topk_prob}
+    if cfg.family == "olmoe":
+        return out | {"intermediate_size": cfg.moe_ffn_size, "clip_qkv": None}
+    return out | {
+        "moe_intermediate_size": cfg.moe_ffn_size,
+        "mlp_only_layers": list(cfg.mlp_only_layers),
+        "decoder_sparse_step": cfg.decoder_sparse_step,
+        "use_sliding_window": False,
+    }
 
 
 def _gemma_config(cfg: ModelConfig) -> dict:
@@ -258,12 +321,30 @@ def _gemma_config(cfg: ModelConfig) -> dict:
     return out
 
 
+def is_stacked_experts(name: str) -> bool:
+    """Whether native parameter `name` is a sparse layer's stacked expert weights (one HF tensor per expert)."""
+    return _EXPERTS.fullmatch(name) is not None
+
+
+def hf_names(name: str, cfg: ModelConfig) -> list[str]:
+    """The Hugging Face tensors of a native parameter: its one name, or for a sparse layer's stacked
+    expert weights (`feed_forward.experts.w1` [n_experts, ...]) one per expert, in expert order."""
+    m = _EXPERTS.fullmatch(name)
+    if m is None:
+        return [hf_name(name, cfg)]
+    layer, proj = m.group(1), _EXPERT_NAMES[cfg.family][m.group(2)]
+    prefix = f"model.layers.{layer}.{_MOE_PREFIX[cfg.family]}.experts"
+    return [f"{prefix}.{e}.{proj}.weight" for e in range(cfg.n_experts)]
+
+
 def hf_name(name: str, cfg: ModelConfig) -> str:
-    """The Hugging Face name of a native parameter name."""
+    """The Hugging Face name of a native parameter name (not a stacked expert weight: `hf_names`)."""
     if name in _TOP_NAMES:
         return _TOP_NAMES[name]
     m = _BLOCK.fullmatch(name)
     names = _BLOCK_NAMES | _NORM_NAMES[cfg.settings.norm_placement]
+    if cfg.family in _MOE_PREFIX:
+        names = names | {"feed_forward.router": f"{_MOE_PREFIX[cfg.family]}.gate"}
     if m is None or m.group(2) not in names:
         raise KeyError(f"no Hugging Face name for parameter {name!r}")
     return f"model.layers.{m.group(1)}.{names[m.group(2)]}.{m.group(3)}"
@@ -295,7 +376,10 @@ def to_hf_state_dict(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[s
         rows = rope_rows(name, cfg)
         if rows is not None:
             t = torch.empty_like(t).index_copy_(0, rows, t)
-        out[hf_name(name, cfg)] = t.contiguous()
+        if is_stacked_experts(name):  # stacked experts: each its own tensor (copies: safetensors refuses shared memory)
+            out.update((hf, t[e].clone()) for e, hf in enumerate(hf_names(name, cfg)))
+        else:
+            out[hf_name(name, cfg)] = t.contiguous()
     return out
 
 
@@ -335,6 +419,9 @@ class HFWeights:
 
     def read_native(self, name: str, cfg: ModelConfig, region: tuple[slice, ...]) -> torch.Tensor:
         """Native tensor `name`, the part `region` (one slice per dim) of it, in float32."""
+        if is_stacked_experts(name):  # the experts of region[0], each read from its own tensor
+            experts = hf_names(name, cfg)[region[0]]
+            return torch.stack([self._file(hf).read(hf, region[1:]) for hf in experts])
         hf = hf_name(name, cfg)
         rows = rope_rows(name, cfg)
         if rows is None:

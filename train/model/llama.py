@@ -13,7 +13,10 @@ embedding. What Llama 2/3/3.1/3.2, Mistral, Qwen2, Qwen3, Gemma 2 and 3 and OLMo
 `norm_eps`, `rope_theta`, `rope_scaling` of type llama3, q/k/v biases (`qkv_bias`, Qwen2), an explicit
 `head_dim`, an exact `ffn_hidden`, and per layer a sliding attention window (`layer_types`,
 `sliding_window`; `rope_local_theta`: Gemma 3). The feed-forward hidden size follows Llama otherwise:
-`8/3 * d_model` rounded up to a multiple of `ffn_multiple_of`.
+`8/3 * d_model` rounded up to a multiple of `ffn_multiple_of`. Qwen3-MoE, OLMoE and Mixtral replace
+the feed-forward of their sparse layers by a mixture of experts (train/model/moe.py: `n_experts`,
+`experts_per_token`, `moe_ffn_dim`, `norm_topk_prob`; Qwen3-MoE's dense layers by `mlp_only_layers`
+and `decoder_sparse_step`).
 
 What a family fixes is its `FamilySettings` (FAMILY_SETTINGS): where the norms sit (`pre`: before
 attention and FFN, Llama; `post`: on their outputs, OLMo 2; `sandwich`: both, Gemma), q/k RMSNorm
@@ -42,6 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pretrainkit.train.model.attention_mask import AttentionMask, TiledMask, attend, attention_mask, document_rope
+from pretrainkit.train.model.moe import MoEFeedForward
 
 ROPE_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 LAYER_TYPES = ("full_attention", "sliding_attention")  # Hugging Face's names, as in config.json's layer_types
@@ -60,6 +64,7 @@ class FamilySettings:
     sliding_layers: bool = False  # per-layer sliding window attention may be configured (Gemma 2 and 3)
     local_rope: bool = False  # sliding layers may have their own RoPE base (Gemma 3)
     attention_softcap: bool = False  # attention scores may be soft-capped (Gemma 2)
+    moe: bool = False  # sparse mixture-of-experts feed-forwards (`n_experts`; train/model/moe.py)
 
 
 GEMMA2 = FamilySettings(
@@ -80,6 +85,11 @@ FAMILY_SETTINGS = {
     "gemma2": GEMMA2,
     # Gemma 3: Gemma 2 with per-head q/k norms and a RoPE base of its own for sliding layers, no attention cap.
     "gemma3": replace(GEMMA2, qk_norm="head", local_rope=True, attention_softcap=False),
+    # Mixtures of experts, each with the attention of a dense family: Qwen3's (per-head q/k norms), OLMo 2's
+    # q/k norms over the whole projection but Llama's norm placement (OLMoE), Mistral's.
+    "qwen3_moe": FamilySettings(qk_norm="head", moe=True),
+    "olmoe": FamilySettings(qk_norm="projection", moe=True),
+    "mixtral": FamilySettings(moe=True),
 }
 FAMILIES = tuple(FAMILY_SETTINGS)  # exported as Hugging Face's model of that family (hf_adapter.MODEL_TYPES)
 
@@ -110,6 +120,14 @@ class ModelConfig:
     query_scale: int | None = None  # attention scores scaled by query_scale**-0.5 (None: head_dim)
     final_softcap: float | None = None  # logits = cap * tanh(logits / cap)
     attn_softcap: float | None = None  # attention scores = cap * tanh(scores / cap) (Gemma 2)
+    # Mixture of experts (families qwen3_moe, olmoe, mixtral; train/model/moe.py): None is a dense model.
+    n_experts: int | None = None  # experts of each sparse layer
+    experts_per_token: int | None = None  # top-k: the experts each token is sent to
+    moe_ffn_dim: int | None = None  # one expert's hidden size (None: ffn_hidden_size)
+    norm_topk_prob: bool = False  # the top-k routing weights renormalized to sum to 1 (Qwen3-MoE, Mixtral)
+    mlp_only_layers: tuple[int, ...] = ()  # layers with the dense feed-forward (Qwen3-MoE)
+    decoder_sparse_step: int = 1  # layer i is sparse when (i + 1) % step == 0 and not in mlp_only_layers
+    router_aux_loss_coef: float = 0.0  # weight of the router's load-balancing loss in the objective
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len", "ffn_multiple_of"):
@@ -142,6 +160,7 @@ class ModelConfig:
                     f"rope_scaling must be {{rope_type: llama3, {', '.join(ROPE_SCALING_KEYS)}}}, got {scaling}"
                 )
         self._check_attention_window()
+        self._check_experts()
 
     def _check_attention_window(self) -> None:
         if self.layer_types is not None:
@@ -170,6 +189,42 @@ class ModelConfig:
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 
+    def _check_experts(self) -> None:
+        object.__setattr__(self, "mlp_only_layers", tuple(self.mlp_only_layers))  # a list from JSON
+        if self.settings.moe != (self.n_experts is not None):
+            raise ValueError(
+                f"n_experts: {self.n_experts} does not fit family {self.family} "
+                "(mixture-of-experts families qwen3_moe, olmoe, mixtral need it, the others take none)"
+            )
+        if self.n_experts is None:
+            return
+        for name in ("n_experts", "moe_ffn_dim", "decoder_sparse_step"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        k = self.experts_per_token
+        if k is None or not 1 <= k <= self.n_experts:
+            raise ValueError(f"experts_per_token must be in [1, n_experts = {self.n_experts}], got {k}")
+        if not all(0 <= i < self.n_layers for i in self.mlp_only_layers):
+            raise ValueError(f"mlp_only_layers must be layers 0..{self.n_layers - 1}, got {list(self.mlp_only_layers)}")
+        if self.family != "qwen3_moe" and (self.mlp_only_layers or self.decoder_sparse_step != 1):
+            raise ValueError(f"mlp_only_layers and decoder_sparse_step: only with family qwen3_moe, got {self.family}")
+        if self.family == "mixtral" and not self.norm_topk_prob:
+            raise ValueError("norm_topk_prob: family mixtral always renormalizes its top-k weights, got false")
+        if self.family == "olmoe" and self.head_dim * self.n_heads != self.d_model:
+            raise ValueError(f"head_dim: family olmoe needs d_model / n_heads = {self.d_model // self.n_heads}")
+
+    def sparse_layer(self, layer: int) -> bool:
+        """Whether `layer`'s feed-forward is the mixture of experts (Qwen3-MoE's rule for dense layers)."""
+        return (
+            self.n_experts is not None
+            and layer not in self.mlp_only_layers
+            and (layer + 1) % self.decoder_sparse_step == 0
+        )
+
+    @property
+    def moe_ffn_size(self) -> int:
+        return self.ffn_hidden_size if self.moe_ffn_dim is None else self.moe_ffn_dim
+
     @property
     def settings(self) -> FamilySettings:
         return FAMILY_SETTINGS[self.family]
@@ -196,11 +251,16 @@ class ModelConfig:
         m = self.ffn_multiple_of
         return m * math.ceil(int(8 * self.d_model / 3) / m)
 
-    def block_params(self) -> int:
-        """Parameters of one transformer block (attention, q/k norms, feed-forward, two or four norms)."""
+    def block_params(self, layer: int = 0, active: bool = False) -> int:
+        """Parameters of transformer block `layer` (attention, q/k norms, feed-forward, two or four norms);
+        `active`: of a sparse layer only the experts one token runs (router and experts_per_token experts)."""
         d, q, kv = self.d_model, self.n_heads * self.head_dim, self.kv_heads * self.head_dim
         attention = d * q * 2 + d * kv * 2 + ((q + 2 * kv) if self.qkv_bias else 0)  # wq, wo, wk, wv (+ biases)
-        return attention + 3 * d * self.ffn_hidden_size + self.block_norm_params()
+        ffn = 3 * d * self.ffn_hidden_size
+        if self.sparse_layer(layer):
+            experts = self.experts_per_token if active else self.n_experts
+            ffn = d * self.n_experts + experts * 3 * d * self.moe_ffn_size  # router, experts
+        return attention + ffn + self.block_norm_params()
 
     def block_norm_params(self) -> int:
         """Parameters of one block's norms, q/k norms included (what tensor parallelism replicates)."""
@@ -208,10 +268,11 @@ class ModelConfig:
         qk_norm = {None: 0, "head": 2 * self.head_dim, "projection": q + kv}[self.settings.qk_norm]
         return qk_norm + (4 if self.settings.norm_placement == "sandwich" else 2) * self.d_model
 
-    def num_params(self, embeddings: bool = True) -> int:
-        """Parameter count; `embeddings=False` leaves out the input embedding table (not the output head)."""
+    def num_params(self, embeddings: bool = True, active: bool = False) -> int:
+        """Parameter count; `embeddings=False` leaves out the input embedding table (not the output head),
+        `active=True` the experts a token does not run."""
         head = 0 if self.tie_embeddings else self.vocab_size * self.d_model
-        body = self.n_layers * self.block_params() + self.d_model + head
+        body = sum(self.block_params(i, active) for i in range(self.n_layers)) + self.d_model + head
         table = self.vocab_size * self.d_model
         if embeddings:
             return body + table
@@ -221,11 +282,15 @@ class ModelConfig:
     def flops_per_token(self, seq_len: int | None = None) -> float:
         """Training FLOPs per token (forward + backward), PaLM appendix B: 6N + 12 L d T.
 
-        N counts every parameter that does a matmul (so the output head, not the lookup table);
-        the attention term counts the full T x T score matrix, as PaLM and nanoGPT do.
+        N counts every parameter that does a matmul for a token (so the output head, not the lookup
+        table, and of a sparse layer the router and the experts_per_token experts); the attention term
+        counts the full T x T score matrix, as PaLM and nanoGPT do.
         """
         t = self.max_seq_len if seq_len is None else seq_len
-        return 6.0 * self.num_params(embeddings=False) + 12.0 * self.n_layers * self.n_heads * self.head_dim * t
+        return (
+            6.0 * self.num_params(embeddings=False, active=True)
+            + 12.0 * self.n_layers * self.n_heads * self.head_dim * t
+        )
 
 
 INIT_BLOCK_ROWS = 256  # rows drawn from one generator: a shard draws only the blocks it overlaps
@@ -254,7 +319,8 @@ def fill_initial(cfg: ModelConfig, name: str, shape: torch.Size, seed: int, rows
     if len(shape) == 1:  # a norm's weight: multiplying by 1
         out.fill_(1.0 - cfg.settings.norm_offset)
         return
-    std = cfg.init_std / math.sqrt(2 * cfg.n_layers) if name.endswith(("wo.weight", "w2.weight")) else cfg.init_std
+    output = name.endswith(("wo.weight", "w2.weight", "experts.w2"))  # projections back into the residual
+    std = cfg.init_std / math.sqrt(2 * cfg.n_layers) if output else cfg.init_std
     for b in range(rows.start // INIT_BLOCK_ROWS, -(-rows.stop // INIT_BLOCK_ROWS)):
         lo, hi = b * INIT_BLOCK_ROWS, min((b + 1) * INIT_BLOCK_ROWS, shape[0])
         a, z = max(lo, rows.start), min(hi, rows.stop)
@@ -446,7 +512,7 @@ class Block(nn.Module):
         self.attention = Attention(cfg, layer)
         self.attention_post_norm = RMSNorm(cfg.d_model, cfg) if post else nn.Identity()
         self.ffn_norm = RMSNorm(cfg.d_model, cfg) if pre else nn.Identity()
-        self.feed_forward = FeedForward(cfg)
+        self.feed_forward = MoEFeedForward(cfg) if cfg.sparse_layer(layer) else FeedForward(cfg)
         self.ffn_post_norm = RMSNorm(cfg.d_model, cfg) if post else nn.Identity()
 
     def forward(

@@ -24,7 +24,14 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
 from pretrainkit.errors import UserError
-from pretrainkit.train.model.hf_adapter import CONFIG_FILE, HFWeights, hf_name, model_config_from_hf, read_hf_config
+from pretrainkit.train.model.hf_adapter import (
+    CONFIG_FILE,
+    HFWeights,
+    hf_names,
+    is_stacked_experts,
+    model_config_from_hf,
+    read_hf_config,
+)
 from pretrainkit.train.model.llama import ModelConfig, Transformer, fill_initial, initial_value
 
 # Wrappers that insert a level into parameter names: DDP, activation checkpointing, torch.compile.
@@ -91,7 +98,7 @@ def load_hf_weights(model: nn.Module, cfg: ModelConfig, weights: HFWeights) -> N
     misshapen tensors are a UserError naming the directory and the tensor, before anything is read.
     `model` may be one pipeline stage: the directory is checked against the whole model."""
     with torch.device("meta"):
-        everything = {hf_name(n, cfg) for n, _ in Transformer(cfg).named_parameters()}
+        everything = {hf for n, _ in Transformer(cfg).named_parameters() for hf in hf_names(n, cfg)}
     found = weights.names()
     missing = sorted(everything - found)
     # A tied head may be saved too (some exporters do); it is the embedding table then.
@@ -104,9 +111,14 @@ def load_hf_weights(model: nn.Module, cfg: ModelConfig, weights: HFWeights) -> N
         )
         raise UserError(f"{weights.dir}: weights do not match its config.json: {what}")
     for name, p in model.named_parameters():
-        hf, shape = hf_name(plain_name(name), cfg), list(p.shape)
-        if weights.shape_of(hf) != shape:
-            raise UserError(f"{weights.dir}: tensor {hf} has shape {weights.shape_of(hf)}, config.json implies {shape}")
+        plain = plain_name(name)
+        # Stacked experts: each expert's tensor is one row of the parameter.
+        shape = list(p.shape[1:]) if is_stacked_experts(plain) else list(p.shape)
+        for hf in hf_names(plain, cfg):
+            if weights.shape_of(hf) != shape:
+                raise UserError(
+                    f"{weights.dir}: tensor {hf} has shape {weights.shape_of(hf)}, config.json implies {shape}"
+                )
     fill_parameters(model, lambda name, region, shape: weights.read_native(name, cfg, region))
 
 

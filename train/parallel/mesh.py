@@ -85,6 +85,11 @@ def check_model_split(p: ParallelConfig, model: ModelConfig, where: str) -> None
     ):
         if value % p.tp:
             raise UserError(f"{where}: {key}: {value} does not split over parallel.tp = {p.tp}")
+    if p.tp > 1 and model.n_experts is not None:
+        raise UserError(
+            f"{where}: parallel.tp: {p.tp} does not split a mixture of experts (model.n_experts: "
+            f"{model.n_experts}); use tp: 1 with ddp, zero or fsdp"
+        )
     stages = p.pp * p.stages
     if model.n_layers % stages:
         raise UserError(

@@ -128,8 +128,10 @@ WINDOWED = dict(sliding_window=48, layer_types=("sliding_attention", "full_atten
         # a window shorter than the documents, on one layer of two: the mask is both at once
         dict(family="gemma3", **WINDOWED),
         dict(family="gemma2", **WINDOWED, attn_softcap=50.0),
+        # a mixture of experts routes each token on its own: packing changes nothing there either
+        dict(family="mixtral", n_experts=4, experts_per_token=2, norm_topk_prob=True),
     ],
-    ids=["qwen3", "olmo2", "gemma3", "gemma2"],
+    ids=["qwen3", "olmo2", "gemma3", "gemma2", "mixtral"],
 )
 def test_every_family_scores_a_packed_document_as_alone(family: dict) -> None:
     docs = documents([150, 90, 120])

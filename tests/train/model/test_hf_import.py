@@ -1,12 +1,13 @@
 """Hugging Face import: tiny random Llama (llama3 rope scaling, GQA), Mistral (explicit head_dim) and
 Qwen2 (q/k/v biases, tied embeddings) models built locally with transformers give the same logits
-through the project's model; sharded and half-precision files load; unsupported inputs fail in one line."""
+through the project's model, as do the other families (tests/train/conftest.py HF_FAMILIES, the
+mixtures of experts among them, whose routing quirks are checked here); sharded and half-precision
+files load; unsupported inputs fail in one line."""
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -49,19 +50,23 @@ def test_unsupported_model_type_is_one_line(hf_model) -> None:
     with pytest.raises(
         UserError,
         match=r"config.json: model_type 'gpt2' is not supported "
-        r"\(supported: llama, mistral, qwen2, qwen3, olmo2, gemma2, gemma3_text\)",
+        r"\(supported: llama, mistral, qwen2, qwen3, olmo2, gemma2, gemma3_text, qwen3_moe, olmoe, mixtral\)",
     ):
         load_hf_model(directory)
 
 
-def test_missing_tensor_names_the_directory_and_tensor(hf_model, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "family, tensor",
+    [("qwen2", "model.layers.1.self_attn.k_proj.bias"), ("olmoe", "model.layers.1.mlp.experts.7.up_proj.weight")],
+)
+def test_missing_tensor_names_the_directory_and_tensor(hf_model, family: str, tensor: str) -> None:
     from safetensors.torch import load_file, save_file
 
-    directory, _ = hf_model("qwen2")
+    directory, _ = hf_model(family)
     tensors = load_file(directory / "model.safetensors")
-    del tensors["model.layers.1.self_attn.k_proj.bias"]
+    del tensors[tensor]
     save_file(tensors, directory / "model.safetensors")
-    with pytest.raises(UserError, match="missing model.layers.1.self_attn.k_proj.bias"):
+    with pytest.raises(UserError, match=f"missing {re.escape(tensor)}"):
         load_hf_model(directory)
 
 
@@ -167,6 +172,10 @@ def test_any_region_of_a_permuted_qk_norm_reads_like_the_full_one(hf_model, fami
         ("gemma2", "use_bidirectional_attention", True, "use_bidirectional_attention: True is not supported"),
         ("qwen3", "use_sliding_window", True, "use_sliding_window: True is not supported"),
         ("olmo2", "hidden_act", "gelu", "hidden_act: 'gelu' is not supported"),
+        ("olmoe", "clip_qkv", 8.0, "clip_qkv: 8.0 is not supported (no q/k/v clipping)"),
+        ("mixtral", "router_jitter_noise", 0.1, "router_jitter_noise: 0.1 is not supported (no router jitter)"),
+        ("qwen3_moe", "num_experts_per_tok", 9, "experts_per_token must be in [1, n_experts = 8], got 9"),
+        ("qwen3_moe", "mlp_only_layers", [3], "mlp_only_layers must be layers 0..2, got [3]"),
     ],
 )
 def test_what_a_family_cannot_be_is_one_line_naming_config_json_and_the_key(hf_model, family, key, value, message):
@@ -175,3 +184,50 @@ def test_what_a_family_cannot_be_is_one_line_naming_config_json_and_the_key(hf_m
     (directory / "config.json").write_text(json.dumps({**config, key: value}))
     with pytest.raises(UserError, match=f"config.json: {re.escape(message)}"):
         load_hf_model(directory)
+
+
+@pytest.mark.parametrize("family", ["qwen3_moe", "olmoe"])
+def test_moe_routing_is_what_transformers_uses(hf_model, family: str) -> None:
+    """The sparse layers are transformers' (Qwen3-MoE: layer 0 dense by mlp_only_layers), and with the
+    other top-k rule (renormalized or not) the logits are not transformers' any more."""
+    from dataclasses import replace
+
+    from pretrainkit.train.model.llama import Transformer
+    from pretrainkit.train.model.moe import MoEFeedForward
+
+    directory, reference = hf_model(family)
+    model, cfg = load_hf_model(directory)
+    sparse = [type(layer.mlp).__name__.endswith("SparseMoeBlock") for layer in reference.model.layers]
+    assert [isinstance(b.feed_forward, MoEFeedForward) for b in model.layers] == sparse
+    assert sparse == ([False, True, True] if family == "qwen3_moe" else [True, True])
+    assert cfg.norm_topk_prob == (family == "qwen3_moe")
+    other = Transformer(replace(cfg, norm_topk_prob=not cfg.norm_topk_prob))
+    other.load_state_dict(model.state_dict())
+    tokens = torch.randint(0, cfg.vocab_size, (1, 40), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert (other(tokens) - reference(tokens).logits).abs().amax(-1).min() > 1e-3
+
+
+def test_qwen3_moe_decoder_sparse_step_gives_transformers_logits(hf_model) -> None:
+    """Every second layer sparse (decoder_sparse_step 2) and layer 3 dense by mlp_only_layers: layers 1 only."""
+    directory, reference = hf_model("qwen3_moe", num_hidden_layers=4, decoder_sparse_step=2, mlp_only_layers=[3])
+    model, cfg = load_hf_model(directory)
+    assert [cfg.sparse_layer(i) for i in range(4)] == [False, True, False, False]
+    tokens = torch.randint(0, cfg.vocab_size, (2, 24), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        ours, theirs = model(tokens), reference(tokens).logits
+    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4 * theirs.abs().max().item())
+
+
+def test_any_region_of_stacked_experts_reads_like_the_full_one(hf_model) -> None:
+    """An FSDP shard of a stacked expert weight (some experts, some of their rows) reads its part from
+    the per-expert tensors."""
+    from pretrainkit.train.model.hf_adapter import HFWeights
+
+    directory, _ = hf_model("mixtral")
+    model, cfg = load_hf_model(directory)
+    weights = HFWeights(directory)
+    for name in ("layers.0.feed_forward.experts.w1", "layers.1.feed_forward.experts.w2"):
+        full = model.get_parameter(name).detach()
+        for region in ((slice(1, 3), slice(5, 40), slice(None)), (slice(3, 4), slice(0, 64), slice(7, 9))):
+            torch.testing.assert_close(weights.read_native(name, cfg, region), full[region], rtol=0, atol=0)

@@ -112,7 +112,7 @@ def test_round_trip_hf_train_export_hf(kit, hf_model_with_tokenizer, tmp_path: P
     assert tok.eos_token == "<|endoftext|>" and exported.generation_config.eos_token_id == trained.tokenizer.eos_id
 
 
-@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma2", "gemma3"])
+@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma2", "gemma3", "qwen3_moe", "olmoe", "mixtral"])
 def test_continued_pretraining_of_each_family_exports_what_it_trained(
     kit, hf_model_with_tokenizer, family: str, tmp_path: Path
 ) -> None:
@@ -164,7 +164,41 @@ def test_a_gemma3_trained_from_scratch_exports_its_window(kit, hf_model_with_tok
         assert_logits_close(load_model(tmp_path / "run").model(x), exported(x).logits)
 
 
-@pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3"])
+def test_a_mixture_of_experts_trained_from_scratch_exports_its_experts(
+    kit, hf_model_with_tokenizer, tmp_path: Path
+) -> None:
+    """`model: {family: qwen3_moe, n_experts, ...}` without init_from: transformers reads the export's
+    experts, top-k, renormalization and dense layers as the run's (its logits on 32 positions)."""
+    directory, _, mix = hf_model_with_tokenizer("qwen3")  # for its tokenizer and mixture only
+    moe = {
+        "family": "qwen3_moe",
+        "n_experts": 4,
+        "experts_per_token": 2,
+        "moe_ffn_dim": 24,
+        "norm_topk_prob": True,
+        "mlp_only_layers": [1],
+        "router_aux_loss_coef": 0.01,
+    }
+    config = kit.config(tmp_path, data={"mixture": str(mix), "seq_len": SEQ}, model=moe, max_steps=3, eval={"every": 0})
+    assert main(["train", str(config)]) == 0
+    out = tmp_path / "exported"
+    assert main(["export", str(tmp_path / "run"), "--format", "hf", "-o", str(out), "--tokenizer", str(directory)]) == 0
+    exported = load_in_transformers(out)
+    assert type(exported).__name__ == "Qwen3MoeForCausalLM" and exported.config.mlp_only_layers == [1]
+    assert (exported.config.num_experts, exported.config.num_experts_per_tok, exported.config.norm_topk_prob) == (
+        4,
+        2,
+        True,
+    )
+    assert (exported.config.moe_intermediate_size, exported.config.router_aux_loss_coef) == (24, 0.01)
+    x, _ = first_batch(mix)
+    with torch.no_grad():
+        assert_logits_close(load_model(tmp_path / "run").model(x), exported(x).logits)
+
+
+@pytest.mark.parametrize(
+    "family", ["mistral", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3", "qwen3_moe", "olmoe", "mixtral"]
+)
 def test_hf_directory_exports_back_unchanged(hf_model_with_tokenizer, family: str, tmp_path: Path) -> None:
     """Imported from sharded safetensors, exported sharded: the same model_type, keys and logits (for
     Gemma 3 on 40 positions, past its window of 16)."""
@@ -211,7 +245,9 @@ def test_native_export_config_is_not_an_hf_config(kit, tmp_path: Path) -> None:
     assert load_model(tmp_path / "native").kind == "native export"
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3"])
+@pytest.mark.parametrize(
+    "family", ["llama", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3", "qwen3_moe", "olmoe", "mixtral"]
+)
 def test_greedy_generation_equals_transformers(hf_model_with_tokenizer, family: str) -> None:
     directory, reference, _ = hf_model_with_tokenizer(family)
     loaded = load_model(directory)

@@ -90,7 +90,11 @@ def test_tied_embeddings_share_storage() -> None:
         (dict(n_kv_heads=3), r"n_heads \(4\) must be a multiple of n_kv_heads \(3\)"),
         (dict(n_layers=0), r"n_layers must be >= 1, got 0"),
         (dict(d_model=12, n_heads=4), r"head_dim \(3\) must be even"),
-        (dict(family="gpt2"), r"family must be one of llama, mistral, qwen2, qwen3, olmo2, gemma2, gemma3, got 'gpt2'"),
+        (
+            dict(family="gpt2"),
+            r"family must be one of llama, mistral, qwen2, qwen3, olmo2, gemma2, gemma3, qwen3_moe, olmoe, mixtral, "
+            r"got 'gpt2'",
+        ),
         (
             dict(sliding_window=8),
             r"sliding_window and sliding layer_types: only with family gemma2 or gemma3, got llama",

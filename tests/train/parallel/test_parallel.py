@@ -267,6 +267,13 @@ FAMILY_LAYOUTS = {
         {"sliding_window": 8, "tie_word_embeddings": False},
         {"pp2": {"pp": 2, "pp_schedule": "1f1b"}, "fsdp_tp2": {"data": "fsdp", "tp": 2}},
     ),
+    # A mixture of experts (dense layer 0, then sparse ones): FSDP shards the stacked experts by expert; under
+    # DDP every expert gets a gradient (zero for one that got no token); 4 layers, 2 per pipeline stage.
+    "qwen3_moe": (
+        "qwen3_moe",
+        {"num_hidden_layers": 4},
+        {"ddp": "ddp", "fsdp": "fsdp", "zero2": "zero2", "pp2": {"pp": 2, "pp_schedule": "1f1b"}},
+    ),
 }
 
 

@@ -120,7 +120,7 @@ def test_published_gemma_configs_read_as_transformers_reads_them(name: str) -> N
     assert cfg.tie_embeddings and theirs.tie_word_embeddings
 
 
-@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma2", "gemma3"])
+@pytest.mark.parametrize("family", ["qwen3", "olmo2", "gemma2", "gemma3", "qwen3_moe", "olmoe", "mixtral"])
 def test_tiny_models_count_as_transformers(hf_model, family: str) -> None:
     directory, model = hf_model(family)
     cfg = model_config_from_hf(json.loads((directory / "config.json").read_text()), "config.json")
@@ -157,3 +157,33 @@ def test_published_configs_count_as_transformers_and_ptk_plan_says_so(name: str,
     # DDP holds every parameter in fp32: 4 bytes each.
     (ddp,) = [line.split() for line in out.splitlines() if line.startswith("  DDP ")]
     assert ddp[1] == f"{expected * 4 / 1e9:.3g}"
+
+
+def test_published_qwen3_moe_counts_total_and_active_parameters() -> None:
+    """Qwen/Qwen3-30B-A3B's config.json: transformers' count in total, and per token the router and 8 of
+    its 128 experts in each of the 48 layers (Qwen's figures: 30.5B total, 3.3B active)."""
+    config = dict(
+        model_type="qwen3_moe",
+        vocab_size=151936,
+        hidden_size=2048,
+        intermediate_size=6144,
+        moe_intermediate_size=768,
+        num_hidden_layers=48,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        head_dim=128,
+        num_experts=128,
+        num_experts_per_tok=8,
+        norm_topk_prob=True,
+        decoder_sparse_step=1,
+        mlp_only_layers=[],
+        max_position_embeddings=40960,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        hidden_act="silu",
+    )
+    cfg = model_config_from_hf(config, "Qwen3-30B-A3B/config.json")
+    assert cfg.num_params() == transformers_count(config)
+    assert cfg.num_params(active=True) == cfg.num_params() - 48 * (128 - 8) * 3 * 2048 * 768
+    assert (round(cfg.num_params() / 1e9, 1), round(cfg.num_params(active=True) / 1e9, 1)) == (30.5, 3.4)
