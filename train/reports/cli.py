@@ -66,7 +66,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("run_dir", metavar="RUN_DIR")
     t.add_argument(
-        "--step", type=int_in(1, 1 << 62), required=True, metavar="N", help="the training step (1 to max_steps)"
+        "--step",
+        type=int_in(1, 1 << 62),
+        required=True,
+        metavar="N",
+        help="the training step (at most the run's max_steps)",
     )
     t.add_argument("--json", action="store_true", help="one JSON object instead of tables")
     t.add_argument("--tokens", action="store_true", help="add each window's seq_len + 1 token ids")
