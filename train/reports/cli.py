@@ -74,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--json", action="store_true", help="one JSON object instead of tables")
     t.add_argument("--tokens", action="store_true", help="add each window's seq_len + 1 token ids")
-    t.set_defaults(func=run_trace)
+    t.set_defaults(func=run_trace, url_arguments=UrlArguments(selected=(("run_dir", run_logs_read),)))
 
     r = sub.add_parser(
         "report",
