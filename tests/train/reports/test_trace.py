@@ -113,6 +113,10 @@ def test_trace_gives_the_consumed_tokens_their_hash_and_their_documents(kit, tok
         origin,
         f"{first['start']}-{first['end']}",
     ]
+    assert main(["trace", str(run), "--step", "4", "--tokens"]) == 0
+    tokens = trace_step(str(run), 4, tokens=True)["tokens"]
+    shown = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  tokens: ")]
+    assert shown == ["  tokens: " + " ".join(map(str, row)) for row in tokens]
     for argv, message in (
         (["trace", str(run), "--step", "7"], f"--step 7: {run} trains steps 1 to 6 (max_steps)"),
         (["trace", str(tmp_path), "--step", "1"], f"{tmp_path}: no config.yaml: not a training run's folder"),
