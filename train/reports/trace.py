@@ -65,7 +65,7 @@ def trace_step(run_dir: str, step: int, tokens: bool = False) -> dict:
 
 
 def _loader_state_of(path: Path) -> dict:
-    """`loader_state_of`, imported (with torch, ~2 s) only for a mixture whose sources replay another run."""
+    """`loader_state_of`, imported (with torch: seconds) only for a mixture whose sources replay another run."""
     from pretrainkit.train.checkpoint.checkpoints import loader_state_of
 
     return loader_state_of(path)
