@@ -3,6 +3,8 @@
     sampler = MixtureSampler(mix, seq_len=256, global_batch_size=32)
     tokens, source_ids = sampler.batch(k)       # int64 [32, 257], int16 [32] (index into mix.sources)
     sampler.rows(k, 8, 16)                      # rows 8..15 of batch k only (one rank's slice)
+    sampler.batch_sha256(k)                     # sha256 of batch k's tokens as little-endian int32
+    sampler.segments(k)                         # per row: its source and its pieces of documents
     sampler.validation_batches("web", batch_size=8, max_batches=4)
 
 Guarantee: global batch k is a pure function of (mixture, seq_len, global batch size, k); the
@@ -17,13 +19,18 @@ starts at that batch with each source continuing from its saved position.
 
 from __future__ import annotations
 
+import hashlib
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from pretrainkit.errors import UserError, quoted
 from pretrainkit.mixtures.mixture import Mixture, Source
 from pretrainkit.mixtures.schedule import InterleaveSchedule
 from pretrainkit.mixtures.stream import SourceStream
+
+if TYPE_CHECKING:  # torch is imported where tensors are made: `ptk trace` computes a batch without it
+    import torch
 
 
 class MixtureSampler:
@@ -53,6 +60,27 @@ class MixtureSampler:
 
     def rows(self, k: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows [start, stop) of global batch k, computing only those rows."""
+        which, index = self._origins(k, start, stop)
+        tokens = np.empty((len(which), self.seq_len + 1), dtype=np.int64)
+        for s in np.unique(which).tolist():
+            mask = which == s
+            tokens[mask] = self.streams[s].sequences(index[mask])
+        return tokens, self._source_ids[which]
+
+    def batch_sha256(self, k: int) -> str:
+        """The sha256 of global batch k's rows in order, each seq_len + 1 tokens as little-endian int32:
+        what `metrics.jsonl` logs for the step that trains on it and `ptk trace` prints."""
+        return rows_sha256(self.batch(k)[0])
+
+    def segments(self, k: int) -> list[tuple[Source, list[tuple[int, int, int]]]]:
+        """Per row of global batch k: its source and its pieces of documents, (document in the source's
+        shard set, start, end) each (`SourceStream.segments`); reads no tokens."""
+        which, index = self._origins(k, 0, self.global_batch_size)
+        return [(self.sources[s], self.streams[s].segments(c)) for s, c in zip(which.tolist(), index.tolist())]
+
+    def _origins(self, k: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """For rows [start, stop) of batch k: the position of each one's source in `sources` and its
+        sequence number in that source's stream."""
         if k < self.first_batch or not 0 <= start <= stop <= self.global_batch_size:
             raise IndexError(
                 f"rows [{start}, {stop}) of batch {k}: "
@@ -60,13 +88,7 @@ class MixtureSampler:
             )
         self.check_batch(k)
         n = (k - self.first_batch) * self.global_batch_size + np.arange(start, stop, dtype=np.int64)
-        which = self.schedule.source_of(n)
-        index = self.schedule.index_in_source(n)
-        tokens = np.empty((len(n), self.seq_len + 1), dtype=np.int64)
-        for s in np.unique(which).tolist():
-            mask = which == s
-            tokens[mask] = self.streams[s].sequences(index[mask])
-        return tokens, self._source_ids[which]
+        return self.schedule.source_of(n), self.schedule.index_in_source(n)
 
     def check_batch(self, k: int) -> None:
         """UserError naming the source if batch k would read past its `max_epochs`."""
@@ -130,6 +152,13 @@ class MixtureSampler:
         return [to_inputs_targets(rows[i : i + batch_size]) for i in range(0, count, batch_size)]
 
 
+def rows_sha256(rows: np.ndarray) -> str:
+    """The sha256 of rows of tokens in order, each token as a little-endian int32."""
+    return hashlib.sha256(rows.astype("<i4").tobytes()).hexdigest()
+
+
 def to_inputs_targets(rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     """Sequences of seq_len + 1 tokens (any integer type) as (inputs, targets) int64 tensors shifted by one."""
+    import torch
+
     return torch.from_numpy(rows[:, :-1].astype(np.int64)), torch.from_numpy(rows[:, 1:].astype(np.int64))

@@ -3,6 +3,7 @@
     stream = SourceStream(shard_set, split.train, seq_len=1024, seed=7, start_token=0)
     stream.sequences(np.array([0, 1, 2]))     # int64 [3, 1025]: the source's sequences 0, 1, 2
     stream.window_documents(epoch, w)         # the documents of one shuffle window, in stream order
+    stream.segments(5)                        # sequence 5's pieces of documents: [(doc, start, end), ...]
 
 The stream is infinite: epoch e holds every document of the subset once, each followed by EOS,
 and epochs follow each other without a gap. Sequence i is tokens [start_token + i*(seq_len+1),
@@ -31,6 +32,8 @@ Reading window w asks the shard set to prefetch window w + 1's record batches (s
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
@@ -38,6 +41,8 @@ from pretrainkit.mixtures.holdout import DocumentSubset
 from pretrainkit.shards import ShardSet
 
 WINDOW_BATCHES = 64
+K = TypeVar("K")  # `_kept`: a cache's keys and values
+V = TypeVar("V")
 _EPOCHS_KEPT = 2  # a batch of a source's rows usually touches one epoch, at most two unless the source is tiny
 _WINDOWS_KEPT = 3  # the window being read, the next, and one a row straddling them came from
 
@@ -65,10 +70,11 @@ class SourceStream:
         self._batches = np.flatnonzero(docs.batch_tokens)  # record batches holding any of the subset
         self._epochs: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._windows: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._layouts: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
 
     def __getstate__(self) -> dict:
         """Pickled for DataLoader workers without the epochs and windows read so far."""
-        return {**self.__dict__, "_epochs": OrderedDict(), "_windows": OrderedDict()}
+        return {**self.__dict__, "_epochs": OrderedDict(), "_windows": OrderedDict(), "_layouts": OrderedDict()}
 
     @property
     def row_tokens(self) -> int:
@@ -94,30 +100,56 @@ class SourceStream:
                 done += n
         return out
 
+    def segments(self, index: int) -> list[tuple[int, int, int]]:
+        """Sequence `index`'s pieces of documents, in order: (document in the shard set, start, end), the
+        offsets into the document's tokens followed by its EOS (end = length + 1 takes the EOS). Reads
+        only record batches' length columns, never their tokens."""
+        out: list[tuple[int, int, int]] = []
+        position, done = self.start_token + index * self.row_tokens, 0
+        while done < self.row_tokens:
+            epoch, offset = divmod(position + done, self.epoch_tokens)
+            ends = self._epoch(epoch)[1]
+            w = int(ends.searchsorted(offset, side="right"))
+            offset -= int(ends[w - 1]) if w else 0
+            docs, lengths, doc_ends = self._documents(epoch, w)
+            d = int(doc_ends.searchsorted(offset, side="right"))
+            while done < self.row_tokens and d < len(docs):  # to the row's end or the window's
+                start = offset - (int(doc_ends[d - 1]) if d else 0)
+                n = min(self.row_tokens - done, int(lengths[d]) + 1 - start)
+                out.append((int(docs[d]), start, start + n))
+                done, offset, d = done + n, offset + n, d + 1
+        return out
+
     def window_documents(self, epoch: int, w: int) -> np.ndarray:
         """int64: the documents of window w of this epoch, in stream order."""
-        batches = self._window_batches(epoch, w)
-        return self._layout(epoch, w, batches, [self.shard_set.batch_lengths(b) for b in batches])[0]
+        return self._documents(epoch, w)[0]
+
+    def _documents(self, epoch: int, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(documents, their lengths, where each one's EOS ends in the window's tokens), in stream order,
+        from the length columns alone; the last few windows' kept, as a batch's rows share windows."""
+
+        def make() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            batches = self._window_batches(epoch, w)
+            docs, _, lengths = self._layout(epoch, w, batches, [self.shard_set.batch_lengths(b) for b in batches])
+            return docs, lengths, np.cumsum(lengths + 1)  # each document then its EOS, as `_window` joins them
+
+        return _kept(self._layouts, (epoch, w), _WINDOWS_KEPT, make)
 
     def num_windows(self) -> int:
         return -(-len(self._batches) // self.window_batches)
 
     def _epoch(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """(record batches in this epoch's order, cumulative tokens at the end of each window)."""
-        cached = self._epochs.get(epoch)
-        if cached is None:
+
+        def make() -> tuple[np.ndarray, np.ndarray]:
             order = self._rng(epoch).permutation(self._batches) if self.shuffle else self._batches
             cut = np.arange(0, len(order), self.window_batches)
             ends = (
                 np.cumsum(np.add.reduceat(self.docs.batch_tokens[order], cut)) if len(order) else np.zeros(0, np.int64)
             )
-            cached = (order, ends)
-            self._epochs[epoch] = cached
-            if len(self._epochs) > _EPOCHS_KEPT:
-                self._epochs.popitem(last=False)
-        else:
-            self._epochs.move_to_end(epoch)
-        return cached
+            return order, ends
+
+        return _kept(self._epochs, epoch, _EPOCHS_KEPT, make)
 
     def _rng(self, epoch: int, *window: int) -> np.random.Generator:
         return np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, epoch, *window])))
@@ -149,28 +181,34 @@ class SourceStream:
 
     def _window(self, epoch: int, w: int) -> np.ndarray:
         """Window w's tokens in stream order: each of its record batches decompressed once."""
-        key = (epoch, w)
-        tokens = self._windows.get(key)
-        if tokens is not None:
-            self._windows.move_to_end(key)
-            return tokens
-        batches = self._window_batches(epoch, w)
-        read = self.shard_set.read_batches(batches)
-        # The next window's record batches, fetched meanwhile where the shards are in a bucket
-        self.shard_set.prefetch(
-            self._window_batches(*((epoch, w + 1) if w + 1 < self.num_windows() else (epoch + 1, 0)))
-        )
-        _, starts, lengths = self._layout(epoch, w, batches, [lengths for lengths, _ in read])
-        joined = np.concatenate(
-            [tokens for _, tokens in read] + [np.array([self.shard_set.tokenizer.eos_id], dtype=self.shard_set.dtype)]
-        )
-        # One gather: each document's tokens, then an EOS (the element appended last)
-        with_eos = lengths + 1
-        out_starts = np.cumsum(with_eos) - with_eos
-        gather = np.arange(int(with_eos.sum()), dtype=np.int64) + np.repeat(starts - out_starts, with_eos)
-        gather[out_starts + lengths] = len(joined) - 1
-        tokens = joined[gather]
-        self._windows[key] = tokens
-        if len(self._windows) > _WINDOWS_KEPT:
-            self._windows.popitem(last=False)
-        return tokens
+
+        def make() -> np.ndarray:
+            batches = self._window_batches(epoch, w)
+            read = self.shard_set.read_batches(batches)
+            # The next window's record batches, fetched meanwhile where the shards are in a bucket
+            self.shard_set.prefetch(
+                self._window_batches(*((epoch, w + 1) if w + 1 < self.num_windows() else (epoch + 1, 0)))
+            )
+            _, starts, lengths = self._layout(epoch, w, batches, [lengths for lengths, _ in read])
+            eos = np.array([self.shard_set.tokenizer.eos_id], dtype=self.shard_set.dtype)
+            joined = np.concatenate([tokens for _, tokens in read] + [eos])
+            # One gather: each document's tokens, then an EOS (the element appended last)
+            with_eos = lengths + 1
+            out_starts = np.cumsum(with_eos) - with_eos
+            gather = np.arange(int(with_eos.sum()), dtype=np.int64) + np.repeat(starts - out_starts, with_eos)
+            gather[out_starts + lengths] = len(joined) - 1
+            return joined[gather]
+
+        return _kept(self._windows, (epoch, w), _WINDOWS_KEPT, make)
+
+
+def _kept(cache: OrderedDict[K, V], key: K, limit: int, make: Callable[[], V]) -> V:
+    """`cache[key]`, made by `make()` when missing; the `limit` most recently used entries are kept."""
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = make()
+        if len(cache) > limit:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return found

@@ -51,6 +51,7 @@ COMMANDS = {
     "init": "pretrainkit.train.planning.cli",
     "train": "pretrainkit.train.cli",
     "report": "pretrainkit.train.reports.cli",
+    "trace": "pretrainkit.train.reports.cli",
     "export": "pretrainkit.train.checkpoint.cli",
     "eval": "pretrainkit.train.evaluation.cli",
     "generate": "pretrainkit.train.generation.cli",

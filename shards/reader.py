@@ -3,6 +3,7 @@
     ss = ShardSet.open("shards/")
     ss.num_docs, ss.num_tokens, ss.tokenizer.eos_id, ss.dtype
     ss.document(3)                   # tokens of document 3
+    ss.document_origin(3)            # (its shard's file, its id)
     ss.read_tokens(0, 2049)          # the stream doc0 EOS doc1 EOS ... (an EOS after every document)
     ss.doc_lengths()                 # int64 per document, read without decompressing any tokens
     ss.batches.docs, ss.read_batch(b)   # the record-batch index; one batch's lengths and tokens
@@ -151,9 +152,13 @@ class ShardSet:
         return self.read_tokens(start, start + int(lengths[j]))
 
     def document_id(self, i: int) -> str:
+        return self.document_origin(i)[1]
+
+    def document_origin(self, i: int) -> tuple[str, str]:
+        """(the file of the shard holding document i, the document's id)."""
         b, j, _ = self._locate(i)
         shard, local = self.batches.location(b)
-        return self._reader(shard).ids(local)[j]
+        return self.manifest["shards"][shard]["file"], self._reader(shard).ids(local)[j]
 
     def read_tokens(self, start: int, stop: int) -> np.ndarray:
         """Tokens [start, stop) of the stream doc0 EOS doc1 EOS ... (a copy; safe to modify)."""

@@ -1,14 +1,19 @@
-"""`ptk report RUN_DIR`: PNG figures and a text summary of a finished or running run.
+"""`ptk report RUN_DIR`: PNG figures and a text summary of a finished or running run; `ptk trace RUN_DIR
+--step N`: the documents of a step's global batch (`trace.py`).
 
 ptk report runs/base
 ptk report runs/base --compare runs/bigger -o report.png --x tokens
+ptk trace runs/base --step 120 [--json] [--tokens]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 
+from pretrainkit.arguments import int_in
 from pretrainkit.errors import UserError
 from pretrainkit.files import output_file, write_text_atomic, writing_into
 from pretrainkit.remote.staging import UrlArguments, shown
@@ -42,7 +47,35 @@ def run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_trace(args: argparse.Namespace) -> int:
+    from pretrainkit.train.reports.trace import format_trace, trace_step
+
+    trace = trace_step(args.run_dir, args.step, tokens=args.tokens)
+    text = json.dumps(trace) if args.json else format_trace(trace)
+    sys.stdout.write(text + "\n")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    t = sub.add_parser(
+        "trace",
+        help="the documents of a training step's global batch",
+        description="Every window of step N's global batch, in global order, and in each its pieces of documents: "
+        "source, shard, document index, id, input file and line, token offsets; with the batch's sha256, which "
+        "metrics.jsonl logs for the step. Computed from the data order alone, for a finished or running run.",
+    )
+    t.add_argument("run_dir", metavar="RUN_DIR")
+    t.add_argument(
+        "--step",
+        type=int_in(1, 1 << 62),
+        required=True,
+        metavar="N",
+        help="the training step (at most the run's max_steps)",
+    )
+    t.add_argument("--json", action="store_true", help="one JSON object instead of tables")
+    t.add_argument("--tokens", action="store_true", help="add each window's seq_len + 1 token ids")
+    t.set_defaults(func=run_trace, url_arguments=UrlArguments(selected=(("run_dir", run_logs_read),)))
+
     r = sub.add_parser(
         "report",
         help="PNG figures and a text summary of a run",

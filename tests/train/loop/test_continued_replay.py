@@ -222,3 +222,20 @@ def test_demo_continued_config_continues_the_demo_base_run():
     sources = yaml.safe_load(mixture.read_text())["sources"]
     replays = [(mixture.parent / s["replay"]["from"]).resolve() for s in sources if "replay" in s]
     assert Path(cont.init_from) == Path(base.run_dir) and replays == [Path(base.run_dir)]
+
+
+def test_trace_of_a_replaying_run_gives_the_rows_it_drew_and_their_logged_hash(session_kit, base, peps, tmp_path):
+    from pretrainkit.train.reports.trace import trace_step
+
+    mix = _continued_mixture(tmp_path, session_kit.mixture, base[0], "continue", peps)
+    config = session_kit.config(
+        tmp_path, data={"mixture": str(mix)}, max_steps=2, eval={"every": 0}, checkpoint={"every": 0, "keep": 1}
+    )
+    drawn = _train(config)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for row in rows:
+        trace = trace_step(str(tmp_path / "run"), row["step"], tokens=True)
+        assert trace["batch_sha256"] == row["batch_sha256"]
+        assert (np.array(trace["tokens"])[:, :-1] == drawn[row["step"] - 1].numpy()).all()
+    assert {s["source"] for w in trace["windows"] for s in w["segments"]} == {"wiki", "peps"}

@@ -164,6 +164,14 @@ def test_export_eval_and_report_read_a_run_in_a_bucket_as_a_local_one(kit, s3, w
     assert (tmp_path / "report.png").stat().st_size > 0 and f"{url}" in (tmp_path / "report.txt").read_text()
     assert not list((work / "inputs").rglob("*.distcp"))  # the fetched copies go when each command ends
 
+    capsys.readouterr()
+    traces = []
+    for run in (url, str(local_run)):
+        assert main(["trace", run, "--step", "3", "--json"]) == 0
+        traces.append(json.loads(capsys.readouterr().out))
+    step_3 = next(r for r in local_rows(local_run) if r["step"] == 3 and "loss" in r)
+    assert traces[0] == traces[1] and traces[0]["batch_sha256"] == step_3["batch_sha256"]
+
 
 def test_a_run_dir_url_over_other_objects_or_a_bad_export_url_is_one_line(kit, s3, work, tmp_path, capsys) -> None:
     s3.client().put_object(Bucket=s3.bucket.removeprefix("s3://"), Key="taken/notes.txt", Body=b"mine")

@@ -16,6 +16,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.train.config import SpikeConfig, load_config
 from pretrainkit.train.loop.run import run_training
 from pretrainkit.train.loop.spikes import Action, SpikeDetector
+from pretrainkit.train.reports.trace import trace_step
 
 SPIKE_BATCH = 24
 RUN = {"max_steps": 32, "checkpoint": {"every": 5, "keep": 2}, "eval": {"every": 0}}
@@ -74,7 +75,13 @@ def test_detector_decides_what_the_loop_does(action: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def runs(byte_mixture: Path, tmp_path_factory) -> dict:
+def run_dirs(tmp_path_factory) -> dict[str, Path]:
+    """The folders of the `runs` (each one's run dir is `run` in it)."""
+    return {name: tmp_path_factory.mktemp(name) for name in ("clean", "skip", "none", "rollback")}
+
+
+@pytest.fixture(scope="module")
+def runs(byte_mixture: Path, run_dirs: dict[str, Path]) -> dict:
     """A clean run (detection on, nothing to find), and the same with batch 24 garbage: skip, none, rollback."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # see the one_thread fixture
@@ -85,7 +92,7 @@ def runs(byte_mixture: Path, tmp_path_factory) -> dict:
         ("none", "none", garbage_from(SPIKE_BATCH)),
         ("rollback", "rollback", garbage_from(SPIKE_BATCH)),
     ):
-        out[name] = train(byte_mixture, tmp_path_factory.mktemp(name), action, transform)
+        out[name] = train(byte_mixture, run_dirs[name], action, transform)
     torch.set_num_threads(threads)
     return out
 
@@ -120,6 +127,14 @@ class TestInducedSpike:
         # Before the spike both are the same run; after it, rollback's step s trains on clean's batch of step s+1.
         assert [r["loss"] for r in rows[:SPIKE_BATCH]] == [r["loss"] for r in clean[:SPIKE_BATCH]]
         assert mean_loss(rows[-7:-1]) == pytest.approx(mean_loss(clean[-6:]), abs=0.05)
+
+    def test_trace_follows_the_rollback_past_the_skipped_batch(self, runs: dict, run_dirs: dict[str, Path]) -> None:
+        rows, clean = runs["rollback"][0], runs["clean"][0]
+        for step in (SPIKE_BATCH, SPIKE_BATCH + 1, 32):  # before the skipped batch 24, then one batch later
+            trace = trace_step(str(run_dirs["rollback"] / "run"), step)
+            assert trace["batch"] == (step - 1 if step <= SPIKE_BATCH else step)
+            assert trace["batch_sha256"] == rows[step - 1]["batch_sha256"]
+        assert rows[SPIKE_BATCH]["batch_sha256"] == clean[SPIKE_BATCH + 1]["batch_sha256"]  # the same data as logged
 
 
 def test_too_many_rollbacks_stop_the_run(byte_mixture: Path, tmp_path: Path, one_thread) -> None:

@@ -1,0 +1,152 @@
+"""`ptk trace` and `batch_sha256`: each step's logged hash is the hash of the tokens the trainer consumed, and
+`ptk trace` gives the same hash, those tokens, and the documents they come from (down to the input line of
+a record tokenize read), on 1 process, on 2, and after a resume on another world size."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pretrainkit.cli import main
+from pretrainkit.mixtures.sampler import rows_sha256
+from pretrainkit.shards import ShardSet
+from pretrainkit.train.config import load_config
+from pretrainkit.train.loop.run import run_training
+from pretrainkit.train.reports.trace import trace_step
+
+
+def train_recording(config: Path) -> dict[int, np.ndarray]:
+    """Train in this process; the rows (seq_len + 1 tokens each) every global batch gave the trainer, by batch."""
+    consumed: dict[int, np.ndarray] = {}
+
+    def record(batch: int, micro: list) -> list:
+        consumed[batch] = torch.cat([torch.cat([x, y[:, -1:]], dim=1) for x, y in micro]).numpy()
+        return micro
+
+    run_training(load_config(config), str(config), transform=record)
+    return consumed
+
+
+def logged_hashes(run: Path) -> dict[int, str]:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r["batch_sha256"] for r in rows if "loss" in r}
+
+
+@pytest.fixture(scope="module")
+def tokenized(hf_corpus, tmp_path_factory) -> tuple[Path, list[dict], Path]:
+    """A mixture over `ptk tokenize`'s shards of a JSONL corpus (every third record with an id of its own,
+    the others named `plays.jsonl:LINE` by tokenize), small record batches and shards; the records; the
+    tokenizer's folder."""
+    from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus
+
+    tokenizer, speeches = hf_corpus
+    root = tmp_path_factory.mktemp("traced")
+    records = [{"id": f"speech-{i}", "text": t} if i % 3 == 0 else {"text": t} for i, t in enumerate(speeches[:400])]
+    (root / "corpus").mkdir()
+    (root / "corpus" / "plays.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    options = TokenizeOptions(shard_tokens=8192, batch_tokens=1024)
+    tokenize_corpus([str(root / "corpus")], root / "shards", str(tokenizer), options)
+    mix = root / "mix.yaml"
+    mix.write_text("seed: 5\nsources:\n  - {name: plays, shards: shards, weight: 1}\n")
+    return mix, records, tokenizer
+
+
+def test_trace_gives_the_consumed_tokens_their_hash_and_their_documents(kit, tokenized, tmp_path, capsys) -> None:
+    from tokenizers import Tokenizer
+
+    mix, records, tokenizer = tokenized
+    encoder = Tokenizer.from_file(str(tokenizer / "tokenizer.json"))
+    config = kit.config(
+        tmp_path, data={"mixture": str(mix)}, max_steps=6, checkpoint={"every": 3, "keep": 1}, eval={"every": 0}
+    )
+    consumed = train_recording(config)
+    run = tmp_path / "run"
+    logged = logged_hashes(run)
+    assert sorted(logged) == list(range(1, 7)) and sorted(consumed) == list(range(6))
+    shards = ShardSet.open(mix.parent / "shards")
+    eos = shards.tokenizer.eos_id
+    seen_lines, seen_ids = 0, 0
+    for step in range(1, 7):
+        trace = trace_step(str(run), step, tokens=True)
+        rows = np.array(trace["tokens"])
+        assert trace["batch"] == step - 1 and (rows == consumed[step - 1]).all()
+        assert trace["batch_sha256"] == logged[step] == rows_sha256(consumed[step - 1])
+        assert len(trace["windows"]) == 8
+        for window, tokens in zip(trace["windows"], rows):
+            pieces = []
+            for s in window["segments"]:
+                doc = np.append(shards.document(s["index"]), eos)  # the document's tokens, then its EOS
+                pieces.append(doc[s["start"] : s["end"]])
+                assert 0 <= s["start"] < s["end"] <= len(doc) and s["shard"].startswith("shard-")
+                if s["input"] is None:  # a record with an id of its own
+                    assert s["line"] is None and s["id"].startswith("speech-")
+                    seen_ids += 1
+                else:  # tokenize's name for it: the input and line it was read from
+                    assert s["id"] == f"plays.jsonl:{s['line']}" and s["input"] == "plays.jsonl"
+                    record = records[s["line"] - 1]
+                    encoded = encoder.encode(record["text"], add_special_tokens=False).ids
+                    assert "id" not in record and shards.document(s["index"]).tolist() == encoded
+                    seen_lines += 1
+            assert (np.concatenate(pieces) == tokens).all()  # the pieces make up the window exactly
+            inner = window["segments"][1:-1]  # whole documents between the window's first and last piece
+            assert all(s["start"] == 0 and s["end"] == len(shards.document(s["index"])) + 1 for s in inner)
+    assert seen_lines and seen_ids
+
+    # The command: JSON equal to the function's, the table, one-line errors.
+    assert main(["trace", str(run), "--step", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == trace_step(str(run), 4)
+    assert main(["trace", str(run), "--step", "4"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    first = trace_step(str(run), 4)["windows"][0]["segments"][0]
+    assert table[0] == f"step 4: global batch 3, 8 windows, batch_sha256 {logged[4]}"
+    assert table[1] == "window 0" and table[2].split() == ["source", "shard", "index", "id", "input:line", "tokens"]
+    origin = f"{first['input']}:{first['line']}" if first["input"] else "-"
+    assert table[3].split() == [
+        "plays",
+        first["shard"],
+        str(first["index"]),
+        first["id"],
+        origin,
+        f"{first['start']}-{first['end']}",
+    ]
+    assert main(["trace", str(run), "--step", "4", "--tokens"]) == 0
+    tokens = trace_step(str(run), 4, tokens=True)["tokens"]
+    shown = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  tokens: ")]
+    assert shown == ["  tokens: " + " ".join(map(str, row)) for row in tokens]
+    for argv, message in (
+        (["trace", str(run), "--step", "7"], f"--step 7: {run} trains steps 1 to 6 (max_steps)"),
+        (["trace", str(tmp_path), "--step", "1"], f"{tmp_path}: no config.yaml: not a training run's folder"),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err
+    events = run / "events.jsonl"
+    for text, problem in (("not json\n{}\n", "not a JSON row"), ('{"action": "rollback"}\n{}\n', "a rollback without")):
+        events.write_text(text)
+        assert main(["trace", str(run), "--step", "1"]) == 2
+        assert f"{events}: line 1: {problem}" in capsys.readouterr().err
+    events.write_text('{"step": 2, "action": "skip"}\n{"step": 3, "act')  # a running run's half-written row
+    assert trace_step(str(run), 2)["batch"] == 1
+    with pytest.raises(SystemExit):
+        main(["trace", str(run), "--step", "0"])
+    assert "--step: must be" in capsys.readouterr().err
+
+
+def test_two_processes_then_one_log_the_hashes_trace_gives(kit, tmp_path) -> None:
+    config = kit.config(tmp_path, max_steps=4, checkpoint={"every": 2, "keep": 1}, eval={"every": 0})
+    done = kit.ptk(config, nproc=2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    config = kit.config(tmp_path, max_steps=6, checkpoint={"every": 2, "keep": 1}, eval={"every": 0})
+    consumed = train_recording(config)  # resumed at step 4 on one process
+    run = tmp_path / "run"
+    logged = logged_hashes(run)
+    assert sorted(logged) == list(range(1, 7)) and sorted(consumed) == [4, 5]
+    for step in range(1, 7):
+        trace = trace_step(str(run), step, tokens=step > 4)
+        assert trace["batch_sha256"] == logged[step]
+        if step > 4:
+            assert (np.array(trace["tokens"]) == consumed[step - 1]).all()
