@@ -133,7 +133,7 @@ def check_model(ckpt: Checkpoint, model_cfg: ModelConfig) -> None:
 
     `max_seq_len` follows `data.seq_len`, which no weight depends on and the loader state governs;
     keys only one side has (a checkpoint older than a new ModelConfig field) are not compared."""
-    now = dataclasses.asdict(model_cfg)
+    now = json.loads(json.dumps(dataclasses.asdict(model_cfg)))  # as meta.json holds it: a tuple is a list there
     for key, saved in sorted(ckpt.meta.get("model", {}).items()):
         if key != "max_seq_len" and key in now and now[key] != saved:
             name = "the vocabulary size (data.mixture's tokenizer)" if key == "vocab_size" else f"model.{key}"
