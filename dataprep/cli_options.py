@@ -12,11 +12,11 @@ from typing import Any
 
 from pretrainkit.arguments import count_in
 from pretrainkit.dataprep.executors import EXECUTORS, JobRunner, open_runner
-from pretrainkit.dataprep.readers import refuse_overlap
+from pretrainkit.dataprep.readers import fetched_input_files, refuse_overlap
 from pretrainkit.dataprep.stage import Stage, run_stage
 from pretrainkit.files import writing_into
 from pretrainkit.output_folders import Kind, output_folder
-from pretrainkit.remote.staging import WORK_DIR_ENV
+from pretrainkit.remote.staging import WORK_DIR_ENV, UrlArguments
 from pretrainkit.remote.urls import is_url
 
 
@@ -40,6 +40,16 @@ def path_or_url(given: str) -> str | Path:
 def add_field_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-field", default="text", help="JSON/Parquet field holding the text (default %(default)s)")
     p.add_argument("--id-field", default="id", help="JSON/Parquet field holding the document id (default %(default)s)")
+
+
+def stage_command(p: argparse.ArgumentParser, run: Any, files: tuple[str, ...] = ()) -> None:
+    """A command that runs a stage into OUT: `run(args)` runs it, the same command resumes it, and its
+    INPUTs, OUT and the options named in `files` (a file or folder read whole) may be URLs."""
+    p.set_defaults(
+        func=run,
+        resumes=True,
+        url_arguments=UrlArguments(inputs=("inputs",), select_inputs=fetched_input_files, files=files, output="output"),
+    )
 
 
 WORKERS = count_in(1, 4096)  # a local run starts this many processes

@@ -9,10 +9,9 @@ from pretrainkit.dataprep.cli_options import (
     add_field_options,
     add_inputs_and_output,
     run_stage_command,
+    stage_command,
 )
 from pretrainkit.dataprep.decontaminate.pipeline import NGRAM, DecontaminateOptions, DecontaminateStage
-from pretrainkit.dataprep.readers import fetched_input_files
-from pretrainkit.remote.staging import UrlArguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,13 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report-only", action="store_true", help="list the contaminated documents, write no kept records")
     add_field_options(p)
     add_executor_options(p)
-    p.set_defaults(
-        func=_run,
-        resumes=True,
-        url_arguments=UrlArguments(
-            inputs=("inputs",), select_inputs=fetched_input_files, files=("eval_files",), output="output"
-        ),
-    )
+    stage_command(p, _run, files=("eval_files",))
 
 
 def _run(args: argparse.Namespace) -> int:

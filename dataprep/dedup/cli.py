@@ -9,13 +9,12 @@ from pretrainkit.dataprep.cli_options import (
     add_executor_options,
     add_inputs_and_output,
     run_stage_command,
+    stage_command,
 )
 from pretrainkit.dataprep.dedup.arguments import add_dedup_options, dedup_options_from_args
 from pretrainkit.dataprep.dedup.pipeline import DedupOptions, DedupStage
 from pretrainkit.dataprep.paragraphs.cli import add_paragraph_options, run_paragraphs_command
-from pretrainkit.dataprep.readers import fetched_input_files
 from pretrainkit.errors import UserError
-from pretrainkit.remote.staging import UrlArguments
 
 MEMORY_LIMIT = count_in(1, 10**15)  # bytes; the least a run needs is said by `pretrainkit.dataprep.budget`
 _DEFAULTS = DedupOptions()
@@ -66,13 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sets how the work is cut, never the output",
     )
     add_paragraph_options(p)
-    p.set_defaults(
-        func=_run,
-        resumes=True,
-        url_arguments=UrlArguments(
-            inputs=("inputs",), select_inputs=fetched_input_files, files=("against",), output="output"
-        ),
-    )
+    stage_command(p, _run, files=("against",))
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from pretrainkit.dataprep.cli_options import add_executor_options, path_or_url, run_stage_command
+from pretrainkit.dataprep.cli_options import add_executor_options, path_or_url, run_stage_command, stage_command
 from pretrainkit.dataprep.extract.html import DEFAULT_EXTRACTOR, EXTRACTORS
 from pretrainkit.dataprep.extract.pipeline import INPUT_SUFFIXES, ExtractOptions, ExtractStage
-from pretrainkit.dataprep.readers import fetched_input_files
-from pretrainkit.remote.staging import UrlArguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,11 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "as before (faster, keeps more chrome: docs/extract.md measures both). Default: %(default)s",
     )
     add_executor_options(p)
-    p.set_defaults(
-        func=_run,
-        resumes=True,
-        url_arguments=UrlArguments(inputs=("inputs",), select_inputs=fetched_input_files, output="output"),
-    )
+    stage_command(p, _run)
 
 
 def _run(args: argparse.Namespace) -> int:

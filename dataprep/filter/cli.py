@@ -11,12 +11,11 @@ from pretrainkit.dataprep.cli_options import (
     add_inputs_and_output,
     path_or_url,
     run_stage_command,
+    stage_command,
 )
 from pretrainkit.dataprep.filter.language_codes import LANGUAGES_HELP, language_list
 from pretrainkit.dataprep.filter.pipeline import FilterOptions, FilterStage
 from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters, with_languages
-from pretrainkit.dataprep.readers import fetched_input_files
-from pretrainkit.remote.staging import UrlArguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,13 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_field_options(p)
     add_executor_options(p)
-    p.set_defaults(
-        func=_run,
-        resumes=True,
-        url_arguments=UrlArguments(
-            inputs=("inputs",), select_inputs=fetched_input_files, files=("filters",), output="output"
-        ),
-    )
+    stage_command(p, _run, files=("filters",))
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -16,10 +16,9 @@ from pretrainkit.dataprep.cli_options import (
     add_field_options,
     add_inputs_and_output,
     run_stage_command,
+    stage_command,
 )
 from pretrainkit.dataprep.quality.score import COMBINE, ScoreOptions, ScoreStage
-from pretrainkit.dataprep.readers import fetched_input_files
-from pretrainkit.remote.staging import UrlArguments
 
 
 class _NewClassifier(argparse.Action):
@@ -92,11 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_field_options(p)
     add_executor_options(p)
-    p.set_defaults(
-        func=_run,
-        resumes=True,
-        url_arguments=UrlArguments(inputs=("inputs",), select_inputs=fetched_input_files, output="output"),
-    )
+    stage_command(p, _run)
 
 
 def _run(args: argparse.Namespace) -> int:

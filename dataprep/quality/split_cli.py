@@ -15,12 +15,11 @@ from pretrainkit.dataprep.cli_options import (
     add_field_options,
     add_inputs_and_output,
     run_stage_command,
+    stage_command,
 )
 from pretrainkit.dataprep.quality.split import MOST_BUCKETS, SplitOptions, SplitStage
 from pretrainkit.dataprep.quality.split_mixture import DEFAULT_MAX_EPOCHS, MixtureTemplate, parse_upsample_top
-from pretrainkit.dataprep.readers import fetched_input_files
 from pretrainkit.errors import UserError
-from pretrainkit.remote.staging import UrlArguments
 
 
 def thresholds_list(given: str) -> tuple[float, ...]:
@@ -72,11 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_field_options(p)
     add_executor_options(p)
-    p.set_defaults(
-        func=_run,
-        resumes=True,
-        url_arguments=UrlArguments(inputs=("inputs",), select_inputs=fetched_input_files, output="output"),
-    )
+    stage_command(p, _run)
 
 
 def _run(args: argparse.Namespace) -> int:

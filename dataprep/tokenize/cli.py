@@ -12,6 +12,7 @@ from pretrainkit.dataprep.cli_options import (
     add_field_options,
     add_inputs_and_output,
     run_stage_command,
+    stage_command,
 )
 from pretrainkit.dataprep.readers import (
     Document,
@@ -67,13 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_tokenize_options(tokenize)
     add_field_options(tokenize)
     add_executor_options(tokenize)
-    tokenize.set_defaults(
-        func=run_tokenize,
-        resumes=True,
-        url_arguments=UrlArguments(
-            inputs=("inputs",), select_inputs=fetched_input_files, files=("tokenizer",), output="output"
-        ),
-    )
+    stage_command(tokenize, run_tokenize, files=("tokenizer",))
 
 
 def run_train(args: argparse.Namespace) -> int:
