@@ -10,9 +10,9 @@ import json
 import re
 
 import pytest
-import zstandard
 
 from fixtures.doc_pages import DOC_PAGES, FIRST, SECOND, TITLE
+from fixtures.stage_parts import kept_records
 from pretrainkit.cli import main
 from pretrainkit.dataprep.extract import chrome
 from pretrainkit.dataprep.extract.html import main_text
@@ -103,11 +103,7 @@ def test_many_link_paragraphs_are_left_to_the_selectors():
 
 
 def parts_text(out) -> list[str]:
-    rows = []
-    for part in sorted(out.glob("part-*.jsonl.zst")):
-        data = zstandard.ZstdDecompressor().decompressobj().decompress(part.read_bytes())
-        rows += [json.loads(line)["text"] for line in data.splitlines()]
-    return rows
+    return [r["text"] for r in kept_records(out)]
 
 
 def test_the_extractor_option_of_ptk_extract_and_its_record_in_stats(tmp_path, capsys):

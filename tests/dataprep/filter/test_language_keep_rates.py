@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
-import zstandard
 
 from fixtures import language_documents as ld
+from fixtures.stage_parts import kept_records
 from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.dataprep.filter.pipeline import FilterOptions, run_filter
 from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters
@@ -20,14 +19,6 @@ from pretrainkit.dataprep.filter.steps import DEFAULT_FILTERS, read_filters
 SHARE = 0.75  # of an English page's runs of prose that its translation holds translated
 MIN_PAGES = 10  # a language is compared on this many pages or more (with fewer, one page is 10 points)
 MOST_POINTS = 15  # a language's keep rate is this close to English's on the same pages
-
-
-def kept_ids(out: Path) -> set[str]:
-    ids = set()
-    for part in sorted(out.glob("part-*.jsonl.zst")):
-        data = zstandard.ZstdDecompressor().decompressobj().decompress(part.read_bytes())
-        ids |= {json.loads(line)["id"] for line in data.decode().splitlines()}
-    return ids
 
 
 def test_every_language_keeps_about_what_english_keeps_of_the_same_pages(tmp_path):
@@ -43,7 +34,7 @@ def test_every_language_keeps_about_what_english_keeps_of_the_same_pages(tmp_pat
     corpus.write_text("".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n" for i, t in records.items()))
     with LocalRunner(1) as runner:
         run_filter([str(corpus)], tmp_path / "out", FilterOptions(tuple(read_filters(DEFAULT_FILTERS))), runner)
-    kept = kept_ids(tmp_path / "out")
+    kept = {r["id"] for r in kept_records(tmp_path / "out")}
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # pages, kept, English pages kept
     for translated, english in pairs:
         c = counts[translated.lang]

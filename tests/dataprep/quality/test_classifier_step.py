@@ -10,20 +10,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-import zstandard
 
 from fixtures.corpora import pep_documents, reuters_documents, write_jsonl
+from fixtures.stage_parts import kept_records
 from pretrainkit.cli import main
 from pretrainkit.dataprep.classifiers.score_fasttext import FastTextClassifier
 from pretrainkit.dataprep.filter.steps import read_filters
-
-
-def kept(out: Path) -> list[dict]:
-    found = []
-    for part in sorted(out.glob("part-*.jsonl.zst")):
-        data = zstandard.ZstdDecompressor().decompressobj().decompress(part.read_bytes())
-        found += [json.loads(line) for line in data.decode().splitlines()]
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +37,7 @@ def test_documents_scored_below_min_score_are_removed_rows(tmp_path, corpus, fas
     assert main(["filter", str(inputs), "-o", str(out), "--filters", str(filters), "--workers", "2"]) == 0
     model = FastTextClassifier.load(fasttext_models["softmax-bigrams.bin"])
     scores = {i: round(float(p), 6) for (i, _), p in zip(docs, model.probabilities([t for _, t in docs], 0))}
-    records = kept(out)
+    records = kept_records(out)
     removed = [json.loads(line) for line in (out / "removed.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in records) == sorted(i for i, s in scores.items() if s >= 0.5)
     assert all(r["score_news"] == scores[r["id"]] for r in records)
@@ -67,7 +59,7 @@ def test_a_prepare_pipeline_runs_the_step_in_its_filter_stage(tmp_path, corpus, 
     direct, prepared = tmp_path / "direct", tmp_path / "prepared"
     assert main(["filter", str(inputs), "-o", str(direct), "--filters", str(filters), "--workers", "1"]) == 0
     assert main(["prepare", str(inputs), "-o", str(prepared), "--pipeline", str(pipeline), "--workers", "1"]) == 0
-    assert kept(prepared / "filter") == kept(direct) and 20 < len(kept(direct)) < len(docs) - 40
+    assert kept_records(prepared / "filter") == kept_records(direct) and 20 < len(kept_records(direct)) < len(docs) - 40
     assert (prepared / "filter" / "removed.jsonl").read_bytes() == (direct / "removed.jsonl").read_bytes()
 
 

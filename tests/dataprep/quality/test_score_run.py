@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import zstandard
 
 from fixtures.corpora import pep_documents, reuters_documents
+from fixtures.stage_parts import kept_records
 from pretrainkit.cli import main
 from pretrainkit.dataprep.classifiers.score_fasttext import FastTextClassifier
 from pretrainkit.dataprep.classifiers.score_models import int_score
@@ -21,14 +21,6 @@ from pretrainkit.dataprep.quality import score
 
 def snapshot(out: Path) -> dict[str, bytes]:
     return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-
-
-def records(out: Path) -> list[dict]:
-    found = []
-    for part in sorted(out.glob("part-*.jsonl.zst")):
-        data = zstandard.ZstdDecompressor().decompressobj().decompress(part.read_bytes())
-        found += [json.loads(line) for line in data.decode().splitlines()]
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +51,7 @@ def test_every_record_is_written_with_its_scores(tmp_path, corpus, fasttext_mode
     inputs, good = corpus
     out = tmp_path / "out"
     assert main(argv(inputs, out, fasttext_models)) == 0
-    written = records(out)
+    written = kept_records(out)
     assert [{k: r[k] for k in ("id", "text", "url")} for r in written] == good  # every field kept, in order
     texts = [r["text"] for r in good]
     news = FastTextClassifier.load(fasttext_models["softmax-bigrams.bin"]).probabilities(texts, 0)
@@ -129,7 +121,7 @@ def test_a_hugging_face_regression_head_writes_its_int_score(tmp_path, corpus, b
         main([*given, "--classifier", str(fasttext_models["softmax-bigrams.bin"]), "--label", "pep", "--workers", "1"])
         == 0
     )
-    written = records(out)
+    written = kept_records(out)
     assert len(written) == len(good)
     for r in written:
         assert list(r)[3:] == ["score_edu", "int_score_edu", "score_softmax_bigrams"]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import zstandard
 
 from fixtures import corpora
+from fixtures.stage_parts import kept_records
 from pretrainkit import cli
 from pretrainkit.dataprep.executors.local import LocalRunner
 from pretrainkit.dataprep.quality.split import SplitOptions, bucket_of, run_split, weighted_cuts
@@ -44,14 +44,6 @@ def scored(tmp_path_factory) -> Path:
             for doc_id, text in docs[n::3]:
                 f.write(json.dumps({"id": doc_id, "text": text, FIELD: _letters(text)}, ensure_ascii=False) + "\n")
     return folder
-
-
-def _records(folder: Path) -> list[dict]:
-    out = []
-    for part in sorted(folder.glob("part-*.jsonl.zst")):
-        data = zstandard.ZstdDecompressor().stream_reader(part.read_bytes()).read()
-        out += [json.loads(line) for line in data.splitlines()]
-    return out
 
 
 def _lines(folder: Path) -> set[bytes]:
@@ -117,7 +109,7 @@ def test_quantile_buckets_hold_a_kth_of_the_bytes_each_record_unchanged(scored, 
         # Off 1/K by at most the bytes whose score ties with a cut (the document straddling it among them).
         tied = sum(int(lengths[scores == cut].sum()) for cut in (b["from"], b["to"]) if cut is not None)
         assert abs(b["text_bytes"] - total / 4) <= tied < total / 50
-        records = _records(out / b["name"])
+        records = kept_records(out / b["name"])
         assert len(records) == b["docs"] and sum(len(r["text"].encode()) for r in records) == b["text_bytes"]
         held = [r[FIELD] for r in records]
         assert min(held) == b["lowest"] and max(held) == b["highest"]
@@ -156,7 +148,7 @@ def test_thresholds_cut_where_given_and_ties_go_up(scored, tmp_path):
     assert _split([str(scored)], out, "--thresholds", f"{low},{high},2", "--workers", "1") == 0
     buckets = json.loads((out / "buckets.json").read_text())
     assert [(b["from"], b["to"]) for b in buckets] == [(None, low), (low, high), (high, 2), (2, None)]
-    assert buckets[3]["docs"] == 0 and buckets[3]["lowest"] is None and _records(out / "bucket-03") == []
+    assert buckets[3]["docs"] == 0 and buckets[3]["lowest"] is None and kept_records(out / "bucket-03") == []
     # The mixture leaves the empty bucket out and weights the others by their bytes, 4 epochs at most each.
     for b in range(3):  # where the shards will be (the config checks that the folders are there)
         (out / "tokens" / f"bucket-0{b}").mkdir(parents=True)
@@ -168,7 +160,7 @@ def test_thresholds_cut_where_given_and_ties_go_up(scored, tmp_path):
     assert [s.weight for s in sources] == pytest.approx([b["text_bytes"] / total for b in buckets[:3]], rel=1e-5)
     expected = [sum(s < low for s in scores), sum(low <= s < high for s in scores), sum(s >= high for s in scores)]
     assert [b["docs"] for b in buckets[:3]] == expected and all(expected)
-    assert high in [r[FIELD] for r in _records(out / "bucket-02")] and buckets[2]["lowest"] == high
+    assert high in [r[FIELD] for r in kept_records(out / "bucket-02")] and buckets[2]["lowest"] == high
     assert np.bincount(bucket_of(np.array(scores), np.array([low, high, 2]))).tolist() == expected
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-import zstandard
 
 from fixtures.corpora import write_jsonl
 from fixtures.fault_commands import run_in_process
+from fixtures.stage_parts import kept_records
 from pretrainkit.cli import main
 
 REASONS: dict[str, tuple[str, Callable[[dict], str]]] = {  # the folder's row file, and a row's reason
@@ -53,13 +53,6 @@ def prepared(tmp_path_factory, reuters_docs) -> Path:
 
 def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def kept_records(folder: Path) -> list[dict]:
-    records = []
-    for part in sorted(folder.glob("part-*.jsonl.zst")):
-        records += map(json.loads, zstandard.ZstdDecompressor().stream_reader(part.read_bytes()).read().splitlines())
-    return records
 
 
 def show(capsys, *argv: str) -> tuple[int, str, str]:
