@@ -186,12 +186,13 @@ def _scan_directory(d: Path, given: str, suffixes: Sequence[str]) -> list[Path]:
     for f in every:
         if f.name != STATS_NAME or f.parent in dedup_outputs:
             continue
-        if owner(f.parent) == DECONTAMINATE.name:
+        kind = owner(f.parent)  # reads the folder's marker
+        if kind == DECONTAMINATE.name:
             raise UserError(
                 f"{f.parent}: a `ptk decontaminate --report-only` output: it lists the contaminated documents "
                 f"({f.parent / 'contaminated.jsonl'}) and keeps none; give the corpus it read instead"
             )
-        if owner(f.parent) == SPLIT.name:  # its buckets are corpora of their own: which ones is the user's choice
+        if kind == SPLIT.name:  # its buckets are corpora of their own: which ones is the user's choice
             raise UserError(
                 f"{f.parent}: a `ptk split` output: give the bucket folders to read ({f.parent / 'bucket-00'}, ...)"
             )
