@@ -365,13 +365,13 @@ def _best_leaf(hidden, output, left, right):
     return best, np.float32(np.exp(best_score))
 
 
-def _table_size(entries: int) -> int:
+def table_size(entries: int) -> int:
     """A power of two at least twice `entries`: open addressing at most half full."""
     return 1 << max(4, (2 * entries).bit_length())
 
 
 @numba.njit(cache=True)
-def _placed(first_slots, size):
+def placed(first_slots, size):
     """Where each entry lands in an open addressing table of `size` slots, the entries placed in order,
     each at the first free slot from its own on (linear probing, as the lookups probe)."""
     taken = np.zeros(size, np.bool_)
@@ -395,7 +395,7 @@ def _dictionary(word_bytes, word_at, pruned, minn, maxn, bucket, nwords, kept_bi
     maxn is 0)."""
     prune_keys, prune_values = np.full(tables[0], -1, np.int64), np.zeros(tables[0], np.int32)
     keys = pruned[:, 0].astype(np.int64)
-    slots = _placed((keys * 2654435761) & (tables[0] - 1), tables[0])
+    slots = placed((keys * 2654435761) & (tables[0] - 1), tables[0])
     for i in range(len(keys)):
         prune_keys[slots[i]], prune_values[slots[i]] = keys[i], pruned[i, 1]
     words = len(word_at) - 1
@@ -403,7 +403,7 @@ def _dictionary(word_bytes, word_at, pruned, minn, maxn, bucket, nwords, kept_bi
     for i in range(words):
         first_slots[i] = np.int64(fnv(word_bytes, word_at[i], word_at[i + 1])) & (tables[1] - 1)
     word_table = np.full(tables[1], -1, np.int32)
-    slots = _placed(first_slots, tables[1])
+    slots = placed(first_slots, tables[1])
     for i in range(words):
         word_table[slots[i]] = i
     longest = 0
@@ -463,7 +463,7 @@ def vocabulary(dictionary: Dictionary, ints: np.ndarray, pruned: np.ndarray | No
         bits = np.left_shift(np.uint64(1), (pruned[:, 0] & 63).astype(np.uint64))
         np.bitwise_or.at(kept_bits, pruned[:, 0] >> 6, bits)
     word_bytes, word_at = dictionary.word_bytes, dictionary.word_at
-    tables = np.array([_table_size(len(pruned)), _table_size(len(word_at) - 1)], np.int64)
+    tables = np.array([table_size(len(pruned)), table_size(len(word_at) - 1)], np.int64)
     word_table, sub_rows, sub_at, prune_keys, prune_values = _dictionary(
         word_bytes, word_at, pruned, minn, maxn, bucket, nwords, kept_bits, tables
     )

@@ -37,7 +37,7 @@ import threading
 
 import numpy as np
 
-from pretrainkit.dataprep.classifiers.fasttext_model import EOS_BYTES, _placed, fnv, is_label, next_token, same, word_id
+from pretrainkit.dataprep.classifiers.fasttext_model import EOS_BYTES, fnv, is_label, next_token, placed, same, word_id
 from pretrainkit.dataprep.kernels import numba_cache as _cache  # noqa: F401  (numba's cache directory, before numba loads)
 from pretrainkit.dataprep.kernels.hashing import mix64
 
@@ -57,7 +57,7 @@ def word_table(word_bytes, word_at, size):
     for i in range(len(first)):
         first[i] = np.int64(fnv(word_bytes, word_at[i], word_at[i + 1])) & (size - 1)
     table = np.full(size, -1, np.int32)
-    slots = _placed(first, size)
+    slots = placed(first, size)
     for i in range(len(first)):
         table[slots[i]] = i
     return table

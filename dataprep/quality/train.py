@@ -28,7 +28,7 @@ import numpy as np
 import orjson
 
 from pretrainkit.dataprep.classifiers import fasttext_bin, fasttext_train
-from pretrainkit.dataprep.classifiers.fasttext_model import EOS, _table_size
+from pretrainkit.dataprep.classifiers.fasttext_model import EOS, table_size
 from pretrainkit.dataprep.readers import (
     Document,
     Rejected,
@@ -157,7 +157,7 @@ class Vocabulary:
         word_bytes = np.frombuffer(b"".join(words), np.uint8).copy()
         word_at = np.zeros(len(words) + 1, np.int64)
         word_at[1:] = np.cumsum([len(w) for w in words])
-        table = fasttext_train.word_table(word_bytes, word_at, _table_size(len(words)))
+        table = fasttext_train.word_table(word_bytes, word_at, table_size(len(words)))
         return cls(words, [c for _, c in kept], table, word_bytes, word_at)
 
     def rows(self, texts: list[bytes], options: TrainOptions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
