@@ -5,8 +5,10 @@
 
 Unknown keys, wrong types and impossible values raise `UserError` naming the file and the key
 (`run.yaml: optim.schedule: must be one of cosine, wsd, got 'linear'`). Relative paths (`run_dir`,
-`data.mixture`) written in the file are relative to the file; those given with `--set` are relative
-to the current directory. `to_dict(cfg)` is the resolved config written to `RUN_DIR/config.yaml`.
+`data.mixture`, `eval.tokenizer`, each `eval.tasks[i].path`) written in the file are relative to the
+file; those given with `--set` are relative to the current directory. `load_config` also reads the
+task files and the tokenizer `eval` names (train/evaluation/task_files.py), so a bad one stops the run
+before it starts. `to_dict(cfg)` is the resolved config written to `RUN_DIR/config.yaml`.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
+from matplotlib.image import imread
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from fixtures.wandb_records import history_rows, wandb_records
@@ -110,7 +111,7 @@ def task_run(kit, hf_corpus, tmp_path: Path):
     return tok_dir, mix, items
 
 
-def test_logged_accuracies_equal_lm_eval_conventions_on_the_hf_export(kit, task_run, tmp_path: Path) -> None:
+def test_logged_accuracies_equal_lm_eval_conventions_on_the_hf_export(kit, task_run, tmp_path: Path, capsys) -> None:
     tok_dir, mix, items = task_run
     config = kit.config(
         tmp_path,
@@ -141,6 +142,17 @@ def test_logged_accuracies_equal_lm_eval_conventions_on_the_hf_export(kit, task_
         expected = [(r["step"], pytest.approx(r["tasks"][key], rel=1e-6)) for r in evals]
         assert [(e.step, e.value) for e in tensorboard.Scalars(key)] == expected
         assert [(h["step"], h[key]) for h in history] == expected
+
+    # ptk report draws them in a third row, and its summary lists them.
+    capsys.readouterr()
+    assert main(["report", str(run), "-o", str(tmp_path / "report.png")]) == 0
+    summary = capsys.readouterr().out
+    assert (
+        "6 panels: training loss, validation loss, learning rate, gradient norm, tokens/s, downstream tasks" in summary
+    )
+    last = evals[-1]["tasks"]
+    assert f"task lines    acc last {last['lines/acc']:.3f}" in summary and "23 items" in summary
+    assert imread(tmp_path / "report.png").shape[:2] == (1250, 1500)
 
     out = tmp_path / "hf"
     assert main(["export", str(tmp_path / "run"), "--format", "hf", "-o", str(out), "--tokenizer", str(tok_dir)]) == 0
