@@ -256,6 +256,10 @@ class Trainer:
         return suite.metrics(self._all_reduce([c if counts else 0.0 for c in correct]))
 
     def _logits(self, inputs: torch.Tensor) -> torch.Tensor:
-        """The logits of plain causal rows (no document ids: a task sequence is one document)."""
+        """The logits of plain causal rows (no document ids: a task sequence is one document). Tensor parallelism
+        splits the sequence over its peers in the norms, so rows are right-padded to a multiple of their number
+        (under causal attention, padding on the right changes nothing before it) and the logits cut back."""
+        t = inputs.shape[1]
+        inputs = F.pad(inputs, (0, -t % self.mesh.layout.tp))
         with autocast_context(self.model, self.env.device, self.bf16):
-            return self.model(inputs.to(self.env.device, non_blocking=True))
+            return self.model(inputs.to(self.env.device, non_blocking=True))[:, :t]
