@@ -143,14 +143,14 @@ def test_logged_accuracies_equal_lm_eval_conventions_on_the_hf_export(kit, task_
         assert [(e.step, e.value) for e in tensorboard.Scalars(key)] == expected
         assert [(h["step"], h[key]) for h in history] == expected
 
+    last = evals[-1]["tasks"]
+    assert f"downstream tasks (lm-eval conventions): lines acc {last['lines/acc']:.4f}" in capsys.readouterr().err
     # ptk report draws them in a third row, and its summary lists them.
-    capsys.readouterr()
     assert main(["report", str(run), "-o", str(tmp_path / "report.png")]) == 0
     summary = capsys.readouterr().out
     assert (
         "6 panels: training loss, validation loss, learning rate, gradient norm, tokens/s, downstream tasks" in summary
     )
-    last = evals[-1]["tasks"]
     assert f"task lines    acc last {last['lines/acc']:.3f}" in summary and "23 items" in summary
     assert imread(tmp_path / "report.png").shape[:2] == (1250, 1500)
 
