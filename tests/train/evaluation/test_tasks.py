@@ -230,6 +230,7 @@ def test_lm_eval_pair_encoding_moves_trailing_spaces_and_splits_at_the_context_l
 BAD = [
     ("missing", None, "no such task file"),
     ("not json", "{oops\n", "line 1: not valid JSON"),
+    ("not utf-8", b'{"context": "\xff"}\n', "line 1: not UTF-8 text (byte 14)"),
     ("a list", "[1, 2]\n", "line 1: expected a JSON object"),
     ("no label", '{"context": "a", "choices": ["b", "c"]}\n', "line 1: missing key 'label'"),
     ("empty context", '{"context": "", "choices": ["b", "c"], "label": 0}\n', "line 1: context: must be"),
@@ -243,12 +244,12 @@ BAD = [
 
 @pytest.mark.parametrize("case, text, problem", BAD, ids=[c[0] for c in BAD])
 def test_a_bad_task_file_is_one_line_naming_key_file_line_and_problem(
-    kit, hf_corpus, tmp_path: Path, case: str, text: str | None, problem: str
+    kit, hf_corpus, tmp_path: Path, case: str, text: str | bytes | None, problem: str
 ) -> None:
     good = write_jsonl(tmp_path / "good.jsonl", [{"context": "a", "choices": ["b", "c"], "label": 1}])
     bad = tmp_path / "bad.jsonl"
     if text is not None:
-        bad.write_text(text, encoding="utf-8")
+        bad.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
     tasks = [{"name": "good", "path": good.name}, {"name": "bad", "path": bad.name}]
     config = kit.config(tmp_path, eval={"every": 2, "tokenizer": str(hf_corpus[0]), "tasks": tasks})
     with pytest.raises(UserError) as e:
