@@ -303,3 +303,20 @@ def test_a_tokenizer_other_than_the_mixtures_is_refused(kit, task_run, tmp_path:
     )
     with pytest.raises(UserError, match=r"eval.tokenizer: .* is not the mixture's tokenizer"):
         TaskSuite.load(load_config(config), load_mixture(byte_mixture, verify=False).tokenizer)
+
+
+def test_task_paths_are_relative_to_the_config_and_to_the_current_directory_for_set(
+    kit, hf_corpus, tmp_path: Path, monkeypatch
+) -> None:
+    item = [{"context": "a", "choices": ["b", "c"], "label": 1}]
+    write_jsonl(tmp_path / "in-config.jsonl", item)
+    (tmp_path / "cwd").mkdir()
+    write_jsonl(tmp_path / "cwd" / "from-set.jsonl", item)
+    config = kit.config(
+        tmp_path / "conf",
+        eval={"every": 2, "tokenizer": str(hf_corpus[0]), "tasks": [{"name": "t", "path": "../in-config.jsonl"}]},
+    )
+    assert load_config(config).eval.tasks[0].path == str(tmp_path / "in-config.jsonl")
+    monkeypatch.chdir(tmp_path / "cwd")
+    cfg = load_config(config, ["eval.tasks=[{name: s, path: from-set.jsonl}]"])
+    assert [(t.name, t.path) for t in cfg.eval.tasks] == [("s", str(tmp_path / "cwd" / "from-set.jsonl"))]
