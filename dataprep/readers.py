@@ -114,9 +114,14 @@ def reason_kind(reason: str) -> str:
     return re.sub(r" at (column|byte) \d+", "", reason)
 
 
+def inputs_named(inputs: Sequence[str]) -> str:
+    """A run's inputs as an error names them: the first, and how many more."""
+    return inputs[0] if len(inputs) == 1 else f"{inputs[0]} and {len(inputs) - 1} more inputs"
+
+
 def nothing_usable(inputs: list[str], reasons: Counter, listed_in: str | os.PathLike | None = None) -> UserError:
     """The error for a run whose every record was rejected (or that read none), naming the most common reasons."""
-    where = inputs[0] if len(inputs) == 1 else f"{inputs[0]} and {len(inputs) - 1} more inputs"
+    where = inputs_named(inputs)
     total = sum(reasons.values())
     if total == 0:
         return UserError(f"{where}: no records in the inputs; nothing to write")

@@ -40,7 +40,7 @@ from pretrainkit.dataprep.extract.charset import decode_html
 from pretrainkit.dataprep.extract.html import DEFAULT_EXTRACTOR, EXTRACTORS, TooDeep, main_text
 from pretrainkit.dataprep.extract.pages import Broken, Page, Skipped, page_of
 from pretrainkit.dataprep.extract.warc import Unreadable, read_warc
-from pretrainkit.dataprep.readers import InputFile, input_format
+from pretrainkit.dataprep.readers import InputFile, input_format, inputs_named
 from pretrainkit.dataprep.stage import Run, Stage, run_stage
 from pretrainkit.dataprep.summary import summary_table
 from pretrainkit.dataprep.workdir import remove_parts
@@ -122,7 +122,9 @@ class ExtractStage(Stage):
         """No page with text: the run fails with no stats.json (its work folder kept)."""
         stats = self.stats(run, results)
         if not stats["kept"]:
-            raise UserError(f"{_named(run.inputs)}: no page with text in the inputs ({_outcomes(stats, run.out_dir)})")
+            raise UserError(
+                f"{inputs_named(run.inputs)}: no page with text in the inputs ({_outcomes(stats, run.out_dir)})"
+            )
 
     def stats(self, run: Run, results: list[dict]) -> dict:
         return _stats(run.files, results, run.options.label)
@@ -306,7 +308,3 @@ def _outcomes(stats: dict, out_dir: Path) -> str:
         f"{stats['records']} records: {skipped} skipped{f' ({top})' if top else ''}, "
         f"{rejected} rejected (see {out_dir / REJECTED_NAME})"
     )
-
-
-def _named(inputs: list[str]) -> str:
-    return inputs[0] if len(inputs) == 1 else f"{inputs[0]} and {len(inputs) - 1} more inputs"

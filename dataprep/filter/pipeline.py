@@ -48,7 +48,7 @@ from pretrainkit.dataprep.filter.records import kept_record, removed_row
 from pretrainkit.dataprep.filter.rules import Doc, Removal
 from pretrainkit.dataprep.filter.steps import StepSpec, build_step
 from pretrainkit.dataprep.kernels.numba_cache import kernels_cached
-from pretrainkit.dataprep.readers import Document, ReadTask, in_batches, read_task, reason_kind
+from pretrainkit.dataprep.readers import Document, ReadTask, in_batches, inputs_named, read_task, reason_kind
 from pretrainkit.dataprep.stage import Run, Stage, run_stage
 from pretrainkit.dataprep.summary import input_row, keep_rates, summary_table
 from pretrainkit.dataprep.workdir import file_stamp
@@ -134,6 +134,14 @@ class FilterStage(Stage):
         return _stats(results, run.options)
 
     def usable(self, run: Run, results: list[dict], stats: dict) -> bool:
+        if stats["kept_docs"] == 0 and stats["removed_docs"] > 0:  # read, but a run that kept nothing is no output
+            by_filter = Counter({rule: row["docs"] for rule, row in stats["removed_by_filter"].items()})
+            top = "; ".join(f"{rule}: {docs:,}" for rule, docs in by_filter.most_common(3))
+            listed = run.out_dir / REMOVED_NAME
+            raise UserError(
+                f"{inputs_named(run.inputs)}: the filters removed all {stats['removed_docs']:,} documents "
+                f"({top}; each listed in {listed}); nothing kept"
+            )
         return stats["kept_docs"] + stats["removed_docs"] > 0
 
     def rejection_reasons(self, run: Run, results: list[dict]) -> Counter:

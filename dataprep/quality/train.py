@@ -33,6 +33,7 @@ from pretrainkit.dataprep.readers import (
     Document,
     Rejected,
     discover_inputs,
+    inputs_named,
     json_kind,
     nothing_usable,
     plan_read_tasks,
@@ -98,9 +99,9 @@ def _labelled(texts: list[bytes], values: list[str], inputs: list[str], rejected
         raise nothing_usable(inputs, rejected)
     counts = Counter(values)
     if len(counts) < 2:
-        where = inputs[0] if len(inputs) == 1 else f"{inputs[0]} and {len(inputs) - 1} more inputs"
         raise UserError(
-            f"{where}: only the label {quoted(values[0])}; a classifier needs records of two labels or more"
+            f"{inputs_named(inputs)}: only the label {quoted(values[0])}; "
+            "a classifier needs records of two labels or more"
         )
     names = [name for name, _ in counts.most_common()]  # fastText orders its labels by count
     index = {name: i for i, name in enumerate(names)}

@@ -229,3 +229,17 @@ def test_a_bad_filters_file_is_one_line_and_writes_nothing(tmp_path, corpus, cap
         and "\n" not in err
     )
     assert not out.exists()
+
+
+def test_a_run_whose_filters_remove_every_document_fails_in_one_line(tmp_path, capsys):
+    """Nothing kept is no output: the record and the removed rows are written (to see why), the exit is not 0."""
+    inputs = write_jsonl([("a", "short"), ("b", "tiny"), ("c", "x" * 50)], tmp_path / "in" / "a.jsonl")
+    filters = tmp_path / "filters.yaml"
+    filters.write_text("filters:\n  - min_length: {min_chars: 100}\n")
+    out = tmp_path / "out"
+    assert main(["filter", str(inputs), "-o", str(out), "--filters", str(filters)]) == 2
+    err = capsys.readouterr().err.strip()
+    want = f"ptk: error: {inputs}: the filters removed all 3 documents (min_length.min_chars: 3; each listed in "
+    assert err == f"{want}{out / 'removed.jsonl'}); nothing kept", err
+    assert json.loads((out / "stats.json").read_text())["removed_docs"] == 3
+    assert len((out / "removed.jsonl").read_text().splitlines()) == 3

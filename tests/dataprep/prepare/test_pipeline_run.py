@@ -162,11 +162,19 @@ def test_a_stage_that_keeps_nothing_ends_the_run_naming_it(tmp_path, capsys):
     pipeline.write_text("stages:\n  - filter\n  - dedup\n")
     assert main(["prepare", str(corpus), "--pipeline", str(pipeline), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == (
-        f"ptk: error: {tmp_path / 'out' / 'filter'}: the filter stage kept no documents (its stats.json says why); "
-        "nothing is left for the dedup stage"
+    assert err[-1] == (  # the filter stage's own error: which filters removed them
+        f"ptk: error: {corpus}: the filters removed all 5 documents (gopher_quality.min_words: 5; each listed in "
+        f"{tmp_path / 'out' / 'filter' / 'removed.jsonl'}); nothing kept"
     )
     assert not (tmp_path / "out" / "stats.json").exists()
+
+    # a stage that ends without an error of its own but keeps nothing: prepare names it
+    pipeline.write_text(f"stages:\n  - decontaminate: {{eval: [{corpus}], ngram: 3}}\n  - dedup\n")
+    assert main(["prepare", str(corpus), "--pipeline", str(pipeline), "-o", str(tmp_path / "decon")]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"ptk: error: {tmp_path / 'decon' / 'decontaminate'}: the decontaminate stage kept no documents "
+        "(its stats.json says why); nothing is left for the dedup stage"
+    )
 
 
 def test_a_filter_stage_is_its_command_for_languages_in_any_order(tmp_path):
