@@ -23,6 +23,15 @@ runs them as pipeline micro-batches (`parallel.pp_microbatches`, by default as m
 micro-batches), the loss being computed on the last stage; `trainer.model` is then this process's
 stages as one module with the plain model's parameter names.
 
+A mixture of experts (`model.n_experts`): each micro-batch's forward records what its routers chose
+(train/model/router_loss.py) and its objective adds `router_aux_loss_coef` times transformers'
+load-balancing loss of that forward, divided by the micro-batches, so that the step's gradient is
+that of the cross-entropy plus the coefficient times the mean of the forwards' aux losses over every
+micro-batch of every data-parallel group (DDP and FSDP average over the groups). `loss` stays the
+cross-entropy alone; `aux_loss` is that mean (with one micro-batch on one process, transformers'
+`aux_loss` on the global batch) and `expert_load` the tokens each sparse layer's experts got in the
+global batch, both summed over the processes with the loss. A dense model's step is unchanged.
+
 Document masking (`data.document_masking`, with the tokenizer's `eos_id`): each micro-batch's rows get
 their document ids and lose the targets of their EOS tokens (train/loop/documents.py) before the token
 count and the forward, in training and in `evaluate_rows` alike; the pipeline hands the ids to every stage.
@@ -47,6 +56,7 @@ from pretrainkit.train.loop.documents import IGNORE_INDEX, document_ids, within_
 from pretrainkit.train.loop.optim import Schedule, build_optimizer, lr_at, set_lr
 from pretrainkit.train.model.llama import ModelConfig, Transformer
 from pretrainkit.train.model.materialize import init_weights
+from pretrainkit.train.model.router_loss import RouterRecord, load_balancing_loss
 from pretrainkit.train.parallel.data_parallel import autocast_context, clip_grad_norm, gradient_sync, parallelize
 from pretrainkit.train.parallel.distributed import DistEnv
 from pretrainkit.train.parallel.mesh import ParallelMesh, check_layout
@@ -57,6 +67,14 @@ Rows = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]  # inputs, targets
 
 
 @dataclass(frozen=True)
+class Routing:
+    """A mixture of experts' routing in one step, over the global batch (see the module docstring)."""
+
+    aux_loss: float  # the mean over the step's forwards of transformers' load-balancing loss
+    expert_load: dict[str, list[int]]  # sparse layer index -> tokens sent to each expert
+
+
+@dataclass(frozen=True)
 class Gradients:
     """A step's first half: the gradients are computed and clipped, the update not yet made."""
 
@@ -64,6 +82,7 @@ class Gradients:
     grad_norm: float  # global L2 norm before clipping
     lr: float
     tokens: int  # target tokens in the global batch
+    routing: Routing | None = None  # a mixture of experts' aux loss and expert load
     # Some process had a SIGTERM before this step's loss was summed (the flag rides on that sum): every
     # process reads the same, so all of them stop after the same step.
     stop: bool = False
@@ -76,6 +95,7 @@ class StepResult:
     lr: float
     tokens: int  # target tokens in the global batch
     applied: bool = True  # False when the caller dropped the update (`update(apply=False)`)
+    routing: Routing | None = None  # a mixture of experts' aux loss and expert load
 
 
 class TrainerRecord:
@@ -188,6 +208,7 @@ class Trainer:
         # DDP and FSDP2 average gradients over data-parallel groups; multiplying by their number turns
         # that average back into the sum over the global batch, divided once by its token count.
         scale = self.mesh.dp_size / max(total_tokens, 1.0)
+        routed = None  # a mixture of experts': this process's [aux losses, expert load]
         if self.pipeline is not None:
             inputs, targets, documents = (None if t[0] is None else torch.cat(t) for t in zip(*micro_rows))
             loss_sum = torch.tensor(self._run_pipeline(inputs, targets, documents, scale), dtype=torch.float64)
@@ -195,14 +216,41 @@ class Trainer:
             loss_sum = torch.zeros((), dtype=torch.float64, device=self.env.device)
             for i, rows in enumerate(micro_rows):
                 with gradient_sync(self.model, enabled=i == len(micro_rows) - 1):
-                    ce = self._loss_sum(*rows)
-                    (ce * scale).backward()
+                    with RouterRecord(self.model) as record:  # records nothing in a dense model
+                        ce = self._loss_sum(*rows)
+                    objective = ce * scale
+                    if record.layers:
+                        aux, this = self._router_loss(record)
+                        routed = this if routed is None else routed + this
+                        if self.model_cfg.router_aux_loss_coef:  # the mean over micro-batches, times the coef
+                            objective = objective + aux * (self.model_cfg.router_aux_loss_coef / len(micro_rows))
+                    objective.backward()
                 loss_sum += ce.detach()
-        global_loss, stops = self._all_reduce([loss_sum.item() if counts else 0.0, float(sigterm_received())])
+        sums = [loss_sum.item() if counts else 0.0, float(sigterm_received())]
+        if routed is not None:  # summed with the loss: the forwards, their aux losses and the experts' load
+            sums += [float(len(micro_rows)), *routed.tolist()] if counts else [0.0] * (1 + routed.numel())
+        global_loss, stops, *routing = self._all_reduce(sums)
         loss = global_loss / max(total_tokens, 1.0)
         pp_group = self.mesh.pp_group if self.pipeline is not None else None
         grad_norm = clip_grad_norm(self.model, self.cfg.optim.clip, pp_group).item()
-        return Gradients(loss, grad_norm, lr, int(total_tokens), stops > 0)
+        return Gradients(loss, grad_norm, lr, int(total_tokens), self._routing(routing), stops > 0)
+
+    def _router_loss(self, record: RouterRecord) -> tuple[torch.Tensor, torch.Tensor]:
+        """A mixture of experts' forward: its load-balancing loss, and [that loss, the expert load] (float64, flat)."""
+        cfg = self.model_cfg
+        aux = load_balancing_loss(record.logits(), cfg.n_experts, cfg.experts_per_token)
+        return aux, torch.cat([aux.detach().view(1), record.expert_load(cfg.n_experts).flatten()]).double()
+
+    def _routing(self, routing: list[float]) -> Routing | None:
+        """The step's `Routing` from its sums [forwards, aux losses, expert load]; None for a dense model."""
+        if not routing:
+            return None
+        forwards, aux, *load = routing
+        cfg = self.model_cfg
+        layers = [i for i in range(cfg.n_layers) if cfg.sparse_layer(i)]
+        e = cfg.n_experts
+        expert_load = {str(layer): [round(c) for c in load[j * e : (j + 1) * e]] for j, layer in enumerate(layers)}
+        return Routing(aux / max(forwards, 1.0), expert_load)
 
     def update(self, grads: Gradients, apply: bool = True) -> StepResult:
         """The step's second half: AdamW's update, unless `apply` is False (a spike's update dropped); the
@@ -212,7 +260,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         self.tokens += grads.tokens
-        return StepResult(grads.loss, grads.grad_norm, grads.lr, grads.tokens, apply)
+        return StepResult(grads.loss, grads.grad_norm, grads.lr, grads.tokens, apply, grads.routing)
 
     @torch.no_grad()
     def evaluate_rows(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:

@@ -331,9 +331,10 @@ class TrainingLoop:
             loss = result.loss
             first_loss = loss if math.isnan(first_loss) else first_loss
             recent.append(loss)
-            row = {
-                "step": trainer.step,
-                "loss": loss,
+            row = {"step": trainer.step, "loss": loss}
+            if result.routing is not None:  # a mixture of experts: the routers' load-balancing loss, apart
+                row["aux_loss"] = result.routing.aux_loss
+            row |= {
                 "lr": result.lr,
                 "grad_norm": result.grad_norm,
                 "tokens": trainer.tokens,
@@ -349,7 +350,10 @@ class TrainingLoop:
                 # nothing is gathered. The loader's sampler: a resume that changed the mixture rebased it.
                 row["batch_sha256"] = self.loader.sampler.batch_sha256(batch)
             last = trainer.step == cfg.max_steps
-            evaluate = bool(self.val_rows) and (trainer.step % cfg.eval.every == 0 or last)
+            eval_step = last or bool(cfg.eval.every and trainer.step % cfg.eval.every == 0)
+            evaluate = bool(self.val_rows) and eval_step
+            if result.routing is not None and eval_step:  # tokens per expert in this step's global batch
+                row["expert_load"] = result.routing.expert_load
             if evaluate:
                 t0 = time.perf_counter()
                 val = {name: trainer.evaluate_rows(x, y) for name, (x, y) in self.val_rows.items()}

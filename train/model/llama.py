@@ -196,6 +196,8 @@ class ModelConfig:
                 f"n_experts: {self.n_experts} does not fit family {self.family} "
                 "(mixture-of-experts families qwen3_moe, olmoe, mixtral need it, the others take none)"
             )
+        if self.router_aux_loss_coef < 0:
+            raise ValueError(f"router_aux_loss_coef must be >= 0, got {self.router_aux_loss_coef}")
         if self.n_experts is None:
             return
         for name in ("n_experts", "moe_ffn_dim", "decoder_sparse_step"):

@@ -11,6 +11,10 @@ top-k probabilities, renormalized to sum to 1 when `norm_topk_prob`. The experts
 so that a sharded or initialized tensor is one parameter whatever the number of experts (the per-expert
 Hugging Face tensors are rows of them: train/model/hf_adapter.py). The experts run grouped: the
 (token, expert) pairs are sorted by expert and each expert multiplies the tokens sent to it at once.
+
+While `routed` is a list (train/model/router_loss.py: `RouterRecord` sets it around a training forward)
+each forward appends its router logits and chosen experts, which the load-balancing loss and the
+experts' load are computed from; it is None otherwise (evaluation, generation), so nothing is kept.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ class MoEFeedForward(nn.Module):
         self.n_experts, self.top_k, self.norm_topk = cfg.n_experts, cfg.experts_per_token, cfg.norm_topk_prob
         self.router = nn.Linear(cfg.d_model, cfg.n_experts, bias=False)
         self.experts = GroupedExperts(cfg)
+        self.routed: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # see the module docstring
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x [tokens, d_model] -> (router logits [tokens, n_experts], the top-k weights (fp32) and
@@ -64,7 +69,9 @@ class MoEFeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
-        _, weights, experts = self.route(flat)
+        logits, weights, experts = self.route(flat)
+        if self.routed is not None:
+            self.routed.append((logits, experts))
         # Each (token, expert) pair once, grouped by expert; stable, so tokens stay in order within a group.
         order = experts.flatten().argsort(stable=True)
         tokens = order // self.top_k

@@ -4,14 +4,16 @@
 
 Without an HF `init_from`, the shape is the `model:` section, its unset keys ModelConfig's defaults, the
 mixture's vocabulary and `data.seq_len` as max_seq_len. With `init_from: DIR` naming a Hugging Face
-model directory, the shape is DIR/config.json's; a key the section gives anyway must agree with it,
-else a UserError names both values. The model's vocabulary must cover the mixture's (HF models often
-pad their embedding table), and `data.seq_len` must fit the model's context.
+model directory, the shape is DIR/config.json's; a key the section gives anyway must agree with it, else a
+UserError names both values, except `router_aux_loss_coef`, the training objective's weight of a mixture of
+experts' load-balancing loss rather than part of the model, which the section may set. The model's vocabulary
+must cover the mixture's (HF models often pad their embedding table), and `data.seq_len` must fit the model's
+context.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 from pretrainkit.errors import UserError
@@ -21,6 +23,7 @@ from pretrainkit.train.model.llama import ModelConfig
 
 # Section key -> the ModelConfig property it decides (compared after the HF config resolved it).
 _COMPARED_AS = {"n_kv_heads": "kv_heads", "ffn_hidden": "ffn_hidden_size"}
+OBJECTIVE_KEYS = ("router_aux_loss_coef",)  # the section's value replaces config.json's
 
 
 def model_config(cfg: TrainConfig, vocab_size: int, where: str = "config") -> ModelConfig:
@@ -39,6 +42,11 @@ def model_config(cfg: TrainConfig, vocab_size: int, where: str = "config") -> Mo
 def _from_hf(cfg: TrainConfig, vocab_size: int, where: str) -> ModelConfig:
     config = Path(cfg.init_from) / CONFIG_FILE
     model = model_config_from_hf(read_hf_config(cfg.init_from), str(config))
+    objective = {k: getattr(cfg.model, k) for k in OBJECTIVE_KEYS if getattr(cfg.model, k) is not None}
+    try:
+        model = replace(model, **objective)
+    except ValueError as e:
+        raise UserError(f"{where}: model.{e}") from None
     for f in fields(ModelSection):
         mine = getattr(cfg.model, f.name)
         theirs = getattr(model, _COMPARED_AS.get(f.name, f.name))

@@ -90,6 +90,11 @@ def check_model_split(p: ParallelConfig, model: ModelConfig, where: str) -> None
             f"{where}: parallel.tp: {p.tp} does not split a mixture of experts (model.n_experts: "
             f"{model.n_experts}); use tp: 1 with ddp, zero or fsdp"
         )
+    if p.pp > 1 and model.n_experts is not None:  # its aux loss pools the routing of every stage's layers
+        raise UserError(
+            f"{where}: parallel.pp: {p.pp} cannot compute the routers' load-balancing loss, which pools every "
+            f"sparse layer's routing, across pipeline stages (model.n_experts: {model.n_experts}); use pp: 1"
+        )
     stages = p.pp * p.stages
     if model.n_layers % stages:
         raise UserError(

@@ -7,12 +7,15 @@
 The figure has six panels: training loss (smoothed, over the faint raw curve), validation loss
 per source (replayed sources drawn with squares and marked, validation-only ones marked), learning
 rate, gradient norm, tokens/s and MFU, the last only when MFU was logged (five panels otherwise,
-the training loss twice as wide), and a third row with the downstream tasks' acc (solid) and
-acc_norm (dashed) and each task's chance level (dotted) when a run scored `eval.tasks`; loss-spike
-events are marked (dashed red lines on the loss and gradient norm, and a red cross at the spike's
-loss). The x axis is the step or, with `axis="tokens"`, the tokens trained on; a continued run
-(`init_from`) starts where its base run stopped, with a dotted line there. Drawn with matplotlib's
-Agg canvas and no date or software stamp, so the same logs give a byte-identical PNG.
+the training loss twice as wide), a third row with the downstream tasks' acc (solid) and acc_norm
+(dashed) and each task's chance level (dotted) when a run scored `eval.tasks`, and for a mixture of
+experts a row with the routers' aux loss and the expert load's imbalance (each sparse layer's busiest
+expert's tokens over the mean of its experts, 1 when balanced: the worst layer and the mean over
+layers, at the steps that logged `expert_load`). Loss-spike events are marked (dashed red lines on
+the loss and gradient norm, and a red cross at the spike's loss). The x axis is the step or, with
+`axis="tokens"`, the tokens trained on; a continued run (`init_from`) starts where its base run
+stopped, with a dotted line there. Drawn with matplotlib's Agg canvas and no date or software stamp,
+so the same logs give a byte-identical PNG.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pretrainkit.train.rundir.names import CHECKPOINTS
 PANELS = ("training loss", "validation loss", "learning rate", "gradient norm", "tokens/s", "MFU")
 TASKS_PANEL = "downstream tasks"  # a third row, only when some run logged eval.tasks
 TASK_MARKERS = ("o", "s", "^", "D", "v", "P")
+MOE_PANELS = ("router aux loss", "expert load")  # only when some run is a mixture of experts
 SPIKE_COLOR = "#d62728"
 # Run colours skip red, which marks spikes.
 RUN_COLORS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
@@ -62,10 +66,26 @@ def smoothed(values: list[float], span: int) -> list[float]:
 
 def panels_for(runs: list[RunLog]) -> list[str]:
     """The panels drawn: MFU only when some run logged it (a CPU run or an unknown GPU has none), the
-    downstream tasks only when some run scored `eval.tasks`."""
+    downstream tasks only when some run scored `eval.tasks`, the routers' only for a mixture of experts."""
     has_mfu = any(math.isfinite(v) for run in runs for v in run.train.get("mfu", []))
     panels = list(PANELS) if has_mfu else [p for p in PANELS if p != "MFU"]
-    return panels + [TASKS_PANEL] if any(run.tasks for run in runs) else panels
+    if any(run.tasks for run in runs):
+        panels.append(TASKS_PANEL)
+    return panels + list(MOE_PANELS) if any(_is_moe(run) for run in runs) else panels
+
+
+def _is_moe(run: RunLog) -> bool:
+    return bool(run.load_steps) or any(math.isfinite(v) for v in run.train.get("aux_loss", []))
+
+
+def load_imbalance(run: RunLog) -> tuple[list[float], list[float]]:
+    """Per load step, the worst sparse layer's imbalance and the mean over layers (NaN where none logged)."""
+    worst, mean = [], []
+    for i in range(len(run.load_steps)):
+        values = [v[i] for v in run.load_imbalance.values() if math.isfinite(v[i])]
+        worst.append(max(values, default=math.nan))
+        mean.append(sum(values) / len(values) if values else math.nan)
+    return worst, mean
 
 
 def draw_report(runs: list[RunLog], path: str | Path, axis: str = "step") -> list[str]:
@@ -83,8 +103,8 @@ def draw_report(runs: list[RunLog], path: str | Path, axis: str = "step") -> lis
 def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[str]]:
     """The report's figure (each panel's axes titled with its name) and the panel titles."""
     panels = panels_for(runs)
-    tasks = TASKS_PANEL in panels
-    fig = Figure(figsize=(15, 12.5 if tasks else 8.5), dpi=100, layout="constrained")
+    tasks, moe = TASKS_PANEL in panels, MOE_PANELS[0] in panels
+    fig = Figure(figsize=(15, 8.5 + 4 * (tasks + moe)), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     if "MFU" in panels:
         layout = [list(PANELS[:3]), list(PANELS[3:])]
@@ -92,6 +112,8 @@ def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[s
         layout = [["training loss", "training loss", "validation loss"], ["learning rate", "gradient norm", "tokens/s"]]
     if tasks:
         layout.append([TASKS_PANEL] * 3)
+    if moe:
+        layout.append(["router aux loss", "expert load", "expert load"])
     axes = fig.subplot_mosaic(layout)
     several = len(runs) > 1
     for i, run in enumerate(runs):
@@ -115,6 +137,7 @@ def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[s
             ("gradient norm", "grad_norm"),
             ("tokens/s", "tokens_per_s"),
             ("MFU", "mfu"),
+            ("router aux loss", "aux_loss"),
         ):
             pxs, ys = _finite(x, run.train[key])
             if ys and panel in axes:
@@ -134,6 +157,14 @@ def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[s
                 fontsize=8,
                 color=color,
             )
+        if run.load_steps and "expert load" in axes:
+            lx, (worst, mean) = run.positions(axis, run.load_steps), load_imbalance(run)
+            name = f"{run.name}: " if several else ""
+            for ys, style, what in ((worst, "-", "worst layer"), (mean, "--", "mean over layers")):
+                pxs, pys = _finite(lx, ys)
+                axes["expert load"].plot(
+                    pxs, pys, color=color, linestyle=style, marker="o", markersize=3, label=name + what
+                )
         styles = ("-", "--", ":", "-.")
         vx = run.positions(axis, run.val_steps)
         for j, (source, values) in enumerate(run.val.items()):
@@ -168,6 +199,8 @@ def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[s
             for panel in ("training loss", "gradient norm"):
                 if math.isfinite(at):
                     axes[panel].axvline(at, color=SPIKE_COLOR, linestyle="--", linewidth=0.8)
+    if any(run.load_steps for run in runs):  # the scale starts at a balanced load, not at the lines' minimum
+        axes["expert load"].axhline(1.0, color="gray", linestyle=":", linewidth=1.2, label="balanced")
     for title, ax in axes.items():
         ax.set_title(title)
         ax.set_xlabel(axis)
@@ -181,6 +214,8 @@ def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[s
             ax.set_xticks([])
             ax.set_yticks([])
     axes["learning rate"].ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+    if "expert load" in axes:
+        axes["expert load"].set_ylabel("busiest expert's tokens / mean of a layer's")
     fig.suptitle(" vs ".join(run.name for run in runs))
     return fig, panels
 
@@ -249,6 +284,7 @@ def summary_text(run: RunLog) -> str:
         f"  tokens/s     median {_fmt(_median(run.train['tokens_per_s']), ',.0f')}"
         f", MFU median {_fmt(_median(run.train['mfu']), '.1%')}"
     )
+    lines.extend(routing_lines(run))
     lines.append(f"  spike events {len(run.events)}")
     for e in run.events[:5]:
         reason = f" ({e['reason']})" if e.get("reason") else ""
@@ -257,3 +293,21 @@ def summary_text(run: RunLog) -> str:
         lines.append(f"    ... {len(run.events) - 5} more in {run.path / 'events.jsonl'}")
     lines.extend(f"  note: {note}" for note in run.notes)
     return "\n".join(lines) + "\n"
+
+
+def routing_lines(run: RunLog) -> list[str]:
+    """A mixture of experts' summary lines: the aux loss, and the expert load's imbalance at its last logged step."""
+    lines = []
+    aux = [v for v in run.train.get("aux_loss", []) if math.isfinite(v)]
+    if aux:
+        lines.append(f"  aux loss     first {_fmt(aux[0])}, last {_fmt(aux[-1])}")
+    if run.load_steps:
+        last = {layer: v[-1] for layer, v in run.load_imbalance.items() if math.isfinite(v[-1])}
+        if last:
+            layer = max(last, key=last.get)
+            mean = sum(last.values()) / len(last)
+            lines.append(
+                f"  expert load  busiest expert / mean at step {run.load_steps[-1]}: worst layer {layer} "
+                f"{_fmt(last[layer], '.3g')}, mean over layers {_fmt(mean, '.3g')} (1 = balanced)"
+            )
+    return lines

@@ -4,7 +4,9 @@
     run.train["loss"], run.val["web"], run.events, run.final_val_loss()
 
 Training rows carry `step, loss, lr, grad_norm, tokens` (cumulative), `tokens_per_s` (and `mfu` when the device's
-peak is known); validation rows carry `{"step", "val_loss": {source: value}}` and, with `eval.tasks`,
+peak is known); a mixture of experts' also `aux_loss` and, at evaluation steps, `expert_load` ({sparse
+layer: tokens per expert}), read as each layer's imbalance: its busiest expert's tokens over the mean
+(1: balanced). Validation rows carry `{"step", "val_loss": {source: value}}` and, with `eval.tasks`,
 `"tasks": {"NAME/acc": value, "NAME/acc_norm": value}`, `"task_items"` and `"task_chance"` per task; events rows (loss
 spikes, written by `train/loop/training_loop.py`) carry `step`, `loss`, `grad_norm`, window statistics, `reason`
 and `action`; only `step` is required here. A resumed run may log a step twice:
@@ -27,7 +29,7 @@ from pretrainkit.mixtures.config import read_mixture_config
 from pretrainkit.train.rundir.names import METRICS_FILE
 from pretrainkit.train.rundir.run_dir import RunDir
 
-TRAIN_KEYS = ("loss", "lr", "grad_norm", "tokens", "tokens_per_s", "mfu")
+TRAIN_KEYS = ("loss", "aux_loss", "lr", "grad_norm", "tokens", "tokens_per_s", "mfu")
 
 
 @dataclass
@@ -44,6 +46,8 @@ class RunLog:
     task_items: dict[str, int] = field(default_factory=dict)  # task -> items scored (the last row's)
     task_chance: dict[str, float] = field(default_factory=dict)  # task -> what guessing scores
     events: list[dict] = field(default_factory=list)
+    load_steps: list[int] = field(default_factory=list)  # steps that logged `expert_load` (a mixture of experts)
+    load_imbalance: dict[str, list[float]] = field(default_factory=dict)  # layer -> max / mean per load step
     # Where the run starts: a run continued from another (`init_from`) begins after the base run's
     # steps and tokens (RUN_DIR/init_from.json); 0 and 0 for a run from scratch.
     base: str | None = None
@@ -129,6 +133,21 @@ def _step(row: dict, path: Path, line_no: int) -> int:
     return step
 
 
+def _imbalance(load: object, path: Path, line_no: int) -> dict[str, float]:
+    """Each sparse layer's busiest expert's tokens over the mean of its experts' (NaN for a layer that got none)."""
+    if not isinstance(load, dict):
+        raise UserError(f"{path}: line {line_no}: expert_load must map layers to tokens per expert")
+    out = {}
+    for layer, counts in load.items():
+        key = f"expert_load.{shortened(str(layer))}"
+        if not isinstance(counts, list) or not counts:
+            raise UserError(f"{path}: line {line_no}: {key} must be a list of token counts, got {quoted(counts)}")
+        values = [_number(c, path, line_no, key) for c in counts]
+        mean = sum(values) / len(values)
+        out[str(layer)] = max(values) / mean if mean > 0 else math.nan
+    return out
+
+
 def read_run(run_dir: str | Path) -> RunLog:
     """Parse RUN_DIR/metrics.jsonl (required) and RUN_DIR/events.jsonl (optional)."""
     folder = RunDir(run_dir)
@@ -137,6 +156,7 @@ def read_run(run_dir: str | Path) -> RunLog:
         raise UserError(f"{folder.local}: no {METRICS_FILE} (is it a run directory?)")
     train_rows: dict[int, dict[str, float]] = {}
     val_rows: dict[int, dict[str, float]] = {}
+    load_rows: dict[int, dict[str, float]] = {}
     task_rows: dict[int, dict[str, float]] = {}
     task_items: dict[str, int] = {}
     task_chance: dict[str, float] = {}
@@ -150,12 +170,18 @@ def read_run(run_dir: str | Path) -> RunLog:
                 task_chance.update(_numbers(row.get("task_chance", {}), metrics, line_no, "task_chance"))
         elif "loss" in row:
             train_rows[step] = {k: _number(row.get(k), metrics, line_no, k) for k in TRAIN_KEYS}
+            load_rows.pop(step, None)  # the step's last row wins, with or without a load
+            if "expert_load" in row:
+                load_rows[step] = _imbalance(row["expert_load"], metrics, line_no)
     run = RunLog(path=folder.local)
     run.steps = sorted(train_rows)
     run.train = {k: [train_rows[s][k] for s in run.steps] for k in TRAIN_KEYS}
     run.val_steps = sorted(val_rows)
     sources = sorted({src for r in val_rows.values() for src in r})
     run.val = {src: [val_rows[s].get(src, math.nan) for s in run.val_steps] for src in sources}
+    run.load_steps = sorted(load_rows)
+    layers = sorted({layer for r in load_rows.values() for layer in r}, key=lambda k: (len(k), k))
+    run.load_imbalance = {layer: [load_rows[s].get(layer, math.nan) for s in run.load_steps] for layer in layers}
     run.task_steps = sorted(task_rows)
     keys = sorted({key for r in task_rows.values() for key in r})
     run.tasks = {key: [task_rows[s].get(key, math.nan) for s in run.task_steps] for key in keys}

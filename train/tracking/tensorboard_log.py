@@ -1,8 +1,8 @@
 """`logging.tensorboard: true`: TensorBoard event files under RUN_DIR/tb/.
 
 Scalars `train/loss`, `train/lr`, `train/grad_norm`, `train/tokens`, `train/tokens_per_s` (and
-`train/mfu` when known), `val_loss/<source>` per source, `<task>/acc` and `<task>/acc_norm` per
-`eval.tasks` entry, and each loss spike as text under `spikes`,
+`train/mfu` when known; `train/aux_loss` for a mixture of experts), `val_loss/<source>` per source,
+`<task>/acc` and `<task>/acc_norm` per `eval.tasks` entry, and each loss spike as text under `spikes`,
 all at the training step. A run that resumes (or rolls back) at step k opens a new event file with
 `purge_step=k + 1`, so TensorBoard drops what the abandoned run had logged after k.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from pretrainkit.errors import UserError
 
 TB_DIR = "tb"
-TRAIN_KEYS = ("loss", "lr", "grad_norm", "tokens", "tokens_per_s", "mfu")
+TRAIN_KEYS = ("loss", "aux_loss", "lr", "grad_norm", "tokens", "tokens_per_s", "mfu")
 
 
 class TensorBoardTracker:

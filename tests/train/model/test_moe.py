@@ -103,6 +103,7 @@ def test_meta_initialization_equals_eager_construction() -> None:
         (dict(experts_per_token=None), "experts_per_token must be in [1, n_experts = 6], got None"),
         (dict(n_experts=0, experts_per_token=0), "n_experts must be >= 1, got 0"),
         (dict(moe_ffn_dim=0), "moe_ffn_dim must be >= 1, got 0"),
+        (dict(router_aux_loss_coef=-0.01), "router_aux_loss_coef must be >= 0, got -0.01"),
         (dict(decoder_sparse_step=0), "decoder_sparse_step must be >= 1, got 0"),
         (dict(mlp_only_layers=(3,)), "mlp_only_layers must be layers 0..2, got [3]"),
         (dict(family="olmoe"), "mlp_only_layers and decoder_sparse_step: only with family qwen3_moe, got olmoe"),
@@ -120,6 +121,16 @@ def test_tensor_parallel_refuses_a_mixture_of_experts_in_one_line() -> None:
     with pytest.raises(UserError, match=r"run.yaml: parallel.tp: 2 does not split a mixture of experts"):
         check_model_split(ParallelConfig(tp=2), moe(), "run.yaml")
     check_model_split(ParallelConfig(tp=2), moe(family="qwen3", n_experts=None, mlp_only_layers=()), "run.yaml")
+
+
+def test_pipeline_parallel_refuses_a_mixture_of_experts_in_one_line() -> None:
+    """The load-balancing loss pools the routing of every sparse layer (train/model/router_loss.py), which
+    pipeline stages would each hold a part of."""
+    with pytest.raises(UserError, match=r"run.yaml: parallel.pp: 3 cannot compute the routers' load-balancing") as e:
+        check_model_split(ParallelConfig(pp=3), moe(), "run.yaml")
+    assert "\n" not in str(e.value)
+    dense = moe(family="qwen3", n_experts=None, mlp_only_layers=(), tie_embeddings=False)
+    check_model_split(ParallelConfig(pp=3), dense, "run.yaml")
 
 
 def test_moe_settings_survive_the_json_of_checkpoints_and_native_exports() -> None:

@@ -7,9 +7,9 @@ SPEC is a JSON list of runs, each `{"name", "steps", "global_size", "micro_size"
 (config: TrainConfig overrides; `init_from` loads its weights as `ptk train` does), and `"eos": true` for
 rows packed from short documents (about one token in five is EOS, for `data.document_masking`). Rank 0 writes
 `{name: {"loss": [...], "grad_norm": [...], "val": validation loss after the steps, "divide_factors": [...]}}`
-(the gradient divide factor of every FSDP module). Global batch k is the same random tokens whatever
-the world size; data-parallel group g of d trains on rows [g*G/d, (g+1)*G/d) in micro-batches of
-`micro_size` (every process of the group on the same rows).
+(the gradient divide factor of every FSDP module), and for a mixture of experts `"aux_loss": [...]`.
+Global batch k is the same random tokens whatever the world size; data-parallel group g of d trains on
+rows [g*G/d, (g+1)*G/d) in micro-batches of `micro_size` (every process of the group on the same rows).
 """
 
 from __future__ import annotations
@@ -73,11 +73,13 @@ def run(spec: dict, env: DistEnv) -> dict:
     trainer = Trainer(cfg, model_config(cfg, VOCAB), env, eos_id=EOS)
     if cfg.init_from is not None:  # as a fresh `ptk train` run does
         initialize(trainer.model, trainer.optimizer, find_init_source(cfg.init_from), with_optimizer=False)
-    losses, norms, eos = [], [], spec.get("eos", False)
+    losses, norms, aux, eos = [], [], [], spec.get("eos", False)
     for k in range(spec["steps"]):
         r = trainer.train_step(micro_batches(k, spec["global_size"], spec["micro_size"], trainer, eos))
         losses.append(r.loss)
         norms.append(r.grad_norm)
+        if r.routing is not None:
+            aux.append(r.routing.aux_loss)
     # Validation after the steps, on 10 rows: not a multiple of any layout's rows per forward (padding).
     rows = global_batch(10_000, 10, eos)
     val = trainer.evaluate_rows(rows[:, :-1], rows[:, 1:])
@@ -87,7 +89,8 @@ def run(spec: dict, env: DistEnv) -> dict:
         if isinstance(m, FSDPModule)
         for g in m._get_fsdp_state()._fsdp_param_groups
     ]
-    return {"loss": losses, "grad_norm": norms, "val": val, "divide_factors": factors}
+    out = {"loss": losses, "grad_norm": norms, "val": val, "divide_factors": factors}
+    return out | ({"aux_loss": aux} if aux else {})
 
 
 def main(out: str, spec_path: str) -> None:
