@@ -9,16 +9,13 @@ and FSDP x TP compiled on 4 processes, against eager."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-WORKER = Path(__file__).with_name("train_worker.py")
+from fixtures.train_worker import launch
+
 STEPS = 3
 
 
@@ -74,20 +71,6 @@ FOUR = [
     spec("hsdp2x2", parallel={"data": "hsdp", "dp_replicate": 2}),
     spec("fsdp2_tp2_compiled", parallel={"data": "fsdp", "tp": 2}, compile=True),
 ]
-
-
-def launch(tmp: Path, specs: list[dict], nproc: int) -> dict:
-    spec_file, out = tmp / f"spec{nproc}.json", tmp / f"out{nproc}.json"
-    spec_file.write_text(json.dumps(specs))
-    cmd = [sys.executable, str(WORKER), str(out), str(spec_file)]
-    if nproc > 1:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *cmd[1:]]
-    # One thread per process, as torchrun sets it: two compete badly on this shared 2-core machine.
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    # timeout: a bound for a hang, not for speed (a loaded machine runs this many times slower)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(out.read_text())
 
 
 @pytest.fixture(scope="module")
