@@ -251,11 +251,18 @@ FAMILY_LAYOUTS = {
         {"pp2": {"pp": 2, "pp_schedule": "1f1b"}, "fsdp_tp2": {"data": "fsdp", "tp": 2}},
     ),
     # A mixture of experts (dense layer 0, then sparse ones): FSDP shards the stacked experts by expert; under
-    # DDP every expert gets a gradient (zero for one that got no token); 4 layers, 2 per pipeline stage.
+    # DDP every expert gets a gradient (zero for one that got no token); 4 layers, 2 per pipeline stage; under
+    # ep 2 each process reads its 4 of the 8 experts' tensors (test_expert_parallel.py: the rest of ep).
     "qwen3_moe": (
         "qwen3_moe",
         {"num_hidden_layers": 4},
-        {"ddp": "ddp", "fsdp": "fsdp", "zero2": "zero2", "pp2": {"pp": 2, "pp_schedule": "1f1b"}},
+        {
+            "ddp": "ddp",
+            "fsdp": "fsdp",
+            "zero2": "zero2",
+            "pp2": {"pp": 2, "pp_schedule": "1f1b"},
+            "fsdp_ep2": {"data": "fsdp", "ep": 2},
+        },
     ),
 }
 
