@@ -7,12 +7,12 @@ Each `GroupedExperts` gets its stacked weights as DTensors split by expert (`Sha
 experts [r E/ep, (r+1) E/ep)), so a checkpoint holds them in their full shape and loads under any `ep`.
 Its forward is wrapped: MoEFeedForward hands it this rank's (token, expert) rows sorted by expert with
 the rows per expert (train/model/moe.py); the dispatch exchanges those counts, sends each rank the rows
-of its experts (`AllToAll`, whose backward is the reverse exchange, so each expert's
-gradient sums the tokens of every rank of its group), and orders what arrived by local
-expert; the experts run on their local weights; the combine puts the outputs back in arrival order and
-returns each to the rank it came from, in the order it was sent. MoEFeedForward then weights and sums
-them exactly as on one process. Every rank of an ep group takes part in every sparse layer's forward
-(and backward), even with no rows to send: the layers run in the same order everywhere.
+of its experts (`AllToAll`, whose backward is the reverse exchange, so each expert's gradient sums the
+tokens of every rank of its group) and orders what arrived by local expert; the experts run on their
+local weights; the combine puts the outputs back in arrival order and returns each to the rank it came
+from, in the order it was sent. MoEFeedForward then weights and sums them exactly as on one process.
+Every rank of an ep group takes part in every sparse layer's forward (and backward), even with no rows
+to send: the layers run in the same order everywhere.
 """
 
 from __future__ import annotations
