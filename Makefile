@@ -64,7 +64,7 @@ demo: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash demo/run.sh
 
 bench: setup
-	for b in dedup dedup_memory tokenize loader train_step checkpoint_hash replay init_estimate extract chrome langid decontaminate filter paragraphs object_storage classifier_train; do $(PY) -m bench.$$b || exit 1; done
+	for b in dedup dedup_memory tokenize loader train_step moe_step checkpoint_hash replay init_estimate extract chrome langid decontaminate filter paragraphs object_storage classifier_train; do $(PY) -m bench.$$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) demo_out bench/results

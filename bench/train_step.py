@@ -125,9 +125,9 @@ def sides(args: argparse.Namespace, raw: dict, mcfg, env, bf16: bool) -> dict:
     return out
 
 
-def measure(args: argparse.Namespace, precision: str, env) -> dict:
-    section, seq, micro, accum, vocab = PRESETS[args.preset]
-    raw = {
+def bench_config(section: dict, seq: int, micro: int, accum: int, precision: str, **more) -> dict:
+    """The training config of a benchmark's trainer: `section` as the model, synthetic data, one process."""
+    return {
         "run_dir": "unused",
         "data": {"mixture": "unused", "seq_len": seq},
         "max_steps": 10_000,
@@ -135,11 +135,23 @@ def measure(args: argparse.Namespace, precision: str, env) -> dict:
         "model": section,
         "batch": {"global_size": micro * accum, "micro_size": micro},
         "optim": {"lr": 1e-4, "min_lr": 1e-5, "warmup_steps": 10, "clip": 1.0},
-        "parallel": args.parallel,
         "precision": precision,
-        "compile": args.compile,
-        "activation_checkpointing": args.activation_checkpointing,
+        **more,
     }
+
+
+def measure(args: argparse.Namespace, precision: str, env) -> dict:
+    section, seq, micro, accum, vocab = PRESETS[args.preset]
+    raw = bench_config(
+        section,
+        seq,
+        micro,
+        accum,
+        precision,
+        parallel=args.parallel,
+        compile=args.compile,
+        activation_checkpointing=args.activation_checkpointing,
+    )
     mcfg = model_config(config_from_dict(raw, "bench"), vocab)
     steps = sides(args, raw, mcfg, env, precision == "bf16")
     data = batches(args.warmup + args.rounds * args.steps, accum, micro, seq, vocab, args.compare == "masking")

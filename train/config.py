@@ -5,16 +5,20 @@
 
 Unknown keys, wrong types and impossible values raise `UserError` naming the file and the key
 (`run.yaml: optim.schedule: must be one of cosine, wsd, got 'linear'`). Relative paths (`run_dir`,
-`data.mixture`) written in the file are relative to the file; those given with `--set` are relative
-to the current directory. `to_dict(cfg)` is the resolved config written to `RUN_DIR/config.yaml`.
+`data.mixture`, `eval.tokenizer`, each `eval.tasks[i].path`) written in the file are relative to the
+file; those given with `--set` are relative to the current directory. `load_config` also reads the
+task files and the tokenizer `eval` names (train/evaluation/task_files.py), so a bad one stops the run
+before it starts. `to_dict(cfg)` is the resolved config written to `RUN_DIR/config.yaml`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import typing
 from argparse import ArgumentTypeError
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +38,9 @@ PRECISIONS = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 SPIKE_ACTIONS = ("none", "skip", "rollback")
 WANDB_MODES = ("offline", "online")
-PATH_KEYS = (("run_dir",), ("data", "mixture"), ("init_from",), ("data", "cache", "dir"))
+PATH_KEYS = (("run_dir",), ("data", "mixture"), ("init_from",), ("data", "cache", "dir"), ("eval", "tokenizer"))
+# Names a task may not take: its `NAME/acc` would land among the trackers' own groups.
+RESERVED_TASK_NAMES = ("train", "val_loss", "spikes")
 
 
 @dataclass
@@ -144,9 +150,19 @@ class CheckpointConfig:
 
 
 @dataclass
+class TaskConfig:
+    """A multiple-choice task scored at each evaluation (train/evaluation/tasks.py): `NAME/acc`, `NAME/acc_norm`."""
+
+    name: str
+    path: str  # JSON lines of {context, choices, label} (train/evaluation/task_files.py)
+
+
+@dataclass
 class EvalConfig:
     every: int = 0  # steps between validation passes; 0: never
     batches: int = 4  # validation batches of batch.global_size sequences, per source
+    tasks: tuple[TaskConfig, ...] = ()
+    tokenizer: str | None = None  # the mixture's tokenizer.json (or HF directory): how tasks' text is tokenized
 
 
 @dataclass
@@ -198,7 +214,9 @@ class TrainConfig:
     init_optimizer: bool = False  # with init_from (a checkpoint): AdamW moments too
 
 
-def load_config(path: str | os.PathLike, overrides: list[str] = ()) -> TrainConfig:
+def load_config(path: str | os.PathLike, overrides: list[str] = (), read_tasks: bool = True) -> TrainConfig:
+    """`read_tasks`: validate the files `eval.tasks` and `eval.tokenizer` name (False for a command that
+    only reads a run's data order, such as `ptk trace`, which needs neither)."""
     path = Path(path)
     raw = read_user_yaml(path, "config")
     if not isinstance(raw, dict):
@@ -207,7 +225,24 @@ def load_config(path: str | os.PathLike, overrides: list[str] = ()) -> TrainConf
     _parallel_as_mapping(raw)
     for item in overrides:
         _apply_override(raw, item, path)
-    return config_from_dict(raw, str(path))
+    cfg = config_from_dict(raw, str(path))
+    if read_tasks:
+        check_task_files(cfg, str(path))
+    return cfg
+
+
+def check_task_files(cfg: TrainConfig, where: str) -> None:
+    """Every task file read and validated, and the tokenizer loaded: one line naming the key, file and problem."""
+    from pretrainkit.shards.tokenizer import load_tokenizer
+    from pretrainkit.train.evaluation.task_files import read_task_file
+
+    for i, task in enumerate(cfg.eval.tasks):
+        read_task_file(task.path, f"{where}: eval.tasks[{i}].path")
+    if cfg.eval.tokenizer is not None:
+        try:
+            load_tokenizer(cfg.eval.tokenizer)
+        except UserError as e:
+            raise UserError(f"{where}: eval.tokenizer: {e}") from None
 
 
 def config_from_dict(raw: dict, where: str) -> TrainConfig:
@@ -239,6 +274,15 @@ def _resolve_paths(raw: dict, base: Path) -> None:
             node = node.get(k) if isinstance(node, dict) else None
         if isinstance(node, dict) and isinstance(node.get(keys[-1]), str) and not is_url(node[keys[-1]]):
             node[keys[-1]] = str((base / node[keys[-1]]).resolve())
+    if isinstance(raw.get("eval"), dict):
+        _resolve_task_paths(raw["eval"].get("tasks"), base)
+
+
+def _resolve_task_paths(tasks: Any, base: Path) -> None:
+    """Each `eval.tasks` entry's `path`, relative to `base` (the config's folder, or the current one for --set)."""
+    for task in tasks if isinstance(tasks, list) else ():
+        if isinstance(task, dict) and isinstance(task.get("path"), str):
+            task["path"] = str((base / task["path"]).resolve())
 
 
 def _parallel_as_mapping(raw: dict) -> None:
@@ -265,6 +309,8 @@ def _apply_override(raw: dict, item: str, path: Path) -> None:
         value = text
     if tuple(keys) in PATH_KEYS and isinstance(value, str) and not is_url(value):
         value = str(Path(value).resolve())
+    if tuple(keys) == ("eval", "tasks"):
+        _resolve_task_paths(value, Path.cwd())
     node[keys[-1]] = value
     _parallel_as_mapping(raw)
 
@@ -400,6 +446,7 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
         f"must be <= spikes.window ({cfg.spikes.window}), got {cfg.spikes.min_history}",
     )
     require(cfg.init_from is not None or not cfg.init_optimizer, "init_optimizer", "needs init_from")
+    _check_tasks(cfg, require)
     require(
         cfg.batch.global_size % cfg.batch.micro_size == 0,
         "batch.global_size",
@@ -431,6 +478,28 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
         "parallel.stages_per_rank",
         "interleaved_1f1b needs at least 2 stages per rank",
     )
+
+
+def _check_tasks(cfg: TrainConfig, require: Callable[[bool, str, str], None]) -> None:
+    tasks = cfg.eval.tasks
+    if not tasks:
+        return
+    require(cfg.eval.every >= 1, "eval.tasks", "are scored at each evaluation: set eval.every >= 1")
+    require(cfg.eval.tokenizer is not None, "eval.tokenizer", "required with eval.tasks (the mixture's tokenizer.json)")
+    require(
+        cfg.parallel.pp == 1, "eval.tasks", f"not supported under pipeline parallelism (parallel.pp {cfg.parallel.pp})"
+    )
+    seen = set()
+    for i, task in enumerate(tasks):
+        key = f"eval.tasks[{i}].name"
+        require(
+            re.fullmatch(r"[A-Za-z0-9_.-]+", task.name) is not None,
+            key,
+            f"letters, digits, '_', '.' and '-' only (it becomes NAME/acc), got {quoted(task.name)}",
+        )
+        require(task.name not in RESERVED_TASK_NAMES, key, f"{task.name!r} is reserved (the trackers' own group)")
+        require(task.name not in seen, key, f"{task.name!r} is given twice")
+        seen.add(task.name)
 
 
 def _get(cfg: TrainConfig, key: str) -> Any:

@@ -12,7 +12,7 @@ the probability of the label, which must be given) or a Hugging Face sequence-cl
 the label of a head with several). A label is named as the model names it, fastText's with or
 without `__label__` (`hq`, `__label__hq`); a Hugging Face label also by its index. Checking loads no
 model: a fastText file is read through (its matrices mapped, their sizes checked), a Hugging Face
-folder's config.json read.
+folder's config.json read and its safetensors files' headers checked against their sizes.
 Scores are rounded to SCORE_DECIMALS, so that a record shows the model's figures, not float noise.
 """
 
@@ -27,7 +27,11 @@ import numpy as np
 
 from pretrainkit.dataprep.classifiers.fasttext_model import MAGIC
 from pretrainkit.dataprep.classifiers.score_fasttext import FastTextClassifier, read_model_file
-from pretrainkit.dataprep.classifiers.score_hf import HFClassifier, hf_labels  # transformers: when a model loads
+from pretrainkit.dataprep.classifiers.score_hf import (
+    HFClassifier,
+    check_hf_weights,
+    hf_labels,
+)  # transformers: when a model loads
 from pretrainkit.errors import UserError, quoted
 
 SCORE_DECIMALS = 6
@@ -86,6 +90,7 @@ def check_classifier(spec: ClassifierSpec) -> CheckedClassifier:
     path = Path(spec.model)
     if path.is_dir():
         labels, kind, shown = hf_labels(path), HUGGING_FACE, None
+        check_hf_weights(path)
     elif path.is_file():
         if not _is_fasttext(path):
             raise UserError(f"{path}: not a classifier (neither a fastText .bin/.ftz nor a Hugging Face model folder)")

@@ -21,6 +21,8 @@ from pretrainkit.arguments import number_in
 from pretrainkit.dataprep.classifiers.score_models import ClassifierSpec, check_classifier, load_scorer
 from pretrainkit.dataprep.filter.rules import RANGE, Doc, Removal
 from pretrainkit.errors import UserError
+from pretrainkit.remote.staging import local_copy
+from pretrainkit.remote.urls import is_url
 
 SCORES = number_in(0, 1e9)  # a probability, or a regression output (FineWeb-Edu's 0 to 5)
 
@@ -38,9 +40,11 @@ class ClassifierSettings:
 
 
 def checked_settings(settings: ClassifierSettings, folder: Path, where: str) -> ClassifierSettings:
-    """`settings` with the model's path absolute (a relative one is `folder`'s: the filters file's),
-    its model and label checked; a UserError naming `where` (the file and the step) otherwise."""
-    settings = replace(settings, model=str((folder / settings.model).absolute()))
+    """`settings` with the model's path absolute (a relative one is `folder`'s: the filters file's; a URL
+    is fetched and its local copy named), its model and label checked; a UserError naming `where` (the
+    file and the step) otherwise."""
+    model = local_copy(settings.model) if is_url(settings.model) else (folder / settings.model).absolute()
+    settings = replace(settings, model=str(model))
     try:
         check_classifier(settings.spec)
     except UserError as e:

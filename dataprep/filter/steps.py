@@ -42,6 +42,7 @@ from pretrainkit.dataprep.filter.length import MOST_CHARS, MinLength, MinLengthS
 from pretrainkit.dataprep.filter.pii import PII, PIISettings
 from pretrainkit.dataprep.filter.rules import RANGE
 from pretrainkit.errors import UserError, quoted
+from pretrainkit.remote.staging import shown
 from pretrainkit.user_yaml import read_named_items
 
 DEFAULT_FILTERS = Path(__file__).resolve().parent / "examples" / "fineweb.yaml"
@@ -67,7 +68,10 @@ class StepSpec:
     settings: Any  # the step's settings dataclass
 
     def as_json(self) -> dict:
-        return {self.name: dataclasses.asdict(self.settings)}
+        settings = dataclasses.asdict(self.settings)
+        if "model" in settings:  # a classifier's: a fetched model by its URL, as the filters file gave it
+            settings["model"] = shown(settings["model"])
+        return {self.name: settings}
 
 
 def build_step(spec: StepSpec):

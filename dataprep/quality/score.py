@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pretrainkit import __version__
@@ -52,6 +52,7 @@ from pretrainkit.dataprep.workdir import file_stamp
 from pretrainkit.errors import UserError
 from pretrainkit.files import atomic_write, write_text_atomic
 from pretrainkit.output_folders import SCORE
+from pretrainkit.remote.staging import shown
 from pretrainkit.stage_layout import KEPT_SUFFIX, part_name
 
 BATCH_DOCS = 512  # documents a classifier reads in one call
@@ -96,6 +97,12 @@ class ScoreStage(Stage):
             raise UserError(f"score: --combine {unknown[0]}: not one of {', '.join(COMBINE)}")
         if options.combine and len(options.classifiers) < 2:
             raise UserError("score: --combine needs two classifiers or more")
+
+    def options_json(self, options: ScoreOptions) -> dict:
+        data = asdict(options)
+        for classifier in data["classifiers"]:  # a fetched model by its URL, as the command was given it
+            classifier["model"] = shown(classifier["model"])
+        return data
 
     def named_files(self, options: ScoreOptions) -> list[str]:
         return [spec.model for spec in options.classifiers]

@@ -19,6 +19,7 @@ from pretrainkit.dataprep.cli_options import (
     stage_command,
 )
 from pretrainkit.dataprep.quality.score import COMBINE, ScoreOptions, ScoreStage
+from pretrainkit.remote.staging import local_copy
 
 
 class _NewClassifier(argparse.Action):
@@ -64,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="classifiers",
         required=True,
         metavar="MODEL",
-        help="a fastText .bin/.ftz file or a Hugging Face model folder; repeat for several (one field each)",
+        help="a fastText .bin/.ftz file or a Hugging Face model folder, a path or a URL; repeat for several",
     )
     p.add_argument(
         "--label",
@@ -96,5 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     combine = tuple(dict.fromkeys(args.combine))
-    options = ScoreOptions(tuple(args.classifiers), combine, args.text_field, args.id_field)
+    # A model in a bucket (a fastText file, or a Hugging Face folder as a prefix) is read from its local copy
+    classifiers = tuple(replace(spec, model=str(local_copy(spec.model))) for spec in args.classifiers)
+    options = ScoreOptions(classifiers, combine, args.text_field, args.id_field)
     return run_stage_command(args, ScoreStage(), options)

@@ -277,3 +277,27 @@ def test_a_pipeline_file_in_a_bucket_names_its_files_relative_to_its_prefix(s3, 
         named = got[name].replace(f"{s3.bucket}/tok".encode(), f"{config}/../tok".encode())
         assert named.replace(f"{s3.bucket}/config".encode(), str(config).encode()) == want[name], name
     assert f"{s3.bucket}/config/evals.jsonl".encode() in got["decontaminate/contaminated.jsonl"]
+
+
+def test_a_classifier_in_a_bucket_scores_and_filters_as_its_local_copy(s3, tmp_path, work, corpus):
+    """`ptk score --classifier s3://...` and a filters file's `classifier: {model: s3://...}`: the model
+    is fetched and the outputs are the bytes its local copy gives."""
+    docs = reuters_documents(3)
+    write_jsonl(docs[:150], tmp_path / "pos" / "a.jsonl")
+    write_jsonl(docs[1600:1750], tmp_path / "neg" / "a.jsonl")
+    model = tmp_path / "model.bin"
+    positive, negative = str(tmp_path / "pos"), str(tmp_path / "neg")
+    ok(["classifier", "train", "--positive", positive, "--negative", negative, "-o", str(model), "--bucket", "1000"])
+    upload(model, f"{s3.bucket}/models/model.bin")
+    for where, given in (("local", str(model)), ("bucket", f"{s3.bucket}/models/model.bin")):
+        (tmp_path / f"{where}.yaml").write_text(
+            f"filters:\n  - classifier: {{model: {given}, label: positive, min_score: 0.5}}\n"
+        )
+        score = ["score", str(corpus), "-o", str(tmp_path / where / "scored"), "--classifier", given]
+        ok([*score, "--label", "positive", "--name", "model"])
+        ok(["filter", str(corpus), "-o", str(tmp_path / where / "kept"), "--filters", str(tmp_path / f"{where}.yaml")])
+    for stage in ("scored", "kept"):
+        got, want = files(tmp_path / "bucket" / stage), files(tmp_path / "local" / stage)
+        assert f"{s3.bucket}/models/model.bin".encode() in got["stats.json"], "the model named by its URL"
+        got["stats.json"] = got["stats.json"].replace(f"{s3.bucket}/models/model.bin".encode(), str(model).encode())
+        assert got == want, stage

@@ -31,6 +31,7 @@ from pretrainkit.sigterm import Terminated
 from pretrainkit.train.checkpoint.checkpoints import loader_state_of
 from pretrainkit.train.checkpoint.init_from import initialize_from
 from pretrainkit.train.config import TrainConfig
+from pretrainkit.train.evaluation.tasks import TaskSuite
 from pretrainkit.train.loop.trainer import Trainer
 from pretrainkit.train.loop.training_loop import BatchTransform, TrainingLoop, format_summary
 from pretrainkit.train.model.resolve import model_config
@@ -84,7 +85,8 @@ def _run(
             num_workers=0,
             pin_memory=env.device.type == "cuda",
         )
-        loop = TrainingLoop(cfg, run, trainer, loader, mix, env, validation_rows(cfg, sampler), transform)
+        tasks = TaskSuite.load(cfg, mix.tokenizer)  # every process tokenizes the items: each needs its share
+        loop = TrainingLoop(cfg, run, trainer, loader, mix, env, validation_rows(cfg, sampler), transform, tasks)
         if (loop.resume() if resume else loop.start_over()) is None and cfg.init_from is not None:
             initialize_from(
                 cfg, run, trainer.model_cfg, trainer.model, trainer.optimizer, mix.tokenizer, where, env.is_main

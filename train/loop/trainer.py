@@ -5,6 +5,7 @@
     grads = trainer.gradients(micro_batches)     # or in two halves, for a caller that decides on the update
     result = trainer.update(grads, apply=True)   # (the training loop: spike detection, train/loop/spikes.py)
     trainer.evaluate_rows(inputs, targets)       # mean per-token loss; each process takes a slice
+    trainer.evaluate_tasks(suite)                # eval.tasks' accuracies; each process scores a share of the items
     trainer.step, trainer.tokens                 # with model and optimizer: all a checkpoint holds of it
     trainer.states, trainer.record               # those as the Statefuls handed to Checkpoints (DCP; meta.json)
 
@@ -41,6 +42,7 @@ import torch.nn.functional as F
 from pretrainkit.sigterm import sigterm_received
 from pretrainkit.train.checkpoint.states import ModelState, OptimizerState
 from pretrainkit.train.config import TrainConfig
+from pretrainkit.train.evaluation.tasks import TaskSuite
 from pretrainkit.train.loop.documents import IGNORE_INDEX, document_ids, within_documents
 from pretrainkit.train.loop.optim import Schedule, build_optimizer, lr_at, set_lr
 from pretrainkit.train.model.llama import ModelConfig, Transformer
@@ -242,3 +244,22 @@ class Trainer:
         counts = self.mesh.counts_batch
         total_loss, total_tokens = self._all_reduce([loss_sum if counts else 0.0, tokens if counts else 0])
         return total_loss / max(total_tokens, 1.0)
+
+    @torch.no_grad()
+    def evaluate_tasks(self, suite: TaskSuite) -> dict[str, float]:
+        """`NAME/acc` and `NAME/acc_norm` of every task: each data-parallel group scores its share of the items
+        (train/evaluation/tasks.py), in forwards of at most micro_size x seq_len positions; the counts are summed."""
+        self.model.eval()
+        budget = self.cfg.batch.micro_size * self.cfg.data.seq_len
+        correct = suite.correct(self._logits, self.mesh.dp_rank, self.mesh.dp_size, budget)
+        counts = self.mesh.counts_batch
+        return suite.metrics(self._all_reduce([c if counts else 0.0 for c in correct]))
+
+    def _logits(self, inputs: torch.Tensor) -> torch.Tensor:
+        """The logits of plain causal rows (no document ids: a task sequence is one document). Tensor parallelism
+        splits the sequence over its peers in the norms, so rows are right-padded to a multiple of their number
+        (under causal attention, padding on the right changes nothing before it) and the logits cut back."""
+        t = inputs.shape[1]
+        inputs = F.pad(inputs, (0, -t % self.mesh.layout.tp))
+        with autocast_context(self.model, self.env.device, self.bf16):
+            return self.model(inputs.to(self.env.device, non_blocking=True))[:, :t]

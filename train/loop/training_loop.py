@@ -7,11 +7,12 @@
 Data order: every step draws the next global batch from the mixture loader; global batches listed
 in the skip set (those a rollback chose to skip) are drawn and dropped. Without rollbacks, step k
 trains on global batch k-1. Each step's `metrics.jsonl` row has `batch_sha256`, its global batch's
-(`MixtureSampler.batch_sha256`), which `ptk trace RUN --step N` prints too. Everything that decides
-what happens next (model, optimizer, step, loader position, next batch, skip set, spike window, RNG)
-is in every checkpoint, so a resumed run continues exactly like an uninterrupted one: the loop is a
-`Stateful` handed to `Checkpoints` with the trainer's states, its part of `meta.json` a `LoopState`
-(`train/checkpoint/loop_state.py`).
+(`MixtureSampler.batch_sha256`), which `ptk trace RUN --step N` prints too. An evaluation step's
+validation row also has `eval.tasks`' accuracies (`tasks`: `NAME/acc`, `NAME/acc_norm`; see
+train/evaluation/tasks.py). Everything that decides what happens next (model, optimizer, step,
+loader position, next batch, skip set, spike window, RNG) is in every checkpoint, so a resumed run
+continues exactly like an uninterrupted one: the loop is a `Stateful` handed to `Checkpoints` with the
+trainer's states, its part of `meta.json` a `LoopState` (`train/checkpoint/loop_state.py`).
 
 Loss spikes (`spikes` config; `train/loop/spikes.py` detects them and decides, this loop acts on the
 decision): each is one row of `RUN_DIR/events.jsonl` with `step`, `batch`, `loss`, `grad_norm`, the
@@ -39,7 +40,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -51,6 +52,7 @@ from pretrainkit.sigterm import deferred_sigterm
 from pretrainkit.train.checkpoint.checkpoints import Checkpoint, Checkpoints, check_model
 from pretrainkit.train.checkpoint.loop_state import LOOP_KEY, LoopState
 from pretrainkit.train.config import TrainConfig, to_dict
+from pretrainkit.train.evaluation.tasks import TaskSuite
 from pretrainkit.train.loop.metrics import JsonlLog, device_peak_flops
 from pretrainkit.train.loop.optim import Schedule, lr_at
 from pretrainkit.train.loop.spikes import Action, Decision, SpikeDetector
@@ -81,6 +83,7 @@ class RunSummary:
     spikes: int
     rollbacks: int
     stopped: bool = False  # by SIGTERM, after a checkpoint of its last step (unless that step's update was dropped)
+    tasks: dict[str, float] = field(default_factory=dict)  # eval.tasks' last NAME/acc and NAME/acc_norm
 
 
 class TrainingLoop:
@@ -94,11 +97,13 @@ class TrainingLoop:
         env: DistEnv,
         val_rows: dict[str, tuple[torch.Tensor, torch.Tensor]],
         transform: BatchTransform | None = None,
+        tasks: TaskSuite | None = None,
     ) -> None:
         """`run`: the run's folder (`cfg.run_dir`), which it is trained in and writes its logs and checkpoints
-        into (a URL's local mirror, each checkpoint pushed to the bucket)."""
+        into (a URL's local mirror, each checkpoint pushed to the bucket). `tasks`: `eval.tasks`, scored with
+        the validation loss."""
         self.cfg, self.trainer, self.loader, self.mix, self.env = cfg, trainer, loader, mix, env
-        self.val_rows, self.transform = val_rows, transform
+        self.val_rows, self.transform, self.tasks = val_rows, transform, tasks
         # Training scores only the first eval.batches held-out batches, `ptk eval` all of them: every report of
         # val loss says how much it covers, so the two figures are not taken for the same measurement.
         self.val_batches = {name: -(-len(x) // cfg.batch.global_size) for name, (x, _) in val_rows.items()}
@@ -304,7 +309,7 @@ class TrainingLoop:
         self._open_logs()
         peak = device_peak_flops(self.env.device, cfg.precision)
         flops_per_token = trainer.model_cfg.flops_per_token(cfg.data.seq_len)
-        first_step, first_loss, recent, val = trainer.step + 1, math.nan, deque(maxlen=SUMMARY_STEPS), {}
+        first_step, first_loss, recent, val, scores = trainer.step + 1, math.nan, deque(maxlen=SUMMARY_STEPS), {}, {}
         trained_tokens, checkpoint_due, stopped = 0, False, False
         bar = progress_bar(total=cfg.max_steps, initial=trainer.step, unit="step", disable=not self.env.is_main)
         start = time.perf_counter()
@@ -349,18 +354,22 @@ class TrainingLoop:
                 t0 = time.perf_counter()
                 val = {name: trainer.evaluate_rows(x, y) for name, (x, y) in self.val_rows.items()}
                 val_seconds = time.perf_counter() - t0  # what `ptk init`'s probe run charges per evaluation
+                val_row = {
+                    "step": trainer.step,
+                    "val_loss": val,
+                    "val_batches": self.val_batches,
+                    "val_tokens": self.val_tokens,
+                    "val_seconds": val_seconds,
+                }
+                if self.tasks is not None:
+                    t0 = time.perf_counter()
+                    scores = trainer.evaluate_tasks(self.tasks)
+                    val_row.update(tasks=scores, task_items=self.tasks.item_counts, task_chance=self.tasks.chance)
+                    val_row["task_seconds"] = time.perf_counter() - t0
             if self.metrics is not None:
                 self.metrics.write(row)
                 if evaluate:
-                    self.metrics.write(
-                        {
-                            "step": trainer.step,
-                            "val_loss": val,
-                            "val_batches": self.val_batches,
-                            "val_tokens": self.val_tokens,
-                            "val_seconds": val_seconds,
-                        }
-                    )
+                    self.metrics.write(val_row)
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{row['tokens_per_s']:,.0f}")
             bar.update(1)
             stopped = grads.stop
@@ -388,6 +397,7 @@ class TrainingLoop:
             self.spikes,
             self.rollbacks,
             stopped,
+            scores,
         )
 
 
@@ -450,6 +460,12 @@ def format_summary(cfg: TrainConfig, run: RunDir, s: RunSummary) -> str:
                 f"{k} {v:.4f} ({_count(s.val_batches[k], 'batch', 'batches')}, {s.val_tokens[k]:,} tokens)"
                 for k, v in s.val_loss.items()
             )
+        )
+    if s.tasks:
+        names = dict.fromkeys(key.rsplit("/", 1)[0] for key in s.tasks)
+        lines.append(
+            "  downstream tasks (lm-eval conventions): "
+            + ", ".join(f"{n} acc {s.tasks[f'{n}/acc']:.4f}, acc_norm {s.tasks[f'{n}/acc_norm']:.4f}" for n in names)
         )
     if s.spikes:
         lines.append(

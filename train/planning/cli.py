@@ -3,10 +3,16 @@
     ptk plan --flops 1e21 --devices 64 --device-memory 80 --peak-flops 989e12
     ptk plan --config run.yaml --tokens 2B --devices 2
     ptk plan --config run.yaml --devices 8 --tp 2 --pp 2
+    ptk plan --config moe.yaml --devices 16 --ep 8      # a mixture of experts: active N, experts over 8 ranks
     ptk scaling fit runs/s1 runs/s2 runs/s3 runs/s4 runs/s5 --flops 1e20 -o law.json
     ptk init runs/first --shards shards/web shards/code --minutes 60   # a first mixture.yaml and train.yaml
 
 Quantities accept SI suffixes: `7.5B` parameters, `300B` tokens, `989T` FLOP/s.
+
+For a mixture of experts (`model.n_experts`), N in C = 6ND is the active parameter count (what one
+token runs: the dense parts, the router and experts_per_token experts per sparse layer), the loss law
+(fitted on dense models) predicts nothing, and memory counts every expert, split over `parallel.ep`
+(or --ep) ranks.
 
 `ptk init RUN_NAME (--shards DIR... | --mixture YAML)` makes RUN_NAME the run directory (checkpoints,
 metrics.jsonl and the resolved config.yaml go beside its two files, `init_files.py`). The sizes come
@@ -141,22 +147,43 @@ def model_of_config(cfg, vocab_size: int | None, where: str):
 
 
 def _split(args: argparse.Namespace, cfg, shape: ActivationShape | None) -> tuple[Split, int]:
-    """The tensor/pipeline split (--tp/--pp, else the config's) and the data-parallel size it leaves of --devices."""
+    """The tensor/pipeline/expert split (--tp/--pp/--ep, else the config's) and the data-parallel size it
+    leaves of --devices."""
     p = cfg.parallel if cfg is not None else None
     tp = args.tp or (p.tp if p else 1)
     pp = args.pp or (p.pp if p else 1)
-    if (tp > 1 or pp > 1) and shape is None:
-        raise UserError("--tp and --pp need --config: the split depends on the model's shape")
+    ep = args.ep or (getattr(p, "ep", 1) if p else 1)  # `parallel.ep` (expert parallelism) may be absent
+    if (tp > 1 or pp > 1 or ep > 1) and shape is None:
+        raise UserError("--tp, --pp and --ep need --config: the split depends on the model's shape")
     if args.devices % (tp * pp):
         raise UserError(f"--devices {args.devices} is not a multiple of tp x pp = {tp} x {pp}")
     dp = args.devices // (tp * pp)
+    if ep > 1:
+        _check_ep(ep, dp, tp, shape)
     if p is None:
-        return Split(tp=tp, pp=pp, microbatches=pp), dp
+        return Split(tp=tp, pp=pp, ep=ep, microbatches=pp), dp
     b = cfg.batch
     microbatches = p.pp_microbatches or max(1, b.global_size // (b.micro_size * dp))
     return Split(
-        tp=tp, pp=pp, stages_per_rank=p.stages if pp > 1 else 1, schedule=p.pp_schedule, microbatches=microbatches
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        stages_per_rank=p.stages if pp > 1 else 1,
+        schedule=p.pp_schedule,
+        microbatches=microbatches,
     ), dp
+
+
+def _check_ep(ep: int, dp: int, tp: int, shape: ActivationShape) -> None:
+    """Expert parallelism splits a mixture's experts over ep of its dp data-parallel devices."""
+    if shape.experts is None:
+        raise UserError(f"ep {ep}: the model has no experts to split (model.n_experts is not set)")
+    if shape.experts.n_experts % ep:
+        raise UserError(f"ep {ep} does not divide model.n_experts = {shape.experts.n_experts}")
+    if dp % ep:
+        raise UserError(f"ep {ep} does not divide the data-parallel size {dp} (--devices / (tp x pp))")
+    if tp > 1:
+        raise UserError(f"ep {ep} with tp {tp}: a mixture of experts is not split by tensor parallelism")
 
 
 def _memory_lines(
@@ -224,6 +251,20 @@ def _memory_lines(
     return lines
 
 
+def _expert_lines(model, experts, seq_len: int) -> list[str]:
+    """A mixture of experts' active and total parameters and its FLOPs per token."""
+    total, active = model.num_params(), model.num_params(active=True)
+    matmul = model.num_params(embeddings=False, active=True)
+    attention = model.flops_per_token(seq_len) - 6 * matmul
+    return [
+        f"              the active parameters, of {human(total)} in total ({active / total:.1%}): "
+        f"{experts.experts_per_token} of {experts.n_experts} experts per token in {experts.sparse_layers} of "
+        f"{model.n_layers} layers",
+        f"FLOPs/token   {model.flops_per_token(seq_len):.3g} = 6 x {human(matmul)}"
+        f" active matmul parameters + {attention:.3g} attention at {seq_len} tokens (PaLM's count)",
+    ]
+
+
 def run_plan(args: argparse.Namespace) -> int:
     law = load_law(args.law)
     params, tokens, shape, chosen, checkpointing, cfg = args.params, args.tokens, None, None, False, None
@@ -236,7 +277,8 @@ def run_plan(args: argparse.Namespace) -> int:
 
         cfg = load_config(args.config)
         model = model_of_config(cfg, args.vocab_size, str(args.config))
-        params = float(model.num_params())
+        # What C = 6ND counts: of a mixture of experts, the parameters one token runs.
+        params = float(model.num_params(active=True))
         shape = ActivationShape.from_model_config(model)
         micro_batch = micro_batch or cfg.batch.micro_size
         seq_len = seq_len or cfg.data.seq_len
@@ -244,7 +286,7 @@ def run_plan(args: argparse.Namespace) -> int:
         # The project's trainer keeps fp32 weights and Adam moments, bf16 autocast or not.
         state_bytes = state_bytes or "fp32"
         chosen, checkpointing = PARALLEL_STRATEGY[cfg.parallel.data], cfg.activation_checkpointing
-        labels["params"] = f"{args.config}: the model's N = {params:.3g}"
+        labels["params"] = f"{args.config}: the model's {'active ' if shape.experts else ''}N = {params:.3g}"
         if tokens is None and args.flops is None:
             tokens = float(cfg.max_steps * cfg.batch.global_size * cfg.data.seq_len)
             labels["tokens"] = f"{args.config}: max_steps x batch.global_size x data.seq_len = {tokens:.3g}"
@@ -258,14 +300,22 @@ def run_plan(args: argparse.Namespace) -> int:
         return "from C = 6ND" if len(budget.given) == 2 else "compute-optimal"
 
     opt_n, opt_d = budget.optimal
+    experts = shape.experts if shape is not None else None
+    of_a = "" if experts is None else ", of a dense model"  # the law's optimum is a dense model's
     lines = [
         f"loss law      {law.name}: {law_formula(law)}",
         f"compute       C = {budget.flops:.3g} FLOPs ({'given' if args.flops else 'C = 6ND'})",
         f"parameters    N = {human(budget.params)} ({origin('params')}" + (f", {args.config})" if args.config else ")"),
+    ]
+    if experts is not None:
+        lines += _expert_lines(model, experts, seq_len or model.max_seq_len)
+    lines += [
         f"tokens        D = {human(budget.tokens)} ({origin('tokens')})",
         f"tokens/param  {budget.tokens_per_param:.3g}",
-        f"loss          {loss_line(law, budget.params, budget.tokens, budget.loss)}",
-        f"optimum       for this C: N = {human(opt_n)}, D = {human(opt_d)} ({opt_d / opt_n:.3g} tokens/param), "
+        "loss          not predicted: the law was fitted on dense models, not a mixture of experts"
+        if experts is not None
+        else f"loss          {loss_line(law, budget.params, budget.tokens, budget.loss)}",
+        f"optimum       for this C{of_a}: N = {human(opt_n)}, D = {human(opt_d)} ({opt_d / opt_n:.3g} tokens/param), "
         f"loss {loss_line(law, opt_n, opt_d, budget.optimal_loss, brief=True)}",
     ]
     if args.peak_flops:
@@ -279,7 +329,7 @@ def run_plan(args: argparse.Namespace) -> int:
     split, dp = _split(args, cfg, shape)
     lines += _memory_lines(
         args,
-        budget.params,
+        model.num_params() if experts is not None else budget.params,  # memory holds every expert
         shape,
         micro_batch or 1,
         seq_len or 2048,
@@ -472,6 +522,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--tp", type=PARALLEL, help="tensor-parallel size (default: the config's, else 1)")
     p.add_argument("--pp", type=PARALLEL, help="pipeline stages (default: the config's, else 1)")
+    p.add_argument(
+        "--ep", type=PARALLEL, help="expert-parallel size, of the data-parallel devices (default: the config's, else 1)"
+    )
     p.add_argument("--device-memory", type=lambda t: quantity(t) * GB, help="GB per device, e.g. 80")
     p.add_argument("--peak-flops", type=quantity, help="peak FLOP/s of one device, e.g. 989T")
     p.add_argument(

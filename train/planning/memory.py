@@ -12,6 +12,15 @@ precision (fp16/bf16 weights and gradients, fp32 master weights, momentum and va
 shards the optimizer state over the data-parallel devices, stage 2 also the gradients, stage 3
 (FSDP) also the weights.
 
+A mixture of experts (`ExpertShape`) holds every expert's weights, but `parallel.ep` splits each
+sparse layer's experts over ep of the data-parallel devices (the expert-parallel group is carved out of
+data parallelism, as in torchtitan): a device keeps n_experts/ep of them, and the ZeRO stage shards
+those over the devices/ep data-parallel copies of its expert group, so that a sharded state costs
+total/devices either way and ep saves memory where a state is not sharded (DDP's weights, gradients
+and optimizer state; ZeRO-1's weights and gradients; ZeRO-2's weights) and in the bf16 copies of the
+weights that autocast makes (a device casts only its experts). The experts are taken to spread evenly
+over pipeline stages.
+
 Tensor and pipeline parallelism (`Split`): with tp, every block's matrices, the embedding and the
 output head are divided by tp (the norms are replicated); with pp, a device holds n_layers/pp blocks,
 the first stage the embedding and the last the final norm and head, and the planner reports the
@@ -33,6 +42,12 @@ at most pp - stage on stage `stage`, under interleaved 1F1B what torch's warm-up
 chunks of n_layers/(pp x stages_per_rank) blocks). Not counted: the unsharded copy of one block
 that ZeRO-3 gathers for compute, communication buckets, pipeline send/receive buffers, and
 allocator fragmentation.
+
+A sparse layer's feed-forward saves the SwiGLU tensors of the experts_per_token experts each token
+is sent to, and the routing's own: the router's fp32 probabilities, the top-k indices and weights,
+the token rows gathered for the experts and the experts' outputs (`ROUTING_COEFFICIENTS`, checked
+against the real model like the others). The count does not depend on how evenly the experts are
+loaded: every token sends k rows whichever experts take them.
 """
 
 from __future__ import annotations
@@ -73,19 +88,54 @@ class ModelStates:
         return self.params + self.grads + self.optimizer
 
 
-def model_states(num_params: float, devices: int, strategy: str, state_bytes: str = "mixed") -> ModelStates:
-    """Model states per device for `num_params` parameters data-parallel over `devices` devices."""
+def model_states(
+    num_params: float,
+    devices: int,
+    strategy: str,
+    state_bytes: str = "mixed",
+    expert_params: float = 0.0,
+    ep: int = 1,
+) -> ModelStates:
+    """Model states per device for `num_params` parameters data-parallel over `devices` devices, of which
+    `expert_params` are experts split over `ep` of those devices (see the module docstring)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
-    if devices < 1:
-        raise ValueError(f"devices must be >= 1, got {devices}")
+    if devices < 1 or devices % ep:
+        raise ValueError(f"devices must be >= 1 and a multiple of ep = {ep}, got {devices}")
     b = STATE_BYTES[state_bytes]
     stage = STRATEGIES.index(strategy)  # 0 = DDP, 1..3 = ZeRO stage
-    return ModelStates(
-        params=num_params * b.param / (devices if stage >= 3 else 1),
-        grads=num_params * b.grad / (devices if stage >= 2 else 1),
-        optimizer=num_params * b.optimizer / (devices if stage >= 1 else 1),
-    )
+    # A state sharded from ZeRO stage `first` on: the dense part over `devices`, each expert group's over
+    # devices/ep, which is total/devices again; unsharded: the dense part whole and 1/ep of the experts.
+    held = {
+        first: num_params / devices if stage >= first else num_params - expert_params + expert_params / ep
+        for first in (1, 2, 3)
+    }
+    return ModelStates(params=held[3] * b.param, grads=held[2] * b.grad, optimizer=held[1] * b.optimizer)
+
+
+@dataclass(frozen=True)
+class ExpertShape:
+    """A mixture of experts' dimensions (train/model/moe.py) that memory depends on."""
+
+    n_experts: int
+    experts_per_token: int
+    ffn_hidden: int  # one expert's hidden size
+    sparse_layers: int  # the layers whose feed-forward is the mixture
+    params: int  # every expert weight of every sparse layer: what parallel.ep splits
+
+    @classmethod
+    def from_model_config(cls, cfg) -> ExpertShape | None:
+        """From `train.model.llama.ModelConfig`; None for a dense model."""
+        if cfg.n_experts is None:
+            return None
+        sparse = sum(cfg.sparse_layer(i) for i in range(cfg.n_layers))
+        return cls(
+            n_experts=cfg.n_experts,
+            experts_per_token=cfg.experts_per_token,
+            ffn_hidden=cfg.moe_ffn_size,
+            sparse_layers=sparse,
+            params=sparse * cfg.n_experts * 3 * cfg.d_model * cfg.moe_ffn_size,
+        )
 
 
 @dataclass(frozen=True)
@@ -108,6 +158,7 @@ class ActivationShape:
     block_norm_params: int = 0  # one block's norm weights, replicated under tensor parallelism (0: 2 x d_model)
     softcap: bool = False  # the logits' soft cap keeps its tanh
     capped_attention: bool = False  # attention scores soft-capped (Gemma 2): every head's scores kept, not SDPA's
+    experts: ExpertShape | None = None  # a mixture of experts' sparse layers (None: every layer dense)
 
     @classmethod
     def from_model_config(cls, cfg) -> ActivationShape:
@@ -133,6 +184,7 @@ class ActivationShape:
             block_norm_params=cfg.block_norm_params() - (qk_dim if s.qk_norm == "projection" else 0),
             softcap=cfg.final_softcap is not None,
             capped_attention=cfg.attn_softcap is not None,
+            experts=ExpertShape.from_model_config(cfg),
         )
 
 
@@ -167,11 +219,29 @@ ACTIVATION_COEFFICIENTS = {
 RESIDUAL_BYTES = 4  # the residual stream stays fp32 under autocast: a checkpointed block's input
 
 
+@dataclass(frozen=True)
+class RoutingCoefficients:
+    """Saved bytes per token of a sparse layer's routing, k = experts_per_token: a*d_model + b*k*d_model + c*n_experts
+    + d*k + e."""
+
+    d_model: int  # bf16: the FFN input is cast once, for the router, where the dense w1 and w3 cast it twice
+    pair_d_model: int  # the rows gathered for the experts and the experts' weighted outputs
+    expert: int  # the router's fp32 probabilities
+    pair: int  # the top-k indices, sort order and token indices (int64) and the top-k weights
+    const: int  # the renormalization's sum
+
+
+# fp32 listed from moe.py's saved tensors; bf16's pair_d_model fitted to measured bytes (the listing gives 12).
+# Checked on tiny mixtures: within 0.6% of the whole model's saved bytes (tests/train/planning/test_memory_model.py).
+ROUTING_COEFFICIENTS = {"fp32": RoutingCoefficients(0, 12, 4, 32, 4), "bf16": RoutingCoefficients(-2, 10, 4, 32, 4)}
+
+
 CAPPED_SCORE_BYTES = 8  # per head and key: the capped scores' tanh and the fp32 softmax (measured within 3%)
 
 
-def _per_token(shape: ActivationShape, c: ActivationCoefficients, seq_len: int) -> tuple[float, int]:
-    """Bytes saved per token by one block, and by the final norm and the loss."""
+def _per_token(shape: ActivationShape, c: ActivationCoefficients, seq_len: int, dtype: str) -> tuple[float, float, int]:
+    """Bytes saved per token by one block on average over the layers, by the largest block, and by the
+    final norm and the loss."""
     block = (
         c.d_model * shape.d_model
         + c.kv_dim * shape.kv_dim
@@ -188,7 +258,18 @@ def _per_token(shape: ActivationShape, c: ActivationCoefficients, seq_len: int) 
     if shape.capped_attention:  # a [queries, keys] score matrix per head: per query, seq_len keys
         block += CAPPED_SCORE_BYTES * shape.n_heads * seq_len
     head = c.head_d_model * shape.d_model + c.logits * shape.vocab_size
-    return block, head + (c.logit_entry * shape.vocab_size if shape.softcap else 0)
+    head += c.logit_entry * shape.vocab_size if shape.softcap else 0
+    x = shape.experts
+    if x is None:
+        return block, block, head
+    r = ROUTING_COEFFICIENTS[dtype]
+    k = x.experts_per_token
+    sparse = block + c.ffn * (k * x.ffn_hidden - shape.ffn_hidden)
+    sparse += (
+        r.d_model * shape.d_model + r.pair_d_model * k * shape.d_model + r.expert * x.n_experts + r.pair * k + r.const
+    )
+    average = (block * (shape.n_layers - x.sparse_layers) + sparse * x.sparse_layers) / shape.n_layers
+    return average, max(block, sparse), head
 
 
 def activation_bytes(shape: ActivationShape, micro_batch: int, seq_len: int, dtype: str, checkpointing: bool) -> float:
@@ -202,6 +283,7 @@ class Split:
 
     tp: int = 1
     pp: int = 1
+    ep: int = 1  # expert parallelism: each sparse layer's experts over ep of the data-parallel devices
     stages_per_rank: int = 1
     schedule: str = "1f1b"  # gpipe | 1f1b | interleaved_1f1b
     microbatches: int = 1  # pipeline micro-batches per step
@@ -240,10 +322,10 @@ def stage_activation_bytes(
 ) -> float:
     """Peak activation memory of one device of pipeline rank `pp_rank` during a step, in bytes."""
     c = ACTIVATION_COEFFICIENTS[dtype]
-    block, head = _per_token(shape, c, seq_len)
+    block, largest, head = _per_token(shape, c, seq_len, dtype)
     if split.tp > 1:
         gathered = 2 * (2 if dtype == "bf16" else 4) * shape.d_model
-        block = (block - gathered) / split.tp + gathered
+        block, largest = ((b - gathered) / split.tp + gathered for b in (block, largest))
     loss = 0.0
     if pp_rank == split.pp - 1:  # GPipe's last stage keeps every micro-batch's loss inputs until its backwards
         heads = split.microbatches if split.pp > 1 and split.schedule == "gpipe" else 1
@@ -252,10 +334,13 @@ def stage_activation_bytes(
     chunk_layers = shape.n_layers / (split.pp * split.stages_per_rank)
     chunks = in_flight_chunks(split, pp_rank)
     if checkpointing:
-        per_token = chunks * chunk_layers * RESIDUAL_BYTES * shape.d_model / split.tp + max(loss, block)
+        per_token = chunks * chunk_layers * RESIDUAL_BYTES * shape.d_model / split.tp + max(loss, largest)
     else:
         per_token = chunks * chunk_layers * block + loss
-    weights = c.weight_copy * shape.matmul_params / (split.tp * split.pp)
+    matmul = shape.matmul_params
+    if shape.experts is not None:  # a device casts only the experts it holds
+        matmul -= shape.experts.params * (1 - 1 / split.ep)
+    weights = c.weight_copy * matmul / (split.tp * split.pp)
     return micro_batch * seq_len * per_token + weights
 
 
@@ -297,8 +382,12 @@ def memory_table(
         if shape is None:
             raise ValueError("tensor or pipeline parallel memory needs the model's shape")
         params = max(stage_params(shape, split, r) for r in stages)
+    experts = 0.0 if shape is None or shape.experts is None else shape.experts.params / split.pp
     acts = ckpt = None
     if shape is not None:
         acts = max(stage_activation_bytes(shape, micro_batch, seq_len, dtype, False, split, r) for r in stages)
         ckpt = max(stage_activation_bytes(shape, micro_batch, seq_len, dtype, True, split, r) for r in stages)
-    return [DeviceMemory(s, model_states(params, devices, s, state_bytes), acts, ckpt) for s in STRATEGIES]
+    return [
+        DeviceMemory(s, model_states(params, devices, s, state_bytes, experts, split.ep), acts, ckpt)
+        for s in STRATEGIES
+    ]

@@ -7,11 +7,12 @@
 The figure has six panels: training loss (smoothed, over the faint raw curve), validation loss
 per source (replayed sources drawn with squares and marked, validation-only ones marked), learning
 rate, gradient norm, tokens/s and MFU, the last only when MFU was logged (five panels otherwise,
-the training loss twice as wide); loss-spike events are marked (dashed red lines on the loss and
-gradient norm, and a red cross at the spike's loss). The x axis is the step or, with
-`axis="tokens"`, the tokens trained on; a continued run (`init_from`) starts where its base run
-stopped, with a dotted line there. Drawn with matplotlib's Agg canvas and no date or software stamp, so the same
-logs give a byte-identical PNG.
+the training loss twice as wide), and a third row with the downstream tasks' acc (solid) and
+acc_norm (dashed) and each task's chance level (dotted) when a run scored `eval.tasks`; loss-spike
+events are marked (dashed red lines on the loss and gradient norm, and a red cross at the spike's
+loss). The x axis is the step or, with `axis="tokens"`, the tokens trained on; a continued run
+(`init_from`) starts where its base run stopped, with a dotted line there. Drawn with matplotlib's
+Agg canvas and no date or software stamp, so the same logs give a byte-identical PNG.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from pretrainkit.train.reports.run_log import RunLog
 from pretrainkit.train.rundir.names import CHECKPOINTS
 
 PANELS = ("training loss", "validation loss", "learning rate", "gradient norm", "tokens/s", "MFU")
+TASKS_PANEL = "downstream tasks"  # a third row, only when some run logged eval.tasks
+TASK_MARKERS = ("o", "s", "^", "D", "v", "P")
 SPIKE_COLOR = "#d62728"
 # Run colours skip red, which marks spikes.
 RUN_COLORS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
@@ -58,9 +61,11 @@ def smoothed(values: list[float], span: int) -> list[float]:
 
 
 def panels_for(runs: list[RunLog]) -> list[str]:
-    """The panels drawn: MFU only when some run logged it (a CPU run or an unknown GPU has none)."""
+    """The panels drawn: MFU only when some run logged it (a CPU run or an unknown GPU has none), the
+    downstream tasks only when some run scored `eval.tasks`."""
     has_mfu = any(math.isfinite(v) for run in runs for v in run.train.get("mfu", []))
-    return list(PANELS) if has_mfu else [p for p in PANELS if p != "MFU"]
+    panels = list(PANELS) if has_mfu else [p for p in PANELS if p != "MFU"]
+    return panels + [TASKS_PANEL] if any(run.tasks for run in runs) else panels
 
 
 def draw_report(runs: list[RunLog], path: str | Path, axis: str = "step") -> list[str]:
@@ -77,13 +82,16 @@ def draw_report(runs: list[RunLog], path: str | Path, axis: str = "step") -> lis
 
 def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[str]]:
     """The report's figure (each panel's axes titled with its name) and the panel titles."""
-    fig = Figure(figsize=(15, 8.5), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
     panels = panels_for(runs)
+    tasks = TASKS_PANEL in panels
+    fig = Figure(figsize=(15, 12.5 if tasks else 8.5), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
     if "MFU" in panels:
-        layout = [PANELS[:3], PANELS[3:]]
+        layout = [list(PANELS[:3]), list(PANELS[3:])]
     else:  # five panels: the training loss gets the room MFU would have had
         layout = [["training loss", "training loss", "validation loss"], ["learning rate", "gradient norm", "tokens/s"]]
+    if tasks:
+        layout.append([TASKS_PANEL] * 3)
     axes = fig.subplot_mosaic(layout)
     several = len(runs) > 1
     for i, run in enumerate(runs):
@@ -142,6 +150,8 @@ def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[s
                     markersize=4 if note else 3,
                     label=f"{run.name}: {name}" if several else name,
                 )
+        if tasks:
+            _draw_tasks(axes[TASKS_PANEL], run, axis, color, run.name if several else None, first=i == 0)
         # A spike's loss may be infinite or NaN: those get only the dashed line.
         spikes = [e for e in run.events if isinstance(e.get("loss"), (int, float)) and math.isfinite(e["loss"])]
         if spikes:
@@ -175,6 +185,21 @@ def build_figure(runs: list[RunLog], axis: str = "step") -> tuple[Figure, list[s
     return fig, panels
 
 
+def _draw_tasks(ax, run: RunLog, axis: str, color: str, run_name: str | None, first: bool) -> None:
+    """Each task's acc (solid) and acc_norm (dashed), one marker per task, and what guessing scores (dotted, grey)."""
+    x = run.positions(axis, run.task_steps)
+    names = list(dict.fromkeys(key.rsplit("/", 1)[0] for key in run.tasks))
+    for j, name in enumerate(names):
+        for metric, style in (("acc", "-"), ("acc_norm", "--")):
+            xs, ys = _finite(x, run.tasks.get(f"{name}/{metric}", []))
+            if ys:
+                label = f"{name} {metric}" if run_name is None else f"{run_name}: {name} {metric}"
+                ax.plot(xs, ys, color=color, linestyle=style, marker=TASK_MARKERS[j % len(TASK_MARKERS)], label=label)
+        if first and name in run.task_chance:
+            ax.axhline(run.task_chance[name], color="gray", linestyle=":", linewidth=1.0, label=f"{name} chance")
+    ax.set_ylabel("accuracy")
+
+
 def _fmt(value: float | None, spec: str = ".4g") -> str:
     return "-" if value is None or not math.isfinite(value) else format(value, spec)
 
@@ -182,6 +207,11 @@ def _fmt(value: float | None, spec: str = ".4g") -> str:
 def _median(values: list[float]) -> float | None:
     finite = [v for v in values if math.isfinite(v)]
     return statistics.median(finite) if finite else None
+
+
+def _last_and_best(values: list[float]) -> str:
+    finite = [v for v in values if math.isfinite(v)]
+    return f"last {_fmt(finite[-1] if finite else None, '.3f')}, best {_fmt(max(finite, default=None), '.3f')}"
 
 
 def summary_text(run: RunLog) -> str:
@@ -206,6 +236,11 @@ def summary_text(run: RunLog) -> str:
         note = f" ({run.source_notes[source]})" if source in run.source_notes else ""
         if finite:
             lines.append(f"  val {source:<9} last {_fmt(finite[-1])}, best {_fmt(min(finite))}{note}")
+    for name in dict.fromkeys(key.rsplit("/", 1)[0] for key in run.tasks):
+        acc, norm = (_last_and_best(run.tasks.get(f"{name}/{m}", [])) for m in ("acc", "acc_norm"))
+        items = f", {run.task_items[name]:,} items" if name in run.task_items else ""
+        chance = f", chance {_fmt(run.task_chance[name], '.3f')}" if name in run.task_chance else ""
+        lines.append(f"  task {name:<8} acc {acc}; acc_norm {norm}{chance}{items}")
     lrs = [v for v in run.train["lr"] if math.isfinite(v)]
     lines.append(f"  lr           last {_fmt(run.train['lr'][-1], '.3g')}, max {_fmt(max(lrs, default=None), '.3g')}")
     norms = [v for v in run.train["grad_norm"] if math.isfinite(v)]

@@ -4,7 +4,8 @@
     run.train["loss"], run.val["web"], run.events, run.final_val_loss()
 
 Training rows carry `step, loss, lr, grad_norm, tokens` (cumulative), `tokens_per_s` (and `mfu` when the device's
-peak is known); validation rows carry `{"step", "val_loss": {source: value}}`; events rows (loss
+peak is known); validation rows carry `{"step", "val_loss": {source: value}}` and, with `eval.tasks`,
+`"tasks": {"NAME/acc": value, "NAME/acc_norm": value}`, `"task_items"` and `"task_chance"` per task; events rows (loss
 spikes, written by `train/loop/training_loop.py`) carry `step`, `loss`, `grad_norm`, window statistics, `reason`
 and `action`; only `step` is required here. A resumed run may log a step twice:
 the last row for a step wins, as it is the one the surviving run produced. A continued run
@@ -38,6 +39,10 @@ class RunLog:
     train: dict[str, list[float]] = field(default_factory=dict)
     val_steps: list[int] = field(default_factory=list)
     val: dict[str, list[float]] = field(default_factory=dict)  # source -> value per val step (NaN if absent)
+    task_steps: list[int] = field(default_factory=list)
+    tasks: dict[str, list[float]] = field(default_factory=dict)  # "NAME/acc" -> value per task step (NaN if absent)
+    task_items: dict[str, int] = field(default_factory=dict)  # task -> items scored (the last row's)
+    task_chance: dict[str, float] = field(default_factory=dict)  # task -> what guessing scores
     events: list[dict] = field(default_factory=list)
     # Where the run starts: a run continued from another (`init_from`) begins after the base run's
     # steps and tokens (RUN_DIR/init_from.json); 0 and 0 for a run from scratch.
@@ -110,6 +115,13 @@ def _number(value: object, path: Path, line_no: int, key: str) -> float:
     return float(value)
 
 
+def _numbers(values: object, path: Path, line_no: int, key: str) -> dict[str, float]:
+    """A row's mapping of names to numbers (`val_loss` by source, `tasks`, `task_items`, `task_chance`)."""
+    if not isinstance(values, dict):
+        raise UserError(f"{path}: line {line_no}: {key} must map names to numbers")
+    return {str(k): _number(v, path, line_no, f"{key}.{shortened(str(k))}") for k, v in values.items()}
+
+
 def _step(row: dict, path: Path, line_no: int) -> int:
     step = row.get("step")
     if isinstance(step, bool) or not isinstance(step, int):
@@ -125,15 +137,17 @@ def read_run(run_dir: str | Path) -> RunLog:
         raise UserError(f"{folder.local}: no {METRICS_FILE} (is it a run directory?)")
     train_rows: dict[int, dict[str, float]] = {}
     val_rows: dict[int, dict[str, float]] = {}
+    task_rows: dict[int, dict[str, float]] = {}
+    task_items: dict[str, int] = {}
+    task_chance: dict[str, float] = {}
     for line_no, row in _read_jsonl(metrics):
         step = _step(row, metrics, line_no)
         if "val_loss" in row:
-            losses = row["val_loss"]
-            if not isinstance(losses, dict):
-                raise UserError(f"{metrics}: line {line_no}: val_loss must map source names to losses")
-            val_rows[step] = {
-                str(k): _number(v, metrics, line_no, f"val_loss.{shortened(str(k))}") for k, v in losses.items()
-            }
+            val_rows[step] = _numbers(row["val_loss"], metrics, line_no, "val_loss")
+            if "tasks" in row:
+                task_rows[step] = _numbers(row["tasks"], metrics, line_no, "tasks")
+                task_items.update(_numbers(row.get("task_items", {}), metrics, line_no, "task_items"))
+                task_chance.update(_numbers(row.get("task_chance", {}), metrics, line_no, "task_chance"))
         elif "loss" in row:
             train_rows[step] = {k: _number(row.get(k), metrics, line_no, k) for k in TRAIN_KEYS}
     run = RunLog(path=folder.local)
@@ -142,6 +156,11 @@ def read_run(run_dir: str | Path) -> RunLog:
     run.val_steps = sorted(val_rows)
     sources = sorted({src for r in val_rows.values() for src in r})
     run.val = {src: [val_rows[s].get(src, math.nan) for s in run.val_steps] for src in sources}
+    run.task_steps = sorted(task_rows)
+    keys = sorted({key for r in task_rows.values() for key in r})
+    run.tasks = {key: [task_rows[s].get(key, math.nan) for s in run.task_steps] for key in keys}
+    run.task_items = {name: int(n) for name, n in task_items.items()}
+    run.task_chance = task_chance
     _read_lineage(run, folder)
     events = folder.events
     if events.is_file():

@@ -44,7 +44,7 @@ def trace_step(run_dir: str, step: int, tokens: bool = False) -> dict:
     run = RunDir(run_dir)
     if not run.config_file.is_file():
         raise UserError(f"{run_dir}: no {CONFIG_FILE}: not a training run's folder (ptk train writes it at the start)")
-    cfg = load_config(run.config_file)
+    cfg = load_config(run.config_file, read_tasks=False)  # its data order only: no task file is read
     if not 1 <= step <= cfg.max_steps:
         raise UserError(f"--step {step}: {run_dir} trains steps 1 to {cfg.max_steps} (max_steps)")
     mix = load_mixture(

@@ -1,7 +1,8 @@
 """`logging.tensorboard: true`: TensorBoard event files under RUN_DIR/tb/.
 
 Scalars `train/loss`, `train/lr`, `train/grad_norm`, `train/tokens`, `train/tokens_per_s` (and
-`train/mfu` when known), `val_loss/<source>` per source, and each loss spike as text under `spikes`,
+`train/mfu` when known), `val_loss/<source>` per source, `<task>/acc` and `<task>/acc_norm` per
+`eval.tasks` entry, and each loss spike as text under `spikes`,
 all at the training step. A run that resumes (or rolls back) at step k opens a new event file with
 `purge_step=k + 1`, so TensorBoard drops what the abandoned run had logged after k.
 """
@@ -40,6 +41,10 @@ class TensorBoardTracker:
     def validation(self, step: int, losses: dict[str, float]) -> None:
         for source, loss in losses.items():
             self.writer.add_scalar(f"val_loss/{source}", loss, step)
+
+    def tasks(self, step: int, scores: dict[str, float]) -> None:
+        for key, value in scores.items():
+            self.writer.add_scalar(key, value, step)
 
     def event(self, row: dict) -> None:
         text = f"step {row['step']}: {row.get('reason', 'spike')}; loss {row.get('loss')}, action {row.get('action')}"

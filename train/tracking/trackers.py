@@ -39,6 +39,9 @@ class Tracker(Protocol):
 
     def validation(self, step: int, losses: dict[str, float]) -> None: ...
 
+    def tasks(self, step: int, scores: dict[str, float]) -> None:
+        """`eval.tasks`' accuracies, keyed `NAME/acc` and `NAME/acc_norm`."""
+
     def event(self, row: dict) -> None: ...
 
     def close(self) -> None: ...
@@ -85,6 +88,8 @@ class Trackers:
     def metrics_row(self, row: dict) -> None:
         if "val_loss" in row:
             self._send("validation", row["step"], row["val_loss"])
+            if "tasks" in row:
+                self._send("tasks", row["step"], row["tasks"])
         else:
             self._send("train", row)
 

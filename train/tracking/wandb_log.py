@@ -1,7 +1,7 @@
 """`logging.wandb: {project: NAME, mode: offline | online}`: the same rows in Weights & Biases.
 
 The W&B run gets the resolved config and one history row per metrics row, keyed like TensorBoard's
-(`train/loss`, `val_loss/<source>`, `spikes/...`) with `step` as the x axis. Its id is kept in
+(`train/loss`, `val_loss/<source>`, `<task>/acc`, `spikes/...`) with `step` as the x axis. Its id is kept in
 RUN_DIR/wandb-run-id, so a resumed training run continues the same W&B run; `--no-resume` (a run
 from step 0) starts a new one. Offline runs are written under RUN_DIR/wandb/ for `wandb sync`.
 """
@@ -85,6 +85,9 @@ class WandbTracker:
 
     def validation(self, step: int, losses: dict[str, float]) -> None:
         self.run.log({"step": step, **{f"val_loss/{source}": v for source, v in losses.items()}})
+
+    def tasks(self, step: int, scores: dict[str, float]) -> None:
+        self.run.log({"step": step, **scores})
 
     def event(self, row: dict) -> None:
         self.run.log(

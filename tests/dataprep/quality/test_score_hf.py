@@ -5,6 +5,7 @@ the labels read from config.json without transformers; bad folders and labels re
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -56,6 +57,23 @@ def test_labels_come_from_the_config_and_a_label_is_checked(bert_models, tmp_pat
         with pytest.raises(UserError) as e:
             check_classifier(spec)
         assert str(e.value).startswith(f"{spec.model}: {message}") and "\n" not in str(e.value)
+
+
+def test_damaged_or_missing_weights_are_one_line_before_any_model_loads(bert_models, tmp_path):
+    truncated, blank = tmp_path / "truncated", tmp_path / "blank"
+    shutil.copytree(bert_models["regression"], truncated)
+    weights = truncated / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1000])
+    shutil.copytree(bert_models["regression"], blank)
+    (blank / "model.safetensors").unlink()
+    cases = [
+        (truncated, f"{weights}: not a whole safetensors file (Error while deserializing header: incomplete metadata"),
+        (blank, f"{blank}: no model weights (model.safetensors, model.safetensors.index.json or pytorch_model.bin)"),
+    ]
+    for folder, message in cases:
+        with pytest.raises(UserError) as e:
+            check_classifier(ClassifierSpec(str(folder)))
+        assert str(e.value).startswith(message) and "\n" not in str(e.value), e.value
 
 
 def test_int_score_is_fineweb_edus_rounding():

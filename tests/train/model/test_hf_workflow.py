@@ -362,16 +362,27 @@ def test_fsdp_and_tensor_parallel_imports_on_two_processes_equal_one(
     kit, hf_model_with_tokenizer, tmp_path: Path
 ) -> None:
     """Each process reads only its slices: FSDP row shards, and tensor-parallel column shards (wo, w2)
-    and head groups of q/k/v, biases included (Qwen2)."""
+    and head groups of q/k/v, biases included (Qwen2). The downstream tasks of the last step (`eval.tasks`,
+    7 items: shares of 4 and 3, so one FSDP rank pads its forwards) gather to one process's accuracies."""
     directory, _, mix = hf_model_with_tokenizer("qwen2")
-    losses = {}
+    lines = [ln for ln in need_data(DATA / "tinyshakespeare" / "input.txt").read_text()[:6000].splitlines() if ln]
+    items = [
+        {"context": lines[i], "choices": [lines[i + 1][:20], lines[i + 7][:14], lines[i + 3][:9]], "label": i % 3}
+        for i in range(0, 70, 10)
+    ]
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
+    tasks = {"tokenizer": str(directory), "tasks": [{"name": "lines", "path": str(tmp_path / "items.jsonl")}]}
+    losses, accuracies = {}, {}
     for name, nproc, parallel in (("one", 1, "fsdp"), ("fsdp", 2, "fsdp"), ("tp", 2, {"data": "ddp", "tp": 2})):
-        config = hf_config(kit, tmp_path / name, directory, mix, parallel=parallel)
+        config = hf_config(kit, tmp_path / name, directory, mix, parallel=parallel, eval={"every": 3, **tasks})
         proc = kit.ptk(config, nproc=nproc)
         assert proc.returncode == 0, proc.stderr[-2000:]
         losses[name] = [r["loss"] for r in kit.rows(tmp_path / name / "run")]
+        rows = [json.loads(line) for line in (tmp_path / name / "run" / "metrics.jsonl").read_text().splitlines()]
+        accuracies[name] = [r["tasks"] for r in rows if "tasks" in r]
     assert losses["fsdp"] == pytest.approx(losses["one"], rel=1e-5)
     assert losses["tp"] == pytest.approx(losses["one"], rel=1e-5)
+    assert accuracies["fsdp"] == accuracies["tp"] == accuracies["one"] and len(accuracies["one"]) == 1
 
 
 def test_ptk_eval_scores_an_hf_directory_like_its_export(hf_model_with_tokenizer, tmp_path: Path, capsys) -> None:

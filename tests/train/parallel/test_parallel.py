@@ -4,8 +4,8 @@ Then the other splits: tensor parallel (2), pipeline parallel (2) under each sch
 processes FSDP x TP, FSDP x PP and HSDP, against the same one-process runs; each also compares the
 validation loss after its steps (through the pipeline under pp). Document masking on rows packed
 from short documents under FSDP, TP, PP, checkpointing and bf16 against the masked one-process run;
-`compile: true` (inductor) alone, under FSDP, under TP (with checkpointing) and under expert parallelism,
-with and without masking, and FSDP x TP compiled on 4 processes, against eager."""
+`compile: true` (inductor) alone with and without masking, under FSDP and under TP (with checkpointing)
+on masked rows, and FSDP x TP compiled on 4 processes on unmasked ones, against eager."""
 
 from __future__ import annotations
 
@@ -30,8 +30,6 @@ def docs_spec(name: str, masking: bool = True, **config) -> dict:
 
 # Pipeline stages cannot share a tied embedding; 4 layers split into 2 x 2 stages for interleaved 1F1B.
 PIPE_MODEL = {"n_layers": 4, "tie_embeddings": False}
-# A mixture of experts, 4 experts top-2 (expert parallelism: test_expert_parallel.py).
-MOE_MODEL = {"family": "qwen3_moe", "n_experts": 4, "experts_per_token": 2, "moe_ffn_dim": 24}
 SINGLE = [
     spec("accum_1x8", micro=8),
     spec("accum_4x2", micro=2),
@@ -44,7 +42,6 @@ SINGLE = [
     docs_spec("docs_unmasked", masking=False),
     docs_spec("docs_bf16_ckpt", precision="bf16", activation_checkpointing=True),
     docs_spec("docs_pipe_model", model=PIPE_MODEL),
-    spec("moe", model=MOE_MODEL),
 ]
 PAIR = [spec(mode, parallel=mode) for mode in ("ddp", "zero1", "zero2", "fsdp")] + [
     spec("fsdp_clipped", parallel="fsdp", optim={"clip": 0.05}),
@@ -147,23 +144,18 @@ def test_compiled_model_trains_like_eager(single: dict, tmp_path: Path) -> None:
 def test_compiled_fsdp_and_tensor_parallel_train_like_eager(single: dict, tmp_path: Path) -> None:
     # Under TP the compiled blocks take the embedding's output (train/parallel/tensor.py: EmbeddingParallel)
     # and sit inside the checkpoint wrapper (train/parallel/data_parallel.py); either the other way fails.
+    # Masked rows only: each compile costs tens of seconds, and the unmasked path is compiled under FSDP
+    # and TP together on 4 processes (test_four_processes_fsdp_with_tp_pp_and_hsdp_match_one_process).
     two = launch(
         tmp_path,
         [
-            spec("fsdp_compiled", parallel="fsdp", compile=True),
-            spec("moe_ep2_compiled", parallel={"data": "fsdp", "ep": 2}, model=MOE_MODEL, compile=True),
             docs_spec("fsdp_compiled_docs", parallel="fsdp", compile=True),
-            spec("tp2_compiled", parallel={"tp": 2}, compile=True),
             docs_spec("tp2_ckpt_compiled_docs", parallel={"tp": 2}, activation_checkpointing=True, compile=True),
         ],
         2,
     )
-    assert_same(two["fsdp_compiled"], single["accum_4x2"], rel=COMPILE_REL)
     assert_same(two["fsdp_compiled_docs"], single["docs"], rel=COMPILE_REL)
-    assert_same(two["tp2_compiled"], single["accum_4x2"], rel=COMPILE_REL)
     assert_same(two["tp2_ckpt_compiled_docs"], single["docs"], rel=COMPILE_REL)
-    # Blocks whose experts are split over ep compile too.
-    assert_same(two["moe_ep2_compiled"], single["moe"], rel=COMPILE_REL)
 
 
 @pytest.mark.distributed

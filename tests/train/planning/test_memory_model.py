@@ -8,7 +8,15 @@ import torch
 import torch.nn.functional as F
 
 from pretrainkit.train.model.llama import ModelConfig, Transformer
-from pretrainkit.train.planning.memory import ActivationShape, activation_bytes, memory_table, model_states
+from pretrainkit.train.planning.memory import (
+    STRATEGIES,
+    ActivationShape,
+    ModelStates,
+    Split,
+    activation_bytes,
+    memory_table,
+    model_states,
+)
 
 
 def test_zero_paper_example_7_5b_parameters_on_64_devices():
@@ -53,6 +61,7 @@ def _activation_peak_bytes(model: torch.nn.Module, tokens: torch.Tensor, bf16: b
 
 
 TINY = dict(vocab_size=300, d_model=48, n_layers=2, n_heads=4, n_kv_heads=2)
+MOE_QWEN = dict(vocab_size=300, d_model=48, n_heads=4, n_kv_heads=2, n_experts=8, moe_ffn_dim=32, norm_topk_prob=True)
 GEMMA_WINDOW = dict(sliding_window=8, layer_types=("sliding_attention", "full_attention"), final_softcap=30.0)
 
 
@@ -67,6 +76,10 @@ GEMMA_WINDOW = dict(sliding_window=8, layer_types=("sliding_attention", "full_at
         dict(**TINY, family="olmo2"),
         dict(**TINY, **GEMMA_WINDOW, family="gemma3"),
         dict(**TINY, **GEMMA_WINDOW, family="gemma2", attn_softcap=50.0),
+        # Mixtures of experts: the routing's tensors and k experts' SwiGLU per token; Qwen3-MoE with a dense layer.
+        dict(**TINY, family="mixtral", n_experts=8, experts_per_token=2, moe_ffn_dim=64, norm_topk_prob=True),
+        dict(**MOE_QWEN, n_layers=3, family="qwen3_moe", experts_per_token=4, mlp_only_layers=[0], ffn_hidden=96),
+        dict(**TINY, family="olmoe", n_experts=16, experts_per_token=2, moe_ffn_dim=40),
     ],
 )
 def test_the_planners_activation_memory_matches_the_real_models_peak(dtype, dims):
@@ -96,3 +109,33 @@ def test_checkpointing_and_sharding_shrink_the_table():
     assert totals == sorted(totals, reverse=True) and len(set(totals)) == 4
     assert all(r.activations == full and r.total_checkpointed < r.total for r in rows)
     assert memory_table(1e9, 8, "mixed", None, 4, 2048, "bf16")[0].total is None
+
+
+def test_expert_parallelism_splits_the_experts_only_where_a_state_is_not_sharded():
+    # 10 parameters of which 8 are experts, on 4 devices with ep 2, fp32 Adam (4 + 4 + 8 bytes): a device holds
+    # the 2 dense parameters and 4 of the experts' whole, or a quarter of everything once ZeRO shards a state.
+    states = {s: model_states(10, 4, s, "fp32", expert_params=8, ep=2) for s in STRATEGIES}
+    assert states == {
+        "ddp": ModelStates(params=6 * 4, grads=6 * 4, optimizer=6 * 8),
+        "zero1": ModelStates(params=6 * 4, grads=6 * 4, optimizer=2.5 * 8),
+        "zero2": ModelStates(params=6 * 4, grads=2.5 * 4, optimizer=2.5 * 8),
+        "zero3": ModelStates(params=2.5 * 4, grads=2.5 * 4, optimizer=2.5 * 8),
+    }
+    assert model_states(10, 4, "zero3", "fp32") == states["zero3"]  # FSDP already shards the experts 4 ways
+    with pytest.raises(ValueError, match="a multiple of ep = 3"):
+        model_states(10, 4, "ddp", expert_params=8, ep=3)
+
+
+def test_the_planners_experts_are_the_models_expert_weights_and_ep_divides_them():
+    cfg = ModelConfig(
+        max_seq_len=64, **MOE_QWEN, n_layers=4, family="qwen3_moe", experts_per_token=2, mlp_only_layers=[1]
+    )
+    model = Transformer(cfg)
+    experts = sum(p.numel() for name, p in model.named_parameters() if ".experts." in name)
+    shape = ActivationShape.from_model_config(cfg)
+    assert (shape.experts.params, shape.experts.sparse_layers) == (experts, 3)
+    ddp = {ep: memory_table(cfg.num_params(), 4, "fp32", shape, 2, 32, "bf16", Split(ep=ep))[0] for ep in (1, 2, 4)}
+    for ep, row in ddp.items():
+        assert row.states.params == (cfg.num_params() - experts + experts / ep) * 4
+    # A device casts only its own experts to bf16 under autocast.
+    assert ddp[1].activations - ddp[4].activations == 2 * experts * 3 / 4

@@ -181,6 +181,28 @@ def test_ptk_plan_errors_are_one_line(tmp_path, capsys):
     assert "cannot find the vocabulary size" in err and "--vocab-size" in err
 
 
+def test_ptk_plan_refuses_an_expert_split_that_cannot_be_made_in_one_line(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    model = "model: {d_model: 64, n_layers: 2, n_heads: 4, family: mixtral, n_experts: 8, experts_per_token: 2, "
+    config.write_text(
+        f"run_dir: r\ndata: {{mixture: m.yaml, seq_len: 64}}\nmax_steps: 500\n{model}norm_topk_prob: true}}\n"
+    )
+    plan = ["plan", "--config", str(config), "--vocab-size", "100", "--devices", "4"]
+    assert main([*plan, "--ep", "4"]) == 0
+    for options, message in (
+        (["--ep", "3"], "ep 3 does not divide model.n_experts = 8"),
+        (["--ep", "8"], "ep 8 does not divide the data-parallel size 4 (--devices / (tp x pp))"),
+        (["--ep", "2", "--tp", "2"], "ep 2 with tp 2: a mixture of experts is not split by tensor parallelism"),
+    ):
+        assert main([*plan, *options]) == 2
+        assert capsys.readouterr().err.strip().endswith(message)
+    config.write_text("run_dir: r\ndata: {mixture: m.yaml, seq_len: 64}\nmax_steps: 500\nmodel: {d_model: 64}\n")
+    assert main([*plan, "--ep", "2"]) == 2
+    assert "ep 2: the model has no experts to split (model.n_experts is not set)" in capsys.readouterr().err
+    assert main(["plan", "--params", "1B", "--tokens", "20B", "--ep", "2"]) == 2
+    assert "--tp, --pp and --ep need --config" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "args", [["--flops", "-1e21"], ["--params", "-5"], ["--tokens", "0"], ["--flops", "-1e21", "--params", "1B"]]
 )
@@ -252,7 +274,7 @@ def test_ptk_plan_splits_memory_over_tp_and_pp(tmp_path, capsys):
     assert main([*args, "--devices", "6"]) == 2
     assert "--devices 6 is not a multiple of tp x pp = 2 x 2" in capsys.readouterr().err
     assert main(["plan", "--params", "1B", "--tokens", "20B", "--tp", "2"]) == 2
-    assert "--tp and --pp need --config" in capsys.readouterr().err
+    assert "--tp, --pp and --ep need --config" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -4,12 +4,12 @@ metrics.jsonl; a W&B offline run dir holds the rows; a failing tracker is report
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from fixtures.wandb_records import history_rows, wandb_records
 from pretrainkit.cli import main
 from pretrainkit.train.config import load_config
 from pretrainkit.train.loop.run import run_training
@@ -77,36 +77,6 @@ def test_a_spike_is_text_in_tensorboard(kit, tmp_path: Path) -> None:
     assert all(e["reason"] in t.tensor_proto.string_val[0].decode() for t, e in zip(texts, events))
 
 
-def _wandb_records(path: Path) -> list:
-    """The protobuf records of a `.wandb` file: a 7-byte header, then LevelDB-log records in 32 KiB blocks."""
-    from wandb.proto import wandb_internal_pb2
-
-    data = path.read_bytes()
-    assert data[:4] == b":W&B"
-    records, pieces, pos, block = [], b"", 7, 32768
-    while pos + 7 <= len(data):
-        if block - pos % block < 7:  # a block's tail too short for a header is padding
-            pos += block - pos % block
-            continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
-        pieces += data[pos + 7 : pos + 7 + length]
-        pos += 7 + length
-        if kind in (1, 4):  # FULL or LAST
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(pieces)
-            records.append(record)
-            pieces = b""
-    return records
-
-
-def _history(records: list) -> list[dict]:
-    rows = []
-    for r in records:
-        if r.WhichOneof("record_type") == "history":
-            rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in r.history.item})
-    return rows
-
-
 def test_wandb_offline_run_dir_holds_the_rows_and_a_resume_continues_the_run(kit, tmp_path: Path, capsys) -> None:
     config = kit.config(
         tmp_path,
@@ -123,7 +93,7 @@ def test_wandb_offline_run_dir_holds_the_rows_and_a_resume_continues_the_run(kit
     # W&B names the directory by the start second, adding "-1" when a resumption starts in the same second
     offline = sorted((run / "wandb").glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb"))
     assert len(offline) == 2  # the first run and its resumption, under one W&B run id
-    history = [row for f in offline for row in _history(_wandb_records(f))]
+    history = [row for f in offline for row in history_rows(wandb_records(f))]
     train, val = _metrics(run)
     logged_train = [h for h in history if "train/loss" in h]
     assert [h["step"] for h in logged_train] == [r["step"] for r in train] == list(range(1, 7))
@@ -131,7 +101,7 @@ def test_wandb_offline_run_dir_holds_the_rows_and_a_resume_continues_the_run(kit
         assert [h[f"train/{key}"] for h in logged_train] == pytest.approx([r[key] for r in train], rel=1e-12)
     logged_val = [h for h in history if "val_loss/wiki" in h]
     assert [(h["step"], h["val_loss/wiki"]) for h in logged_val] == [(r["step"], r["val_loss"]["wiki"]) for r in val]
-    config_records = [r for f in offline[:1] for r in _wandb_records(f) if r.WhichOneof("record_type") == "run"]
+    config_records = [r for f in offline[:1] for r in wandb_records(f) if r.WhichOneof("record_type") == "run"]
     resolved = {item.key: json.loads(item.value_json) for item in config_records[0].run.config.update}
     assert resolved["max_steps"] == 3 and resolved["logging"]["wandb"]["project"] == "ptk-test"
 
