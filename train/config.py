@@ -112,6 +112,7 @@ class ParallelConfig:
     tp: int = 1
     pp: int = 1
     dp_replicate: int = 1  # hsdp: replicas (across nodes); each shards over data-parallel size / dp_replicate
+    ep: int = 1  # expert parallel: each sparse layer's experts split over ep of the data-parallel shard ranks
     pp_schedule: str = "1f1b"
     pp_microbatches: int | None = None  # None: the accumulation micro-batches
     stages_per_rank: int | None = None  # None: 2 under interleaved_1f1b, else 1
@@ -405,6 +406,7 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
         "parallel.tp",
         "parallel.pp",
         "parallel.dp_replicate",
+        "parallel.ep",
     ):
         require(_get(cfg, key) >= 1, key, f"must be >= 1, got {_get(cfg, key)}")
     for key in (
@@ -457,6 +459,15 @@ def _check_values(cfg: TrainConfig, where: str) -> None:
         f"must be >= 1, got {p.pp_microbatches}",
     )
     require(p.dp_replicate == 1 or p.data == "hsdp", "parallel.dp_replicate", f"needs data: hsdp, got {p.data!r}")
+    # The experts outside an ep group are FSDP-sharded over the other data-parallel ranks (train/parallel/expert.py);
+    # DDP would all-reduce every rank's different experts together.
+    require(
+        p.ep == 1 or p.data in ("zero2", "fsdp", "hsdp"),
+        "parallel.ep",
+        f"needs data: fsdp, zero2 or hsdp (the experts are FSDP-sharded), got {p.data!r}",
+    )
+    require(p.ep == 1 or p.tp == 1, "parallel.ep", f"does not compose with parallel.tp ({p.tp}); use tp: 1")
+    require(p.ep == 1 or p.pp == 1, "parallel.ep", f"does not compose with parallel.pp ({p.pp}); use pp: 1")
     require(
         p.stages == 1 or p.pp_schedule == "interleaved_1f1b",
         "parallel.stages_per_rank",

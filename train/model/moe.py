@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 if TYPE_CHECKING:
     from pretrainkit.train.model.llama import ModelConfig
@@ -41,9 +42,12 @@ class GroupedExperts(nn.Module):
 
     def forward(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
         """x [rows, d_model] sorted by expert, `counts[e]` rows for expert e -> [rows, d_model]."""
+        # Split by expert over an ep mesh (train/parallel/expert.py), the weights are DTensors whose local
+        # rows are this rank's experts, and `x` and `counts` what was sent to them.
+        w1, w2, w3 = (w.to_local() if isinstance(w, DTensor) else w for w in (self.w1, self.w2, self.w3))
         out = []
         for e, rows in enumerate(x.split(counts)):
-            out.append((F.silu(rows @ self.w1[e].T) * (rows @ self.w3[e].T)) @ self.w2[e].T)
+            out.append((F.silu(rows @ w1[e].T) * (rows @ w3[e].T)) @ w2[e].T)
         return torch.cat(out)
 
 

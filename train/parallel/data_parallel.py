@@ -12,10 +12,15 @@ Modes (the glossary's ZeRO stages as a setting):
 - `fsdp`: the same with `reshard_after_forward=True` (ZeRO-3: parameters sharded too).
 - `hsdp`: FSDP over a 2-D mesh: replicated over `dp_replicate`, sharded within `dp_shard`.
 FSDP2 bf16 is `MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`. FSDP shards over the
-mesh's data-parallel dimensions only; under tensor parallelism its shards are 2-D DTensors.
+mesh's data-parallel dimensions only; under tensor parallelism its shards are 2-D DTensors. Under
+expert parallelism (`parallel.ep`, FSDP modes only) each sparse layer's experts, already split by
+expert over the ep ranks, are a FSDP module of their own over the data-parallel ranks outside the ep
+group (`mesh.expert_dp_mesh`), as torchtitan shards them; their gradients are divided by the same
+data-parallel size as every other's, since each ep rank's expert gradient already sums its group's tokens.
 
 `parallelize` applies the splits in torchtitan's order, except that each block is compiled before it
-is wrapped for activation checkpointing: tensor parallel (`train/parallel/tensor.py`), compile,
+is wrapped for activation checkpointing: tensor or expert parallel (`train/parallel/tensor.py`,
+`train/parallel/expert.py`), compile,
 activation checkpointing, then the data-parallel mode, to a Transformer or to one pipeline stage
 module (`train/parallel/pipeline.py` cuts the model into stages first). Checkpointing traced into a
 compiled tensor-parallel block fails in torch 2.13 (its graph saves the DTensors' DeviceMesh for
@@ -38,11 +43,13 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
-from torch.distributed.tensor import DTensor
+from torch.distributed.tensor import DTensor, Shard
 from torch.nn.parallel import DistributedDataParallel
 
 from pretrainkit.train.config import ParallelConfig
 from pretrainkit.train.model.materialize import to_device
+from pretrainkit.train.model.moe import GroupedExperts
+from pretrainkit.train.parallel.expert import apply_expert_parallel
 from pretrainkit.train.parallel.mesh import FSDP_MODES, ParallelMesh
 from pretrainkit.train.parallel.tensor import apply_tensor_parallel
 
@@ -69,16 +76,39 @@ def apply_compile(model: nn.Module) -> None:
 def apply_fsdp(model: nn.Module, mesh: ParallelMesh, reshard_after_forward: bool, bf16: bool) -> None:
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if bf16 else None, reduce_dtype=torch.float32)
     for block in model.layers.children():
+        if mesh.layout.ep > 1:
+            shard_experts(block, mesh, mp, reshard_after_forward)
         fully_shard(block, mesh=mesh.dp_mesh, mp_policy=mp, reshard_after_forward=reshard_after_forward)
     fully_shard(model, mesh=mesh.dp_mesh, mp_policy=mp, reshard_after_forward=reshard_after_forward)
     # Averaging over every data-parallel group is requested explicitly, on every FSDP module (the
     # setting is not inherited): on gloo some torch versions summed (pytorch issue 162338). Sum
     # reductions then a division, because under HSDP the factor differs from the reduce-scatter
     # group's size and torch would pick PREMUL_SUM, which gloo lacks.
+    # A group of one shard is the exception (experts when ep is the whole dp_shard; hsdp with dp_shard 1):
+    # torch 2.13 skips its reduce-scatter but, under forced sum reduction, divides by the factor twice
+    # (copying the gradient, and after); not forced, once, and no PREMUL_SUM reaches gloo (one rank sends nothing).
+    layout = mesh.layout
     for module in model.modules():
         if isinstance(module, FSDPModule):
+            shards = layout.dp_shard // layout.ep if isinstance(module, GroupedExperts) else layout.dp_shard
             module.set_gradient_divide_factor(float(mesh.dp_size))
-            module.set_force_sum_reduction_for_comms(True)
+            module.set_force_sum_reduction_for_comms(shards > 1)
+
+
+def shard_experts(block: nn.Module, mesh: ParallelMesh, mp: MixedPrecisionPolicy, reshard_after_forward: bool) -> None:
+    """FSDP over the ranks outside each ep group for a block's experts, already split by expert over ep
+    (train/parallel/expert.py); the block's own FSDP then leaves them alone. Along the hidden dimension
+    when there are fewer local experts than such ranks (as torchtitan shards them)."""
+    for experts in [m for m in block.modules() if isinstance(m, GroupedExperts)]:
+        local_experts = experts.w1.shape[0] // mesh.layout.ep
+        dim = 1 if mesh.expert_dp_mesh.size() > local_experts else 0
+        fully_shard(
+            experts,
+            mesh=mesh.expert_dp_mesh,
+            mp_policy=mp,
+            reshard_after_forward=reshard_after_forward,
+            shard_placement_fn=lambda p, dim=dim: Shard(dim),
+        )
 
 
 def parallelize(
@@ -90,7 +120,8 @@ def parallelize(
     activation_checkpointing: bool = False,
     compile: bool = False,
 ) -> nn.Module:
-    """Move `model` to `device` and apply, in order: tensor parallel, compile, checkpointing, the data-parallel mode.
+    """Move `model` to `device` and apply, in order: tensor or expert parallel, compile, checkpointing, the
+    data-parallel mode.
 
     A model built on the meta device is split there and only then given (uninitialized) storage, so
     each process allocates its own shards alone; the caller initializes or loads it (materialize.py).
@@ -99,6 +130,8 @@ def parallelize(
         to_device(model, device)
     if mesh.layout.tp > 1:
         apply_tensor_parallel(model, mesh.tp_mesh)
+    if mesh.layout.ep > 1:
+        apply_expert_parallel(model, mesh.ep_mesh)
     if compile:
         apply_compile(model)
     if activation_checkpointing:
@@ -143,16 +176,24 @@ def clip_grad_norm(model: nn.Module, max_norm: float, pp_group: dist.ProcessGrou
     """Global L2 norm of all gradients; scale them to `max_norm` if > 0.
 
     DTensor gradients (FSDP shards, tensor-parallel splits) give their full norm; with `pp_group` the
-    squares of every pipeline stage's norm are summed, so every process clips by the same norm.
+    squares of every pipeline stage's norm are summed, so every process clips by the same norm. DTensors
+    of different meshes (under expert parallelism the experts' and the rest's) meet in no operation: each
+    mesh's gradients give their norm, and those are combined.
     """
-    params = [p for p in model.parameters() if p.grad is not None]
-    total = torch.nn.utils.get_total_norm([p.grad for p in params], 2.0, error_if_nonfinite=False)
-    if isinstance(total, DTensor):
-        total = total.full_tensor()
+    by_mesh: dict[object, list[nn.Parameter]] = {}
+    for p in model.parameters():
+        if p.grad is not None:
+            by_mesh.setdefault(p.grad.device_mesh if isinstance(p.grad, DTensor) else None, []).append(p)
+    norms = []
+    for params in by_mesh.values():
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params], 2.0, error_if_nonfinite=False)
+        norms.append(norm.full_tensor() if isinstance(norm, DTensor) else norm)
+    total = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms), 2.0)
     if pp_group is not None:
         total = total**2
         dist.all_reduce(total, group=pp_group)
         total = total.sqrt()
     if max_norm > 0:
-        torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
+        for params in by_mesh.values():
+            torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
     return total

@@ -4,11 +4,17 @@
     mesh = ParallelMesh(layout, data="fsdp", device_type="cuda")
     mesh.dp_rank, mesh.dp_size     # which rows of the global batch this process trains on
     mesh.tp_mesh, mesh.dp_mesh     # what tensor parallelism and FSDP are applied over; mesh.pp_group
+    mesh.ep_mesh, mesh.expert_dp_mesh  # under parallel.ep: what the experts are split over, and FSDP-sharded over
 
 The data-parallel size is what `tp x pp` leave of the world size; under `hsdp` it is `dp_replicate`
 replicas of `dp_shard` shards, under every other data mode `dp_shard` (ZeRO and FSDP shard over all
 of it; DDP replicates over it). Ranks are laid out with tp innermost (tensor-parallel peers are
 neighbours, so on one node they share the fastest links), then dp_shard, dp_replicate, pp.
+
+Expert parallelism borrows its ranks from `dp_shard`, as torchtitan and OLMo-core do: `dp_shard` is
+also seen as `dp_shard_mod_ep x ep` (ep innermost, `mesh.expert_mesh`), so the ep ranks still train on
+different rows, every other parameter is FSDP-sharded over all of `dp_shard` as before, and each
+expert over `dp_shard_mod_ep` (with `dp_replicate` under hsdp): the ranks outside its ep group.
 
 Every process of one data-parallel group (same dp coordinates, any tp or pp coordinate) reads that
 group's rows of the global batch; the token count and the loss are taken from one process per group
@@ -37,6 +43,7 @@ class Layout:
     dp_replicate: int
     dp_shard: int
     tp: int
+    ep: int = 1  # of dp_shard: the ranks each sparse layer's experts are split over
 
     @property
     def dp(self) -> int:
@@ -65,7 +72,13 @@ def layout_of(p: ParallelConfig, world_size: int, where: str) -> Layout:
             f"{where}: parallel.data: {p.data} does not compose with tp or pp over {dp} data-parallel "
             f"groups (DDP cannot hold split weights); use fsdp, zero2 or hsdp"
         )
-    return Layout(pp=p.pp, dp_replicate=p.dp_replicate, dp_shard=dp // p.dp_replicate, tp=p.tp)
+    dp_shard = dp // p.dp_replicate
+    if dp_shard % p.ep:
+        raise UserError(
+            f"{where}: parallel.ep: {p.ep} does not divide the data-parallel shard size {dp_shard} "
+            f"(= {world_size} processes / tp {p.tp} / pp {p.pp} / dp_replicate {p.dp_replicate})"
+        )
+    return Layout(pp=p.pp, dp_replicate=p.dp_replicate, dp_shard=dp_shard, tp=p.tp, ep=p.ep)
 
 
 def check_layout(cfg: TrainConfig, model: ModelConfig, world_size: int, where: str) -> tuple[Layout, int]:
@@ -85,6 +98,11 @@ def check_model_split(p: ParallelConfig, model: ModelConfig, where: str) -> None
     ):
         if value % p.tp:
             raise UserError(f"{where}: {key}: {value} does not split over parallel.tp = {p.tp}")
+    if p.ep > 1 and (model.n_experts is None or model.n_experts % p.ep):
+        raise UserError(
+            f"{where}: model.n_experts: {model.n_experts} does not split over parallel.ep = {p.ep}"
+            + (" (a dense model has no experts)" if model.n_experts is None else "")
+        )
     if p.tp > 1 and model.n_experts is not None:
         raise UserError(
             f"{where}: parallel.tp: {p.tp} does not split a mixture of experts (model.n_experts: "
@@ -153,6 +171,13 @@ class ParallelMesh:
         self.mesh: DeviceMesh = init_device_mesh(
             device_type, tuple(sizes[d] for d in self.dims), mesh_dim_names=self.dims
         )
+        # Under expert parallelism (which needs FSDP, so dp_shard is built): dp_shard seen as its two
+        # factors, ep innermost, on the same devices; FSDP shards the experts over the first even when it
+        # has one rank.
+        self.expert_mesh: DeviceMesh | None = None
+        if layout.ep > 1:
+            factors, names = (layout.dp_shard // layout.ep, layout.ep), ("dp_shard_mod_ep", "ep")
+            self.expert_mesh = self.mesh._unflatten("dp_shard", factors, names)
         self.pp_rank = self._local_rank("pp")
         self.tp_rank = self._local_rank("tp")
         self.dp_rank = self._local_rank("dp_replicate") * layout.dp_shard + self._local_rank("dp_shard")
@@ -172,6 +197,17 @@ class ParallelMesh:
     def dp_mesh(self) -> DeviceMesh:
         """FSDP's mesh: 2-D (replicate, shard) under hsdp, else the shard dimension."""
         return self.mesh["dp_replicate", "dp_shard"] if "dp_replicate" in self.dims else self.mesh["dp_shard"]
+
+    @property
+    def ep_mesh(self) -> DeviceMesh:
+        return self.expert_mesh["ep"]
+
+    @property
+    def expert_dp_mesh(self) -> DeviceMesh:
+        """FSDP's mesh for the experts under expert parallelism: the data-parallel ranks outside an ep group."""
+        if "dp_replicate" in self.dims:
+            return self.expert_mesh["dp_replicate", "dp_shard_mod_ep"]
+        return self.expert_mesh["dp_shard_mod_ep"]
 
     @property
     def pp_group(self) -> dist.ProcessGroup:

@@ -21,6 +21,8 @@ BASE = {
     "batch": {"global_size": 16, "micro_size": 2},
 }
 
+MOE = {"family": "qwen3_moe", "n_experts": 4, "experts_per_token": 2, "moe_ffn_dim": 32}
+
 
 def layout(world: int, parallel, model: dict | None = None, batch: dict | None = None):
     raw = {
@@ -52,6 +54,9 @@ def test_layouts_split_the_world_with_tp_innermost() -> None:
     assert layout(8, {"data": "hsdp", "dp_replicate": 2}) == (Layout(pp=1, dp_replicate=2, dp_shard=4, tp=1), 1)
     assert layout(2, {"pp": 2, "pp_microbatches": 4})[1] == 4  # dp 1: ddp needs no wrapper
     assert config_from_dict({**BASE, "parallel": {"pp_schedule": "interleaved_1f1b"}}, "x").parallel.stages == 2
+    # Expert parallelism takes its ranks from dp_shard (within each hsdp replica).
+    hsdp_ep = {"data": "hsdp", "dp_replicate": 2, "ep": 2}
+    assert layout(8, hsdp_ep, MOE)[0] == Layout(pp=1, dp_replicate=2, dp_shard=4, tp=1, ep=2)
 
 
 @pytest.mark.parametrize(
@@ -85,6 +90,30 @@ def test_layouts_split_the_world_with_tp_innermost() -> None:
         (2, {"pp": 2, "pp_microbatches": 3}, {}, "parallel.pp_microbatches: 3 does not divide the 16 rows"),
         (2, {"pp": 2, "pp_microbatches": 1}, {}, "parallel.pp_microbatches: 1f1b needs at least pp = 2"),
         (3, {"data": "fsdp"}, {}, "batch.global_size: 16 is not a multiple of batch.micro_size x data-parallel groups"),
+        (
+            2,
+            {"data": "fsdp", "ep": 2},
+            {},
+            r"model.n_experts: None does not split over parallel.ep = 2 \(a dense model",
+        ),
+        (
+            4,
+            {"data": "fsdp", "ep": 4},
+            {**MOE, "n_experts": 6},
+            "model.n_experts: 6 does not split over parallel.ep = 4",
+        ),
+        (
+            6,
+            {"data": "fsdp", "ep": 4},
+            MOE,
+            r"parallel.ep: 4 does not divide the data-parallel shard size 6 \(= 6 processes",
+        ),
+        (
+            8,
+            {"data": "hsdp", "dp_replicate": 4, "ep": 4},
+            MOE,
+            "parallel.ep: 4 does not divide the data-parallel shard size 2",
+        ),
     ],
 )
 def test_impossible_layouts_name_the_key_and_the_divisor(world, parallel, model, message) -> None:
@@ -102,6 +131,11 @@ def test_impossible_layouts_name_the_key_and_the_divisor(world, parallel, model,
         ({"stages_per_rank": 2}, "parallel.stages_per_rank: more than one stage per rank needs"),
         ({"pp_schedule": "interleaved_1f1b", "stages_per_rank": 1}, "parallel.stages_per_rank: interleaved_1f1b needs"),
         ({"tensor": 2}, "parallel.tensor: unknown key"),
+        ({"ep": 0}, "parallel.ep: must be >= 1"),
+        ({"ep": 2}, "parallel.ep: needs data: fsdp, zero2 or hsdp .*, got 'ddp'"),
+        ({"data": "zero1", "ep": 2}, "parallel.ep: needs data: fsdp, zero2 or hsdp"),
+        ({"data": "fsdp", "ep": 2, "tp": 2}, r"parallel.ep: does not compose with parallel.tp \(2\); use tp: 1"),
+        ({"data": "fsdp", "ep": 2, "pp": 2}, r"parallel.ep: does not compose with parallel.pp \(2\); use pp: 1"),
     ],
 )
 def test_bad_parallel_values_name_the_key(parallel, message) -> None:

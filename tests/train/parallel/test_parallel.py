@@ -9,16 +9,13 @@ on masked rows, and FSDP x TP compiled on 4 processes on unmasked ones, against 
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-WORKER = Path(__file__).with_name("train_worker.py")
+from fixtures.train_worker import launch
+
 STEPS = 3
 
 
@@ -74,20 +71,6 @@ FOUR = [
     spec("hsdp2x2", parallel={"data": "hsdp", "dp_replicate": 2}),
     spec("fsdp2_tp2_compiled", parallel={"data": "fsdp", "tp": 2}, compile=True),
 ]
-
-
-def launch(tmp: Path, specs: list[dict], nproc: int) -> dict:
-    spec_file, out = tmp / f"spec{nproc}.json", tmp / f"out{nproc}.json"
-    spec_file.write_text(json.dumps(specs))
-    cmd = [sys.executable, str(WORKER), str(out), str(spec_file)]
-    if nproc > 1:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *cmd[1:]]
-    # One thread per process, as torchrun sets it: two compete badly on this shared 2-core machine.
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    # timeout: a bound for a hang, not for speed (a loaded machine runs this many times slower)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(out.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -268,10 +251,11 @@ FAMILY_LAYOUTS = {
     # A mixture of experts (dense layer 0, then sparse ones): FSDP shards the stacked experts by expert; under
     # DDP every expert gets a gradient (zero for one that got no token). A large aux loss coefficient, so that
     # its mean over micro-batches and processes shows in the losses; pipeline stages are refused (test_moe.py).
+    # Under ep 2 each process reads its 4 of the 8 experts' tensors (test_expert_parallel.py: the rest of ep).
     "qwen3_moe": (
         "qwen3_moe",
         {"num_hidden_layers": 4, "router_aux_loss_coef": 0.5},
-        {"ddp": "ddp", "fsdp": "fsdp", "zero2": "zero2"},
+        {"ddp": "ddp", "fsdp": "fsdp", "zero2": "zero2", "fsdp_ep2": {"data": "fsdp", "ep": 2}},
     ),
 }
 
