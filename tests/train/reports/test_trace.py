@@ -1,6 +1,7 @@
 """`ptk trace` and `batch_sha256`: each step's logged hash is the hash of the tokens the trainer consumed, and
 `ptk trace` gives the same hash, those tokens, and the documents they come from (down to the input line of
-a record tokenize read), on 1 process, on 2, and after a resume on another world size."""
+a record tokenize read), on 1 process, on 2, after a resume on another world size, and on both sides of a
+resume with a changed mixture and seq_len."""
 
 from __future__ import annotations
 
