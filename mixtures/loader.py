@@ -31,7 +31,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from pretrainkit.errors import UserError
-from pretrainkit.mixtures.mixture import STATE_VERSION, Mixture, StreamStart, matching_state_entry
+from pretrainkit.mixtures.mixture import STATE_VERSION
 from pretrainkit.mixtures.sampler import MixtureSampler, to_inputs_targets
 from pretrainkit.processes import take_environment
 
@@ -171,7 +171,7 @@ class TrainLoader:
         _check_state(state)
         old = self.sampler
         same_shape = state["seq_len"] == old.seq_len and state["global_batch_size"] == old.global_batch_size
-        saved_mix = _with_saved_starts(old.mix, state, "start_token")
+        saved_mix = old.mix.with_saved_starts(state, "start_token")
         if same_shape and saved_mix is not None and saved_mix.fingerprint == state["fingerprint"]:
             sampler = MixtureSampler(saved_mix, old.seq_len, old.global_batch_size, state["first_batch"])
         elif old.mix.allow_mixture_change:
@@ -179,7 +179,7 @@ class TrainLoader:
                 raise UserError(
                     "loader state: a changed mixture can only be resumed at a batch boundary (micro_batch 0)"
                 )
-            rebased = _with_saved_starts(old.mix, state, "next_token", require_all=False)
+            rebased = old.mix.with_saved_starts(state, "next_token", require_all=False)
             sampler = MixtureSampler(rebased, old.seq_len, old.global_batch_size, state["batch"])
         else:
             changes = [
@@ -204,19 +204,6 @@ class TrainLoader:
             )
         self.sampler = sampler
         self.batch, self.micro = state["batch"], state["micro_batch"]
-
-
-def _with_saved_starts(mix: Mixture, state: dict, field: str, require_all: bool = True) -> Mixture | None:
-    """The mixture with each training source starting at the state's `field` position for it; None
-    (with `require_all`) when some source has no entry for its shard set."""
-    for source in mix.train_sources:
-        entry = matching_state_entry(state, source)
-        if entry is None:
-            if require_all:
-                return None
-            continue
-        mix = mix.with_stream_start(source.name, StreamStart(entry["stream_seed"], entry[field]))
-    return mix
 
 
 def _check_state(state: object) -> None:

@@ -8,7 +8,8 @@ Replay (where a source's stream starts) is data, not code: each `Source` carries
 base_loader_state)` returns the mixture with that source continuing exactly where the base run's
 saved loader state left the source with the same shards (matched by shard-set fingerprint), or
 with `mode="seen"` re-reading from where the base run started it; `mix.with_replays(reader)`
-applies every `replay:` of the YAML; `mix.with_stream_start` sets one start directly. The start
+applies every `replay:` of the YAML; `mix.with_stream_start` sets one start directly, `mix.with_saved_starts(state,
+field)` every one from a saved loader state (a resume, a trace). The start
 is part of the fingerprint, and the loader state records it, so a continued run can itself be
 continued.
 """
@@ -179,6 +180,20 @@ class Mixture:
         for s in self.sources:
             if s.replay is not None:
                 mix = mix.with_replay(s.name, loader_state_of(s.replay.from_path), s.replay.mode)
+        return mix
+
+    def with_saved_starts(self, state: dict, field: str, require_all: bool = True) -> Mixture | None:
+        """The mixture with each training source starting at the loader state's `field` position for it
+        (`start_token`: where that order started it, `next_token`: where it left it); None (with
+        `require_all`) when some source has no entry for its shard set."""
+        mix = self
+        for source in self.train_sources:
+            entry = matching_state_entry(state, source)
+            if entry is None:
+                if require_all:
+                    return None
+                continue
+            mix = mix.with_stream_start(source.name, StreamStart(entry["stream_seed"], entry[field]))
         return mix
 
 

@@ -9,10 +9,13 @@ in the skip set (those a rollback chose to skip) are drawn and dropped. Without 
 trains on global batch k-1. Each step's `metrics.jsonl` row has `batch_sha256`, its global batch's
 (`MixtureSampler.batch_sha256`), which `ptk trace RUN --step N` prints too. An evaluation step's
 validation row also has `eval.tasks`' accuracies (`tasks`: `NAME/acc`, `NAME/acc_norm`; see
-train/evaluation/tasks.py). Everything that decides what happens next (model, optimizer, step,
-loader position, next batch, skip set, spike window, RNG) is in every checkpoint, so a resumed run
-continues exactly like an uninterrupted one: the loop is a `Stateful` handed to `Checkpoints` with the
-trainer's states, its part of `meta.json` a `LoopState` (`train/checkpoint/loop_state.py`).
+train/evaluation/tasks.py). A resume that changed the order (`data.allow_mixture_change`) adds a row to
+`RUN_DIR/mixture_changes.jsonl`: the checkpoint's step, the new order's first batch, the checkpoint's
+config and loader state, all `ptk trace` needs for the steps before it. Everything that decides what
+happens next (model, optimizer, step, loader position, next batch, skip set, spike window, RNG) is in
+every checkpoint, so a resumed run continues exactly like an uninterrupted one: the loop is a
+`Stateful` handed to `Checkpoints` with the trainer's states, its part of `meta.json` a `LoopState`
+(`train/checkpoint/loop_state.py`).
 
 Loss spikes (`spikes` config; `train/loop/spikes.py` detects them and decides, this loop acts on the
 decision): each is one row of `RUN_DIR/events.jsonl` with `step`, `batch`, `loss`, `grad_norm`, the
@@ -122,6 +125,7 @@ class TrainingLoop:
         self.batches = iter(loader)
         self.metrics: JsonlLog | None = None
         self.events: JsonlLog | None = None
+        self.order_change: dict | None = None  # a restore's change of the data order, logged with the logs' opening
         self.trackers = Trackers.for_run(cfg.logging, self.config, run.local) if env.is_main else None
 
     # -- checkpoints -------------------------------------------------------------------------------
@@ -174,6 +178,20 @@ class TrainingLoop:
             )
         together(lambda: check_model(ckpt, self.trainer.model_cfg), ckpt.path)
         self.ckpts.restore(ckpt)  # the trainer's states and record, this loop's (load_state_dict), the RNG
+        now = self.loader.sampler
+        if (now.fingerprint, now.seq_len, now.global_batch_size) != (
+            saved.loader["fingerprint"],
+            saved.loader["seq_len"],
+            saved.loader["global_batch_size"],
+        ):
+            # The loader rebased the order (allow_mixture_change): what `ptk trace` needs to give the steps
+            # before it their batches, with the config they trained with (config.yaml will hold the new one).
+            self.order_change = {
+                "step": ckpt.step,
+                "batch": saved.loader["batch"],
+                "config": ckpt.meta["config"],
+                "loader": saved.loader,
+            }
 
     def _open_logs(self, keep_events: bool = False) -> None:
         if not self.env.is_main:
@@ -186,6 +204,19 @@ class TrainingLoop:
         self.metrics = JsonlLog(self.run_dir.metrics, self.trainer.step, trackers and trackers.metrics_row)
         if not keep_events:
             self.events = JsonlLog(self.run_dir.events, self.trainer.step, trackers and trackers.event_row)
+        self._log_order_change()
+
+    def _log_order_change(self) -> None:
+        """Keep `mixture_changes.jsonl`'s rows through the step trained from (a later row's order was not
+        kept), and add the restore's change; a run whose order never changed has no such file."""
+        path = self.run_dir.mixture_changes
+        if self.order_change is None and not path.exists():
+            return
+        log = JsonlLog(path, self.trainer.step)
+        if self.order_change is not None:
+            log.write(self.order_change)
+            self.order_change = None
+        log.close()
 
     def start_over(self) -> None:
         """`--no-resume`: drop earlier checkpoints so that none of them is taken for this run's later."""

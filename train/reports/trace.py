@@ -7,8 +7,9 @@
 
 A step's global batch is a pure function of the mixture (its seed and replays), seq_len, the global batch
 size and the batch index (`MixtureSampler`); the batch index is step - 1 unless a spike rollback skipped
-batches, which `events.jsonl` lists (`batch_of_step`). So any step of a finished or running run is
-computed directly, reading its config and events, the length columns of the record batches its windows
+batches, which `events.jsonl` lists (`batch_of_step`); a resume that changed the mixture started a new
+order, which `mixture_changes.jsonl` lists (`sampler_of_step`). So any step of a finished or running run
+is computed directly, reading its config and logs, the length columns of the record batches its windows
 touch, and (for `batch_sha256` and `--tokens`) its rows' tokens: no replay of earlier steps.
 
 Per window, its pieces of documents in order: the source, the shard file and the document's index in
@@ -23,12 +24,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pretrainkit.errors import UserError
 from pretrainkit.shards import ShardSet
 from pretrainkit.train.rundir.names import CONFIG_FILE
 from pretrainkit.train.rundir.run_dir import RunDir
+
+if TYPE_CHECKING:  # the mixtures and the config load only when a trace is computed, not for `ptk --help`
+    from pretrainkit.mixtures import MixtureSampler
+    from pretrainkit.train.config import TrainConfig
 
 _GENERATED_ID = re.compile(r"(.+):([1-9][0-9]*)")
 
@@ -37,7 +44,6 @@ def trace_step(run_dir: str, step: int, tokens: bool = False) -> dict:
     """The JSON form of step `step`'s global batch (see the module docstring); UserError for a folder that
     is not a run's or a step outside 1..max_steps."""
     # Imported here: the mixtures load only when a trace is computed, not for `ptk --help`.
-    from pretrainkit.mixtures import MixtureSampler, load_mixture
     from pretrainkit.mixtures.sampler import rows_sha256
     from pretrainkit.train.config import load_config
 
@@ -47,10 +53,7 @@ def trace_step(run_dir: str, step: int, tokens: bool = False) -> dict:
     cfg = load_config(run.config_file, read_tasks=False)  # its data order only: no task file is read
     if not 1 <= step <= cfg.max_steps:
         raise UserError(f"--step {step}: {run_dir} trains steps 1 to {cfg.max_steps} (max_steps)")
-    mix = load_mixture(
-        cfg.data.mixture, cfg.data.allow_mixture_change, verify=False, shard_cache=cfg.data.cache.shard_cache()
-    ).with_replays(_loader_state_of)
-    sampler = MixtureSampler(mix, seq_len=cfg.data.seq_len, global_batch_size=cfg.batch.global_size)
+    sampler = sampler_of_step(run, cfg, step)
     batch = batch_of_step(read_rollbacks(run.events), step)
     rows = sampler.batch(batch)[0]
     inputs = {s.name: _inputs(s.shard_set) for s in sampler.sources}
@@ -64,6 +67,39 @@ def trace_step(run_dir: str, step: int, tokens: bool = False) -> dict:
     return out
 
 
+def sampler_of_step(run: RunDir, cfg: TrainConfig, step: int) -> MixtureSampler:
+    """The sampler whose order step `step` drew from: the config's; in a run resumed with a changed mixture
+    (`mixture_changes.jsonl`), that of the stretch of steps holding the step: the config its last checkpoint
+    recorded, from where the change before the stretch left the sources (as `TrainLoader.load_state_dict`
+    rebased it). UserError when that stretch's mixture has changed since (its fingerprint differs)."""
+    from pretrainkit.mixtures import MixtureSampler, load_mixture
+
+    changes = read_mixture_changes(run.mixture_changes)
+    stretch = sum(1 for c in changes if c["step"] < step)
+    if stretch < len(changes):
+        config = changes[stretch]["config"]
+        mixture, seq_len, global_size = (
+            config["data"]["mixture"],
+            config["data"]["seq_len"],
+            config["batch"]["global_size"],
+        )
+    else:
+        mixture, seq_len, global_size = cfg.data.mixture, cfg.data.seq_len, cfg.batch.global_size
+    mix = load_mixture(mixture, verify=False, shard_cache=cfg.data.cache.shard_cache()).with_replays(_loader_state_of)
+    first = 0
+    if stretch:
+        start = changes[stretch - 1]["loader"]
+        mix, first = mix.with_saved_starts(start, "next_token", require_all=False), start["batch"]
+    sampler = MixtureSampler(mix, seq_len=seq_len, global_batch_size=global_size, first_batch=first)
+    if stretch < len(changes) and sampler.fingerprint != changes[stretch]["loader"]["fingerprint"]:
+        saved, last = changes[stretch]["loader"]["fingerprint"], changes[stretch]["step"]
+        raise UserError(
+            f"{run.mixture_changes}: the steps up to {last} trained on {mixture} with fingerprint {saved[:12]}; "
+            f"it is {sampler.fingerprint[:12]} now (edited since?)"
+        )
+    return sampler
+
+
 def _loader_state_of(path: Path) -> dict:
     """`loader_state_of`, imported (with torch: seconds) only for a mixture whose sources replay another run."""
     from pretrainkit.train.checkpoint.checkpoints import loader_state_of
@@ -75,24 +111,49 @@ def read_rollbacks(events: Path) -> list[dict]:
     """The rollback rows of a run's events.jsonl, in order (none without the file); UserError naming the file
     and line for a row that is not JSON or a rollback without its batches, but the last line of a running
     run, which may be half-written."""
-    try:
-        lines = events.read_bytes().split(b"\n")
-    except FileNotFoundError:
-        return []
     rows = []
-    for number, line in enumerate(lines, 1):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            if number >= len(lines) - 1:  # the text after the last newline, or the last row being written
-                continue
-            raise UserError(f"{events}: line {number}: not a JSON row") from None
+    for number, row in _json_rows(events):
         if isinstance(row, dict) and row.get("action") == "rollback":
             t, skipped = row.get("rollback_to"), row.get("skipped_batches")
             if not (isinstance(t, int) and isinstance(skipped, list) and all(isinstance(b, int) for b in skipped)):
                 raise UserError(f"{events}: line {number}: a rollback without rollback_to and skipped_batches")
             rows.append(row)
     return rows
+
+
+def read_mixture_changes(path: Path) -> list[dict]:
+    """The rows of a run's mixture_changes.jsonl, by step (none without the file): at each resume that changed
+    the data order, `step` (the checkpoint's), `batch` (the new order's first), `config` (the checkpoint's, the
+    steps before trained with) and `loader` (its loader state). UserError naming the file and line for a row
+    without them."""
+    rows = []
+    for number, row in _json_rows(path):
+        try:
+            fields = (row["step"], row["batch"], row["loader"]["batch"], row["loader"]["fingerprint"])
+            fields += (row["config"]["data"]["mixture"], row["config"]["data"]["seq_len"])
+            fields += (row["config"]["batch"]["global_size"],)
+        except (KeyError, TypeError):
+            fields = ()
+        if [type(f) for f in fields] != [int, int, int, str, str, int, int]:
+            raise UserError(f"{path}: line {number}: a change without step, batch, config and loader state")
+        rows.append(row)
+    return sorted(rows, key=lambda r: r["step"])
+
+
+def _json_rows(path: Path) -> Iterator[tuple[int, object]]:
+    """(line number, row) of a JSONL log, nothing without the file; UserError naming the file and line for a
+    row that is not JSON, but the last line of a running run, which may be half-written."""
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except FileNotFoundError:
+        return
+    for number, line in enumerate(lines, 1):
+        try:
+            yield number, json.loads(line)
+        except ValueError:
+            if number >= len(lines) - 1:  # the text after the last newline, or the last row being written
+                continue
+            raise UserError(f"{path}: line {number}: not a JSON row") from None
 
 
 def batch_of_step(rollbacks: list[dict], step: int) -> int:

@@ -4,7 +4,7 @@ Imports no torch, so `ptk train` answers from its launcher process at once.
 
     run = RunDir(cfg.run_dir)           # "runs/base" or "s3://bucket/runs/base"
     run.local                           # the folder trained in: the path itself, or the URL's mirror
-    run.checkpoints, run.metrics, run.events, run.config_file, run.base_file   # in `run.local`
+    run.checkpoints, run.metrics, run.events, run.mixture_changes, run.config_file, run.base_file   # in `run.local`
     run.check("run.yaml")               # launcher: UserError: a file, read-only, not creatable, in use, not a run's
     with run.holding("run.yaml", main=True):   # the run's lock on it (rank 0)
     run.prepare_mirror(); run.pull(); run.push(); run.checkpoint_mirror(owner)   # a URL's: `mirror.py`
@@ -29,6 +29,7 @@ from pretrainkit.train.rundir.names import (
     CONFIG_FILE,
     EVENTS_FILE,
     METRICS_FILE,
+    MIXTURE_CHANGES_FILE,
     checkpoint_dirs,
     step_of,
 )
@@ -55,6 +56,10 @@ class RunDir:
     @property
     def events(self) -> Path:
         return self.local / EVENTS_FILE
+
+    @property
+    def mixture_changes(self) -> Path:
+        return self.local / MIXTURE_CHANGES_FILE
 
     @property
     def config_file(self) -> Path:

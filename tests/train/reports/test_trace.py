@@ -1,6 +1,7 @@
 """`ptk trace` and `batch_sha256`: each step's logged hash is the hash of the tokens the trainer consumed, and
 `ptk trace` gives the same hash, those tokens, and the documents they come from (down to the input line of
-a record tokenize read), on 1 process, on 2, and after a resume on another world size."""
+a record tokenize read), on 1 process, on 2, after a resume on another world size, and on both sides of a
+resume with a changed mixture and seq_len."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from pretrainkit.cli import main
+from pretrainkit.errors import UserError
 from pretrainkit.mixtures.sampler import rows_sha256
 from pretrainkit.shards import ShardSet
 from pretrainkit.train.config import load_config
@@ -150,3 +152,38 @@ def test_two_processes_then_one_log_the_hashes_trace_gives(kit, tmp_path) -> Non
         assert trace["batch_sha256"] == logged[step]
         if step > 4:
             assert (np.array(trace["tokens"]) == consumed[step - 1]).all()
+
+
+def test_a_resume_with_a_changed_mixture_and_seq_len_is_traced_on_both_sides_of_the_change(kit, tmp_path) -> None:
+    shards = kit.mixture.parent
+    first, second = tmp_path / "mix-a.yaml", tmp_path / "mix-b.yaml"  # the same shard sets, new weights
+    first.write_text(kit.mixture.read_text().replace("shards: ", f"shards: {shards}/"))
+    second.write_text(first.read_text().replace("weight: 0.7", "weight: 0.2").replace("weight: 0.3", "weight: 0.8"))
+    steps = {"checkpoint": {"every": 3, "keep": 1}, "eval": {"every": 0}}
+    consumed = train_recording(kit.config(tmp_path, data={"mixture": str(first)}, max_steps=3, **steps))
+    changed = {"mixture": str(second), "seq_len": 16, "allow_mixture_change": True}
+    consumed |= train_recording(kit.config(tmp_path, data=changed, max_steps=6, **steps))
+    run = tmp_path / "run"
+    logged = logged_hashes(run)
+    assert sorted(logged) == list(range(1, 7)) and sorted(consumed) == list(range(6))
+    assert [len(consumed[b][0]) for b in range(6)] == [33] * 3 + [17] * 3
+    for step in range(1, 7):
+        trace = trace_step(str(run), step, tokens=True)
+        assert trace["batch"] == step - 1 and trace["batch_sha256"] == logged[step]
+        assert (np.array(trace["tokens"]) == consumed[step - 1]).all()
+
+    # Resumed again, with no change: the change stays logged once, where it happened.
+    consumed |= train_recording(kit.config(tmp_path, data=changed, max_steps=8, **steps))
+    changes = [json.loads(line) for line in (run / "mixture_changes.jsonl").read_text().splitlines()]
+    assert [(c["step"], c["batch"], c["config"]["data"]["mixture"]) for c in changes] == [(3, 3, str(first))]
+    logged = logged_hashes(run)
+    assert [trace_step(str(run), step)["batch_sha256"] for step in range(1, 9)] == [logged[s] for s in range(1, 9)]
+
+    # The mixture of the steps before the change edited in place: named, not traced as another order.
+    first.write_text(second.read_text())
+    with pytest.raises(UserError, match=f"mixture_changes.jsonl: the steps up to 3 trained on {first} with fingerpr"):
+        trace_step(str(run), 2)
+    assert trace_step(str(run), 5)["batch_sha256"] == logged[5]
+    (run / "mixture_changes.jsonl").write_text('{"step": 3, "batch": 3}\n')
+    with pytest.raises(UserError, match="mixture_changes.jsonl: line 1: a change without step, batch, config and"):
+        trace_step(str(run), 5)
