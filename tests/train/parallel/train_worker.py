@@ -6,10 +6,11 @@ r"""Runs a few training steps per setting on synthetic global batches; launched 
 SPEC is a JSON list of runs, each `{"name", "steps", "global_size", "micro_size", "config": {...}}`
 (config: TrainConfig overrides; `init_from` loads its weights as `ptk train` does), and `"eos": true` for
 rows packed from short documents (about one token in five is EOS, for `data.document_masking`). Rank 0 writes
-`{name: {"loss": [...], "grad_norm": [...], "val": validation loss after the steps, "divide_factors": [...]}}`
-(the gradient divide factor of every FSDP module). Global batch k is the same random tokens whatever
-the world size; data-parallel group g of d trains on rows [g*G/d, (g+1)*G/d) in micro-batches of
-`micro_size` (every process of the group on the same rows).
+`{name: {"loss": [...], "grad_norm": [...], "val": validation loss after the steps, "divide_factors": [...],
+"row_losses": [...], "counted": N}}` (the gradient divide factor of every FSDP module; the last step's summed
+target losses per global row and its counted targets, from `Trainer.token_losses` as a spike's step takes
+them). Global batch k is the same random tokens whatever the world size; data-parallel group g of d trains
+on rows [g*G/d, (g+1)*G/d) in micro-batches of `micro_size` (every process of the group on the same rows).
 """
 
 from __future__ import annotations
@@ -75,7 +76,11 @@ def run(spec: dict, env: DistEnv) -> dict:
         initialize(trainer.model, trainer.optimizer, find_init_source(cfg.init_from), with_optimizer=False)
     losses, norms, eos = [], [], spec.get("eos", False)
     for k in range(spec["steps"]):
-        r = trainer.train_step(micro_batches(k, spec["global_size"], spec["micro_size"], trainer, eos))
+        micro = micro_batches(k, spec["global_size"], spec["micro_size"], trainer, eos)
+        grads = trainer.gradients(micro)
+        if k == spec["steps"] - 1:  # as a spike's step: every target's loss, before the update
+            token_losses, counted = trainer.token_losses(micro)
+        r = trainer.update(grads)
         losses.append(r.loss)
         norms.append(r.grad_norm)
     # Validation after the steps, on 10 rows: not a multiple of any layout's rows per forward (padding).
@@ -87,7 +92,14 @@ def run(spec: dict, env: DistEnv) -> dict:
         if isinstance(m, FSDPModule)
         for g in m._get_fsdp_state()._fsdp_param_groups
     ]
-    return {"loss": losses, "grad_norm": norms, "val": val, "divide_factors": factors}
+    return {
+        "loss": losses,
+        "grad_norm": norms,
+        "val": val,
+        "divide_factors": factors,
+        "row_losses": token_losses.sum(dim=1).tolist(),
+        "counted": int(counted.sum()),
+    }
 
 
 def main(out: str, spec_path: str) -> None:
