@@ -237,6 +237,8 @@ class Trainer:
         self.model.eval()
         micro_rows = [self._rows(x, y) for x, y in micro_batches]
         targets = torch.cat([t for _, t, _ in micro_rows])
+        # The step's gradients, which a pipeline schedule's eval sets to None under FSDP: put back after it.
+        grads = [(p, p.grad) for p in self.model.parameters()]
         try:
             if self.pipeline is not None:
                 inputs, _, documents = (None if t[0] is None else torch.cat(t) for t in zip(*micro_rows))
@@ -250,7 +252,12 @@ class Trainer:
                 )
         finally:
             self._token_losses = None
-            reshard(self.model)  # the update comes next: no forward may keep parameters gathered over it
+            for p, grad in grads:
+                p.grad = grad
+            # The update comes next: no forward may keep parameters gathered over it (a pipeline's stages
+            # are FSDP roots of their own, which `model`, their submodules under plain names, leaves out).
+            for module in self.pipeline.stages if self.pipeline is not None else [self.model]:
+                reshard(module)
         out = torch.zeros(
             (2, self.cfg.batch.global_size, targets.shape[1]), dtype=torch.float64, device=self.env.device
         )

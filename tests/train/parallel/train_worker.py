@@ -9,8 +9,9 @@ rows packed from short documents (about one token in five is EOS, for `data.docu
 `{name: {"loss": [...], "grad_norm": [...], "val": validation loss after the steps, "divide_factors": [...],
 "row_losses": [...], "counted": N}}` (the gradient divide factor of every FSDP module; the last step's summed
 target losses per global row and its counted targets, from `Trainer.token_losses` as a spike's step takes
-them). Global batch k is the same random tokens whatever the world size; data-parallel group g of d trains
-on rows [g*G/d, (g+1)*G/d) in micro-batches of `micro_size` (every process of the group on the same rows).
+them, but for a compiled run). Global batch k is the same random tokens whatever the world size;
+data-parallel group g of d trains on rows [g*G/d, (g+1)*G/d) in micro-batches of `micro_size` (every
+process of the group on the same rows).
 """
 
 from __future__ import annotations
@@ -78,7 +79,9 @@ def run(spec: dict, env: DistEnv) -> dict:
     for k in range(spec["steps"]):
         micro = micro_batches(k, spec["global_size"], spec["micro_size"], trainer, eos)
         grads = trainer.gradients(micro)
-        if k == spec["steps"] - 1:  # as a spike's step: every target's loss, before the update
+        # As a spike's step: every target's loss, before the update. Not under compile, where it would cost an
+        # inductor compile of the no-grad graph (seconds per run) to check the same forward again.
+        if k == spec["steps"] - 1 and not cfg.compile:
             token_losses, counted = trainer.token_losses(micro)
         r = trainer.update(grads)
         losses.append(r.loss)
@@ -97,8 +100,7 @@ def run(spec: dict, env: DistEnv) -> dict:
         "grad_norm": norms,
         "val": val,
         "divide_factors": factors,
-        "row_losses": token_losses.sum(dim=1).tolist(),
-        "counted": int(counted.sum()),
+        **({} if cfg.compile else {"row_losses": token_losses.sum(dim=1).tolist(), "counted": int(counted.sum())}),
     }
 
 
