@@ -130,8 +130,8 @@ def text_sets(inputs: list[str], tokenizer: LoadedTokenizer | None, text_field: 
             for item in read_task(task, text_field, id_field, records=False):
                 if isinstance(item, Document):
                     texts.append(item.text)
-                    where = {"shard": None, "index": len(origins), "id": item.id, "input": item.source}
-                    origins.append(where | {"line": item.line})
+                    where = {"id": item.id, "input": item.source, "line": item.line}
+                    origins.append({"shard": None, "index": len(origins), **where})
                 else:
                     rejected[item.reason] = rejected.get(item.reason, 0) + 1
         if not texts:
