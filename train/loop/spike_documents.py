@@ -8,9 +8,10 @@ A document's loss contribution to a step is the summed token loss (cross-entropy
 segments in the step's global batch: its share of the step's loss, which is the sum over all of the
 batch's documents divided by the batch's target tokens. A target belongs to the document of the token
 it predicts: window token p (p >= 1) is the target of input position p - 1, so a segment over window
-tokens [a, b) owns targets [max(a, 1) - 1, b - 1); the window's first token is nobody's target in this
-window (it was the previous window's last). Under document masking a document's first token is never a
-target (its input is the EOS before it), so it counts for nothing there (`counted`).
+tokens [a, b) owns targets [max(a, 1) - 1, b - 1); the window's first token is no target (windows are
+disjoint pieces of a source's stream, each predicting only within itself). Under document masking a
+document's first token is never a target (its input is the EOS before it), so it counts for nothing
+there (`counted`).
 
 Per document, summed over its segments (a document may span windows): `tokens` (its targets that count),
 `loss` (their summed loss) and `share` (loss / the batch's summed loss). The segments are `ptk trace`'s
