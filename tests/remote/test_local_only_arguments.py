@@ -15,6 +15,7 @@ CASES = {
     "report": (["report", "{corpus}", "-o", "gs://b/report.png"], "output"),
     "init": (["init", "s3://b/first", "--shards", "{corpus}"], "run_name"),
     "scaling fit": (["scaling", "fit", "{corpus}", "-o", "az://b/law.json"], "output"),
+    "eval": (["eval", "{corpus}", "--text", "{corpus}", "--per-document", "s3://b/losses.jsonl"], "per_document"),
 }
 
 

@@ -3,11 +3,14 @@
     ptk eval runs/base --mixture mixture.yaml --tokenizer tokenizer.json
     ptk eval model.safetensors --shards shards/web shards/code --seq-len 512 --json
     ptk eval runs/base --text notes.txt more.jsonl.zst --tokenizer tokenizer.json
+    ptk eval runs/base --shards shards/web --per-document web-losses.jsonl   # every document's loss, ranked
 
 MODEL is a run dir (its newest valid checkpoint), a checkpoint dir, a `ptk export` (native or
 `--format hf`) or a Hugging Face model directory, loaded by `pretrainkit.train.checkpoint.load_model`. Each
 shard set, text input or mixture source is one row; with more than one, an `all` row sums them.
 The table goes to stdout (with `--json`, one JSON object instead), the progress bar to stderr.
+`--per-document OUT.jsonl` also writes every document's mean loss, highest first, and puts a histogram
+of them in the summary (`per_document.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import sys
 from pretrainkit.arguments import int_in
 from pretrainkit.dataprep.readers import fetched_input_files
 from pretrainkit.errors import UserError
+from pretrainkit.files import output_file
 from pretrainkit.remote.staging import UrlArguments
 from pretrainkit.train.rundir.run_files import run_files_read
 
@@ -54,9 +58,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument(
+        "--per-document",
+        metavar="OUT.jsonl",
+        help="also write every document's mean loss, highest first, to OUT.jsonl (and a histogram in the summary)",
+    )
     add_field_options(p)
     p.set_defaults(
         func=run_eval,
+        local_outputs=("per_document",),
         url_arguments=UrlArguments(
             selected=(("model", run_files_read),),
             inputs=("text",),
@@ -70,9 +80,12 @@ def run_eval(args: argparse.Namespace) -> int:
 
     from pretrainkit.train.checkpoint.load_model import describe, load_model
     from pretrainkit.train.evaluation import eval_sets
+    from pretrainkit.train.evaluation.per_document import DocumentLosses, document_rows, histogram, write_ranking
     from pretrainkit.train.evaluation.scoring import score_documents
     from pretrainkit.train.parallel.distributed import select_device
 
+    if args.per_document:
+        output_file(args.per_document)  # before the model is loaded and every document scored
     device = select_device(args.device, 0)
     loaded = load_model(args.model, args.tokenizer, device=str(device))
     cfg = loaded.config
@@ -87,13 +100,27 @@ def run_eval(args: argparse.Namespace) -> int:
     else:
         sets = eval_sets.text_sets(args.text, tok, args.text_field, args.id_field)
     eos_id = tok.eos_id if tok is not None else sets_eos(args)
-    rows = []
+    rows, documents = [], []
     for s in sets:
+        losses = DocumentLosses(s.lengths) if args.per_document else None
         score = score_documents(
-            loaded.model, s.documents(), s.lengths, eos_id, seq_len, args.batch_size, device, desc=f"eval {s.name}"
+            loaded.model,
+            s.documents(),
+            s.lengths,
+            eos_id,
+            seq_len,
+            args.batch_size,
+            device,
+            desc=f"eval {s.name}",
+            on_targets=None if losses is None else losses.add,
         )
         rows.append((s, score))
+        if losses is not None:
+            documents += document_rows(s.name, s.origin, s.lengths, losses.nats)
     report = build_report(describe(loaded), seq_len, args.batch_size, rows)
+    if args.per_document:
+        ranked = write_ranking(args.per_document, documents)
+        report["per_document"] = {"path": args.per_document, "documents": len(ranked), "histogram": histogram(ranked)}
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     for s, _ in rows:
         if s.rejected:
@@ -186,4 +213,10 @@ def format_table(report: dict) -> str:
     ]
     for row in [header, *body]:
         lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+    if "per_document" in report:
+        from pretrainkit.train.evaluation.per_document import format_histogram
+
+        ranked = report["per_document"]
+        lines.append(format_histogram(ranked["histogram"]))
+        lines.append(f"wrote {ranked['documents']:,} documents by mean loss, highest first, to {ranked['path']}")
     return "\n".join(lines)

@@ -36,6 +36,8 @@ class EvalSet:
     decode: Callable[[np.ndarray], str] | None = None  # to count text bytes while scoring (shard sets)
     text_bytes: int | None = None  # known up front (text inputs), else counted by `documents()`
     rejected: dict[str, int] = field(default_factory=dict)  # reason -> input records that could not be used
+    # The i-th document's `shard`, `index`, `id`, `input` and `line` (`ptk eval --per-document`).
+    origin: Callable[[int], dict] | None = None
 
     def documents(self) -> Iterator[np.ndarray]:
         counted = 0
@@ -67,8 +69,16 @@ def check_shards(ss: ShardSet, where: str, vocab_size: int, tokenizer_sha256: st
 
 
 def _shard_set(name: str, ss: ShardSet, docs: np.ndarray, tokenizer: LoadedTokenizer | None) -> EvalSet:
-    lengths = ss.doc_lengths()[docs]
-    return EvalSet(name, lengths, lambda i: np.asarray(ss.document(int(docs[i])), dtype=np.int64), _decoder(tokenizer))
+    from pretrainkit.train.reports.trace import document_fields, provenance_inputs
+
+    lengths, inputs = ss.doc_lengths()[docs], provenance_inputs(ss)
+    return EvalSet(
+        name,
+        lengths,
+        lambda i: np.asarray(ss.document(int(docs[i])), dtype=np.int64),
+        _decoder(tokenizer),
+        origin=lambda i: document_fields(ss, inputs, int(docs[i])),
+    )
 
 
 def _unique(names: list[str], paths: list[str]) -> list[str]:
@@ -115,11 +125,13 @@ def text_sets(inputs: list[str], tokenizer: LoadedTokenizer | None, text_field: 
     out = []
     names = _unique([Path(i).name for i in inputs], inputs)
     for name, given in zip(names, inputs):
-        texts, rejected = [], {}
+        texts, origins, rejected = [], [], {}
         for task in plan_read_tasks(discover_inputs([given])):
             for item in read_task(task, text_field, id_field, records=False):
                 if isinstance(item, Document):
                     texts.append(item.text)
+                    where = {"id": item.id, "input": item.source, "line": item.line}
+                    origins.append({"shard": None, "index": len(origins), **where})
                 else:
                     rejected[item.reason] = rejected.get(item.reason, 0) + 1
         if not texts:
@@ -129,5 +141,9 @@ def text_sets(inputs: list[str], tokenizer: LoadedTokenizer | None, text_field: 
         ]
         lengths = np.array([len(d) for d in docs], dtype=np.int64)
         text_bytes = sum(len(t.encode("utf-8")) for t in texts)
-        out.append(EvalSet(name, lengths, docs.__getitem__, text_bytes=text_bytes, rejected=rejected))
+        out.append(
+            EvalSet(
+                name, lengths, docs.__getitem__, text_bytes=text_bytes, rejected=rejected, origin=origins.__getitem__
+            )
+        )
     return out

@@ -15,7 +15,7 @@ over the UTF-8 bytes of the documents' text, comparable across tokenizers.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,9 +77,11 @@ def score_documents(
     batch_size: int,
     device: torch.device,
     desc: str = "eval",
+    on_targets: Callable[[np.ndarray], None] | None = None,
 ) -> Score:
     """Sum the model's cross-entropy over every token of `docs`, whose token counts are `lengths`
-    (for the progress bar; see the module docstring)."""
+    (for the progress bar; see the module docstring). `on_targets`, if given, is handed each batch's
+    target losses (float64, in the stream's order: `per_document.DocumentLosses`)."""
     model.eval()
     targets_total = int(np.sum(np.asarray(lengths, dtype=np.int64) + 1))
     nats, counted, windows, batches = 0.0, 0, 0, 0
@@ -98,6 +100,10 @@ def score_documents(
             logits.float().flatten(0, 1), targets.to(device).flatten(), reduction="sum", ignore_index=IGNORE_INDEX
         )
         nats += float(ce.double())
+        if on_targets is not None:
+            flat = targets.flatten()
+            every = F.cross_entropy(logits.float().flatten(0, 1), flat.to(device), reduction="none")
+            on_targets(every[(flat != IGNORE_INDEX).to(device)].double().cpu().numpy())
         n = int((targets != IGNORE_INDEX).sum())
         counted += n
         windows += len(rows)

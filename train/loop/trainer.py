@@ -6,6 +6,7 @@
     result = trainer.update(grads, apply=True)   # (the training loop: spike detection, train/loop/spikes.py)
     trainer.evaluate_rows(inputs, targets)       # mean per-token loss; each process takes a slice
     trainer.evaluate_tasks(suite)                # eval.tasks' accuracies; each process scores a share of the items
+    losses, counted = trainer.token_losses(micro_batches)  # every target's loss of the global batch (a spike's)
     trainer.step, trainer.tokens                 # with model and optimizer: all a checkpoint holds of it
     trainer.states, trainer.record               # those as the Statefuls handed to Checkpoints (DCP; meta.json)
 
@@ -57,7 +58,13 @@ from pretrainkit.train.loop.optim import Schedule, build_optimizer, lr_at, set_l
 from pretrainkit.train.model.llama import ModelConfig, Transformer
 from pretrainkit.train.model.materialize import init_weights
 from pretrainkit.train.model.router_loss import RouterRecord, load_balancing_loss
-from pretrainkit.train.parallel.data_parallel import autocast_context, clip_grad_norm, gradient_sync, parallelize
+from pretrainkit.train.parallel.data_parallel import (
+    autocast_context,
+    clip_grad_norm,
+    gradient_sync,
+    parallelize,
+    reshard,
+)
 from pretrainkit.train.parallel.distributed import DistEnv
 from pretrainkit.train.parallel.mesh import ParallelMesh, check_layout
 from pretrainkit.train.parallel.pipeline import Pipeline, rank_stages, split_stages
@@ -146,6 +153,7 @@ class Trainer:
         self.step = 0  # steps taken (an update a spike check vetoed still counts)
         self.tokens = 0  # target tokens trained on so far
         self._loss_scale = 1.0  # what the pipeline's loss function multiplies each micro-batch's sum by
+        self._token_losses: list[torch.Tensor] | None = None  # where it puts each target's loss (`token_losses`)
         # What a checkpoint holds of the trainer: DCP's tensors by name, and its part of meta.json.
         self.states = {"model": ModelState(self.model), "optim": OptimizerState(self.model, self.optimizer)}
         self.record = TrainerRecord(self)
@@ -164,20 +172,25 @@ class Trainer:
         return inputs, within_documents(inputs, targets, self.eos_id), document_ids(inputs, self.eos_id)
 
     def _loss_sum(self, inputs: torch.Tensor, targets: torch.Tensor, documents: torch.Tensor | None) -> torch.Tensor:
+        return self._cross_entropy(self._logits(inputs, documents), targets.to(self.env.device, non_blocking=True))
+
+    def _logits(self, inputs: torch.Tensor, documents: torch.Tensor | None) -> torch.Tensor:
         dev = self.env.device
         extra = {} if documents is None else {"documents": documents.to(dev, non_blocking=True)}
         with autocast_context(self.model, dev, self.bf16):
-            logits = self.model(inputs.to(dev, non_blocking=True), **extra)
-        return self._cross_entropy_sum(logits, targets.to(dev, non_blocking=True))
+            return self.model(inputs.to(dev, non_blocking=True), **extra)
 
     @staticmethod
-    def _cross_entropy_sum(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
+        """The summed token cross-entropy; with reduction="none", each target's (0 for IGNORE_INDEX), flat."""
         return F.cross_entropy(
-            logits.float().flatten(0, 1), targets.flatten(), reduction="sum", ignore_index=IGNORE_INDEX
+            logits.float().flatten(0, 1), targets.flatten(), reduction=reduction, ignore_index=IGNORE_INDEX
         )
 
     def _pipeline_loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return self._cross_entropy_sum(logits, targets) * self._loss_scale
+        if self._token_losses is not None:  # `token_losses`: the last stage keeps each target's loss, in order
+            self._token_losses.append(self._cross_entropy(logits, targets, "none").detach())
+        return self._cross_entropy(logits, targets) * self._loss_scale
 
     def _run_pipeline(
         self, inputs: torch.Tensor, targets: torch.Tensor, documents: torch.Tensor | None, scale: float | None
@@ -261,6 +274,51 @@ class Trainer:
         self.step += 1
         self.tokens += grads.tokens
         return StepResult(grads.loss, grads.grad_norm, grads.lr, grads.tokens, apply, grads.routing)
+
+    @torch.no_grad()
+    def token_losses(self, micro_batches: Sequence[Batch]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each target's loss in the global batch whose micro-batches on this process these are, on every
+        process and in global row order: float64 [global_size, seq_len] cross-entropies, and whether each
+        target counts (bool, False where document masking ignores it; its loss is 0). Call it between
+        `gradients` and `update`: its forward runs under the weights the step's forward ran under, on the
+        same rows, so its figures are the step's (up to the order of float sums); they add up to the step's
+        loss times its token count. One forward and one all-reduce of 16 bytes per token: the training loop
+        calls it only when a spike fires (train/loop/spike_documents.py)."""
+        self.model.eval()
+        micro_rows = [self._rows(x, y) for x, y in micro_batches]
+        targets = torch.cat([t for _, t, _ in micro_rows])
+        # The step's gradients, which a pipeline schedule's eval sets to None under FSDP: put back after it.
+        grads = [(p, p.grad) for p in self.model.parameters()]
+        try:
+            if self.pipeline is not None:
+                inputs, _, documents = (None if t[0] is None else torch.cat(t) for t in zip(*micro_rows))
+                self._token_losses = []
+                self._run_pipeline(inputs, targets, documents, None)
+                losses = torch.cat(self._token_losses) if self._token_losses else None  # the last stage only
+            else:
+                dev = self.env.device
+                losses = torch.cat(
+                    [self._cross_entropy(self._logits(x, d), t.to(dev), "none") for x, t, d in micro_rows]
+                )
+        finally:
+            self._token_losses = None
+            for p, grad in grads:
+                p.grad = grad
+            # The update comes next: no forward may keep parameters gathered over it (a pipeline's stages
+            # are FSDP roots of their own, which `model`, their submodules under plain names, leaves out).
+            for module in self.pipeline.stages if self.pipeline is not None else [self.model]:
+                reshard(module)
+        out = torch.zeros(
+            (2, self.cfg.batch.global_size, targets.shape[1]), dtype=torch.float64, device=self.env.device
+        )
+        if self.mesh.counts_batch:  # one process per data-parallel group fills in its group's rows
+            lo = self.mesh.dp_rank * len(targets)
+            out[0, lo : lo + len(targets)] = losses.view(targets.shape)
+            out[1, lo : lo + len(targets)] = (targets != IGNORE_INDEX).to(out.device)
+        if self.env.world_size > 1:
+            dist.all_reduce(out)
+        out = out.cpu()
+        return out[0], out[1].bool()
 
     @torch.no_grad()
     def evaluate_rows(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:

@@ -19,7 +19,9 @@ every checkpoint, so a resumed run continues exactly like an uninterrupted one: 
 
 Loss spikes (`spikes` config; `train/loop/spikes.py` detects them and decides, this loop acts on the
 decision): each is one row of `RUN_DIR/events.jsonl` with `step`, `batch`, `loss`, `grad_norm`, the
-window statistics, `reason` and `action`:
+window statistics, `reason`, `action` and `documents`, the step's top documents by their loss contribution
+(train/loop/spike_documents.py; one extra forward of the step's rows, before its update, only when a spike
+fires):
 - `none`: logged; the update is applied (unless loss or gradients are not finite: then dropped).
 - `skip`: the update is dropped; the step counts and its batch is consumed.
 - `rollback`: the run reloads the newest valid checkpoint before this step and adds the last
@@ -58,10 +60,12 @@ from pretrainkit.train.config import TrainConfig, to_dict
 from pretrainkit.train.evaluation.tasks import TaskSuite
 from pretrainkit.train.loop.metrics import JsonlLog, device_peak_flops
 from pretrainkit.train.loop.optim import Schedule, lr_at
+from pretrainkit.train.loop.spike_documents import top_documents
 from pretrainkit.train.loop.spikes import Action, Decision, SpikeDetector
-from pretrainkit.train.loop.trainer import Batch, Trainer
+from pretrainkit.train.loop.trainer import Batch, StepResult, Trainer
 from pretrainkit.train.parallel.agree import AgreedError, together
 from pretrainkit.train.parallel.distributed import DistEnv
+from pretrainkit.train.reports.trace import batch_segments
 from pretrainkit.train.rundir.names import CHECKPOINTS, CONFIG_FILE, EVENTS_FILE, META_FILE, METRICS_FILE
 from pretrainkit.train.rundir.run_dir import RunDir
 from pretrainkit.train.tracking.trackers import Trackers
@@ -247,12 +251,22 @@ class TrainingLoop:
             if b not in self.skip:
                 return b, (self.transform(b, micro) if self.transform else micro)
 
-    def _on_spike(self, decision: Decision, batch: int, loss: float, grad_norm: float) -> bool:
-        """Log the spike and act on it; True when the loop state was rolled back. The run stops (its step
-        logged as `stop`) after spikes.max_rollbacks rollbacks or spikes.max_consecutive_skips dropped updates
-        in a row: a run whose every update is dropped has diverged, and would otherwise "finish" untrained."""
+    def _spike_documents(self, batch: int, micro: list[Batch]) -> list[dict] | None:
+        """The spiking step's top documents by loss contribution (train/loop/spike_documents.py), on rank 0
+        (None elsewhere); every process takes part in the forward of its rows."""
+        losses, counted = self.trainer.token_losses(micro)
+        if not self.env.is_main:
+            return None
+        return top_documents(batch_segments(self.loader.sampler, batch), losses.numpy(), counted.numpy())
+
+    def _on_spike(self, decision: Decision, batch: int, result: StepResult, documents: list[dict] | None) -> bool:
+        """Log the spike (with its top `documents`) and act on it; True when the loop state was rolled back.
+        The run stops (its step logged as `stop`) after spikes.max_rollbacks rollbacks or
+        spikes.max_consecutive_skips dropped updates in a row: a run whose every update is dropped has
+        diverged, and would otherwise "finish" untrained."""
         self.spikes += 1
         step, spike = self.trainer.step, decision.spike
+        loss, grad_norm = result.loss, result.grad_norm
         row = {
             "step": step,
             "batch": batch,
@@ -264,6 +278,8 @@ class TrainingLoop:
             "reason": spike.reason,
             "action": decision.action.value,
         }
+        if documents is not None:
+            row["documents"] = documents
         if decision.note:
             row["note"] = decision.note
         if decision.action is Action.ROLLBACK:
@@ -349,12 +365,14 @@ class TrainingLoop:
             batch, micro = self._draw()
             grads = trainer.gradients(micro)
             decision = self.detector.decide(grads.loss, grads.grad_norm)
+            # Before the update: the spike's documents are ranked under the weights its forward ran under.
+            documents = self._spike_documents(batch, micro) if decision.spike is not None else None
             result = trainer.update(grads, apply=decision.apply)
             seconds = time.perf_counter() - t0
             trained_tokens += result.tokens
             if result.applied:
                 self.dropped.clear()
-            if decision.spike is not None and self._on_spike(decision, batch, result.loss, result.grad_norm):
+            if decision.spike is not None and self._on_spike(decision, batch, result, documents):
                 bar.reset(total=cfg.max_steps)
                 bar.update(trainer.step)
                 checkpoint_due = False

@@ -158,6 +158,17 @@ def sharded_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer
     return optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else None
 
 
+def reshard(model: nn.Module) -> None:
+    """Free every FSDP2 module's gathered parameters, after a forward between a step's backward and its
+    optimizer step: `zero2` keeps them gathered after a forward, the optimizer updates only the shards,
+    and the next forward would run on the gathered, stale copies."""
+    from torch.distributed.fsdp import FSDPModule
+
+    for m in model.modules():
+        if isinstance(m, FSDPModule):
+            m.reshard()
+
+
 def gradient_sync(model: nn.Module, enabled: bool) -> contextlib.AbstractContextManager:
     """Around one micro-batch's backward: DDP skips its all-reduce unless `enabled`."""
     if not enabled and isinstance(model, DistributedDataParallel):

@@ -38,6 +38,8 @@ TASKS_PANEL = "downstream tasks"  # a third row, only when some run logged eval.
 TASK_MARKERS = ("o", "s", "^", "D", "v", "P")
 MOE_PANELS = ("router aux loss", "expert load")  # only when some run is a mixture of experts
 SPIKE_COLOR = "#d62728"
+DOCUMENTS_SHOWN = 3  # a spike's top documents the summary lists (events.jsonl has up to TOP_DOCUMENTS)
+
 # Run colours skip red, which marks spikes.
 RUN_COLORS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
 PNG_METADATA = {"Software": None}  # matplotlib would otherwise stamp its version into the file
@@ -249,6 +251,23 @@ def _last_and_best(values: list[float]) -> str:
     return f"last {_fmt(finite[-1] if finite else None, '.3f')}, best {_fmt(max(finite, default=None), '.3f')}"
 
 
+def _spike_documents(documents: list[dict]) -> list[str]:
+    """A spike's top documents by loss contribution (its event's `documents`, train/loop/spike_documents.py),
+    the first DOCUMENTS_SHOWN of them, one line each: where to find it, and its loss."""
+    lines = []
+    for d in documents[:DOCUMENTS_SHOWN]:
+        where = f"{d['source']} {d['shard']} #{d['index']}"
+        share = "" if d.get("share") is None else f", {_fmt(d['share'], '.1%')} of the step's"
+        mean = _fmt(d["loss"] / d["tokens"], ".4g") if d["tokens"] else "-"
+        lines.append(
+            f"      {d['id']} ({where}): loss {_fmt(d['loss'])} over {d['tokens']:,} tokens (mean {mean}{share})"
+        )
+    if len(documents) > DOCUMENTS_SHOWN:
+        more = len(documents) - DOCUMENTS_SHOWN
+        lines.append(f"      ... {more} more {'document' if more == 1 else 'documents'} in the event")
+    return lines
+
+
 def summary_text(run: RunLog) -> str:
     """A one-screen summary of one run: progress, losses, speed and spike events."""
     losses = [v for v in run.train["loss"] if math.isfinite(v)]
@@ -289,6 +308,7 @@ def summary_text(run: RunLog) -> str:
     for e in run.events[:5]:
         reason = f" ({e['reason']})" if e.get("reason") else ""
         lines.append(f"    step {e['step']}: loss {_fmt(e.get('loss'))}{reason}, action {e.get('action', '-')}")
+        lines.extend(_spike_documents(e.get("documents") or []))
     if len(run.events) > 5:
         lines.append(f"    ... {len(run.events) - 5} more in {run.path / 'events.jsonl'}")
     lines.extend(f"  note: {note}" for note in run.notes)

@@ -56,11 +56,7 @@ def trace_step(run_dir: str, step: int, tokens: bool = False) -> dict:
     sampler = sampler_of_step(run, cfg, step)
     batch = batch_of_step(read_rollbacks(run.events), step)
     rows = sampler.batch(batch)[0]
-    inputs = {s.name: _inputs(s.shard_set) for s in sampler.sources}
-    windows = [
-        {"segments": [_segment(source.name, source.shard_set, inputs[source.name], *piece) for piece in pieces]}
-        for source, pieces in sampler.segments(batch)
-    ]
+    windows = [{"segments": segments} for segments in batch_segments(sampler, batch)]
     out = {"step": step, "batch": batch, "batch_sha256": rows_sha256(rows), "windows": windows}
     if tokens:
         out["tokens"] = rows.tolist()
@@ -179,26 +175,41 @@ def _batch_in(stretches: list[tuple[int, int, frozenset[int]]], step: int) -> in
     return batch
 
 
-def _inputs(shards: ShardSet) -> set[str]:
+def batch_segments(sampler: MixtureSampler, batch: int) -> list[list[dict]]:
+    """Per window of global batch `batch`, in global order, its document segments as the JSON form has them
+    (`source`, `shard`, `index`, `id`, `input`, `line`, `start`, `end`); also what a spike's event in
+    events.jsonl ranks by loss (`train/loop/spike_documents.py`)."""
+    inputs = {s.name: provenance_inputs(s.shard_set) for s in sampler.sources}
+    return [
+        [_segment(source.name, source.shard_set, inputs[source.name], *piece) for piece in pieces]
+        for source, pieces in sampler.segments(batch)
+    ]
+
+
+def provenance_inputs(shards: ShardSet) -> set[str]:
     """The input paths the shard set's manifest lists (relative to the input root tokenize was given)."""
     listed = shards.manifest.get("provenance", {}).get("inputs", [])
     return {entry["path"] for entry in listed if isinstance(entry, dict) and isinstance(entry.get("path"), str)}
 
 
-def _segment(source: str, shards: ShardSet, inputs: set[str], doc: int, start: int, end: int) -> dict:
+def document_fields(shards: ShardSet, inputs: set[str], doc: int) -> dict:
+    """Where document `doc` of a shard set is found: `shard`, `index`, `id`, `input`, `line` (the last two
+    null unless the id names a line of one of `inputs`, `provenance_inputs`); also what `ptk eval
+    --per-document` writes for a shard set's document."""
     shard, doc_id = shards.document_origin(doc)
     found = _GENERATED_ID.fullmatch(doc_id)
     read_from = found is not None and found[1] in inputs
     return {
-        "source": source,
         "shard": shard,
         "index": doc,
         "id": doc_id,
         "input": found[1] if read_from else None,
         "line": int(found[2]) if read_from else None,
-        "start": start,
-        "end": end,
     }
+
+
+def _segment(source: str, shards: ShardSet, inputs: set[str], doc: int, start: int, end: int) -> dict:
+    return {"source": source, **document_fields(shards, inputs, doc), "start": start, "end": end}
 
 
 def format_trace(trace: dict) -> str:

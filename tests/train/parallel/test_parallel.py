@@ -93,6 +93,18 @@ def assert_same(a: dict, b: dict, rel: float) -> None:
         assert a[key] == pytest.approx(b[key], rel=rel), key
 
 
+def test_token_losses_add_up_to_the_step_loss_in_global_row_order_under_every_layout(single: dict, pair: dict) -> None:
+    """`Trainer.token_losses` (a spike's documents): each layout gathers every target's loss of the global
+    batch, rows in global order, to the same figures as one process, summing to the step's loss."""
+    for run in (*single.values(), *pair.values()):  # none of them compiled
+        assert math.fsum(run["row_losses"]) / run["counted"] == pytest.approx(run["loss"][-1], rel=1e-5)
+    for name, reference in (("ddp", "accum_4x2"), ("fsdp", "accum_4x2"), ("tp2", "accum_4x2"), ("docs_fsdp", "docs")):
+        assert pair[name]["row_losses"] == pytest.approx(single[reference]["row_losses"], rel=1e-4), name
+    for schedule in ("gpipe", "1f1b", "interleaved_1f1b"):
+        assert pair[f"pp2_{schedule}"]["row_losses"] == pytest.approx(single["pipe_model"]["row_losses"], rel=1e-4)
+    assert pair["docs_pp2_1f1b"]["counted"] == single["docs_pipe_model"]["counted"] < 8 * 16  # masked targets
+
+
 def test_accumulation_matches_one_big_batch(single: dict) -> None:
     assert_same(single["accum_4x2"], single["accum_1x8"], rel=1e-5)
     assert single["accum_1x8"]["loss"][0] != single["accum_1x8"]["loss"][2]  # the model did train

@@ -187,3 +187,37 @@ def test_a_resume_with_a_changed_mixture_and_seq_len_is_traced_on_both_sides_of_
     (run / "mixture_changes.jsonl").write_text('{"step": 3, "batch": 3}\n')
     with pytest.raises(UserError, match="mixture_changes.jsonl: line 1: a change without step, batch, config and"):
         trace_step(str(run), 5)
+
+
+def test_documents_keep_their_input_line_through_prepare_and_own_ids_have_none(hf_corpus, tmp_path) -> None:
+    """`ptk prepare` (dedup, then tokenize): a record read without an id is traced to its raw input file (in a
+    subfolder) and line, though dedup dropped records before it; a record with an id of its own has none."""
+    from pretrainkit.shards.tokenizer import load_tokenizer
+    from pretrainkit.train.reports.trace import document_fields, provenance_inputs
+
+    tokenizer, speeches = hf_corpus
+    (tmp_path / "corpus" / "sub").mkdir(parents=True)
+    plain = speeches[:60] + speeches[:5]  # the last five repeat the first: dedup drops them
+    (tmp_path / "corpus" / "sub" / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in plain))
+    own = {f"own-{i}": t for i, t in enumerate(speeches[100:140])}
+    (tmp_path / "corpus" / "b.jsonl").write_text(
+        "".join(json.dumps({"id": k, "text": t}) + "\n" for k, t in own.items())
+    )
+    (tmp_path / "pipeline.yaml").write_text(f"stages:\n  - dedup\n  - tokenize: {{tokenizer: {tokenizer}}}\n")
+    out = tmp_path / "out"
+    assert (
+        main(["prepare", str(tmp_path / "corpus"), "-o", str(out), "--pipeline", str(tmp_path / "pipeline.yaml")]) == 0
+    )
+    shards = ShardSet.open(out / "shards")
+    encode = load_tokenizer(tokenizer).tokenizer.encode
+    inputs, traced = provenance_inputs(shards), set()
+    for doc in range(shards.num_docs):
+        fields = document_fields(shards, inputs, doc)
+        tokens = shards.document(doc).tolist()
+        if fields["input"] is None:
+            assert fields["line"] is None and encode(own[fields["id"]], add_special_tokens=False).ids == tokens
+        else:
+            assert fields["input"] == "sub/a.jsonl" and fields["id"] == f"sub/a.jsonl:{fields['line']}"
+            assert encode(plain[fields["line"] - 1], add_special_tokens=False).ids == tokens
+            traced.add(fields["line"])
+    assert traced == set(range(1, 61)) and shards.num_docs == 60 + len(own)
