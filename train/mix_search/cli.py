@@ -18,6 +18,7 @@ from pathlib import Path
 from pretrainkit.arguments import int_in
 from pretrainkit.dataprep.executors import EXECUTORS
 from pretrainkit.mixtures.cli import register as register_mix
+from pretrainkit.remote.staging import UrlArguments
 from pretrainkit.train.mix_search.regression import MIN_RUNS
 
 
@@ -33,7 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("mixture", metavar="MIXTURE.yaml", help="the mixture whose weights are searched around")
     p.add_argument("--config", required=True, metavar="TRAIN.yaml", help="training config: model and budget")
-    p.add_argument("--target", required=True, metavar="SHARDS", help="shard set whose loss is minimized")
+    p.add_argument(
+        "--target", required=True, metavar="SHARDS", help="shard set (a folder or a URL) whose loss is minimized"
+    )
     p.add_argument("--runs", type=int_in(MIN_RUNS, 100_000), default=16, help="proxy runs (default %(default)s)")
     p.add_argument("--seed", type=int_in(0, 2**63 - 1), default=0, help="seed of the weights drawn (default 0)")
     p.add_argument(
@@ -52,7 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="Ray cluster to run on (default: $RAY_ADDRESS, else a local Ray instance for the search)",
     )
     p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT", help="output folder")
-    p.set_defaults(func=run_search_command, resumes=True, local_outputs=("output",))
+    # A target in a bucket is fetched whole first, as `ptk eval --shards` fetches its shard sets.
+    p.set_defaults(
+        func=run_search_command, resumes=True, local_outputs=("output",), url_arguments=UrlArguments(files=("target",))
+    )
 
 
 def run_search_command(args: argparse.Namespace) -> int:

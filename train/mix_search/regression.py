@@ -18,8 +18,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pretrainkit.errors import UserError
+
 MIN_RUNS = 3  # leave-one-out needs at least two runs to fit on
 ALPHAS = np.logspace(-6, 1, 15)
+
+
+def require_scikit_learn() -> None:
+    """Said before any proxy run trains, not after: the fit needs scikit-learn (the `mix` extra)."""
+    try:
+        import sklearn  # noqa: F401
+    except ImportError:
+        raise UserError(
+            "ptk mix search needs scikit-learn, which is not installed: pip install 'pretrainkit[mix]'"
+        ) from None
 
 
 def _model():

@@ -36,7 +36,7 @@ from pretrainkit.train.evaluation.eval_sets import check_shards
 from pretrainkit.train.mix_search.plot import draw_search
 from pretrainkit.train.mix_search.proposals import EpochLimits, best_of, candidates, proposals, shares_of
 from pretrainkit.train.mix_search.proxy import ProxyJob, proxy_run
-from pretrainkit.train.mix_search.regression import Fit, fit_runs
+from pretrainkit.train.mix_search.regression import Fit, fit_runs, require_scikit_learn
 
 CANDIDATES = 10_000  # Dirichlet draws the fitted model ranks
 TOP = 100  # of which the best predicted are averaged (RegMix's choice)
@@ -70,8 +70,10 @@ class SearchResult:
 
 
 def run_search(opts: SearchOptions) -> SearchResult:
+    require_scikit_learn()
     cfg = load_config(opts.config)
-    mix = load_mixture(opts.mixture, verify=False, shard_cache=cfg.data.cache.shard_cache())
+    # Verified here, so that a damaged shard is one line before OUT is touched (each run verifies again).
+    mix = load_mixture(opts.mixture, verify=True, shard_cache=cfg.data.cache.shard_cache())
     names = [s.name for s in mix.train_sources]
     if len(names) < 2:
         raise UserError(f"{opts.mixture}: one training source: there are no weights to search")

@@ -1,16 +1,26 @@
 """Three byte-level domains for mixture searches: Shakespeare (whose other speeches are the target), WikiText
-articles and Python PEPs; and a tiny training config whose proxy runs take seconds."""
+articles and Python PEPs; a tiny training config whose proxy runs take seconds; one search over them,
+run once for the session and compared against by the tests that search again (in parallel, on Ray)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from fixtures.corpora import DATA, need_data
+from pretrainkit.cli import main
+
+RUNS = 8  # the session's search: fewer runs found the wrong domain (the fit is noisy at this budget)
 
 
 def _bytes(text: str) -> np.ndarray:
@@ -70,3 +80,56 @@ def write_tiny_config(directory: Path, mixture: Path, **overrides) -> Path:
     path = directory / "train.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+def in_process(*argv: object) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `ptk ARGV` in this process, on one thread (see `one_thread`)."""
+    out, err = io.StringIO(), io.StringIO()
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in argv])
+            except SystemExit as e:  # argparse
+                code = int(e.code or 0)
+    finally:
+        torch.set_num_threads(before)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="session")
+def ptk() -> Callable[..., tuple[int, str, str]]:
+    """`ptk(*argv)`: (exit status, stdout, stderr) of `ptk ARGV` run in this process on one thread."""
+    return in_process
+
+
+@dataclass(frozen=True)
+class Search:
+    domains: Path
+    config: Path  # the proxy runs' training config
+    out: Path  # the session's search: `runs` runs around the uniform mixture, seed 0
+    stdout: str
+    runs: int = RUNS
+
+    def argv(self, out: Path) -> list[object]:
+        """The session's search, into `out` (add --runs and more)."""
+        target = self.domains / "target"
+        return ["mix", "search", self.domains / "uniform.yaml", "--config", self.config, "--target", target, "-o", out]
+
+    @staticmethod
+    def first_runs(out: Path, count: int) -> list[dict]:
+        """The first `count` rows of a search's runs.jsonl without the leave-one-out prediction (which
+        depends on the other runs of that search)."""
+        rows = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()[:count]]
+        return [{k: v for k, v in row.items() if k != "predicted_loo"} for row in rows]
+
+
+@pytest.fixture(scope="session")
+def search(domains, tmp_path_factory) -> Search:
+    root = tmp_path_factory.mktemp("search")
+    config = write_tiny_config(root / "config", domains / "uniform.yaml")
+    found = Search(domains, config, root / "out", "")
+    code, stdout, err = in_process(*found.argv(found.out), "--runs", RUNS)
+    assert code == 0, err[-3000:]
+    return Search(domains, config, found.out, stdout)
