@@ -15,7 +15,9 @@ from pretrainkit.mixtures.inspect import format_report, inspect_mixture
 from pretrainkit.mixtures.mixture import load_mixture
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """Add `mix` and `mix inspect`; return `mix`'s subcommands, for the console to add `mix search`
+    (`train/mix_search/cli.py`: it trains, which this layer may not import)."""
     mix = sub.add_parser("mix", help="check and describe a mixture YAML", description="Mixture tools.")
     mix_sub = mix.add_subparsers(dest="mix_command", metavar="COMMAND", required=True)
     inspect = mix_sub.add_parser(
@@ -33,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     inspect.add_argument("--no-verify", action="store_true", help="skip the sha256 check of every shard")
     inspect.set_defaults(func=run_inspect)
+    return mix_sub
 
 
 def run_inspect(args: argparse.Namespace) -> int:

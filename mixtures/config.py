@@ -25,6 +25,9 @@ Every problem is a `UserError` naming the file and the key path (`sources[1].wei
 The file itself may be a URL (`s3://bucket/mixes/web.yaml`): it is read afresh each time, and its
 relative `shards:` are keys beside it in the bucket (`../tokens/web` is `s3://bucket/tokens/web`), as
 a local file's are paths beside it; `config.path` is then the URL.
+
+`config_document(cfg)` is the way back: the YAML document of a config (paths absolute), what
+`ptk mix search` writes its proposals and its `best.yaml` as.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from __future__ import annotations
 import math
 import posixpath
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +172,28 @@ def parse_mixture_config(doc: Any, path: Path | str) -> MixtureConfig:
             "sources", "every source is validation-only (weight 0 / eval_only); at least one needs a weight > 0"
         )
     return MixtureConfig(path=path, seed=seed, sources=sources, holdout=holdout)
+
+
+def config_document(cfg: MixtureConfig) -> dict:
+    """The YAML document that `parse_mixture_config` reads back to `cfg`, its local paths absolute (and
+    URLs as they are): the file means the same mixture wherever it is written."""
+    sources = []
+    for s in cfg.sources:
+        entry: dict[str, Any] = {"name": s.name, "shards": _absolute(s.shards)}
+        if s.eval_only:
+            entry["eval_only"] = True
+        else:
+            entry["weight"] = s.weight
+        if s.max_epochs is not None:
+            entry["max_epochs"] = s.max_epochs
+        if s.replay is not None:
+            entry["replay"] = {"from": _absolute(s.replay.from_path), "mode": s.replay.mode}
+        sources.append(entry)
+    return {"seed": cfg.seed, "holdout": asdict(cfg.holdout), "sources": sources}
+
+
+def _absolute(path: Path | str) -> str:
+    return str(path) if is_url(path) else str(Path(path).resolve())
 
 
 def _parse_holdout(c: _Checker, raw: Any) -> HoldoutConfig:

@@ -107,12 +107,19 @@ class MixtureSampler:
         limits = [b for b in self._limit_batch if b is not None]
         return min(limits) if limits else None
 
-    def _first_batch_over_limit(self, i: int) -> int | None:
+    def allowed_sequences(self, i: int) -> int | None:
+        """How many sequences training source i (of `sources`) may give before its `max_epochs` is
+        used up; None without a limit."""
         source, stream = self.sources[i], self.streams[i]
         if source.max_epochs is None:
             return None
         allowed_tokens = int(source.max_epochs * stream.epoch_tokens) - stream.start_token
-        allowed = max(allowed_tokens // stream.row_tokens, 0)
+        return max(allowed_tokens // stream.row_tokens, 0)
+
+    def _first_batch_over_limit(self, i: int) -> int | None:
+        allowed = self.allowed_sequences(i)
+        if allowed is None:
+            return None
         n = self.schedule.first_index_reaching(i, allowed + 1)  # one past the first forbidden sequence
         return self.first_batch + (n - 1) // self.global_batch_size
 

@@ -45,7 +45,7 @@ COMMANDS = {
     "classifier": "pretrainkit.dataprep.quality.cli",
     "split": "pretrainkit.dataprep.quality.split_cli",
     "shards": "pretrainkit.shards.cli",
-    "mix": "pretrainkit.mixtures.cli",
+    "mix": "pretrainkit.train.mix_search.cli",  # `mix inspect` is mixtures/cli.py's; `mix search` trains
     "plan": "pretrainkit.train.planning.cli",
     "scaling": "pretrainkit.train.planning.cli",
     "init": "pretrainkit.train.planning.cli",

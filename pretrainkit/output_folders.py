@@ -91,6 +91,7 @@ FILTER = Kind("ptk filter", lambda f: False)  # never written without a marker: 
 PARAGRAPHS = Kind("ptk dedup --paragraphs", lambda f: False)  # never written without a marker: none to recognise
 SPLIT = Kind("ptk split", lambda f: False)  # never written without a marker: none to recognise
 SCORE = Kind("ptk score", lambda f: False)  # never written without a marker: none to recognise
+MIX_SEARCH = Kind("ptk mix search", lambda f: False)  # never written without a marker: none to recognise
 KINDS = (DEDUP, TOKENIZE, PREPARE, EXPORT, TRAIN)  # the order old outputs are recognised in
 
 

@@ -197,3 +197,19 @@ def test_an_error_quotes_at_most_200_characters_of_a_value_or_key(write_yaml):
     with pytest.raises(UserError) as e:
         load_mixture(path)
     assert str(e.value).startswith(f"{path}: {'x' * 200}…(100000 chars): unknown key (allowed: ")
+
+
+def test_config_document_reads_back_to_the_same_mixture_wherever_it_is_written(write_yaml, tmp_path):
+    """What `ptk mix search` writes its proposals and best.yaml as: every key kept, paths absolute."""
+    import yaml
+
+    from pretrainkit.mixtures.config import config_document, read_mixture_config
+
+    text = THREE.replace("seed: 5", "seed: 5\nholdout: {fraction: 0.03, min_tokens: 100}")
+    given = write_yaml(text + "  - {name: held, shards: tiny, eval_only: true}\n")
+    elsewhere = tmp_path / "deeper" / "copy.yaml"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(yaml.safe_dump(config_document(read_mixture_config(given)), sort_keys=False))
+    assert load_mixture(elsewhere).fingerprint == load_mixture(given).fingerprint
+    again = read_mixture_config(elsewhere)
+    assert again.sources == read_mixture_config(given).sources and again.holdout.fraction == 0.03
