@@ -6,7 +6,8 @@ on a machine that cannot download one, to try `init_from`, `ptk export` and `ptk
     python demo/hf_stand_in.py qwen3 --tokenizer tok.json -o qwen3-base/
 
 The first argument is a transformers `model_type` (qwen3, llama, mistral, qwen2, olmo2, gemma2,
-gemma3_text); the shape is small and fixed (4 layers, d_model 128, 4 heads and 2 KV heads of 32);
+gemma3_text, and the mixtures of experts qwen3_moe, olmoe, mixtral: 8 experts of 96, 2 per token);
+the shape is small and fixed (4 layers, d_model 128, 4 heads and 2 KV heads of 32);
 the vocabulary is the tokenizer's, rounded up to a multiple of 64 as published models pad it. The
 weights are drawn from a fixed seed, so the same command writes the same model.
 """
@@ -22,6 +23,14 @@ from pathlib import Path
 import torch
 import transformers
 
+# A mixture of experts' own settings, as each family's config names them: 8 small experts, 2 per token
+# (their published defaults, 64 to 128 experts of 768 to 14,336, would make the stand-in the largest part).
+MOE = {
+    "qwen3_moe": {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 96, "norm_topk_prob": True},
+    "olmoe": {"num_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 96},
+    "mixtral": {"num_local_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 96},
+}
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -35,21 +44,21 @@ def main() -> int:
     )
     eos = next(t for t in tokenizer["added_tokens"] if t["content"] == "<|endoftext|>")
     try:
-        config = transformers.AutoConfig.for_model(
-            args.model_type,
-            vocab_size=-(-vocab // 64) * 64,
-            hidden_size=128,
-            intermediate_size=384,
-            num_hidden_layers=4,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            head_dim=32,
-            max_position_embeddings=1024,
-            tie_word_embeddings=False,
-            bos_token_id=None,
-            eos_token_id=eos["id"],
-            pad_token_id=None,
-        )
+        shape = {
+            "vocab_size": -(-vocab // 64) * 64,
+            "hidden_size": 128,
+            "intermediate_size": 384,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "max_position_embeddings": 1024,
+            "tie_word_embeddings": False,
+            "bos_token_id": None,
+            "eos_token_id": eos["id"],
+            "pad_token_id": None,
+        }
+        config = transformers.AutoConfig.for_model(args.model_type, **(shape | MOE.get(args.model_type, {})))
     except ValueError as e:
         print(f"hf_stand_in: {args.model_type}: {e}", file=sys.stderr)
         return 2

@@ -357,11 +357,11 @@ class Trainer:
         (train/evaluation/tasks.py), in forwards of at most micro_size x seq_len positions; the counts are summed."""
         self.model.eval()
         budget = self.cfg.batch.micro_size * self.cfg.data.seq_len
-        correct = suite.correct(self._logits, self.mesh.dp_rank, self.mesh.dp_size, budget)
+        correct = suite.correct(self._task_logits, self.mesh.dp_rank, self.mesh.dp_size, budget)
         counts = self.mesh.counts_batch
         return suite.metrics(self._all_reduce([c if counts else 0.0 for c in correct]))
 
-    def _logits(self, inputs: torch.Tensor) -> torch.Tensor:
+    def _task_logits(self, inputs: torch.Tensor) -> torch.Tensor:
         """The logits of plain causal rows (no document ids: a task sequence is one document). Tensor parallelism
         splits the sequence over its peers in the norms, so rows are right-padded to a multiple of their number
         (under causal attention, padding on the right changes nothing before it) and the logits cut back."""
