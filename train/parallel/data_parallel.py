@@ -36,6 +36,7 @@ On one process DDP and ZeRO-1 wrappers are skipped (they would only copy gradien
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 
 import torch
@@ -183,6 +184,25 @@ def autocast_context(model: nn.Module, device: torch.device, bf16: bool) -> cont
     return contextlib.nullcontext()
 
 
+class _NoSequentialReductionNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "sequential" not in str(record.msg)
+
+
+@contextlib.contextmanager
+def _quiet_sequential_reductions():
+    """Without DTensor's notice that a norm partial over two mesh dimensions (FSDP x TP, the experts'
+    dp_shard_mod_ep x ep) is reduced one dimension after the other: for one scalar per step that costs
+    nothing worth a flattened mesh's extra process groups, and the notice printed once per process of
+    every such run, on every rank, read as a problem to users."""
+    logger, quiet = logging.getLogger("torch.distributed.tensor._redistribute"), _NoSequentialReductionNotice()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 def clip_grad_norm(model: nn.Module, max_norm: float, pp_group: dist.ProcessGroup | None = None) -> torch.Tensor:
     """Global L2 norm of all gradients; scale them to `max_norm` if > 0.
 
@@ -197,8 +217,9 @@ def clip_grad_norm(model: nn.Module, max_norm: float, pp_group: dist.ProcessGrou
             by_mesh.setdefault(p.grad.device_mesh if isinstance(p.grad, DTensor) else None, []).append(p)
     norms = []
     for params in by_mesh.values():
-        norm = torch.nn.utils.get_total_norm([p.grad for p in params], 2.0, error_if_nonfinite=False)
-        norms.append(norm.full_tensor() if isinstance(norm, DTensor) else norm)
+        with _quiet_sequential_reductions():
+            norm = torch.nn.utils.get_total_norm([p.grad for p in params], 2.0, error_if_nonfinite=False)
+            norms.append(norm.full_tensor() if isinstance(norm, DTensor) else norm)
     total = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms), 2.0)
     if pp_group is not None:
         total = total**2
