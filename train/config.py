@@ -7,7 +7,7 @@ Unknown keys, wrong types and impossible values raise `UserError` naming the fil
 (`run.yaml: optim.schedule: must be one of cosine, wsd, got 'linear'`). Relative paths (`run_dir`,
 `data.mixture`, `eval.tokenizer`, each `eval.tasks[i].path`) written in the file are relative to the
 file; those given with `--set` are relative to the current directory. `load_config` also reads the
-task files and the tokenizer `eval` names (train/evaluation/task_files.py), so a bad one stops the run
+task files and the tokenizer `eval` names (train/task_files.py), so a bad one stops the run
 before it starts. `to_dict(cfg)` is the resolved config written to `RUN_DIR/config.yaml`.
 """
 
@@ -154,7 +154,7 @@ class TaskConfig:
     """A multiple-choice task scored at each evaluation (train/evaluation/tasks.py): `NAME/acc`, `NAME/acc_norm`."""
 
     name: str
-    path: str  # JSON lines of {context, choices, label} (train/evaluation/task_files.py)
+    path: str  # JSON lines of {context, choices, label} (train/task_files.py)
 
 
 @dataclass
@@ -234,7 +234,7 @@ def load_config(path: str | os.PathLike, overrides: list[str] = (), read_tasks: 
 def check_task_files(cfg: TrainConfig, where: str) -> None:
     """Every task file read and validated, and the tokenizer loaded: one line naming the key, file and problem."""
     from pretrainkit.shards.tokenizer import load_tokenizer
-    from pretrainkit.train.evaluation.task_files import read_task_file
+    from pretrainkit.train.task_files import read_task_file
 
     for i, task in enumerate(cfg.eval.tasks):
         read_task_file(task.path, f"{where}: eval.tasks[{i}].path")

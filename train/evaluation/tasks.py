@@ -41,7 +41,7 @@ from pretrainkit.errors import UserError
 from pretrainkit.shards.manifest import TokenizerInfo, tokenizer_difference
 from pretrainkit.shards.tokenizer import LoadedTokenizer, load_tokenizer
 from pretrainkit.train.config import TrainConfig
-from pretrainkit.train.evaluation.task_files import Item, read_task_file
+from pretrainkit.train.task_files import Item, read_task_file
 
 DELIMITER = " "  # lm-eval's default target_delimiter between context and choice
 IGNORE_INDEX = -100

@@ -47,8 +47,9 @@ def _french_page_under_a_banner() -> dict:
 
 
 def test_a_page_that_c4_leaves_french_is_removed_under_english(tmp_path: Path):
-    stats, out = _run(tmp_path, [_french_page_under_a_banner()], ["en"])
-    assert kept(out) == []
+    english = {"id": "english", "text": "\n".join(page("en"))}  # kept: a run that keeps nothing fails
+    stats, out = _run(tmp_path, [_french_page_under_a_banner(), english], ["en"])
+    assert [r["id"] for r in kept(out)] == ["english"]
     [row] = [json.loads(line) for line in (out / "removed.jsonl").read_text().splitlines()]
     assert (row["id"], row["filter"], row["value"], row["threshold"], row["lang"]) == (
         "banner",
@@ -57,7 +58,8 @@ def test_a_page_that_c4_leaves_french_is_removed_under_english(tmp_path: Path):
         ["en"],
         "fr",
     )
-    assert stats["removed_by_filter"] == {"language.languages": {"docs": 1, "bytes": stats["input_text_bytes"]}}
+    removed_bytes = stats["input_text_bytes"] - len(english["text"].encode())
+    assert stats["removed_by_filter"] == {"language.languages": {"docs": 1, "bytes": removed_bytes}}
 
 
 def test_without_languages_it_is_relabelled(tmp_path: Path):

@@ -23,8 +23,8 @@ from pretrainkit.mixtures import load_mixture
 from pretrainkit.shards.tokenizer import load_tokenizer
 from pretrainkit.train.checkpoint.load_model import load_model
 from pretrainkit.train.config import load_config
-from pretrainkit.train.evaluation.task_files import read_task_file
 from pretrainkit.train.evaluation.tasks import Task, TaskSuite
+from pretrainkit.train.task_files import read_task_file
 
 SEQ = 32
 
