@@ -607,10 +607,14 @@ def described(document: Document) -> dict:
     """What a removed document's row shows of it, so that a rule can be judged without joining files:
     its `url` (where the record has one) and `text_head`, the first HEAD_CHARS characters of its text
     as the stage read it (before the stage changed it)."""
-    # json reads an escaped lone surrogate in a field other than the text and id; UTF-8 cannot write it
-    shown = document.url is not None and _lone_surrogate(document.url) is None
-    url = {"url": document.url} if shown else {}
-    return {**url, "text_head": document.text[:HEAD_CHARS]}
+    url = writable_url(document)
+    return {**({"url": url} if url is not None else {}), "text_head": document.text[:HEAD_CHARS]}
+
+
+def writable_url(document: Document) -> str | None:
+    """The document's url where it has one that UTF-8 can write (json reads an escaped lone surrogate
+    in a field other than the text and id; an output cannot hold it), else None."""
+    return document.url if document.url is not None and _lone_surrogate(document.url) is None else None
 
 
 def _record(obj: dict, raw: bytes | None, id_field: str, doc_id: str, generated: bool) -> bytes:

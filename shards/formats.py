@@ -36,11 +36,13 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 @dataclass
 class DocBatch:
-    """Consecutive documents: their ids, token counts, and all their tokens back to back."""
+    """Consecutive documents: their ids, token counts, and all their tokens back to back; in a set whose
+    documents have addresses (`ptk extract`'s pages), their urls (None where a document has none)."""
 
     ids: list[str]
     lengths: np.ndarray  # uint32, one per document
     tokens: np.ndarray  # flat, the set's token dtype
+    urls: list[str | None] | None = None  # None: the set has no url column
 
     @property
     def offsets(self) -> np.ndarray:

@@ -8,6 +8,10 @@
      "totals": {"shards": 1, "docs": 120, "tokens": 51234, "bytes": 70311},
      "provenance": {...}}
 
+`"urls": true` is there only in a set whose documents have addresses (records with a `url`, as
+`ptk extract` writes them): its shards then hold each document's url (`shards/arrow_format.py`,
+`shards/webdataset_format.py`). A set without urls has no such key, as before.
+
 Provenance holds only what determines the content (inputs with their hashes, dedup stats, content
 options, package version), never output paths, worker counts or times, so the same inputs give a
 byte-identical manifest. It is written last: a directory without one is not a shard set.
@@ -75,8 +79,11 @@ def tokenizer_info(manifest: dict) -> TokenizerInfo:
     return TokenizerInfo(t["sha256"], t["vocab_size"], t["eos_id"], t.get("eos_token", ""), t.get("vocab_fingerprint"))
 
 
-def build_manifest(fmt: str, dtype: str, tokenizer: TokenizerInfo, shards: list[ShardEntry], provenance: dict) -> dict:
+def build_manifest(
+    fmt: str, dtype: str, tokenizer: TokenizerInfo, shards: list[ShardEntry], provenance: dict, urls: bool = False
+) -> dict:
     return {
+        **({"urls": True} if urls else {}),
         "format": fmt,
         "version": FORMAT_VERSION[fmt],
         "dtype": dtype,
@@ -155,6 +162,8 @@ def _check(m: object, path: str) -> None:
     for key, kind in (("sha256", str), ("vocab_size", int), ("eos_id", int)):
         if not isinstance(m["tokenizer"].get(key), kind):
             fail(f"key 'tokenizer.{key}' missing or not a {kind.__name__}")
+    if m.get("urls", True) is not True:
+        fail(f"key 'urls' is {quoted(m['urls'])}, expected true (or no key: a set without urls)")
     if not isinstance(m["tokenizer"].get("vocab_fingerprint", ""), str):
         fail("key 'tokenizer.vocab_fingerprint' is not a str")
     for i, s in enumerate(m["shards"]):

@@ -4,6 +4,7 @@
     ss.num_docs, ss.num_tokens, ss.tokenizer.eos_id, ss.dtype
     ss.document(3)                   # tokens of document 3
     ss.document_origin(3)            # (its shard's file, its id)
+    ss.document_url(3)               # its url, None without one (a set with no urls: always None)
     ss.read_tokens(0, 2049)          # the stream doc0 EOS doc1 EOS ... (an EOS after every document)
     ss.doc_lengths()                 # int64 per document, read without decompressing any tokens
     ss.batches.docs, ss.read_batch(b)   # the record-batch index; one batch's lengths and tokens
@@ -93,6 +94,11 @@ class ShardSet:
         return self.num_tokens + self.num_docs
 
     @property
+    def has_urls(self) -> bool:
+        """Whether the shards hold their documents' urls (the manifest's `urls`)."""
+        return self.manifest.get("urls", False)
+
+    @property
     def dtype(self) -> type:
         return np.uint16 if self.manifest["dtype"] == "uint16" else np.uint32
 
@@ -159,6 +165,14 @@ class ShardSet:
         b, j, _ = self._locate(i)
         shard, local = self.batches.location(b)
         return self.manifest["shards"][shard]["file"], self._reader(shard).ids(local)[j]
+
+    def document_url(self, i: int) -> str | None:
+        """Document i's url: None where it has none, and for every document of a set without urls."""
+        if not self.has_urls:
+            return None
+        b, j, _ = self._locate(i)
+        shard, local = self.batches.location(b)
+        return self._reader(shard).urls(local)[j]
 
     def read_tokens(self, start: int, stop: int) -> np.ndarray:
         """Tokens [start, stop) of the stream doc0 EOS doc1 EOS ... (a copy; safe to modify)."""

@@ -40,7 +40,7 @@ from pretrainkit.remote import staging
 from pretrainkit.remote.transfer import read_bytes
 from pretrainkit.remote.urls import filesystem, is_url, join, storage_errors
 from pretrainkit.shards import ShardSet
-from pretrainkit.shards.arrow_format import ID, LENGTH, TOKENS, decode_record_batch
+from pretrainkit.shards.arrow_format import ID, LENGTH, TOKENS, URL, decode_record_batch
 from pretrainkit.shards.batch_cache import BatchCache, BatchRange
 from pretrainkit.shards.batch_ranges import BatchRanges, sidecar_name
 from pretrainkit.shards.formats import MANIFEST_NAME
@@ -153,7 +153,7 @@ class StreamedShardSet(ShardSet):
     def _decoded(self, b: int, data: bytes) -> tuple[np.ndarray, np.ndarray]:
         shard, local = self.batches.location(b)
         try:
-            batch = decode_record_batch(data, np.dtype(self.dtype), (LENGTH, TOKENS))
+            batch = decode_record_batch(data, np.dtype(self.dtype), (LENGTH, TOKENS), self.has_urls)
             lengths, tokens = batch.column(0).to_numpy(), batch.column(1).values.to_numpy()
         except Exception as e:  # pyarrow raises many types; the bytes had their sha256, so the writer erred
             raise self._unreadable(shard, local, e) from None
@@ -183,8 +183,14 @@ class _StreamedShard:
         return self.ss.read_batches([self._batch(i)])[0][1]
 
     def ids(self, i: int) -> list[str]:
+        return self._column(i, ID)
+
+    def urls(self, i: int) -> list[str | None]:
+        return self._column(i, URL)
+
+    def _column(self, i: int, column: int) -> list:
         (data,) = self.ss.cache.get([self.ss._range(self._batch(i))])
-        return decode_record_batch(data, np.dtype(self.ss.dtype), (ID,)).column(0).to_pylist()
+        return decode_record_batch(data, np.dtype(self.ss.dtype), (column,), self.ss.has_urls).column(0).to_pylist()
 
     def _batch(self, i: int) -> int:
         return int(self.ss.batches.shard_batches[self.shard]) + i

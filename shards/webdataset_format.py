@@ -8,7 +8,8 @@
 
 A sample (key `<shard>-<batch>`) is one `DocBatch` of many documents, because one small document
 per sample costs more in tar headers and padding than its tokens: `<key>.json.gz` holds the
-documents' ids and token counts, `<key>.npy.gz` all their tokens back to back as a standard NumPy
+documents' ids and token counts (and, in a set whose documents have addresses, their `urls`, null
+for one without), `<key>.npy.gz` all their tokens back to back as a standard NumPy
 array (the set's dtype), so `webdataset`'s default decoders (which gunzip `.gz`, then load `.npy` and
 `.json`), or `gzip` with `numpy.load` and `json.load`, read them with no pretrainkit code. gzip, not
 zstd, because stock decoders know only gzip; at level 6 it is about as small as zstd level 3 on
@@ -45,8 +46,10 @@ def _gzip(data: bytes) -> bytes:
 
 
 def encode_meta(batch: DocBatch) -> bytes:
-    meta = json.dumps({"ids": batch.ids, "lengths": batch.lengths.tolist()}, ensure_ascii=False, separators=(",", ":"))
-    return _gzip(meta.encode("utf-8"))
+    meta: dict = {"ids": batch.ids, "lengths": batch.lengths.tolist()}
+    if batch.urls is not None:  # a set whose documents have addresses: theirs, null for one without
+        meta["urls"] = batch.urls
+    return _gzip(json.dumps(meta, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
 def encode_tokens(batch: DocBatch) -> bytes:
@@ -157,3 +160,8 @@ class WebDatasetShardReader:
 
     def ids(self, i: int) -> list[str]:
         return self._meta(self._read(self._meta_spans[i]))["ids"]
+
+    def urls(self, i: int) -> list[str | None]:
+        """Each document's url, None where it has none (every one, in a set without urls)."""
+        meta = self._meta(self._read(self._meta_spans[i]))
+        return meta.get("urls") or [None] * len(meta["ids"])

@@ -51,6 +51,8 @@ from pretrainkit.shards.webdataset_format import WebDatasetShardWriter
 
 # (first, end) -> the ids and the tokens, back to back, of those documents of a shard
 ReadDocs = Callable[[int, int], tuple[list[str], np.ndarray]]
+# (first, end) -> the urls of those documents of a shard (None for a document without one)
+ReadUrls = Callable[[int, int], list[str | None]]
 
 
 def prepare_output_dir(out_dir: Path) -> None:
@@ -128,8 +130,10 @@ def write_shard(
     batch_tokens: int,
     lengths: np.ndarray,
     read_docs: ReadDocs,
+    read_urls: ReadUrls | None = None,
 ) -> ShardEntry:
-    """Write shard `index` of a set: documents with these token counts, read one batch at a time."""
+    """Write shard `index` of a set: documents with these token counts, read one batch at a time; with
+    `read_urls`, their urls too (a set whose documents have addresses: every shard of it)."""
     if fmt not in FORMATS:
         raise UserError(f"unknown shard format {fmt!r} (expected {', '.join(FORMATS)})")
     dtype = np.dtype(dtype)
@@ -138,13 +142,14 @@ def write_shard(
     if not ends or ends[-1] < len(lengths):
         ends.append(len(lengths))
     with atomic_write(path, "wb") as sink:
-        writer = ArrowShardWriter(sink, dtype) if fmt == "arrow" else WebDatasetShardWriter(sink, index)
+        urls = read_urls is not None
+        writer = ArrowShardWriter(sink, dtype, urls) if fmt == "arrow" else WebDatasetShardWriter(sink, index)
         start = 0
         for end in ends:
             ids, tokens = read_docs(start, end)
-            writer.write(
-                DocBatch(ids, np.asarray(lengths[start:end], dtype=np.uint32), tokens.astype(dtype, copy=False))
-            )
+            batch_lengths = np.asarray(lengths[start:end], dtype=np.uint32)
+            batch_urls = read_urls(start, end) if read_urls is not None else None
+            writer.write(DocBatch(ids, batch_lengths, tokens.astype(dtype, copy=False), batch_urls))
             start = end
         writer.close()
     batches = None

@@ -7,12 +7,15 @@
     ss = write_text_shards(["first doc", "second doc"], out_dir, "tokenizer.json")   # tests: one call
 
 1. encode  (per ~4 MB of input, in input order)  read the records, encode their texts, write
-           `OUT/.work/encoded-NNNNN.*`: tokens, token count per document, ids, rejected rows;
-           then `.json` (its counts), which marks the job finished.
+           `OUT/.work/encoded-NNNNN.*`: tokens, token count per document, ids, rejected rows, and
+           where a record of the job has a `url` (`ptk extract`'s pages), every document's url
+           (`.urls`, null for one without); then `.json` (its counts), which marks the job finished.
 2. shards  (per shard)  the token counts give every batch and shard boundary (`ShardPlan`);
            each job writes one shard from the encoded files, then `OUT/.work/shard-NNNNN.json`,
            its manifest entry, which marks the shard finished.
-Then `OUT/rejected.jsonl` (the jobs' rows, in input order) and, last, `OUT/manifest.json`.
+Then `OUT/rejected.jsonl` (the jobs' rows, in input order) and, last, `OUT/manifest.json`. Where
+any job wrote urls, every shard holds a url per document and the manifest says `"urls": true`;
+otherwise the shards and manifest have no trace of urls.
 
 Boundaries depend only on the documents, so shards and manifest are byte-identical for any
 executor and worker count. Every input record is either in the shards or a row of
@@ -55,6 +58,7 @@ from pretrainkit.dataprep.readers import (
     read_task,
     reason_kind,
     refuse_overlap,
+    writable_url,
 )
 from pretrainkit.dataprep.stage import Run, Stage, run_stage
 from pretrainkit.errors import UserError
@@ -193,7 +197,8 @@ class TokenizeStage(Stage):
             **(self.provenance or {}),
         }
         dtype = token_dtype(run.state.vocab_size)
-        return build_manifest(options.format, dtype.name, run.state.info, results["entries"], provenance)
+        urls = _with_urls(encoded)
+        return build_manifest(options.format, dtype.name, run.state.info, results["entries"], provenance, urls)
 
     def publish(self, run: Run, stats: dict) -> None:
         write_manifest(run.out_dir, stats)
@@ -300,6 +305,7 @@ def encode_part(job: EncodeJob) -> dict:
     encode = _encoder(job.tokenizer_path, job.tokenizer_sha256, job.eos_token, job.dtype)
     docs = tokens = 0
     reasons: Counter = Counter()
+    urls: list[str | None] = []  # one per kept document: a job's few thousand, held until it ends
     with contextlib.ExitStack() as stack:
         # Not fsynced: a rerun rewrites any job whose .json (written last) is missing.
         out = {s: stack.enter_context(atomic_write(f"{base}{s}", "wb", durable=False)) for s in ENCODED_SUFFIXES}
@@ -313,6 +319,7 @@ def encode_part(job: EncodeJob) -> dict:
                     k += 1
                     if lengths[k - 1]:
                         kept_ids.append(id_line(item.id))
+                        urls.append(writable_url(item))
                         continue
                     item = Rejected(item.source, item.line, "text encodes to no tokens", item.id)
                 rows.append((json.dumps(item.to_json(), ensure_ascii=False) + "\n").encode("utf-8"))
@@ -321,7 +328,11 @@ def encode_part(job: EncodeJob) -> dict:
             out[".ids"].write(b"".join(kept_ids))
             out[".rejected"].write(b"".join(rows))
             docs, tokens = docs + len(kept_ids), tokens + int(lengths.sum())
-    meta = {"docs": docs, "tokens": tokens, "reasons": dict(sorted(reasons.items()))}
+    with_urls = sum(url is not None for url in urls)
+    if with_urls:  # not fsynced, as the others
+        with atomic_write(f"{base}.urls", "wb", durable=False) as f:
+            f.write("".join(json.dumps(url) + "\n" for url in urls).encode("ascii"))
+    meta = {"docs": docs, "tokens": tokens, "reasons": dict(sorted(reasons.items())), "urls": with_urls}
     write_text_atomic(done, json.dumps(meta))
     return meta
 
@@ -435,6 +446,12 @@ class ShardJob:
     fmt: str
     dtype: str
     batch_tokens: int
+    urls: bool  # whether the set holds urls (some encode job wrote them)
+
+
+def _with_urls(encoded: list[dict]) -> bool:
+    """Whether a url column is written: some kept document has a url."""
+    return any(e.get("urls", 0) for e in encoded)
 
 
 def _plan_shards(
@@ -445,7 +462,7 @@ def _plan_shards(
     for i in range(len(encoded)):
         plan.add(np.fromfile(Path(work) / f"{_encoded_name(i)}.lengths", dtype=np.uint32))
     starts = np.concatenate(([0], np.cumsum([e["docs"] for e in encoded], dtype=np.int64))).tolist()
-    jobs = []
+    jobs, urls = [], _with_urls(encoded)
     for k, ((first, end), tokens) in enumerate(zip(plan.finish(), plan.tokens)):
         pieces = []
         i = bisect.bisect_right(starts, first) - 1
@@ -453,7 +470,9 @@ def _plan_shards(
             if starts[i + 1] > first:
                 pieces.append((i, max(first, starts[i]) - starts[i], min(end, starts[i + 1]) - starts[i]))
             i += 1
-        jobs.append(ShardJob(k, tuple(pieces), tokens, out_dir, work, options.format, dtype.str, options.batch_tokens))
+        jobs.append(
+            ShardJob(k, tuple(pieces), tokens, out_dir, work, options.format, dtype.str, options.batch_tokens, urls)
+        )
     return jobs
 
 
@@ -478,11 +497,24 @@ class _EncodedDocs:
         self._offsets = np.concatenate(([0], np.cumsum(self.lengths, dtype=np.int64)))
 
     def ids(self) -> list[str]:
-        ids: list[str] = []
+        return self._lines(".ids")
+
+    def urls(self) -> list[str | None]:
+        """Each document's url (None for one without; every one, from a job that wrote no `.urls`)."""
+        return self._lines(".urls")
+
+    def _lines(self, suffix: str) -> list:
+        """The JSON values of this shard's documents in the encode jobs' `suffix` files, a line each;
+        None for each of a job's documents where it has no such file."""
+        values: list = []
         for i, first, end in self._job.pieces:
-            with open(Path(self._job.work_dir) / f"{_encoded_name(i)}.ids", "rb") as f:
-                ids += [json.loads(line) for line in itertools.islice(f, first, end)]
-        return ids
+            path = Path(self._job.work_dir) / f"{_encoded_name(i)}{suffix}"
+            if not path.exists():
+                values += [None] * (end - first)
+                continue
+            with open(path, "rb") as f:
+                values += [json.loads(line) for line in itertools.islice(f, first, end)]
+        return values
 
     def tokens(self, a: int, b: int) -> np.ndarray:
         """Tokens of documents [a, b) of the shard, back to back."""
@@ -505,6 +537,7 @@ def write_shard_part(job: ShardJob) -> ShardEntry:
             return entry
     docs = _EncodedDocs(job)
     ids = docs.ids()
+    urls = docs.urls() if job.urls else None
     entry = write_shard(
         job.out_dir,
         job.index,
@@ -513,6 +546,7 @@ def write_shard_part(job: ShardJob) -> ShardEntry:
         job.batch_tokens,
         docs.lengths,
         lambda a, b: (ids[a:b], docs.tokens(a, b)),
+        (lambda a, b: urls[a:b]) if urls is not None else None,
     )
     write_text_atomic(entry_path, json.dumps(asdict(entry)))
     return entry

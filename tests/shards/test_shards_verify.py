@@ -145,3 +145,14 @@ def test_each_record_batch_decodes_alone_from_its_sidecar_range_and_sidecars_are
         BatchRanges.decode(second_bytes[:20], "x")
     with pytest.raises(UserError, match=r"^x: \d+ bytes, its header says \d+$"):
         BatchRanges.decode(second_bytes[:-4], "x")
+
+
+def test_open_refuses_a_urls_key_that_is_not_true(shard_dir):
+    """`urls` says the shards hold a url column (a set from records with urls); any other value is a
+    damaged manifest, refused in one line rather than read with the wrong schema."""
+    path = shard_dir / "manifest.json"
+    manifest = json.loads(path.read_text())
+    for value in ("yes", False):
+        path.write_text(json.dumps({**manifest, "urls": value}))
+        with pytest.raises(UserError, match=f"manifest.json: key 'urls' is {value!r}, expected true"):
+            ShardSet.open(shard_dir)

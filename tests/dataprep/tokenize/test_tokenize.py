@@ -7,10 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from fixtures.corpora import DATA, need_data
@@ -179,3 +181,65 @@ def test_a_long_document_encoded_in_pieces_gives_the_tokens_of_the_whole(corpus)
         np.testing.assert_array_equal(pieces[1], whole[1])
     assert len(list(_Encoder(tok, np.dtype(np.uint16), piece_chars=5000)._pieces(text))) >= 70
     assert len(list(_Encoder(prepending, np.dtype(np.uint16), piece_chars=5000)._pieces(text))) == 1
+
+
+def test_urls_go_into_the_shards_only_of_a_corpus_that_has_them(tmp_path, corpus, monkeypatch):
+    """Records' `url` fields (`ptk extract` writes them) reach the shards, a url per document (None for one
+    without, or whose url is not a string UTF-8 can write), in both formats, across encode jobs of which
+    some saw no url; an Arrow record batch decodes alone with its url column, as a streamed set reads it.
+    A corpus without urls has no url column and no `urls` in its samples or manifest."""
+    from pretrainkit.dataprep.tokenize import corpus as tokenize_module
+    from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus
+    from pretrainkit.shards.arrow_format import LENGTH, TOKENS, URL, ArrowShardReader, decode_record_batch
+    from pretrainkit.shards.batch_ranges import BatchRanges, sidecar_name
+    from pretrainkit.shards.webdataset_format import decode_meta
+
+    monkeypatch.setattr(tokenize_module, "ENCODE_JOB_BYTES", 16 << 10)  # many jobs; those of b.jsonl see no url
+    texts, inputs, urls = corpus["texts"], tmp_path / "in", {}
+    inputs.mkdir()
+    with open(inputs / "a.jsonl", "w", encoding="utf-8") as f:
+        for i, text in enumerate(texts[:300]):
+            record: dict = {"id": f"a{i}", "text": text}
+            if i % 3 == 0:
+                record["url"] = urls[f"a{i}"] = f"https://example.org/wiki/é/{i}"
+            elif i % 3 == 1:  # no url: a null, a number, one with a lone surrogate (escaped) that UTF-8 cannot write
+                record["url"] = [None, 7, "https://example.org/\ud800"][i % 9 // 3]
+            f.write(json.dumps(record) + "\n")
+    with open(inputs / "b.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"id": f"b{i}", "text": text}) + "\n" for i, text in enumerate(texts[300:600]))
+    expected = {f"a{i}": urls.get(f"a{i}") for i in range(300)} | {f"b{i}": None for i in range(300)}
+    options = {"shard_tokens": 4096, "batch_tokens": 512}
+    for fmt in ("arrow", "webdataset"):
+        out = tmp_path / fmt
+        tokenize_corpus([str(inputs)], out, corpus["tok"], TokenizeOptions(format=fmt, **options))
+        ss = ShardSet.open(out)
+        assert ss.manifest["urls"] is True and ss.has_urls and ss.verify() == [] and len(ss.manifest["shards"]) > 4
+        assert {ss.document_id(i): ss.document_url(i) for i in range(ss.num_docs)} == expected
+        if fmt == "arrow":  # each batch alone, from its sidecar range (a streamed set's reads)
+            for entry in ss.manifest["shards"]:
+                data = (out / entry["file"]).read_bytes()
+                ranges = BatchRanges.decode((out / sidecar_name(entry["file"])).read_bytes(), entry["file"])
+                reader = ArrowShardReader(str(out / entry["file"]))
+                for i in range(ranges.num_batches):
+                    chunk = data[ranges.offsets[i] : ranges.offsets[i] + ranges.sizes[i]]
+                    lengths = decode_record_batch(chunk, np.uint16, (LENGTH, TOKENS), urls=True).column(0)
+                    assert np.array_equal(lengths.to_numpy(), reader.lengths(i))
+                    assert decode_record_batch(chunk, np.uint16, (URL,), urls=True).column(0).to_pylist() == (
+                        reader.urls(i)
+                    )
+
+    # Without urls: the shards and manifest of before.
+    (inputs / "a.jsonl").unlink()
+    for fmt in ("arrow", "webdataset"):
+        out = tmp_path / f"{fmt}-plain"
+        tokenize_corpus([str(inputs)], out, corpus["tok"], TokenizeOptions(format=fmt, **options))
+        ss = ShardSet.open(out)
+        assert "urls" not in ss.manifest and not ss.has_urls and ss.document_url(0) is None
+        for entry in ss.manifest["shards"]:
+            if fmt == "arrow":
+                schema = pa.ipc.open_file(str(out / entry["file"])).schema
+                assert schema.names == ["id", "length", "tokens"]
+            else:
+                with tarfile.open(out / entry["file"]) as tar:
+                    metas = [decode_meta(tar.extractfile(m).read()) for m in tar if m.name.endswith(".json.gz")]
+                assert metas and all(set(meta) == {"ids", "lengths"} for meta in metas)
