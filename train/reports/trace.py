@@ -2,7 +2,7 @@
 
     t = trace_step("runs/base", step=120, tokens=False)
     t["batch_sha256"]                      # equals metrics.jsonl's for step 120
-    t["windows"][0]["segments"][0]         # {"source", "shard", "index", "id", "input", "line", "start", "end"}
+    t["windows"][0]["segments"][0]         # {"source", "shard", "index", "id", "input", "line", "url"?, "start", "end"}
     print(format_trace(t))                 # a table per window
 
 A step's global batch is a pure function of the mixture (its seed and replays), seq_len, the global batch
@@ -17,7 +17,10 @@ the source's shard set (`ShardSet.document(index)`), its `id`, and `start`/`end`
 document's tokens followed by its EOS. `input` and `line` are where the document was read: tokenize
 names a record without an id `<input>:<line>` (`pretrainkit.dataprep.readers`), and keeps that id
 through every stage; they are given where the id has that form and names one of the inputs the shard
-manifest's provenance lists, and are null otherwise (a record that came with its own id).
+manifest's provenance lists, and are null otherwise (a record that came with its own id). `url` is the
+document's address where its record had one (`ptk extract`'s pages: the filter, dedup and decontaminate
+stages keep their records' fields, and tokenize writes the urls in the shards, `ShardSet.document_url`);
+a segment of a document without one has no `url` key.
 """
 
 from __future__ import annotations
@@ -177,7 +180,7 @@ def _batch_in(stretches: list[tuple[int, int, frozenset[int]]], step: int) -> in
 
 def batch_segments(sampler: MixtureSampler, batch: int) -> list[list[dict]]:
     """Per window of global batch `batch`, in global order, its document segments as the JSON form has them
-    (`source`, `shard`, `index`, `id`, `input`, `line`, `start`, `end`); also what a spike's event in
+    (`source`, `shard`, `index`, `id`, `input`, `line`, `url` for a page, `start`, `end`); also what a spike's event in
     events.jsonl ranks by loss (`train/loop/spike_documents.py`)."""
     inputs = {s.name: provenance_inputs(s.shard_set) for s in sampler.sources}
     return [
@@ -209,7 +212,9 @@ def document_fields(shards: ShardSet, inputs: set[str], doc: int) -> dict:
 
 
 def _segment(source: str, shards: ShardSet, inputs: set[str], doc: int, start: int, end: int) -> dict:
-    return {"source": source, **document_fields(shards, inputs, doc), "start": start, "end": end}
+    url = shards.document_url(doc)  # a page's: no key for a document without one
+    fields = {"source": source, **document_fields(shards, inputs, doc), **({"url": url} if url is not None else {})}
+    return {**fields, "start": start, "end": end}
 
 
 def format_trace(trace: dict) -> str:

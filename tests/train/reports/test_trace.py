@@ -5,12 +5,14 @@ resume with a changed mixture and seq_len."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import zstandard
 
 from pretrainkit.cli import main
 from pretrainkit.errors import UserError
@@ -221,3 +223,52 @@ def test_documents_keep_their_input_line_through_prepare_and_own_ids_have_none(h
             assert encode(plain[fields["line"] - 1], add_special_tokens=False).ids == tokens
             traced.add(fields["line"])
     assert traced == set(range(1, 61)) and shards.num_docs == 60 + len(own)
+
+
+def test_a_crawled_page_is_traced_to_its_url(kit, hf_corpus, tmp_path, capsys) -> None:
+    """Rust book pages in a WARC, through `ptk extract` and a filter (which keeps its records' fields) to
+    tokenize, beside a JSONL corpus and an HTML file without urls: each segment of a page has the page's
+    url, each of another document no `url` key; every segment's tokens are its document's."""
+    from tokenizers import Tokenizer
+
+    from fixtures.warc import write_crawl
+
+    tokenizer, speeches = hf_corpus
+    crawl = write_crawl(tmp_path / "crawl")  # 12 pages in two WARCs, and c.html (no url)
+    assert main(["extract", str(crawl), "-o", str(tmp_path / "extract"), "--workers", "1"]) == 0
+    filters = tmp_path / "filters.yaml"  # the language step alone: it keeps every page, adding `lang`
+    filters.write_text("filters:\n  - language: {languages: null, min_score: null}\n")
+    filtered = ["filter", str(tmp_path / "extract"), "-o", str(tmp_path / "filter"), "--filters", str(filters)]
+    assert main([*filtered, "--workers", "1"]) == 0
+    (tmp_path / "plays").mkdir()
+    plays = [{"text": t} for t in speeches[:200]]
+    (tmp_path / "plays" / "plays.jsonl").write_text("".join(json.dumps(r) + "\n" for r in plays))
+    inputs = [str(tmp_path / "filter"), str(tmp_path / "plays"), "-o", str(tmp_path / "shards")]
+    assert main(["tokenize", *inputs, "--tokenizer", str(tokenizer), "--workers", "1"]) == 0
+    capsys.readouterr()
+    pages = {}  # id -> the extracted record (id, url, date, text), of the pages the filter kept
+    for part in sorted((tmp_path / "filter").glob("part-*.jsonl.zst")):
+        for line in io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(part.read_bytes()), "utf-8"):
+            record = json.loads(line)
+            pages[record["id"]] = record
+    with_url = {i: r["url"] for i, r in pages.items() if r["url"] is not None}  # c.html's is null
+    assert len(with_url) == 12 and pages["c.html"]["url"] is None and all("lang" in r for r in pages.values())
+
+    mix = tmp_path / "mix.yaml"
+    mix.write_text("seed: 5\nsources:\n  - {name: web, shards: shards, weight: 1}\n")
+    config = kit.config(tmp_path, data={"mixture": str(mix)}, max_steps=4, checkpoint={"every": 4, "keep": 1})
+    run_training(load_config(config), str(config))
+    shards, encoder = ShardSet.open(tmp_path / "shards"), Tokenizer.from_file(str(tokenizer / "tokenizer.json"))
+    seen: dict[bool, int] = {True: 0, False: 0}
+    for step in range(1, 5):
+        assert main(["trace", str(tmp_path / "run"), "--step", str(step), "--json"]) == 0
+        trace = json.loads(capsys.readouterr().out)
+        for s in (s for window in trace["windows"] for s in window["segments"]):
+            fields = ["source", "shard", "index", "id", "input", "line", "url", "start", "end"]
+            assert list(s) == [f for f in fields if f != "url" or s["id"] in with_url]  # "url" only for a page
+            assert s.get("url") == with_url.get(s["id"])
+            seen["url" in s] += 1
+            if s["id"] in pages:  # the tokens of the page's (filtered) text
+                text = pages[s["id"]]["text"]
+                assert shards.document(s["index"]).tolist() == encoder.encode(text, add_special_tokens=False).ids
+    assert seen[True] and seen[False]
