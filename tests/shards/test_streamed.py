@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import multiprocessing.forkserver
 import os
 import re
@@ -368,3 +369,30 @@ def test_a_process_forked_while_a_cache_lock_is_held_does_not_keep_it(tmp_path: 
         os.waitpid(child, 0)
         os.close(ready_r)
         os.close(ready_w)
+
+
+def test_a_set_with_urls_streams_its_tokens_and_urls(s3, tmp_path, monkeypatch):
+    """A set whose documents have urls (a url column after the others, the manifest's `urls`) streams: a
+    record batch fetched alone decodes with that schema, giving the local set's tokens and urls."""
+    from pretrainkit.dataprep.tokenize.corpus import TokenizeOptions, tokenize_corpus
+    from pretrainkit.shards.tokenizer import train_tokenizer
+
+    texts = [p for p in shakespeare(0, 60_000).split("\n\n") if p.strip()]
+    train_tokenizer(texts, 300).save(str(tmp_path / "tok.json"))
+    (tmp_path / "corpus").mkdir()
+    urls = [f"https://example.org/play/{i}" if i % 2 else None for i in range(len(texts))]  # every other one
+    records = [{"text": t, **({"url": u} if u else {})} for t, u in zip(texts, urls)]
+    (tmp_path / "corpus" / "plays.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    local = tmp_path / "shards"
+    options = TokenizeOptions(shard_tokens=4096, batch_tokens=512)
+    tokenize_corpus([str(tmp_path / "corpus")], local, str(tmp_path / "tok.json"), options)
+    monkeypatch.setenv(MAX_BYTES_ENV, str(set_bytes(local) // 4))
+    monkeypatch.setenv("PTK_CACHE_DIR", str(tmp_path / "cache"))
+    streamed, local_set = open_shard_set(uploaded(local, f"{s3.bucket}/tokens/urls")), ShardSet.open(local)
+    assert isinstance(streamed, StreamedShardSet) and streamed.has_urls and local_set.num_docs == len(texts)
+    assert [streamed.document_url(i) for i in range(len(texts))] == urls
+    assert [local_set.document_url(i) for i in range(len(texts))] == urls
+    for b in range(local_set.batches.num_batches):
+        (lengths, tokens), (local_lengths, local_tokens) = streamed.read_batch(b), local_set.read_batch(b)
+        assert np.array_equal(lengths, local_lengths) and np.array_equal(tokens, local_tokens)
+    streamed.settle()
