@@ -81,6 +81,7 @@ def test_a_crawl_pipeline_is_its_commands_one_after_another(crawl_run, tmp_path,
     }
     manifest = json.loads(shards["manifest.json"])
     assert manifest["shards"] == json.loads(by_hand["manifest.json"])["shards"]
+    assert manifest["urls"] is True  # the pages' urls, kept by every stage, are in the shards (ptk trace gives them)
     provenance = manifest["provenance"]
     assert [i["path"] for i in provenance["inputs"]] == ["a.warc.gz", "b.warc", "c.html"]  # the raw crawl
     assert [next(iter(s)) for s in provenance["pipeline"]] == [
