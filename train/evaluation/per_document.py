@@ -12,7 +12,8 @@ the share of the eval's loss it holds: `tokens` (its length + 1) and `loss`, the
 nats per token. Rows: `id`, `source` (the eval's source: shard set, text input or mixture source),
 `shard`, `index` (the document's index in its shard set, or its position among a text input's
 documents), `input` and `line` (where it was read; for a shard set as `ptk trace` gives them, null
-for a document that came with an id of its own), `tokens` and `loss`. Sorted by loss, highest first,
+for a document that came with an id of its own), `url` for a crawled page (no key otherwise), `tokens`
+and `loss`. Sorted by loss, highest first,
 ties by source then index, so the same model and documents give the same file. What comes to the top
 is what the model finds least like its training data: gibberish, a language it did not see, markup;
 what comes last is what it finds most predictable, repeated boilerplate among it.
@@ -50,7 +51,7 @@ class DocumentLosses:
 
 def document_rows(source: str, origin: Callable[[int], dict], lengths: np.ndarray, nats: np.ndarray) -> list[dict]:
     """One row per document of an eval set (module docstring); `origin(i)`: the i-th document's `shard`,
-    `index`, `id`, `input` and `line`."""
+    `index`, `id`, `input`, `line` and `url` if it has one."""
     rows = []
     for i, (length, total) in enumerate(zip(lengths.tolist(), nats.tolist())):
         where = origin(i)

@@ -43,9 +43,8 @@ def top_documents(
             b = a + s["end"] - s["start"]
             targets = slice(max(a, 1) - 1, b - 1)
             key = (s["source"], s["index"])
-            doc = docs.setdefault(
-                key, {k: s[k] for k in ("source", "shard", "index", "id", "input", "line")} | {"tokens": 0, "loss": []}
-            )
+            where = {k: s[k] for k in ("source", "shard", "index", "id", "input", "line", "url") if k in s}
+            doc = docs.setdefault(key, where | {"tokens": 0, "loss": []})
             doc["tokens"] += int(counted[w, targets].sum())
             doc["loss"] += losses[w, targets][counted[w, targets]].tolist()
             a = b

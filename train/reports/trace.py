@@ -197,24 +197,24 @@ def provenance_inputs(shards: ShardSet) -> set[str]:
 
 def document_fields(shards: ShardSet, inputs: set[str], doc: int) -> dict:
     """Where document `doc` of a shard set is found: `shard`, `index`, `id`, `input`, `line` (the last two
-    null unless the id names a line of one of `inputs`, `provenance_inputs`); also what `ptk eval
-    --per-document` writes for a shard set's document."""
+    null unless the id names a line of one of `inputs`, `provenance_inputs`), and `url` for a page that
+    has one (no key otherwise); also what `ptk eval --per-document` and a spike's event give a document."""
     shard, doc_id = shards.document_origin(doc)
     found = _GENERATED_ID.fullmatch(doc_id)
     read_from = found is not None and found[1] in inputs
+    url = shards.document_url(doc)
     return {
         "shard": shard,
         "index": doc,
         "id": doc_id,
         "input": found[1] if read_from else None,
         "line": int(found[2]) if read_from else None,
+        **({"url": url} if url is not None else {}),
     }
 
 
 def _segment(source: str, shards: ShardSet, inputs: set[str], doc: int, start: int, end: int) -> dict:
-    url = shards.document_url(doc)  # a page's: no key for a document without one
-    fields = {"source": source, **document_fields(shards, inputs, doc), **({"url": url} if url is not None else {})}
-    return {**fields, "start": start, "end": end}
+    return {"source": source, **document_fields(shards, inputs, doc), "start": start, "end": end}
 
 
 def format_trace(trace: dict) -> str:
