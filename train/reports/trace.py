@@ -224,7 +224,7 @@ def format_trace(trace: dict) -> str:
         f"step {trace['step']}: global batch {trace['batch']}, {len(windows)} windows, "
         f"batch_sha256 {trace['batch_sha256']}"
     ]
-    header = ("source", "shard", "index", "id", "input:line", "tokens")
+    header = ("source", "shard", "index", "id", "from", "tokens")  # from: input:line, else a page's url
     for w, window in enumerate(windows):
         table = [header] + [
             (
@@ -232,7 +232,7 @@ def format_trace(trace: dict) -> str:
                 s["shard"],
                 str(s["index"]),
                 s["id"],
-                f"{s['input']}:{s['line']}" if s["input"] is not None else "-",
+                f"{s['input']}:{s['line']}" if s["input"] is not None else s.get("url", "-"),
                 f"{s['start']}-{s['end']}",
             )
             for s in window["segments"]

@@ -107,7 +107,7 @@ def test_trace_gives_the_consumed_tokens_their_hash_and_their_documents(kit, tok
     table = capsys.readouterr().out.splitlines()
     first = trace_step(str(run), 4)["windows"][0]["segments"][0]
     assert table[0] == f"step 4: global batch 3, 8 windows, batch_sha256 {logged[4]}"
-    assert table[1] == "window 0" and table[2].split() == ["source", "shard", "index", "id", "input:line", "tokens"]
+    assert table[1] == "window 0" and table[2].split() == ["source", "shard", "index", "id", "from", "tokens"]
     origin = f"{first['input']}:{first['line']}" if first["input"] else "-"
     assert table[3].split() == [
         "plays",
