@@ -152,7 +152,7 @@ def _split(args: argparse.Namespace, cfg, shape: ActivationShape | None) -> tupl
     p = cfg.parallel if cfg is not None else None
     tp = args.tp or (p.tp if p else 1)
     pp = args.pp or (p.pp if p else 1)
-    ep = args.ep or (getattr(p, "ep", 1) if p else 1)  # `parallel.ep` (expert parallelism) may be absent
+    ep = args.ep or (p.ep if p else 1)
     if (tp > 1 or pp > 1 or ep > 1) and shape is None:
         raise UserError("--tp, --pp and --ep need --config: the split depends on the model's shape")
     if args.devices % (tp * pp):
