@@ -162,17 +162,21 @@ class ShardSet:
 
     def document_origin(self, i: int) -> tuple[str, str]:
         """(the file of the shard holding document i, the document's id)."""
-        b, j, _ = self._locate(i)
-        shard, local = self.batches.location(b)
+        shard, local, j = self._record(i)
         return self.manifest["shards"][shard]["file"], self._reader(shard).ids(local)[j]
 
     def document_url(self, i: int) -> str | None:
         """Document i's url: None where it has none, and for every document of a set without urls."""
         if not self.has_urls:
             return None
+        shard, local, j = self._record(i)
+        return self._reader(shard).urls(local)[j]
+
+    def _record(self, i: int) -> tuple[int, int, int]:
+        """(shard, record batch within that shard, position in the batch) of document i."""
         b, j, _ = self._locate(i)
         shard, local = self.batches.location(b)
-        return self._reader(shard).urls(local)[j]
+        return shard, local, j
 
     def read_tokens(self, start: int, stop: int) -> np.ndarray:
         """Tokens [start, stop) of the stream doc0 EOS doc1 EOS ... (a copy; safe to modify)."""
